@@ -1,0 +1,37 @@
+# scalerl: `make demo` runs the main job on the embedded default; `make test` runs the tests.
+# Both build .venv from pinned versions (constraints.txt) on a fresh clone.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+EXTRAS := plots,tensorboard,train,ray,dev
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-slow bench lint clean install
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/scalerl demo
+
+test: $(STAMP)
+	$(PY) -m pytest -m "not slow" tests
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow tests
+
+bench: $(STAMP)
+	$(PY) bench/fit_speed.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench
+
+clean:
+	rm -rf $(VENV) runs out

@@ -1,0 +1,50 @@
+"""Logits to token log-probs and entropy, with the FP32 LM-head path.
+
+The FP32 head (digest §2.4) computes ``logits = h @ W^T (+ b)`` in float32 even when the
+model body runs in bf16, on both generator and trainer, so the IS ratio
+``ρ = π_train / π_gen`` sees the same numbers on both sides. The paper reports it raised
+the asymptote from 0.52 to 0.61 (Fig. 5b).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def lm_head_logits(
+    hidden: torch.Tensor,  # (..., H) final hidden states
+    weight: torch.Tensor,  # (V, H) LM-head (or tied embedding) matrix
+    bias: torch.Tensor | None = None,  # (V,)
+    *,
+    fp32: bool = True,
+) -> torch.Tensor:  # (..., V)
+    """``logits = hidden @ weight.T + bias``, in float32 when ``fp32`` else in hidden's dtype."""
+    if fp32:
+        hidden = hidden.float()
+        weight = weight.float()
+        bias = bias.float() if bias is not None else None
+    logits = torch.nn.functional.linear(hidden, weight.to(hidden.dtype), bias)
+    return logits
+
+
+def token_logprobs(
+    logits: torch.Tensor,  # (N, T, V)
+    tokens: torch.Tensor,  # (N, T) int64
+    temperature: float = 1.0,
+) -> torch.Tensor:  # (N, T)
+    """``log softmax(logits / τ)[tokens]``: log-prob of each chosen token.
+
+    Uses logsumexp rather than a full log_softmax so only one (N, T) gather is materialised
+    beside the logits.
+    """
+    logits = logits.float() if logits.dtype != torch.float64 else logits
+    if temperature != 1.0:
+        logits = logits / temperature
+    chosen = torch.gather(logits, -1, tokens.unsqueeze(-1)).squeeze(-1)
+    return chosen - torch.logsumexp(logits, dim=-1)
+
+
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:  # (N, T, V) -> (N, T)
+    """Shannon entropy ``H = -Σ_v p_v log p_v`` of each position's distribution, in nats."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)

@@ -1,0 +1,85 @@
+"""Records shared by every role: the neutral wire-type module.
+
+``rollout/`` produces these and ``pipeline/`` consumes them, and nothing may import
+``pipeline/``, so they live here rather than in ``pipeline/types.py`` (see docs/DESIGN.md).
+Only numpy: records cross process and Ray boundaries by pickling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+FinishReason = Literal["stop", "length", "interrupted"]
+
+INTERRUPTION_PHRASE = (
+    "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
+)
+"""The forced-interruption phrase of the paper's v1 §4 (digest §2.9)."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How a generation engine samples one batch of completions."""
+
+    max_new_tokens: int = 128
+    """Hard cap on generated tokens per completion (thinking + answer); past it -> "length"."""
+    temperature: float = 1.0
+    """Softmax temperature; 1.0 samples the policy itself, as RL needs."""
+    top_p: float = 1.0
+    """Nucleus mass; 1.0 disables truncation of the distribution."""
+    stop_strings: tuple[str, ...] = ()
+    """Decoded text that ends a completion ("stop") besides EOS."""
+    interrupt_range: tuple[int, int] | None = None
+    """(lo, hi): per sequence, an interruption point drawn uniformly from [lo, hi] thinking
+    tokens; None disables forced interruptions (digest §2.9)."""
+    answer_budget: int = 32
+    """Tokens the model may write after a forced interruption before it is cut ("length")."""
+    interruption_phrase: str = INTERRUPTION_PHRASE
+    """Text injected at the interruption point; it must end the thinking block."""
+    seed: int | None = None
+    """Seed for this call's sampling; None draws from the engine's generator."""
+
+
+@dataclass
+class Completion:
+    """One sampled completion, with everything the learner needs to score and weight it.
+
+    All per-token arrays have length ``T = len(tokens)`` (the generated part only).
+    """
+
+    prompt_tokens: np.ndarray  # (P_len,) int64
+    tokens: np.ndarray  # (T,) int64: generated tokens, injected phrase tokens included
+    logprobs: np.ndarray  # (T,) float32: behaviour log-prob of each token as sampled
+    versions: np.ndarray  # (T,) int64: policy version that produced each token
+    loss_mask: np.ndarray  # (T,) bool: False for injected (forced) tokens
+    finish_reason: FinishReason
+    text: str = ""
+    """Decoded completion text (thinking block included)."""
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.tokens.shape[0])
+
+
+@dataclass
+class Group:
+    """G completions of one prompt, scored: the unit generators stream to the learner."""
+
+    prompt_id: int
+    completions: list[Completion]
+    rewards: np.ndarray  # (G,) float32
+    epoch: int = 0
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def pass_rate(self) -> float:
+        """Fraction of completions that are correct (reward > 0 in ±1 or {0, 1} form)."""
+        return float((self.rewards > 0).mean())
+
+    @property
+    def min_version(self) -> int:
+        """Oldest policy version that contributed a token to this group."""
+        return int(min(int(c.versions.min()) for c in self.completions if c.num_tokens))
