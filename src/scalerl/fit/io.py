@@ -1,0 +1,469 @@
+"""Read validation curves (compute -> pass rate) from training logs.
+
+Formats, picked by file name:
+
+- ``*.csv``: one row per evaluation, a header row; leading lines starting with ``#`` are
+  comments. Rows whose reward cell is empty are skipped (sparse logs that mix training
+  and evaluation rows). A ``run`` / ``run_name`` column splits the file into one curve per run.
+- W&B chart exports (``*.csv`` whose columns look like ``<run> - <metric>``, with
+  ``__MIN`` / ``__MAX`` companions): one curve per run; the ``__MIN`` / ``__MAX`` columns
+  (W&B's bucketing envelope) are ignored; the x column is the unprefixed one (``Step`` or
+  the chart's x metric).
+- ``*.jsonl`` / ``*.ndjson``: one JSON object per line, as ``scalerl train`` writes them
+  (``{"step": 10, "compute_gpu_hours": 0.01, "flops": ..., "val_pass_rate": 0.31}``).
+  Records without the reward field (training-step records) are skipped.
+- TensorBoard event files (a file named ``*tfevents*`` or a directory holding them):
+  scalar tags are the columns; the x tag is joined to the reward tag by step (linear
+  interpolation in step where the x tag was logged at other steps).
+
+Column choice (``x`` compute, ``y`` reward), matched exactly, then case-insensitively with
+``/ - . space`` treated as ``_``:
+
+- ``y`` default: the first of :data:`REWARD_COLUMNS` present.
+- ``x`` default: the first of :data:`COMPUTE_COLUMNS` present (GPU-hours, as in the paper
+  §1.7); when ``step_to_compute`` is given, the step column (:data:`STEP_COLUMNS`) times it.
+- An explicit ``x`` together with ``step_to_compute`` multiplies that column by the factor.
+
+Every problem raises :class:`~scalerl.fit.errors.CurveError` with one sentence naming the
+file and the field or line. Checks done here need the line: unparsable or NaN/inf values,
+negative or non-increasing compute, reward outside [0, 1]. Point-count and flat-curve
+checks belong to the fitter (``fit_sigmoid``); callers prefix its message with
+:attr:`Curve.source`.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from scalerl.fit.errors import CurveError
+
+COMPUTE_COLUMNS = ("compute", "gpu_hours", "compute_gpu_hours", "gpu_hour", "compute_gpu_h")
+REWARD_COLUMNS = (
+    "val_pass_rate",
+    "pass_rate",
+    "val_reward",
+    "eval_pass_rate",
+    "validation_pass_rate",
+    "reward",
+)
+STEP_COLUMNS = ("step", "global_step", "_step", "steps", "iteration")
+RUN_COLUMNS = ("run", "run_name")
+
+_WANDB_COLUMN = re.compile(r"^(?P<run>.+) - (?P<metric>.+?)(?P<suffix>__MIN|__MAX)?$")
+
+
+@dataclass(frozen=True, eq=False)
+class Curve:
+    """One run's validation curve: reward (pass rate) against training compute."""
+
+    name: str
+    compute: np.ndarray  # (N,) strictly increasing, >= 0
+    reward: np.ndarray  # (N,) in [0, 1]
+    source: str  # file (and run) it came from, for messages
+    x: str = "compute"  # column the compute came from (axis label)
+    y: str = "reward"  # column the reward came from (axis label)
+    lines: tuple[int, ...] = field(default=(), repr=False)  # source line (or step) per point
+
+    def __len__(self) -> int:
+        return int(self.compute.shape[0])
+
+    def head(self, max_compute: float) -> Curve:
+        """The points with compute <= ``max_compute`` (a budget prefix)."""
+        keep = self.compute <= max_compute
+        return Curve(
+            self.name,
+            self.compute[keep],
+            self.reward[keep],
+            self.source,
+            self.x,
+            self.y,
+            tuple(np.asarray(self.lines)[keep].tolist()) if self.lines else (),
+        )
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s/\-.]+", "_", name.strip()).lower()
+
+
+def _find_column(columns: Sequence[str], wanted: str | Sequence[str]) -> str | None:
+    """The column matching ``wanted`` (one name or a preference list), or None."""
+    names = [wanted] if isinstance(wanted, str) else list(wanted)
+    for name in names:
+        if name in columns:
+            return name
+    normed = {_norm(c): c for c in columns}
+    for name in names:
+        if _norm(name) in normed:
+            return normed[_norm(name)]
+    return None
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """Resolved column names for one table."""
+
+    x: str
+    y: str
+    factor: float  # compute = column value * factor
+
+
+def _choose(
+    columns: Sequence[str], where: str, x: str | None, y: str | None, step_to_compute: float | None
+) -> _Choice:
+    have = ", ".join(c for c in columns if c) or "(none)"
+    y_col = _find_column(columns, y if y is not None else REWARD_COLUMNS)
+    if y_col is None:
+        wanted = (
+            f"reward column '{y}'" if y else "reward column (" + ", ".join(REWARD_COLUMNS) + ")"
+        )
+        raise CurveError(f"{where} has no {wanted}; its columns are: {have} (choose one with --y).")
+    if x is not None:
+        x_col = _find_column(columns, x)
+        if x_col is None:
+            raise CurveError(f"{where} has no compute column '{x}'; its columns are: {have}.")
+    elif step_to_compute is not None:
+        x_col = _find_column(columns, STEP_COLUMNS)
+        if x_col is None:
+            raise CurveError(
+                f"{where} has no step column ({', '.join(STEP_COLUMNS)}) to scale by "
+                f"--step-to-compute; its columns are: {have}."
+            )
+    else:
+        x_col = _find_column(columns, COMPUTE_COLUMNS)
+        if x_col is None:
+            raise CurveError(
+                f"{where} has no compute column ({', '.join(COMPUTE_COLUMNS)}); its columns "
+                f"are: {have} (choose one with --x, or convert steps with --step-to-compute)."
+            )
+    factor = 1.0 if step_to_compute is None else float(step_to_compute)
+    if not (math.isfinite(factor) and factor > 0):
+        raise CurveError(f"step_to_compute must be a positive number, got {step_to_compute}.")
+    return _Choice(x_col, y_col, factor)
+
+
+def _number(value: object, where: str, column: str) -> float:
+    """Parse one cell; NaN, inf and non-numbers are errors naming the line."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise CurveError(f"{where}: '{column}' is {value!r}, not a number.") from None
+    if not math.isfinite(number):
+        raise CurveError(f"{where}: '{column}' is {value!r}; NaN and inf are not allowed.")
+    return number
+
+
+def _empty(value: object) -> bool:
+    return value is None or (isinstance(value, str) and value.strip() == "")
+
+
+def _build(
+    name: str,
+    source: str,
+    choice: _Choice,
+    points: Iterable[tuple[str, int, object, object]],
+    line_word: str = "line",
+    bounded: bool = True,
+) -> Curve:
+    """Validate (where, line, x, y) cells into a Curve; ``where`` names the file for messages."""
+    compute: list[float] = []
+    reward: list[float] = []
+    lines: list[int] = []
+    for where, line, x_cell, y_cell in points:
+        at = f"{where} {line_word} {line}"
+        if _empty(y_cell):
+            continue
+        y_val = _number(y_cell, at, choice.y)
+        if _empty(x_cell):
+            raise CurveError(f"{at}: has '{choice.y}' but no '{choice.x}' value.")
+        x_val = _number(x_cell, at, choice.x) * choice.factor
+        if x_val < 0:
+            raise CurveError(f"{at}: compute '{choice.x}' is negative ({x_val:g}).")
+        if compute and x_val <= compute[-1]:
+            raise CurveError(
+                f"{at}: compute '{choice.x}' = {x_val:g} does not increase "
+                f"(previous point, {line_word} {lines[-1]}, has {compute[-1]:g})."
+            )
+        if bounded and not 0.0 <= y_val <= 1.0:
+            raise CurveError(
+                f"{at}: reward '{choice.y}' = {y_val:g} is outside [0, 1], but the sigmoid "
+                "law models a pass rate (rescale the reward first)."
+            )
+        compute.append(x_val)
+        reward.append(y_val)
+        lines.append(line)
+    if not compute:
+        raise CurveError(f"{source} has no rows with a '{choice.y}' value.")
+    x_label = choice.x if choice.factor == 1.0 else f"{choice.x} x {choice.factor:g}"
+    return Curve(name, np.array(compute), np.array(reward), source, x_label, choice.y, tuple(lines))
+
+
+# --- CSV and W&B CSV -------------------------------------------------------------------
+
+
+def _read_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """Header and (line number, cells) rows; '#' comment lines before the header skipped."""
+    text = path.read_text(encoding="utf-8-sig")
+    lines = text.splitlines()
+    start = 0
+    while start < len(lines) and (lines[start].startswith("#") or not lines[start].strip()):
+        start += 1
+    if start == len(lines):
+        raise CurveError(f"{path} is empty.")
+    reader = csv.reader(lines[start:])
+    header = [h.strip() for h in next(reader)]
+    rows = [(start + 1 + i + 1, row) for i, row in enumerate(reader) if any(c.strip() for c in row)]
+    if not rows:
+        raise CurveError(f"{path} has a header but no data rows.")
+    return header, rows
+
+
+def _cell(row: list[str], index: int) -> str:
+    return row[index] if index < len(row) else ""
+
+
+def _is_wandb(header: Sequence[str]) -> bool:
+    return any(_WANDB_COLUMN.match(h) for h in header) and any(
+        not _WANDB_COLUMN.match(h) for h in header
+    )
+
+
+def read_csv(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True) -> list[Curve]:
+    """Curves from a plain CSV (one per ``run`` value) or a W&B chart export (one per run)."""
+    header, rows = _read_csv_rows(path)
+    if _is_wandb(header):
+        return _read_wandb(
+            path, header, rows, x=x, y=y, step_to_compute=step_to_compute, bounded=bounded
+        )
+    choice = _choose(header, str(path), x, y, step_to_compute)
+    xi, yi = header.index(choice.x), header.index(choice.y)
+    run_col = _find_column(header, RUN_COLUMNS)
+    groups: dict[str, list[tuple[int, list[str]]]] = {}
+    for line, row in rows:
+        key = _cell(row, header.index(run_col)) if run_col else path.stem
+        groups.setdefault(key, []).append((line, row))
+    curves = []
+    for run, members in groups.items():
+        source = f"{path} [{run}]" if run_col else str(path)
+        points = ((str(path), ln, _cell(r, xi), _cell(r, yi)) for ln, r in members)
+        curves.append(_build(run, source, choice, points, bounded=bounded))
+    return curves
+
+
+def _read_wandb(path, header, rows, *, x, y, step_to_compute, bounded) -> list[Curve]:
+    """W&B chart export: ``<run> - <metric>`` columns, one curve per run."""
+    shared = [h for h in header if not _WANDB_COLUMN.match(h)]
+    per_run: dict[str, dict[str, str]] = {}  # run -> metric -> column
+    for h in header:
+        m = _WANDB_COLUMN.match(h)
+        if m and not m.group("suffix"):
+            per_run.setdefault(m.group("run"), {})[m.group("metric")] = h
+    metrics = sorted({metric for cols in per_run.values() for metric in cols})
+    curves = []
+    for run, cols in per_run.items():
+        # the x column may be the shared one (Step, or the chart's x metric) or a per-run metric
+        columns = shared + list(cols)
+        try:
+            choice = _choose(columns, str(path), x, y, step_to_compute)
+        except CurveError:
+            if _find_column(list(cols), y if y is not None else REWARD_COLUMNS) is None:
+                continue  # this run has other metrics only
+            raise
+        xcol = cols.get(choice.x, choice.x)
+        xi, yi = header.index(xcol), header.index(cols[choice.y])
+        points = ((str(path), ln, _cell(r, xi), _cell(r, yi)) for ln, r in rows)
+        curves.append(_build(run, f"{path} [{run}]", choice, points, bounded=bounded))
+    if not curves:
+        wanted = f"'{y}'" if y else "(" + ", ".join(REWARD_COLUMNS) + ")"
+        raise CurveError(
+            f"{path} (a W&B export) has no run with the reward metric {wanted}; its metrics "
+            f"are: {', '.join(metrics)} (choose one with --y)."
+        )
+    return curves
+
+
+# --- JSONL ----------------------------------------------------------------------------
+
+
+def read_jsonl(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True) -> list[Curve]:
+    """One curve per ``run`` value (or one for the file) from JSON-lines records."""
+    records: list[tuple[int, dict]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise CurveError(f"{path} line {number} is not valid JSON ({err.msg}).") from None
+            if not isinstance(record, dict):
+                raise CurveError(f"{path} line {number} is not a JSON object.")
+            records.append((number, record))
+    if not records:
+        raise CurveError(f"{path} is empty.")
+    columns = list(dict.fromkeys(k for _, rec in records for k in rec))
+    choice = _choose(columns, str(path), x, y, step_to_compute)
+    run_col = _find_column(columns, RUN_COLUMNS)
+    groups: dict[str, list[tuple[int, dict]]] = {}
+    for number, rec in records:
+        key = str(rec.get(run_col, path.stem)) if run_col else path.stem
+        groups.setdefault(key, []).append((number, rec))
+    curves = []
+    for run, members in groups.items():
+        source = f"{path} [{run}]" if run_col else str(path)
+        points = ((str(path), n, r.get(choice.x), r.get(choice.y)) for n, r in members)
+        try:
+            curves.append(_build(run, source, choice, points, bounded=bounded))
+        except CurveError:
+            if run_col and all(_empty(r.get(choice.y)) for _, r in members):
+                continue  # a run (e.g. a trainer-only stream) without evaluations
+            raise
+    if not curves:
+        raise CurveError(f"{path} has no records with a '{choice.y}' value.")
+    return curves
+
+
+# --- TensorBoard ----------------------------------------------------------------------
+
+
+def _tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """tag -> (steps, values) for every scalar tag (TF1 simple_value and TF2 tensor form)."""
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    acc = ea.EventAccumulator(str(path), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
+    try:
+        acc.Reload()
+    except Exception as err:  # the library raises assorted errors on corrupt files
+        raise CurveError(f"{path} is not a readable TensorBoard event file ({err}).") from None
+    tags = acc.Tags()
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for tag in tags.get("scalars", []):
+        events = acc.Scalars(tag)
+        out[tag] = (np.array([e.step for e in events]), np.array([e.value for e in events]))
+    for tag in tags.get("tensors", []):
+        events = acc.Tensors(tag)
+        try:
+            values = [
+                float(np.asarray(ea.tensor_util.make_ndarray(e.tensor_proto))) for e in events
+            ]
+        except (TypeError, ValueError):
+            continue  # not a scalar tensor
+        out.setdefault(tag, (np.array([e.step for e in events]), np.array(values)))
+    return out
+
+
+def read_tensorboard(
+    path: Path, *, x=None, y=None, step_to_compute=None, bounded=True
+) -> list[Curve]:
+    """One curve from an event file or a directory of them (TensorBoard's own reader)."""
+    scalars = _tb_scalars(path)
+    if not scalars:
+        raise CurveError(f"{path} has no scalar summaries.")
+    columns = list(scalars) + ["step"]
+    choice = _choose(columns, str(path), x, y, step_to_compute)
+    y_steps, y_values = scalars[choice.y]
+    if choice.x == "step" and choice.x not in scalars:
+        x_values = y_steps.astype(float)
+    else:
+        x_steps, x_raw = scalars[choice.x]
+        order = np.argsort(x_steps, kind="stable")
+        x_steps, x_raw = x_steps[order], x_raw[order]
+        outside = (y_steps < x_steps[0]) | (y_steps > x_steps[-1])
+        if outside.any():
+            step = int(y_steps[outside][0])
+            raise CurveError(
+                f"{path} step {step}: '{choice.y}' was logged but '{choice.x}' was not "
+                f"logged at or around that step."
+            )
+        # exact where logged at the same step; linear in step between logged steps otherwise
+        x_values = np.interp(y_steps, x_steps, x_raw)
+    name = path.parent.name if path.is_file() else path.name
+    points = ((str(path), int(s), xv, yv) for s, xv, yv in zip(y_steps, x_values, y_values))
+    return [_build(name or str(path), str(path), choice, points, "step", bounded)]
+
+
+# --- entry point ----------------------------------------------------------------------
+
+
+def _is_tensorboard(path: Path) -> bool:
+    if path.is_dir():
+        return any("tfevents" in p.name for p in path.iterdir())
+    return "tfevents" in path.name
+
+
+def read_curves(
+    path: str | Path, *, x=None, y=None, step_to_compute=None, bounded=True
+) -> list[Curve]:
+    """All curves in one file (or TensorBoard directory); the format follows the name."""
+    path = Path(path)
+    if not path.exists():
+        raise CurveError(f"{path} does not exist.")
+    kwargs = dict(x=x, y=y, step_to_compute=step_to_compute, bounded=bounded)
+    if _is_tensorboard(path):
+        return read_tensorboard(path, **kwargs)
+    if path.is_dir():
+        raise CurveError(f"{path} is a directory without TensorBoard event files.")
+    if path.stat().st_size == 0:
+        raise CurveError(f"{path} is empty.")
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        return read_csv(path, **kwargs)
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return read_jsonl(path, **kwargs)
+    raise CurveError(
+        f"{path} has an unknown format; use .csv (plain or W&B export), .jsonl, or a "
+        "TensorBoard event file or directory."
+    )
+
+
+def _unique_names(curves: list[Curve]) -> list[Curve]:
+    """Disambiguate equal run names (``runs/a/metrics.jsonl``, ``runs/b/metrics.jsonl``)."""
+    counts: dict[str, int] = {}
+    for c in curves:
+        counts[c.name] = counts.get(c.name, 0) + 1
+    out = []
+    for c in curves:
+        if counts[c.name] > 1:
+            parent = Path(c.source.split(" [")[0]).parent.name
+            c = Curve(f"{parent}/{c.name}", c.compute, c.reward, c.source, c.x, c.y, c.lines)
+        out.append(c)
+    return out
+
+
+def expand_paths(paths_or_globs: str | Path | Sequence[str | Path]) -> list[Path]:
+    """Paths in the given order; glob patterns expand (sorted); a pattern matching nothing fails."""
+    items = [paths_or_globs] if isinstance(paths_or_globs, str | Path) else list(paths_or_globs)
+    out: list[Path] = []
+    for item in items:
+        text = str(item)
+        if glob.has_magic(text):
+            matches = sorted(glob.glob(text, recursive=True))
+            if not matches:
+                raise CurveError(f"no file matches {text}.")
+            out.extend(Path(m) for m in matches)
+        else:
+            out.append(Path(text))
+    return out
+
+
+def load_runs(
+    paths_or_globs: str | Path | Sequence[str | Path],
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    step_to_compute: float | None = None,
+    bounded: bool = True,
+) -> list[Curve]:
+    """Every curve in the given files, directories and glob patterns, in order."""
+    curves: list[Curve] = []
+    for path in expand_paths(paths_or_globs):
+        curves.extend(read_curves(path, x=x, y=y, step_to_compute=step_to_compute, bounded=bounded))
+    return _unique_names(curves)
