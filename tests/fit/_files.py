@@ -1,0 +1,92 @@
+"""Writers for curve files in every format ``scalerl.fit.io`` reads (shared by fit tests).
+
+TensorBoard files are written with tensorboard's own ``EventFileWriter`` and protos,
+so no torch is involved.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from scalerl.fit.law import sigmoid
+
+# Table 1 "ScaleRL" row; R0 a post-SFT start
+TRUE = {"A": 0.610, "B": 1.92, "C_mid": 2542.0, "R0": 0.30}
+
+
+def synthetic_curve(
+    A=TRUE["A"], B=TRUE["B"], C_mid=TRUE["C_mid"], R0=TRUE["R0"], *, n=41, max_c=16000.0,
+    noise=0.003, seed=0,
+):  # fmt: skip
+    """(compute (n,), reward (n,)) on Eq. 1 with Gaussian noise, step-0 point included."""
+    compute = np.linspace(0.0, max_c, n)
+    reward = sigmoid(compute, A, B, C_mid, R0)
+    reward = reward + np.random.default_rng(seed).normal(0.0, noise, n)
+    reward[0] = R0
+    return compute, np.clip(reward, 0.0, 1.0)
+
+
+def write_csv(path: Path, compute, reward, *, x="gpu_hours", y="val_pass_rate") -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["step", x, y])
+        for i, (c, r) in enumerate(zip(compute, reward)):
+            writer.writerow([i * 10, repr(float(c)), repr(float(r))])
+    return path
+
+
+def write_jsonl(path: Path, compute, reward) -> Path:
+    """The trainer layout: training records between evaluation records."""
+    with path.open("w") as handle:
+        for i, (c, r) in enumerate(zip(compute, reward)):
+            base = {"step": 10 * i, "compute_gpu_hours": float(c), "flops": float(c) * 3.6e18}
+            handle.write(json.dumps({**base, "val_pass_rate": float(r)}) + "\n")
+            train = {"step": 10 * i + 5, "compute_gpu_hours": float(c) + 1e-3, "loss": 0.1}
+            handle.write(json.dumps(train) + "\n")
+    return path
+
+
+def write_tensorboard(logdir: Path, compute, reward, *, y_tag="val/pass_rate") -> Path:
+    """An event file with ``compute_gpu_hours`` every step and ``y_tag`` on eval steps."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    def event(step, tag, value):
+        value = summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
+        return event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=[value]))  # fmt: skip
+
+    writer = EventFileWriter(str(logdir))
+    for i, (c, r) in enumerate(zip(compute, reward)):
+        writer.add_event(event(10 * i, "compute_gpu_hours", c))
+        writer.add_event(event(10 * i, y_tag, r))
+    writer.close()
+    return logdir
+
+
+def write_wandb_csv(
+    path: Path, runs: dict[str, tuple[np.ndarray, np.ndarray]], *, metric="val/pass_rate"
+):
+    """A W&B chart export: ``Step`` plus ``<run> - <metric>`` and ``__MIN``/``__MAX`` columns.
+
+    Runs share the Step column; a run's cells are empty where it has no point.
+    """
+    steps = sorted({10 * i for _, r in runs.values() for i in range(len(r))})
+    header = ["Step"]
+    for name in runs:
+        header += [f"{name} - {metric}", f"{name} - {metric}__MIN", f"{name} - {metric}__MAX"]
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for step in steps:
+            row = [step]
+            for _, reward in runs.values():
+                i = step // 10
+                cell = repr(float(reward[i])) if i < len(reward) else ""
+                row += [cell, cell, cell]
+            writer.writerow(row)
+    return path

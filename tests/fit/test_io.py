@@ -1,0 +1,127 @@
+"""Reading curves from CSV, JSONL, TensorBoard and W&B exports; one-sentence errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scalerl.examples import example_files, example_path
+from scalerl.fit.errors import CurveError
+from scalerl.fit.io import load_runs, read_curves
+
+from ._files import synthetic_curve, write_csv, write_jsonl, write_tensorboard, write_wandb_csv
+
+
+@pytest.fixture
+def curve():
+    return synthetic_curve(n=11)
+
+
+def test_csv_roundtrip_and_auto_columns(tmp_path, curve):
+    (c,) = read_curves(write_csv(tmp_path / "run.csv", *curve))
+    assert c.name == "run" and c.x == "gpu_hours" and c.y == "val_pass_rate"
+    np.testing.assert_array_equal(c.compute, curve[0])
+    np.testing.assert_array_equal(c.reward, curve[1])
+    assert c.lines[:2] == (2, 3)  # header is line 1
+
+
+def test_jsonl_trainer_layout_skips_training_records(tmp_path, curve):
+    (c,) = read_curves(write_jsonl(tmp_path / "metrics.jsonl", *curve))
+    assert len(c) == 11 and c.x == "compute_gpu_hours"
+    np.testing.assert_allclose(c.reward, curve[1])
+    assert c.lines[:2] == (1, 3)  # training records sit on the even lines
+    (by_flops,) = read_curves(tmp_path / "metrics.jsonl", x="flops")
+    np.testing.assert_allclose(by_flops.compute, curve[0] * 3.6e18)
+
+
+def test_tensorboard_dir_and_file(tmp_path, curve):
+    logdir = write_tensorboard(tmp_path / "tb_run", *curve)
+    (c,) = read_curves(logdir)
+    assert c.name == "tb_run" and c.y == "val/pass_rate" and c.lines[1] == 10
+    np.testing.assert_allclose(c.compute, curve[0], rtol=1e-6)  # float32 in the event file
+    np.testing.assert_allclose(c.reward, curve[1], rtol=1e-6)
+    (event_file,) = logdir.iterdir()
+    (same,) = read_curves(event_file)
+    np.testing.assert_array_equal(same.reward, c.reward)
+
+
+def test_tensorboard_steps_times_factor(tmp_path, curve):
+    (c,) = read_curves(write_tensorboard(tmp_path / "tb", *curve), step_to_compute=2.0)
+    np.testing.assert_array_equal(c.compute, 20.0 * np.arange(11))
+
+
+def test_wandb_export_one_curve_per_run_min_max_ignored(tmp_path, curve):
+    other = synthetic_curve(n=8, seed=1)
+    path = write_wandb_csv(tmp_path / "wandb.csv", {"run-a": curve, "run b - x": other})
+    a, b = read_curves(path, step_to_compute=160.0)  # 1600 GPU-h per 10 steps
+    assert (a.name, b.name) == ("run-a", "run b - x")  # a run name with " - " survives
+    np.testing.assert_allclose(a.compute, curve[0])
+    assert len(b) == 8  # the empty cells after its last point are skipped
+    with pytest.raises(CurveError, match="no compute column"):
+        read_curves(path)  # Step only: needs --step-to-compute
+
+
+def test_run_column_splits_and_glob_names_are_unique(tmp_path, curve):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        write_jsonl(tmp_path / sub / "metrics.jsonl", *curve)
+    runs = load_runs(str(tmp_path / "*" / "metrics.jsonl"))
+    assert [r.name for r in runs] == ["a/metrics", "b/metrics"]
+    lines = [json.dumps({"run": r, "gpu_hours": c, "reward": 0.3 + c / 1e3}) for r in "xy" for c in (1, 2, 3)]  # fmt: skip
+    (tmp_path / "long.jsonl").write_text("\n".join(lines))
+    assert [r.name for r in read_curves(tmp_path / "long.jsonl")] == ["x", "y"]
+
+
+def test_bundled_examples_are_marked_synthetic_and_load():
+    files = example_files()
+    assert len(files) >= 6 and all(p.name.startswith("synthetic_") for p in files)
+    runs = load_runs(files)
+    assert all(len(r) > 40 and 0.25 < r.reward[0] < 0.35 for r in runs)
+    assert "SYNTHETIC" in example_path("synthetic_scalerl_seed0.csv").read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("content", "suffix", "message"),
+    [
+        ("", ".csv", r"x\.csv is empty\."),
+        ("step,gpu_hours\n1,2\n", ".csv", r"no reward column .*its columns are: step, gpu_hours"),
+        ("gpu_hours,reward\n1,0.3\n2,nan\n", ".csv", r"x\.csv line 3: 'reward' is 'nan'"),
+        ("gpu_hours,reward\n1,0.3\n2,inf\n", ".csv", r"line 3: 'reward' is 'inf'"),
+        ("gpu_hours,reward\n1,0.3\n2,abc\n", ".csv", r"line 3: 'reward' is 'abc', not a number"),
+        (
+            "gpu_hours,reward\n2,0.3\n2,0.4\n",
+            ".csv",
+            r"line 3: compute 'gpu_hours' = 2 does not increase",
+        ),
+        (
+            "gpu_hours,reward\n1,0.3\n2,40\n",
+            ".csv",
+            r"line 3: reward 'reward' = 40 is outside \[0, 1\]",
+        ),
+        ("gpu_hours,reward\n-1,0.3\n", ".csv", r"line 2: compute 'gpu_hours' is negative"),
+        (
+            '{"gpu_hours": 1, "reward": 0.3}\n{oops\n',
+            ".jsonl",
+            r"x\.jsonl line 2 is not valid JSON",
+        ),
+        ('{"gpu_hours": 1, "reward": NaN}\n', ".jsonl", r"x\.jsonl line 1: 'reward' is nan"),
+        ('{"step": 1, "loss": 2}\n', ".jsonl", r"no reward column .*its columns are: step, loss"),
+        ("a,b\n", ".txt", r"unknown format"),
+    ],
+)
+def test_bad_input_is_one_sentence_naming_file_and_line(tmp_path, content, suffix, message):
+    path = tmp_path / f"x{suffix}"
+    path.write_text(content)
+    with pytest.raises(CurveError, match=message) as info:
+        read_curves(path)
+    text = str(info.value)
+    assert str(path) in text and text.endswith(".") and "\n" not in text
+
+
+def test_missing_file_and_empty_glob(tmp_path):
+    with pytest.raises(CurveError, match="does not exist"):
+        load_runs([tmp_path / "nope.csv"])
+    with pytest.raises(CurveError, match="no file matches"):
+        load_runs(str(tmp_path / "*.csv"))
