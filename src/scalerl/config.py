@@ -1,0 +1,427 @@
+"""The one typed trainer config: every default of ``scalerl train`` lives here.
+
+A run is described by one YAML file (a *recipe*). A recipe may ``extends:`` another recipe by
+name (``src/scalerl/recipes/NAME.yaml``) or by path; the child is deep-merged over the parent,
+so a leave-one-out variant is a few lines that revert one axis. ``--set key.sub=value``
+overrides are parsed as YAML scalars (so ``1e-5`` is a float and ``null`` is None) and
+merged last. The merged mapping is validated by pydantic v2 with ``extra="forbid"`` and
+frozen models, so an unknown or mistyped key is an error that names the key and the file
+(or ``--set``) it came from; ``ConfigError`` carries that one sentence.
+
+Each loss keeps its own hyperparameter names (``loss.cispo.eps_max``, ``loss.dapo.eps_high``
+...), mirroring the ``scalerl.algo.losses`` signatures, so no name changes meaning with the
+loss (the TRL ``epsilon_high`` trap).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+RECIPE_DIR = Path(__file__).parent / "recipes"
+
+
+class ConfigError(ValueError):
+    """A bad recipe or override; the message is one sentence naming the key and its source."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+# ---------------------------------------------------------------------------- model / task
+
+
+class SFTConfig(_Frozen):
+    """Supervised warm-up of a freshly built tiny model into a useful starting band."""
+
+    target_band: tuple[float, float] = (0.1, 0.35)
+    """Stop SFT once the validation pass rate lies in [lo, hi]; RL then has room to climb."""
+    max_seconds: float = 90.0
+    """Wall-clock cap on the warm-up; the model at that point is used whatever its pass rate."""
+
+
+class ModelConfig(_Frozen):
+    base: str | None = None
+    """Directory of a local Hugging Face causal LM to start from; None builds ``preset`` and
+    runs the SFT warm-up (cached in the run directory)."""
+    preset: str = "tiny"
+    """Size preset of ``scalerl.models.build_model`` used when ``base`` is None."""
+    arch: Literal["llama", "qwen2"] = "llama"
+    """Architecture family of the built model."""
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    """Parameter dtype of the model body (the LM head follows ``fp32_head_*``)."""
+    fp32_head_trainer: bool = True
+    """Compute the trainer's LM-head logits in FP32 (digest §2.4)."""
+    fp32_head_generator: bool = True
+    """Compute the generator's LM-head logits in FP32 (digest §2.4); both on is the recipe."""
+    sft: SFTConfig = SFTConfig()
+    """Warm-up settings, used only when ``base`` is None."""
+
+
+class TaskConfig(_Frozen):
+    name: str = "arith"
+    """Registered task name (``scalerl.data.tasks.get_task``)."""
+    knobs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments passed to the task constructor (difficulty, sizes, seed ...)."""
+    reward: Literal["binary", "pm1"] = "pm1"
+    """Reward form: {0, 1} or the paper's ±1 (digest §2.1); advantages are equal either way."""
+
+
+# ---------------------------------------------------------------------------- rollout
+
+
+class LengthConfig(_Frozen):
+    """Length control (digest §2.9): forced interruptions, the A.10 length penalty, or none."""
+
+    control: Literal["interrupt", "penalty", "none"] = "interrupt"
+    """``interrupt`` injects the end-of-thinking phrase at a random point; ``penalty`` adds
+    Eq. 9's ``clip((L_max − |y|)/L_cache − 1, −1, 0)`` to correct traces (loo-lp)."""
+    interrupt_range: tuple[int, int] = (24, 32)
+    """Per sequence, the interruption point is drawn uniformly from these thinking-token counts
+    (the paper's 10k–12k, scaled to the tiny task)."""
+    answer_budget: int = 8
+    """Tokens allowed after a forced interruption before the completion is cut."""
+    penalty_max_len: int = 40
+    """L_max of the length penalty, in completion tokens (paper: 14k)."""
+    penalty_cache: int = 8
+    """L_cache of the length penalty (paper: 2k): the penalty ramps over the last L_cache."""
+    truncation: Literal["drop", "mask", "keep"] = "drop"
+    """Completions cut by ``max_new_tokens``: dropped from the loss (A.15 reading), reward
+    masked to failure, or kept as they are."""
+
+
+class SamplingConfig(_Frozen):
+    max_new_tokens: int = 48
+    """Hard cap on generated tokens per completion; beyond it the completion is truncated."""
+    temperature: float = Field(1.0, gt=0)
+    """Sampling temperature for training rollouts (the paper gives none; 1.0 samples π)."""
+    top_p: float = Field(1.0, gt=0, le=1)
+    """Nucleus mass for training rollouts."""
+
+
+# ---------------------------------------------------------------------------- learner
+
+
+class CispoParams(_Frozen):
+    eps_max: float = 4.0
+    """Upper cap of the stop-gradient IS weight ``min(ρ, ε_max)`` (Eq. 4; 4, 5, 8 all work)."""
+
+
+class DapoParams(_Frozen):
+    eps_low: float = 0.2
+    """Lower clip offset: ratios below ``1 − eps_low`` are clipped (Eq. 8)."""
+    eps_high: float = 0.28
+    """Upper clip offset: ratios above ``1 + eps_high`` are clipped (Eq. 8; Qwen2.5 used 0.26)."""
+
+
+class GrpoParams(_Frozen):
+    eps_clip: float = 0.2
+    """Symmetric PPO clip ``clip(ρ, 1 ± ε)`` (A.2 Eq. 5–7)."""
+
+
+class GspoParams(_Frozen):
+    gspo_eps_low: float = 3e-3
+    """Lower clip offset of the sequence-level ratio (A.17.3)."""
+    gspo_eps_high: float = 4e-3
+    """Upper clip offset of the sequence-level ratio (A.17.3)."""
+
+
+class ReinforceParams(_Frozen):
+    tis_cap: float | None = None
+    """Truncated-IS cap on the token ratio; None means no off-policy correction."""
+
+
+class LossConfig(_Frozen):
+    name: Literal["cispo", "dapo", "grpo", "gspo", "reinforce"] = "cispo"
+    """Registered per-token objective (``scalerl.algo.losses``); digest §2.3."""
+    aggregation: Literal["prompt", "sample", "token"] = "prompt"
+    """Loss reduction (digest §2.5): prompt average is the recipe."""
+    cispo: CispoParams = CispoParams()
+    """Hyperparameters of ``cispo``."""
+    dapo: DapoParams = DapoParams()
+    """Hyperparameters of ``dapo``."""
+    grpo: GrpoParams = GrpoParams()
+    """Hyperparameters of ``grpo``."""
+    gspo: GspoParams = GspoParams()
+    """Hyperparameters of ``gspo``."""
+    reinforce: ReinforceParams = ReinforceParams()
+    """Hyperparameters of ``reinforce``."""
+
+    def hparams(self) -> dict[str, Any]:
+        """Keyword arguments of the selected loss: only its own names."""
+        return getattr(self, self.name).model_dump()
+
+
+class AdvantageConfig(_Frozen):
+    norm: Literal["batch", "prompt", "none"] = "batch"
+    """Advantage normalisation (digest §2.6): batch-level std is the recipe."""
+    eps: float = 1e-6
+    """Added to the std before dividing, so a tiny spread cannot blow up."""
+
+
+class FilterConfig(_Frozen):
+    zero_variance: bool = True
+    """Drop prompts whose G rewards are all equal from the loss (digest §2.7)."""
+
+
+class CurriculumConfig(_Frozen):
+    no_positive_resampling: bool = True
+    """Retire prompts whose historical pass rate reaches ``retire_threshold`` (digest §2.8);
+    False samples all prompts uniformly every epoch (loo-npr)."""
+    retire_threshold: float = Field(0.9, gt=0, le=1)
+    """Pass rate at or above which a prompt is retired from later epochs."""
+    history: Literal["last", "mean"] = "last"
+    """Pass-rate history rule: the most recent visit, or the mean over visits."""
+
+
+class OptimConfig(_Frozen):
+    """AdamW (digest §2.1): constant LR after a linear warm-up, tiny eps, wd 0.01, no KL."""
+
+    lr: float = Field(3e-4, gt=0)
+    """Peak (constant) learning rate; the paper's 5e-7 is for an 8B model."""
+    warmup_steps: int = Field(5, ge=0)
+    """Linear warm-up length in optimiser steps (paper: 100)."""
+    eps: float = 1e-15
+    """Adam epsilon, tiny to avoid the epsilon-underflow effective clipping (paper)."""
+    weight_decay: float = 0.01
+    """Decoupled weight decay."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """Adam moment decay rates."""
+    grad_clip: float | None = 1.0
+    """Max global gradient norm; None disables clipping (the paper gives no value)."""
+    micro_batch: int = Field(64, ge=1)
+    """Completions per forward/backward micro-batch; gradients accumulate over the batch."""
+
+
+# ---------------------------------------------------------------------------- pipeline
+
+
+class PipelineConfig(_Frozen):
+    mode: Literal["pipeline-rl", "ppo-off-policy", "sync"] = "pipeline-rl"
+    """Off-policy scheme (digest §2.2): streaming with in-flight weights, k frozen-policy
+    updates per generation round, or on-policy."""
+    k: int = Field(8, ge=1)
+    """Maximum lag: the learner never trains on a group more than k versions older than
+    itself (pipeline-rl), or takes k updates per round (ppo-off-policy). Ignored by sync."""
+    backend: Literal["local", "inprocess", "ray"] = "local"
+    """``local``: generator and learner in separate spawned processes with shared-memory
+    weights; ``inprocess``: one process, for tests and debugging; ``ray``: actors."""
+    num_generators: int = Field(1, ge=1)
+    """Generator roles (processes or actors)."""
+    prompts_per_step: int = Field(8, ge=1)
+    """P: prompts per optimiser step (paper: 48)."""
+    generations: int = Field(8, ge=2)
+    """G: completions per prompt (paper: 16)."""
+    prompts_per_chunk: int = Field(4, ge=1)
+    """Prompts a generator decodes together in one engine call."""
+
+    @property
+    def lag(self) -> int:
+        """The staleness bound enforced by the queue policy: 0 for sync."""
+        return 0 if self.mode == "sync" else self.k
+
+
+class EvalConfig(_Frozen):
+    every: int = Field(5, ge=1)
+    """Validate every this many optimiser steps (and at step 0 and the last step)."""
+    k: int = Field(4, ge=1)
+    """Samples per validation prompt: the logged value is mean@k pass rate."""
+    num_prompts: int | None = 64
+    """Held-out prompts used (None: the task's whole validation split)."""
+    temperature: float = Field(1.0, gt=0)
+    """Validation sampling temperature."""
+
+
+class LogConfig(_Frozen):
+    tensorboard: bool = True
+    """Also write TensorBoard event files under ``RUN_DIR/tb``."""
+    wandb: bool = False
+    """Also log to Weights & Biases (imported lazily; needs the ``wandb`` extra)."""
+    wandb_project: str = "scalerl"
+    """W&B project name."""
+    progress: bool = True
+    """Show a rich progress bar (step, reward, validation pass rate, ETA)."""
+
+
+class TrainConfig(_Frozen):
+    steps: int = Field(40, ge=1)
+    """Optimiser steps to train for."""
+    max_minutes: float | None = None
+    """Stop early (after a final eval and checkpoint) once this much wall time is spent."""
+    checkpoint_every: int = Field(10, ge=1)
+    """Write an atomic checkpoint every this many steps (and at the end)."""
+    seed: int = 0
+    """Seed of model init, prompt order and sampling."""
+    threads: int = Field(1, ge=1)
+    """torch threads per role process (1 lets two roles overlap on two cores)."""
+
+
+class Config(_Frozen):
+    """A whole ``scalerl train`` run."""
+
+    name: str = "scalerl"
+    """Recipe name, copied into metrics and reports."""
+    description: str = ""
+    """One line on what this recipe reverts or changes."""
+    model: ModelConfig = ModelConfig()
+    task: TaskConfig = TaskConfig()
+    sampling: SamplingConfig = SamplingConfig()
+    length: LengthConfig = LengthConfig()
+    loss: LossConfig = LossConfig()
+    advantages: AdvantageConfig = AdvantageConfig()
+    filters: FilterConfig = FilterConfig()
+    curriculum: CurriculumConfig = CurriculumConfig()
+    optim: OptimConfig = OptimConfig()
+    pipeline: PipelineConfig = PipelineConfig()
+    eval: EvalConfig = EvalConfig()
+    log: LogConfig = LogConfig()
+    train: TrainConfig = TrainConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Config:
+        lo, hi = self.length.interrupt_range
+        if not 0 < lo <= hi:
+            raise ValueError("length.interrupt_range must satisfy 0 < lo <= hi")
+        if self.length.control == "interrupt" and hi >= self.sampling.max_new_tokens:
+            raise ValueError("length.interrupt_range must end below sampling.max_new_tokens")
+        return self
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def recipe_names() -> list[str]:
+    """Names of the recipes shipped in ``scalerl/recipes``."""
+    return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
+
+
+def resolve_recipe(name_or_path: str | Path) -> Path:
+    """A recipe name (``scalerl``, ``loo-dapo``) or a YAML path -> the file."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"recipe file {path} does not exist.")
+        return path
+    shipped = RECIPE_DIR / f"{name_or_path}.yaml"
+    if not shipped.is_file():
+        raise ConfigError(
+            f"unknown recipe {name_or_path!r}; choose one of {', '.join(recipe_names())} or give a YAML path."
+        )
+    return shipped
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where} is not valid YAML ({getattr(err, 'problem', err)}).") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of config keys, not {type(data).__name__}.")
+    return data
+
+
+def _layers(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[str, dict[str, Any]]]:
+    """(source, mapping) from the root ancestor down to ``path``; ``extends`` is consumed."""
+    path = path.resolve()
+    if path in seen:
+        raise ConfigError(f"{path} extends itself through a cycle of recipes.")
+    data = _read_yaml(path)
+    parent = data.pop("extends", None)
+    layers = _layers(resolve_recipe(parent), (*seen, path)) if parent else []
+    return [*layers, (str(path), data)]
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "knobs":
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def parse_override(text: str) -> tuple[str, dict[str, Any]]:
+    """``"optim.lr=1e-4"`` -> ``("optim.lr", {"optim": {"lr": 1e-4}})``; the value is YAML-typed."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r} must look like key.sub=value.")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {text!r} has an empty key part.")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    # YAML reads 1e-4 as a string (no dot); floats must stay floats
+    if isinstance(value, str):
+        try:
+            value = float(value) if any(c in value for c in "eE.") else value
+        except ValueError:
+            pass
+    nested: dict[str, Any] = value
+    for part in reversed(key.split(".")):
+        nested = {part: nested}
+    return key, nested
+
+
+def _has_path(data: Any, loc: tuple) -> bool:
+    for part in loc:
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
+
+
+def _explain(err: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:
+    first = err.errors()[0]
+    loc = tuple(str(p) for p in first["loc"] if not isinstance(p, int))
+    key = ".".join(loc) or "<root>"
+    source = next((src for src, data in reversed(layers) if _has_path(data, loc)), None)
+    if source is None:  # a missing/derived key: blame the most specific layer
+        source = layers[-1][0] if layers else "<defaults>"
+    if first["type"] == "extra_forbidden":
+        return f"unknown config key {key!r} in {source}."
+    msg = first["msg"].removeprefix("Value error, ")
+    if not loc:
+        return f"invalid config in {source}: {msg}."
+    return f"bad value {first.get('input')!r} for {key!r} in {source}: {msg[0].lower()}{msg[1:]}."
+
+
+def load_config(
+    recipe: str | Path | None = "scalerl", overrides: list[str] | tuple[str, ...] = ()
+) -> Config:
+    """Load a recipe (name or path), apply ``--set`` overrides, validate, return a frozen Config.
+
+    Raises ``ConfigError`` with one sentence naming the offending key and its file.
+    """
+    layers = _layers(resolve_recipe(recipe)) if recipe is not None else []
+    for text in overrides:
+        key, nested = parse_override(text)
+        layers.append((f"--set {key}", nested))
+    merged: dict[str, Any] = {}
+    for _, data in layers:
+        merged = _merge(merged, data)
+    try:
+        return Config.model_validate(merged)
+    except ValidationError as err:
+        raise ConfigError(_explain(err, layers)) from err
+
+
+def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
+    """Validate an already-merged mapping (a run directory's saved ``config.yaml``)."""
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_explain(err, [(source, data)])) from err
+
+
+def dump_config(cfg: Config) -> str:
+    """The fully-resolved config as YAML, written into every run directory."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

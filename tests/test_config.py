@@ -1,0 +1,95 @@
+"""The typed trainer config: recipes load, overrides are typed, bad input is one clear sentence."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from scalerl.config import Config, ConfigError, load_config, parse_override, recipe_names
+
+PAPER_RECIPES = {"scalerl", "deepseek-grpo", "qwen-dapo", "magistral", "minimax-m1"}
+LOO = {"loo-plan", "loo-lp", "loo-batch", "loo-8op", "loo-fp32", "loo-savg", "loo-dapo", "loo-npr"}
+
+
+def test_every_preset_ships_and_validates():
+    assert PAPER_RECIPES | LOO <= set(recipe_names())
+    for name in recipe_names():
+        cfg = load_config(name)
+        assert cfg.name == name
+
+
+def _diff(a: Config, b: Config) -> set[str]:
+    def flat(d, prefix=""):
+        out = {}
+        for key, value in d.items():
+            if isinstance(value, dict) and key != "knobs":
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[prefix + key] = value
+        return out
+
+    fa, fb = flat(a.model_dump()), flat(b.model_dump())
+    return {k for k in fa if fa[k] != fb[k]} - {"name", "description"}
+
+
+@pytest.mark.parametrize(
+    "name, axis",
+    [
+        ("loo-plan", {"advantages.norm"}),
+        ("loo-lp", {"length.control"}),
+        ("loo-batch", {"filters.zero_variance"}),
+        ("loo-8op", {"pipeline.mode"}),
+        ("loo-fp32", {"model.fp32_head_trainer", "model.fp32_head_generator"}),
+        ("loo-savg", {"loss.aggregation"}),
+        ("loo-dapo", {"loss.name"}),
+        ("loo-npr", {"curriculum.no_positive_resampling"}),
+    ],
+)
+def test_leave_one_out_reverts_exactly_one_axis(name, axis):
+    assert _diff(load_config(name), load_config("scalerl")) == axis
+
+
+def test_overrides_are_typed():
+    cfg = load_config("scalerl", ["optim.lr=1e-4", "pipeline.k=2", "optim.grad_clip=null"])
+    assert cfg.optim.lr == 1e-4 and isinstance(cfg.optim.lr, float)
+    assert cfg.pipeline.k == 2 and cfg.optim.grad_clip is None
+    assert parse_override("loss.name=dapo") == ("loss.name", {"loss": {"name": "dapo"}})
+
+
+def test_config_is_frozen():
+    cfg = load_config("scalerl")
+    with pytest.raises(ValidationError):
+        cfg.optim.lr = 1.0  # type: ignore[misc]
+
+
+def test_each_loss_passes_only_its_own_hparams():
+    assert load_config("scalerl").loss.hparams() == {"eps_max": 4.0}
+    assert load_config("qwen-dapo").loss.hparams() == {"eps_low": 0.2, "eps_high": 0.26}
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("extends: scalerl\noptim:\n  learning_rate: 0.1\n")
+    with pytest.raises(ConfigError, match=r"unknown config key 'optim.learning_rate' in .*bad.yaml"):
+        load_config(bad)
+
+
+def test_bad_value_names_key_and_override():
+    with pytest.raises(ConfigError, match=r"'pipeline.mode' in --set pipeline.mode"):
+        load_config("scalerl", ["pipeline.mode=async"])
+    with pytest.raises(ConfigError, match=r"'optim.lr'.*greater than 0"):
+        load_config("scalerl", ["optim.lr=-1"])
+
+
+def test_bad_yaml_and_unknown_recipe(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("optim: [1,\n")
+    with pytest.raises(ConfigError, match="broken.yaml line"):
+        load_config(broken)
+    with pytest.raises(ConfigError, match="unknown recipe 'nope'"):
+        load_config("nope")
+
+
+def test_cross_field_check_is_reported():
+    with pytest.raises(ConfigError, match="interrupt_range"):
+        load_config("scalerl", ["length.interrupt_range=[60, 70]"])
