@@ -1,0 +1,87 @@
+"""The ``Task`` protocol, the ``Example`` record, and answer-extraction helpers.
+
+Format (digest §2.1): the model writes ``<think> … </think>`` and then its final solution.
+Rewards are in {0, 1} here; ``plus_minus_one`` maps them to the paper's ±1 (digest §2.1,
+"Reward"). A forced interruption (digest §2.9) ends thinking with a phrase whose last token
+is ``</think>``, so "text after the LAST ``</think>``" is the answer in both cases.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+THINK_CLOSE = "</think>"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One verifiable problem. ``answer`` is the ground truth the reward checks against."""
+
+    id: int
+    problem: str
+    answer: str
+    meta: Mapping = field(default_factory=dict)
+
+
+RewardFn = Callable[[str, Example], float]
+"""A reward is any plain callable ``(completion_text, example) -> float``."""
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What the trainer, generators and SFT need from a task (docs/DESIGN.md)."""
+
+    name: str
+    num_train: int
+
+    def train_example(self, i: int) -> Example: ...
+
+    def validation(self) -> list[Example]: ...
+
+    def prompt(self, example: Example) -> str: ...
+
+    def reward(self, completion_text: str, example: Example) -> float: ...
+
+    def demonstration(self, example: Example) -> str: ...
+
+
+def strip_thinking(text: str) -> str:
+    """The final solution: text after the last ``</think>``, or ``""`` if thinking never ended.
+
+    An unterminated think block earns nothing: the paper counts only the solution part.
+    """
+    head, sep, tail = text.rpartition(THINK_CLOSE)
+    return tail if sep else ""
+
+
+_INT = re.compile(r"-?\d+")
+
+
+def first_integer(text: str) -> int | None:
+    """The first (optionally negative) integer in ``text``, or ``None``."""
+    m = _INT.search(text)
+    return int(m.group()) if m else None
+
+
+def plus_minus_one(reward_fn: RewardFn) -> RewardFn:
+    """Wrap a {0, 1} reward as ±1: ``r' = 2r - 1`` (the paper's reward, digest §2.1)."""
+
+    def wrapped(completion_text: str, example: Example) -> float:
+        return 2.0 * float(reward_fn(completion_text, example)) - 1.0
+
+    wrapped.__name__ = f"pm1_{getattr(reward_fn, '__name__', 'reward')}"
+    return wrapped
+
+
+def in_validation_split(key: str, fraction: float) -> bool:
+    """Deterministic hash split: ``key`` belongs to validation iff its hash falls under ``fraction``.
+
+    Seed-independent, so a validation problem is never a training problem for any seed.
+    """
+    import hashlib
+
+    h = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big")
+    return h / 2**64 < fraction

@@ -1,0 +1,64 @@
+import pytest
+import torch
+
+from scalerl.models.build import PRESETS, build_model, count_parameters
+
+VOCAB = 140
+# Measured counts (llama, untied, vocab 140); the ranges are the promised sizes.
+EXPECTED = {"nano": (0.7e6, 1.3e6), "micro": (2e6, 4e6), "small": (9e6, 15e6), "base": (40e6, 60e6)}
+
+
+@pytest.mark.parametrize("preset", ["nano", "micro", "small"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_preset_parameter_counts_in_range(preset, arch):
+    lo, hi = EXPECTED[preset]
+    model = build_model(preset, VOCAB, arch=arch)
+    assert lo <= count_parameters(model) <= hi
+    assert type(model).__name__.lower().startswith(arch)
+
+
+def test_base_preset_size_from_config_alone():
+    # Build on the meta device: counting 50M params needs no memory or init time.
+    from transformers import AutoModelForCausalLM
+
+    from scalerl.models.build import model_config
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(model_config("base", VOCAB))
+    lo, hi = EXPECTED["base"]
+    assert lo <= count_parameters(model) <= hi
+
+
+def test_every_preset_is_tested():
+    assert set(PRESETS) == set(EXPECTED)
+
+
+def test_seeded_build_is_deterministic_and_seeds_differ():
+    a, b, c = (build_model("nano", VOCAB, seed=s) for s in (3, 3, 4))
+    pa, pb, pc = (torch.cat([p.flatten() for p in m.parameters()]) for m in (a, b, c))
+    assert torch.equal(pa, pb) and not torch.equal(pa, pc)
+
+
+def test_tied_embeddings_share_the_matrix():
+    model = build_model("nano", VOCAB, tie_embeddings=True)
+    assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    assert count_parameters(model) < count_parameters(build_model("nano", VOCAB))
+
+
+def test_dtype_and_kv_cache_generation():
+    model = build_model("nano", VOCAB, dtype=torch.bfloat16)
+    assert next(model.parameters()).dtype == torch.bfloat16
+    model = build_model("nano", VOCAB)
+    ids = torch.tensor([[1, 5, 6, 7]])
+    with torch.no_grad():
+        full = model(ids).logits[:, -1]
+        cached = model(ids[:, :-1], use_cache=True)
+        step = model(ids[:, -1:], cache=cached.past_key_values).logits[:, -1]
+    torch.testing.assert_close(step, full, atol=1e-5, rtol=1e-5)
+
+
+def test_unknown_preset_and_arch_are_rejected():
+    with pytest.raises(ValueError, match="unknown model preset"):
+        build_model("huge", VOCAB)
+    with pytest.raises(ValueError, match="unknown architecture"):
+        build_model("nano", VOCAB, arch="gpt2")

@@ -1,0 +1,54 @@
+import pytest
+import torch
+
+from scalerl.models.build import build_model
+from scalerl.models.load import load_pretrained, resolve_dtype, save_pretrained
+from scalerl.models.tokenizer import build_task_tokenizer
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2"])
+def saved(request, tmp_path_factory):
+    tok = build_task_tokenizer()
+    model = build_model("nano", len(tok), arch=request.param, tokenizer=tok, seed=1)
+    d = save_pretrained(model, tok, tmp_path_factory.mktemp(request.param))
+    return model, tok, d
+
+
+def _logits(model, tok):
+    ids = tok(["add 12+34 =<think> 2+4"], return_tensors="pt").input_ids
+    with torch.no_grad():
+        return model(ids).logits.float()
+
+
+def test_round_trip_through_auto_classes_gives_identical_logits(saved):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model, tok, d = saved
+    again = AutoModelForCausalLM.from_pretrained(d)
+    assert torch.equal(_logits(again, tok), _logits(model, tok))
+    assert again.config.eos_token_id == tok.eos_token_id
+    if again.config.model_type == "llama":
+        # transformers 5.x forces Qwen2Tokenizer next to a qwen2 config; load_pretrained copes.
+        assert AutoTokenizer.from_pretrained(d)("add 1+2 =").input_ids == tok("add 1+2 =").input_ids
+
+
+def test_load_pretrained_fp32_matches_and_bf16_is_close(saved):
+    model, tok, d = saved
+    m32, t32 = load_pretrained(d, "float32")
+    assert t32("add 1+2 =").input_ids == tok("add 1+2 =").input_ids
+    assert next(m32.parameters()).dtype == torch.float32 and not m32.training
+    assert torch.equal(_logits(m32, t32), _logits(model, tok))
+    m16, t16 = load_pretrained(d, dtype="bfloat16")
+    assert next(m16.parameters()).dtype == torch.bfloat16
+    torch.testing.assert_close(_logits(m16, t16), _logits(model, tok), atol=0.1, rtol=0.05)
+
+
+def test_not_a_model_directory_is_one_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="is not a Hugging Face model directory"):
+        load_pretrained(tmp_path)
+
+
+def test_unknown_dtype_is_rejected():
+    assert resolve_dtype("bfloat16") is torch.bfloat16
+    with pytest.raises(ValueError, match="unknown dtype"):
+        resolve_dtype("int8")
