@@ -1,1 +1,59 @@
+"""scalerl.fit: fit, bound and extrapolate the ScaleRL sigmoid law (numpy + scipy only).
 
+Paper §1, Eq. 1: ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)``. Nothing here imports
+torch or any other part of scalerl.
+"""
+
+from scalerl.fit.errors import CurveError, validate_curve
+from scalerl.fit.fitting import (
+    PAPER_A_GRID,
+    PAPER_C_MID_GRID,
+    FitResult,
+    PowerLawResult,
+    fit_points,
+    fit_power_law,
+    fit_sigmoid,
+)
+from scalerl.fit.forecast import (
+    Forecast,
+    HoldoutForecast,
+    Reach,
+    compute_to_reach,
+    holdout_forecast,
+    predict_at,
+)
+from scalerl.fit.law import (
+    compute_for_reward,
+    efficiency_transform,
+    power_law,
+    power_law_d,
+    sigmoid,
+)
+from scalerl.fit.uncertainty import BootstrapResult, PooledFit, bootstrap, pooled_fit
+
+__all__ = [
+    "PAPER_A_GRID",
+    "PAPER_C_MID_GRID",
+    "BootstrapResult",
+    "CurveError",
+    "FitResult",
+    "Forecast",
+    "HoldoutForecast",
+    "PooledFit",
+    "PowerLawResult",
+    "Reach",
+    "bootstrap",
+    "compute_for_reward",
+    "compute_to_reach",
+    "efficiency_transform",
+    "fit_points",
+    "fit_power_law",
+    "fit_sigmoid",
+    "holdout_forecast",
+    "pooled_fit",
+    "predict_at",
+    "power_law",
+    "power_law_d",
+    "sigmoid",
+    "validate_curve",
+]

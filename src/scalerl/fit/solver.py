@@ -1,0 +1,151 @@
+"""Vectorised numerics behind the fast sigmoid fit and the bootstrap.
+
+Internal coordinates: ``theta = (A, B, m, R0)`` with ``m = log(C_mid / scale)``, and the
+data enter as ``lc = log(C / scale)`` (``-inf`` for the step-0 point). ``scale`` is a
+per-fit compute normaliser, so GPU-hours, FLOPs (~1e21) and steps all look the same to
+the optimiser. In these coordinates Eq. 1 is
+
+    R = R0 + (A - R0) * s,    s = expit(B * (lc - m))
+
+which is *linear* in ``(A, R0)`` for fixed ``(B, m)``. ``profile_grid`` uses that to
+search (B, m) on a grid with A and R0 in closed form (variable projection), and
+``batched_lm`` polishes many problems (grid seeds or bootstrap resamples) at once with a
+Levenberg-Marquardt loop whose linear algebra is batched over the leading axis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit
+
+A_, B_, M_, R0_ = 0, 1, 2, 3  # positions in theta
+N_PARAMS = 4
+
+
+def model(theta: np.ndarray, lc: np.ndarray) -> np.ndarray:
+    """Eq. 1 in internal coordinates. theta (..., 4), lc (..., n) -> (..., n)."""
+    A, B, m, R0 = (theta[..., i, None] for i in range(N_PARAMS))
+    s = expit(B * (lc - m))
+    return R0 + (A - R0) * s
+
+
+def jacobian(theta: np.ndarray, lc: np.ndarray) -> np.ndarray:
+    """d model / d theta. theta (..., 4), lc (..., n) -> (..., n, 4).
+
+    ``ds/dB = s(1-s)(lc-m)`` and ``ds/dm = -s(1-s)B``; at the step-0 point (lc = -inf)
+    s = 0 exactly, so both are 0 (the product would otherwise read 0 * inf = NaN).
+    """
+    A, B, m, R0 = (theta[..., i, None] for i in range(N_PARAMS))
+    u = lc - m
+    s = expit(B * u)
+    w = (A - R0) * s * (1.0 - s)
+    finite = np.isfinite(u)
+    u = np.where(finite, u, 0.0)
+    dB = np.where(finite, w * u, 0.0)
+    dm = np.where(finite, -w * B, 0.0)
+    dA = np.broadcast_to(s, dB.shape)
+    dR0 = np.broadcast_to(1.0 - s, dB.shape)
+    return np.stack([dA, dB, dm, dR0], axis=-1)
+
+
+def batched_lm(
+    lc: np.ndarray,
+    y: np.ndarray,
+    theta0: np.ndarray,
+    free: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    max_iter: int = 200,
+    ftol: float = 1e-12,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Minimise ``sum((model - y)^2)`` for K problems at once.
+
+    lc (K, n) or (n,), y (K, n), theta0 (K, 4); free (4,) bool marks the fitted
+    parameters; lower/upper (4,) are box bounds, enforced by projecting each step.
+    Marquardt damping (diagonal of J^T J) is adapted per problem; a problem stops when
+    an accepted step lowers the SSE by a relative ``ftol`` or less, or when no damped
+    step can lower it any more (a minimum, possibly on a bound).
+    Returns theta (K, 4), sse (K,), converged (K,) bool.
+    """
+    y = np.asarray(y, dtype=float)
+    lc = np.broadcast_to(np.asarray(lc, dtype=float), y.shape)
+    theta = np.clip(np.array(theta0, dtype=float), lower, upper)
+    idx = np.flatnonzero(free)
+    p = idx.size
+    resid = model(theta, lc) - y
+    sse = np.einsum("kn,kn->k", resid, resid)
+    lam = np.full(theta.shape[0], 1e-3)
+    done = ~np.isfinite(sse) | (p == 0)
+    converged = done & (p == 0)
+    eye = np.eye(p)
+    for _ in range(max_iter):
+        act = np.flatnonzero(~done)
+        if act.size == 0:
+            break
+        th, r, l_a = theta[act], resid[act], lam[act]
+        J = jacobian(th, lc[act])[..., idx]  # (k, n, p)
+        JTJ = np.einsum("kni,knj->kij", J, J)
+        g = np.einsum("kni,kn->ki", J, r)
+        diag = np.maximum(np.einsum("kii->ki", JTJ), 1e-12)
+        M = JTJ + (l_a[:, None] * diag)[:, :, None] * eye
+        step = -np.linalg.solve(M, g[..., None])[..., 0]
+        new = th.copy()
+        new[:, idx] = np.clip(th[:, idx] + np.nan_to_num(step), lower[idx], upper[idx])
+        r_new = model(new, lc[act]) - y[act]
+        sse_new = np.einsum("kn,kn->k", r_new, r_new)
+        better = sse_new < sse[act]
+        gain = (sse[act] - sse_new) / np.maximum(sse[act], 1e-300)
+        # Accept improving steps; trust the quadratic model more after success.
+        acc = act[better]
+        theta[acc], resid[acc], sse[acc] = new[better], r_new[better], sse_new[better]
+        lam[act] = np.where(better, np.maximum(l_a / 3.0, 1e-12), l_a * 4.0)
+        stop = (better & (gain <= ftol)) | (~better & (lam[act] > 1e10)) | (sse[act] == 0)
+        done[act[stop]] = True
+        converged[act[stop]] = True
+    return theta, sse, converged
+
+
+def profile_grid(
+    lc: np.ndarray,
+    y: np.ndarray,
+    b_values: np.ndarray,
+    m_values: np.ndarray,
+    *,
+    a_fixed: float | None,
+    r0_fixed: float | None,
+    a_bounds: tuple[float, float],
+    r0_bounds: tuple[float, float],
+) -> tuple[np.ndarray, np.ndarray]:
+    """SSE over a (B, m) grid with A and/or R0 profiled out in closed form.
+
+    lc, y (n,); b_values (nb,), m_values (nm,). For fixed (B, m) the model is linear in
+    A and R0 with basis (s, 1 - s), so their least-squares values are a 1x1 or 2x2 solve;
+    they are then clipped into their bounds (exact for one free coefficient, a good seed
+    for two). Returns theta (nb, nm, 4) and sse (nb, nm).
+    """
+    s = expit(b_values[:, None, None] * (lc - m_values[:, None])[None])  # (nb, nm, n)
+    t = 1.0 - s
+    if a_fixed is None and r0_fixed is None:
+        ss, tt, st = (s * s).sum(-1), (t * t).sum(-1), (s * t).sum(-1)
+        sy, ty = (s * y).sum(-1), (t * y).sum(-1)
+        det = ss * tt - st * st
+        safe = np.abs(det) > 1e-12 * np.maximum(ss * tt, 1e-300)
+        det = np.where(safe, det, 1.0)
+        A = np.where(safe, (tt * sy - st * ty) / det, y.mean())
+        R0 = np.where(safe, (ss * ty - st * sy) / det, y.mean())
+    elif a_fixed is None:
+        R0 = np.full(s.shape[:2], r0_fixed)
+        A = r0_fixed + (s * (y - r0_fixed)).sum(-1) / np.maximum((s * s).sum(-1), 1e-300)
+    elif r0_fixed is None:
+        A = np.full(s.shape[:2], a_fixed)
+        R0 = (t * (y - a_fixed * s)).sum(-1) / np.maximum((t * t).sum(-1), 1e-300)
+    else:
+        A, R0 = np.full(s.shape[:2], a_fixed), np.full(s.shape[:2], r0_fixed)
+    A = np.clip(A, *a_bounds)
+    R0 = np.clip(R0, *r0_bounds)
+    pred = R0[..., None] + (A - R0)[..., None] * s
+    sse = ((pred - y) ** 2).sum(-1)
+    B, m = np.meshgrid(b_values, m_values, indexing="ij")
+    theta = np.stack([A, B, m, R0], axis=-1)
+    return theta, sse
