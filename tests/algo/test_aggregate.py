@@ -137,7 +137,7 @@ def _loss_and_grad(name, mode, logp, behaviour, adv, mask, groups):
     return loss.detach(), g
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     name=st.sampled_from(sorted(LOSSES)),
     mode=st.sampled_from(AGGREGATION_MODES),
