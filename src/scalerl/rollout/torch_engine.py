@@ -1,0 +1,277 @@
+"""Batched KV-cache sampler in plain torch: the reference generator of the PipelineRL loop.
+
+One ``generate`` call decodes all prompts in lock-step:
+- prefill: prompts left-padded, with an attention mask and position ids ``cumsum(mask) - 1``
+  so a row's positions are exactly those of its unpadded sequence;
+- decode: every live row feeds one token per step through ``forward_logits`` (the FP32 head
+  shared with the trainer, digest §2.4) with a ``DynamicCache``;
+- rows that finish (EOS, stop string, budget) are compacted out of the batch and cache.
+
+Per-step bookkeeping is vectorised over rows: one host sync per step (``done.any()``), stop
+strings and ``</think>`` matched on token ids (``stopping.py``), interruptions as per-row
+tensors (``interrupt.py``), sampling by per-row random streams (``sampling.py``).
+
+In-flight weight updates (digest §2.2): ``on_step(engine, step)`` runs before the forward
+that produces completion token ``step``; if it calls ``update_weights``, that forward and
+all later ones use the new weights with the existing KV cache (stale, as in PipelineRL),
+and tokens ``step, step+1, ...`` carry the new version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from scalerl.algo.logprobs import lm_head_logits
+from scalerl.models.forward import forward_logits, head_params
+from scalerl.rollout import fast_decode
+from scalerl.rollout.engine import OnStep
+from scalerl.rollout.interrupt import Interrupter
+from scalerl.rollout.sampling import row_uniforms, sample_tokens
+from scalerl.rollout.stopping import SuffixMatcher, encode_strings
+from scalerl.types import Completion, SamplingParams
+
+_RUNNING, _STOP, _LENGTH, _INTERRUPTED = 0, 1, 2, 3
+_REASONS = {_STOP: "stop", _LENGTH: "length", _INTERRUPTED: "interrupted"}
+THINK_CLOSE = "</think>"
+
+
+def check_params(params: SamplingParams) -> None:
+    """Reject sampling settings the engine cannot honour, naming the field."""
+    if params.max_new_tokens < 1:
+        raise ValueError(f"SamplingParams.max_new_tokens must be >= 1, got {params.max_new_tokens}")
+    if params.temperature < 0:
+        raise ValueError(f"SamplingParams.temperature must be >= 0, got {params.temperature}")
+    if not 0 < params.top_p <= 1:
+        raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {params.top_p}")
+    if params.answer_budget < 0:
+        raise ValueError(f"SamplingParams.answer_budget must be >= 0, got {params.answer_budget}")
+    if params.interrupt_range is not None:
+        lo, hi = params.interrupt_range
+        if not 0 <= lo <= hi:
+            raise ValueError(
+                f"SamplingParams.interrupt_range must be (lo, hi) with 0 <= lo <= hi, got {params.interrupt_range}"
+            )
+
+
+def left_pad(
+    prompts: Sequence[Sequence[int]], pad_id: int, device
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """``(input_ids (N, L), attention_mask (N, L) | None, position_ids (N, L))``.
+
+    The mask is None when all prompts have the same length (no padding to hide).
+    """
+    lengths = [len(p) for p in prompts]
+    width = max(lengths)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt) :] = torch.as_tensor(prompt, dtype=torch.long)
+        mask[row, width - len(prompt) :] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    padded = min(lengths) != width
+    return ids.to(device), (mask.to(device) if padded else None), positions.to(device)
+
+
+class TorchEngine:
+    """:class:`~scalerl.rollout.engine.GenerationEngine` over a transformers causal LM."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        *,
+        fp32_head: bool = True,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        version: int = 0,
+        fast: bool = True,
+    ):
+        """``fast`` decodes with ``fast_decode.LeanDecoder`` when the architecture supports it
+        (same arithmetic, less Python per step); else every step runs ``forward_logits``."""
+        self.device = torch.device(device)
+        self.model = model.to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.fp32_head = fp32_head
+        self._rng = torch.Generator().manual_seed(seed)
+        self._version = int(version)
+        eos = {tokenizer.eos_token_id} | _as_set(getattr(model.generation_config, "eos_token_id", None))
+        eos.discard(None)
+        self.eos_ids = torch.tensor(sorted(eos), dtype=torch.long, device=self.device)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else (min(eos) if eos else 0))
+        self._close = encode_strings(tokenizer, [THINK_CLOSE])
+        self.lean = fast_decode.LeanDecoder(self.model) if fast and fast_decode.supports(self.model) else None
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        """Copy ``state_dict`` into the model in place (dtype/device converted); a subset of
+        keys is a partial update. In-flight KV caches are kept (PipelineRL)."""
+        result = self.model.load_state_dict(dict(state_dict), strict=False)
+        if result.unexpected_keys:
+            raise KeyError(f"update_weights: keys not in the model: {result.unexpected_keys[:5]}")
+        self._version = int(version)
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: SamplingParams,
+        *,
+        on_step: OnStep | None = None,
+    ) -> list[Completion]:
+        """Sample one completion per prompt (see the module docstring for the mechanics)."""
+        check_params(params)
+        if not prompts or any(len(p) == 0 for p in prompts):
+            raise ValueError("generate: every prompt must have at least one token")
+        seed = params.seed
+        if seed is None:
+            seed = int(torch.randint(1 << 62, (1,), generator=self._rng))
+        run = _Decode(self, prompts, params, seed)
+        for step in range(params.max_new_tokens):
+            if on_step is not None:
+                on_step(self, step)
+            run.versions.append(self._version)
+            if not run.step(step):
+                break
+        return run.completions(prompts)
+
+
+class _Decode:
+    """State of one ``generate`` call: live rows, their cache, and the output buffers."""
+
+    def __init__(self, engine: TorchEngine, prompts, params: SamplingParams, seed: int):
+        self.engine, self.params = engine, params
+        n, budget, device = len(prompts), params.max_new_tokens, engine.device
+        self.uniforms = row_uniforms(seed, n, budget).to(device)  # (n, budget)
+        points = None
+        if params.interrupt_range is not None:
+            lo, hi = params.interrupt_range
+            gen = torch.Generator().manual_seed(seed)
+            points = torch.randint(lo, hi + 1, (n,), generator=gen)
+        phrase = engine.tokenizer.encode(params.interruption_phrase, add_special_tokens=False)
+        self.interrupter = Interrupter(phrase, points, params.answer_budget, n, device)
+        self.stops = SuffixMatcher(encode_strings(engine.tokenizer, params.stop_strings), n, device)
+        self.closer = SuffixMatcher(engine._close, n, device)
+        self.tokens = torch.zeros((n, budget), dtype=torch.long, device=device)
+        self.logprobs = torch.zeros((n, budget), dtype=torch.float32, device=device)
+        self.forced = torch.zeros((n, budget), dtype=torch.bool, device=device)
+        self.reason = torch.zeros(n, dtype=torch.long, device=device)
+        self.length = torch.zeros(n, dtype=torch.long, device=device)
+        self.rows = torch.arange(n, device=device)  # original index of each live batch row
+        self.versions: list[int] = []
+        self.input_ids, self.mask, positions = left_pad(prompts, engine.pad_id, device)
+        self.positions = positions
+        self.cache = None  # transformers DynamicCache (plain path, and the prefill)
+        self.kv: fast_decode.StaticKV | None = None  # lean path after the prefill
+
+    def _logits(self) -> torch.Tensor:  # (B, V) next-token logits of the live rows
+        engine = self.engine
+        if self.kv is not None:
+            hidden = engine.lean.step(self.input_ids[:, 0], self.positions, self.kv, self.mask)
+            weight, bias = head_params(engine.model)
+            return lm_head_logits(hidden[:, -1], weight, bias, fp32=engine.fp32_head).float()
+        logits, self.cache = forward_logits(
+            engine.model,
+            self.input_ids,
+            attention_mask=self.mask,
+            position_ids=self.positions,
+            past_key_values=self.cache,
+            fp32_head=engine.fp32_head,
+            use_cache=True,
+            last_only=True,
+        )
+        if engine.lean is not None:
+            self._to_static()
+        return logits[:, -1].float()
+
+    def _to_static(self) -> None:
+        """Move the prefilled cache to lean-path buffers; the mask becomes a bool row of full
+        capacity (prompt padding False, generated columns True) sliced per step."""
+        budget = self.params.max_new_tokens
+        self.kv = fast_decode.StaticKV(self.cache, extra=budget)
+        self.cache = None
+        if self.mask is not None:
+            tail = self.mask.new_ones((self.mask.shape[0], budget))
+            self.mask = torch.cat([self.mask, tail], dim=1).bool()
+
+    def step(self, step: int) -> bool:
+        """Produce completion token ``step`` for every live row; False when none is left."""
+        params, inter = self.params, self.interrupter
+        sampled, logp_all = sample_tokens(
+            self._logits(), self.uniforms[self.rows, step], temperature=params.temperature, top_p=params.top_p
+        )
+        tokens, forced = inter.force(step, sampled)
+        self.tokens[self.rows, step] = tokens
+        self.logprobs[self.rows, step] = logp_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+        self.forced[self.rows, step] = forced
+        inter.observe_close(self.closer.push(tokens))
+        natural = (torch.isin(tokens, self.engine.eos_ids) | self.stops.push(tokens)) & ~forced
+        reason = torch.where(natural, torch.where(inter.interrupted, _INTERRUPTED, _STOP), _RUNNING)
+        cut = inter.over_budget(step) | (step + 1 >= params.max_new_tokens)
+        reason = torch.where((reason == _RUNNING) & cut, _LENGTH, reason)
+        done = reason != _RUNNING
+        if bool(done.any()):
+            finished = self.rows[done]
+            self.reason[finished] = reason[done]
+            self.length[finished] = step + 1
+            keep = (~done).nonzero().squeeze(1)
+            if keep.numel() == 0:
+                return False
+            self._select(keep)
+            tokens = tokens[keep]
+        self._advance(tokens)
+        return True
+
+    def _select(self, keep: torch.Tensor) -> None:  # (B',) indices of the live rows kept
+        self.rows = self.rows[keep]
+        if self.kv is not None:
+            self.kv.select(keep)
+        else:
+            self.cache.batch_select_indices(keep)
+        self.mask = self.mask[keep] if self.mask is not None else None
+        self.positions = self.positions[keep]
+        self.interrupter.select(keep)
+        self.stops.select(keep)
+        self.closer.select(keep)
+
+    def _advance(self, tokens: torch.Tensor) -> None:  # (B,) the tokens just produced
+        self.input_ids = tokens.unsqueeze(1)
+        self.positions = self.positions[:, -1:] + 1
+        if self.mask is not None and self.kv is None:
+            self.mask = torch.cat([self.mask, self.mask.new_ones(self.mask.shape[0], 1)], dim=1)
+
+    def completions(self, prompts) -> list[Completion]:
+        tokens, logprobs = self.tokens.cpu().numpy(), self.logprobs.cpu().numpy()
+        forced, lengths = self.forced.cpu().numpy(), self.length.cpu().tolist()
+        reasons = self.reason.cpu().tolist()
+        versions = np.asarray(self.versions, dtype=np.int64)
+        eos = set(self.engine.eos_ids.tolist())
+        out = []
+        for row, prompt in enumerate(prompts):
+            t = lengths[row]
+            ids = tokens[row, :t].copy()
+            text_ids = ids[:-1] if t and int(ids[-1]) in eos else ids
+            out.append(
+                Completion(
+                    prompt_tokens=np.asarray(prompt, dtype=np.int64),
+                    tokens=ids,
+                    logprobs=logprobs[row, :t].copy(),
+                    versions=versions[:t].copy(),
+                    loss_mask=~forced[row, :t],
+                    finish_reason=_REASONS[reasons[row]],
+                    text=self.engine.tokenizer.decode(text_ids.tolist(), skip_special_tokens=False),
+                )
+            )
+        return out
+
+
+def _as_set(value) -> set:
+    if value is None:
+        return set()
+    return set(value) if isinstance(value, list | tuple) else {value}

@@ -1,0 +1,147 @@
+"""TorchEngine: behaviour log-probs equal the trainer's recompute; stopping; top-p; batching."""
+
+import numpy as np
+import pytest
+import torch
+
+from scalerl.algo.logprobs import token_logprobs
+from scalerl.models.forward import forward_logits
+from scalerl.rollout.engine import GenerationEngine
+from scalerl.rollout.torch_engine import TorchEngine
+from scalerl.types import SamplingParams
+
+from .tiny import make_model, recompute_logprobs
+
+PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13], [20], [30, 31, 32, 33]]  # ragged: left padding
+
+
+def _max_gap(model, completions, **kw) -> float:
+    return max(
+        float((recompute_logprobs(model, c, **kw) - torch.as_tensor(c.logprobs)).abs().max())
+        for c in completions
+    )
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_sampled_logprobs_equal_trainer_recompute(model, tokenizer, fast):
+    """(a) fp32, τ = 1, top-p = 1: generator and trainer log-probs agree to 1e-5."""
+    engine = TorchEngine(model, tokenizer, fast=fast)
+    assert isinstance(engine, GenerationEngine)
+    out = engine.generate(PROMPTS, SamplingParams(max_new_tokens=24, seed=3))
+    assert [c.prompt_tokens.tolist() for c in out] == PROMPTS
+    assert all(c.num_tokens > 0 and len(c.logprobs) == c.num_tokens for c in out)
+    assert _max_gap(model, out) < 1e-5
+
+
+def test_temperature_logprob_is_the_scaled_full_softmax(model, tokenizer):
+    out = TorchEngine(model, tokenizer).generate(PROMPTS, SamplingParams(max_new_tokens=16, temperature=0.7, seed=1))
+    assert _max_gap(model, out, temperature=0.7) < 1e-5
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_fast_path_equals_plain_path(tokenizer, arch):
+    """The lean decode step reproduces the transformers decode step (same tokens, log-probs)."""
+    model = make_model(arch=arch)
+    params = SamplingParams(max_new_tokens=20, seed=7)
+    fast = TorchEngine(model, tokenizer, fast=True).generate(PROMPTS, params)
+    plain = TorchEngine(model, tokenizer, fast=False).generate(PROMPTS, params)
+    for a, b in zip(fast, plain):
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+
+
+def test_batched_padded_row_equals_single_sequence_call(model, tokenizer):
+    engine = TorchEngine(model, tokenizer)
+    params = SamplingParams(max_new_tokens=20, seed=11)
+    batch = engine.generate([PROMPTS[2], *PROMPTS[:2]], params)  # row 0 is left-padded by 5
+    single = engine.generate([PROMPTS[2]], params)
+    np.testing.assert_array_equal(batch[0].tokens, single[0].tokens)
+    np.testing.assert_allclose(batch[0].logprobs, single[0].logprobs, atol=1e-5)
+    # Same seed, same call -> same samples; a different seed -> different samples.
+    again = engine.generate([PROMPTS[2]], params)
+    np.testing.assert_array_equal(again[0].tokens, single[0].tokens)
+    other = engine.generate([PROMPTS[2]], SamplingParams(max_new_tokens=20, seed=12))
+    assert not np.array_equal(other[0].tokens, single[0].tokens)
+
+
+def test_eos_stops_each_row_at_its_first_eos(tokenizer):
+    model = make_model()
+    params = SamplingParams(max_new_tokens=24, seed=5)
+    free = TorchEngine(model, tokenizer).generate(PROMPTS, params)
+    eos = int(free[0].tokens[6])  # declare a token the model does emit to be EOS
+    model.generation_config.eos_token_id = eos
+    out = TorchEngine(model, tokenizer).generate(PROMPTS, params)
+    for f, c in zip(free, out):
+        hits = np.flatnonzero(f.tokens == eos)
+        if len(hits):  # stops right after the first EOS, tokens before it unchanged
+            assert c.finish_reason == "stop" and c.num_tokens == hits[0] + 1
+            np.testing.assert_array_equal(c.tokens, f.tokens[: hits[0] + 1])
+        else:
+            assert c.finish_reason == "length" and c.num_tokens == 24
+    assert out[0].num_tokens <= 7
+    assert _max_gap(model, out) < 1e-5  # compaction of finished rows keeps the rest exact
+
+
+def test_multi_token_stop_string_stops_after_the_string(model, tokenizer):
+    params = SamplingParams(max_new_tokens=24, seed=5)
+    free = TorchEngine(model, tokenizer).generate(PROMPTS, params)
+    pair = free[1].tokens[4:6].tolist()
+    stop = tokenizer.decode(pair)
+    out = TorchEngine(model, tokenizer).generate(PROMPTS, SamplingParams(max_new_tokens=24, seed=5, stop_strings=(stop,)))
+    for f, c in zip(free, out):
+        ends = [i + 2 for i in range(f.num_tokens - 1) if f.tokens[i : i + 2].tolist() == pair]
+        expected = ends[0] if ends else f.num_tokens  # or wherever the free run ended
+        assert c.num_tokens == expected
+        assert c.finish_reason == ("stop" if ends else f.finish_reason)
+    assert out[1].num_tokens <= 6 and out[1].text.endswith(stop)
+
+
+def test_top_p_samples_only_inside_the_nucleus(model, tokenizer):
+    top_p = 0.5
+    out = TorchEngine(model, tokenizer).generate(PROMPTS, SamplingParams(max_new_tokens=20, top_p=top_p, seed=2))
+    outside = 0
+    for c in out:
+        ids = torch.as_tensor(np.concatenate([c.prompt_tokens, c.tokens])).unsqueeze(0)
+        with torch.no_grad():
+            logits, _ = forward_logits(model, ids)
+        probs = logits[0, len(c.prompt_tokens) - 1 : -1].softmax(-1)  # (T, V)
+        sorted_p, order = probs.sort(-1, descending=True)
+        kept = (sorted_p.cumsum(-1) - sorted_p) < top_p  # the nucleus, in sorted order
+        rank = (order == torch.as_tensor(c.tokens).unsqueeze(1)).float().argmax(-1)
+        outside += int((~kept.gather(1, rank.unsqueeze(1))).sum())
+        # The recorded log-prob stays the full-softmax one (what the trainer recomputes).
+        full = token_logprobs(logits[:, len(c.prompt_tokens) - 1 : -1], torch.as_tensor(c.tokens)[None])[0]
+        np.testing.assert_allclose(c.logprobs, full.numpy(), atol=1e-5)
+    assert outside == 0
+    # A vanishing nucleus is greedy decoding.
+    tiny_p = TorchEngine(model, tokenizer).generate(PROMPTS, SamplingParams(max_new_tokens=12, top_p=1e-6, seed=2))
+    greedy = TorchEngine(model, tokenizer).generate(PROMPTS, SamplingParams(max_new_tokens=12, temperature=0.0))
+    for a, b in zip(tiny_p, greedy):
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+
+
+def test_full_support_sampling_matches_the_distribution(tokenizer):
+    """Many draws of the first token follow softmax(logits) (chi-square-free check on the mode)."""
+    model = make_model(vocab_size=64)
+    engine = TorchEngine(model, tokenizer)
+    out = engine.generate([[5, 6]] * 400, SamplingParams(max_new_tokens=1, seed=0))
+    with torch.no_grad():
+        logits, _ = forward_logits(model, torch.tensor([[5, 6]]))
+    probs = logits[0, -1].softmax(-1)
+    counts = np.bincount([int(c.tokens[0]) for c in out], minlength=64) / 400
+    assert np.abs(counts - probs.numpy()).max() < 0.08  # 400 draws: sd <= 0.025
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("max_new_tokens", 0), ("temperature", -1.0), ("top_p", 0.0), ("top_p", 1.5),
+     ("answer_budget", -1), ("interrupt_range", (5, 2))],
+)
+def test_bad_params_are_rejected_naming_the_field(model, tokenizer, field, value):
+    with pytest.raises(ValueError, match=f"SamplingParams.{field}"):
+        TorchEngine(model, tokenizer).generate(PROMPTS, SamplingParams(**{field: value}))
+
+
+def test_empty_prompt_is_rejected(model, tokenizer):
+    with pytest.raises(ValueError, match="at least one token"):
+        TorchEngine(model, tokenizer).generate([[1], []], SamplingParams())
