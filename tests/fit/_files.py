@@ -20,9 +20,16 @@ TRUE = {"A": 0.610, "B": 1.92, "C_mid": 2542.0, "R0": 0.30}
 
 
 def synthetic_curve(
-    A=TRUE["A"], B=TRUE["B"], C_mid=TRUE["C_mid"], R0=TRUE["R0"], *, n=41, max_c=16000.0,
-    noise=0.003, seed=0,
-):  # fmt: skip
+    A=TRUE["A"],
+    B=TRUE["B"],
+    C_mid=TRUE["C_mid"],
+    R0=TRUE["R0"],
+    *,
+    n=41,
+    max_c=16000.0,
+    noise=0.003,
+    seed=0,
+):
     """(compute (n,), reward (n,)) on Eq. 1 with Gaussian noise, step-0 point included."""
     compute = np.linspace(0.0, max_c, n)
     reward = sigmoid(compute, A, B, C_mid, R0)
@@ -58,7 +65,9 @@ def write_tensorboard(logdir: Path, compute, reward, *, y_tag="val/pass_rate") -
 
     def event(step, tag, value):
         value = summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
-        return event_pb2.Event(wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=[value]))  # fmt: skip
+        return event_pb2.Event(
+            wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=[value])
+        )
 
     writer = EventFileWriter(str(logdir))
     for i, (c, r) in enumerate(zip(compute, reward)):

@@ -69,7 +69,11 @@ def test_run_column_splits_and_glob_names_are_unique(tmp_path, curve):
         write_jsonl(tmp_path / sub / "metrics.jsonl", *curve)
     runs = load_runs(str(tmp_path / "*" / "metrics.jsonl"))
     assert [r.name for r in runs] == ["a/metrics", "b/metrics"]
-    lines = [json.dumps({"run": r, "gpu_hours": c, "reward": 0.3 + c / 1e3}) for r in "xy" for c in (1, 2, 3)]  # fmt: skip
+    lines = [
+        json.dumps({"run": r, "gpu_hours": c, "reward": 0.3 + c / 1e3})
+        for r in "xy"
+        for c in (1, 2, 3)
+    ]
     (tmp_path / "long.jsonl").write_text("\n".join(lines))
     assert [r.name for r in read_curves(tmp_path / "long.jsonl")] == ["x", "y"]
 

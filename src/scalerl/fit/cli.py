@@ -1,0 +1,372 @@
+"""``scalerl fit``, ``scalerl compare`` and ``scalerl demo-fit``.
+
+Every bad input ends the command with one sentence on stderr and exit code 2, never a
+traceback: the handlers turn ``CurveError`` (bad curves and options) and ``OSError``
+(missing or unwritable files) into that sentence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from scalerl.fit import forecast, plot, report
+from scalerl.fit.compare import (
+    RunFit,
+    compare_runs,
+    extrapolation_errors,
+    fit_run,
+    loo_table,
+)
+from scalerl.fit.demo import demo_command
+from scalerl.fit.errors import CurveError
+from scalerl.fit.io import Curve, load_runs
+
+EXIT_BAD_INPUT = 2
+
+
+def _r0(text: str) -> float | str:
+    if text in ("first", "fit"):
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a number, 'first' or 'fit', not {text!r}"
+        ) from None
+
+
+def _add_curve_options(p: argparse.ArgumentParser, *, bootstrap: int) -> None:
+    p.add_argument(
+        "runs", nargs="+", metavar="RUN", help="CSV, JSONL, W&B CSV or TensorBoard logs (globs ok)"
+    )
+    p.add_argument(
+        "--x", help="compute column (default: compute, gpu_hours, compute_gpu_hours, ...)"
+    )
+    p.add_argument("--y", help="reward column (default: val_pass_rate, pass_rate, reward, ...)")
+    p.add_argument(
+        "--step-to-compute",
+        type=float,
+        metavar="F",
+        help="compute per step: compute = step (or --x) times F",
+    )
+    p.add_argument(
+        "--r0",
+        type=_r0,
+        default=None,
+        metavar="VALUE|first|fit",
+        help="R0: a number, the first point's reward, or fitted "
+        "(default: the step-0 reward if there is a compute-0 point, else fitted)",
+    )
+    p.add_argument(
+        "--min-compute",
+        type=float,
+        default=0.0,
+        help="fit only points with at least this compute (the paper drops ~1.5k GPU-h)",
+    )
+    p.add_argument(
+        "--method",
+        choices=("fast", "paper"),
+        default="fast",
+        help="fast continuous fit, or the paper's App. A.5 grid",
+    )
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=bootstrap,
+        metavar="N",
+        help=f"bootstrap resamples for intervals, 0 for none (default {bootstrap})",
+    )
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+
+
+def register(subparsers) -> None:
+    """Add ``fit``, ``compare`` and ``demo-fit`` to the ``scalerl`` command."""
+    p = _one_line_errors(
+        subparsers.add_parser("fit", help="fit the ScaleRL sigmoid to runs and forecast")
+    )
+    _add_curve_options(p, bootstrap=200)
+    p.add_argument(
+        "--fit-frac",
+        type=float,
+        default=1.0,
+        help="fit on this fraction of each run's compute budget and score the rest",
+    )
+    p.add_argument(
+        "--target-compute",
+        type=float,
+        action="append",
+        default=[],
+        metavar="C",
+        help="forecast the reward at this compute (repeatable)",
+    )
+    p.add_argument(
+        "--target-reward",
+        type=float,
+        action="append",
+        default=[],
+        metavar="R",
+        help="compute needed to reach this reward (repeatable)",
+    )
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the fits as JSON")
+    p.add_argument("--plot", type=Path, metavar="FILE", help="write the figure as PNG")
+    p.set_defaults(func=_guard(fit_command))
+
+    p = _one_line_errors(
+        subparsers.add_parser("compare", help="compare runs with the paper's A-margin rule")
+    )
+    _add_curve_options(p, bootstrap=100)
+    p.add_argument("--margin", type=float, default=0.02, help="A margin of the rule (paper: 0.02)")
+    p.add_argument("--baseline", help="run name for the leave-one-out table (Fig. 7)")
+    p.add_argument(
+        "--fit-frac",
+        type=float,
+        default=None,
+        help="also score sigmoid vs power-law extrapolation fitted on this fraction",
+    )
+    p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
+    p.add_argument("--markdown", type=Path, metavar="FILE", help="write a Markdown report")
+    p.add_argument("--plot", type=Path, metavar="FILE", help="write the comparison figure as PNG")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the comparison as JSON")
+    p.set_defaults(func=_guard(compare_command))
+
+    p = _one_line_errors(
+        subparsers.add_parser("demo-fit", help="forecasting demo on the bundled synthetic curves")
+    )
+    p.add_argument("--out", type=Path, default=Path("out/demo-fit"), help="output folder")
+    p.add_argument("--bootstrap", type=int, default=100, metavar="N")
+    p.set_defaults(func=_guard(demo_command))
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Bad flags end with one sentence and exit code 2, like every other bad input."""
+
+    def error(message: str):
+        parser.exit(EXIT_BAD_INPUT, f"{parser.prog}: error: {message} (see --help).\n")
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
+
+
+def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run ``handler``; bad input becomes one sentence on stderr and exit code 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except CurveError as err:
+            message = str(err)
+        except OSError as err:
+            name = err.filename if err.filename is not None else ""
+            message = f"{name}: {err.strerror or err}." if name else f"{err}."
+        print(f"scalerl {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    return run
+
+
+def _load(args: argparse.Namespace) -> list[Curve]:
+    return load_runs(args.runs, x=args.x, y=args.y, step_to_compute=args.step_to_compute)
+
+
+def _fit_kwargs(args: argparse.Namespace) -> dict:
+    return {"r0": args.r0, "min_compute": args.min_compute, "method": args.method}
+
+
+def _check_fraction(value: float | None, name: str, *, allow_one: bool) -> None:
+    if value is None:
+        return
+    ok = 0.0 < value <= 1.0 if allow_one else 0.0 < value < 1.0
+    if not ok:
+        upper = "1]" if allow_one else "1)"
+        raise CurveError(f"{name} must lie in (0, {upper}, got {value:g}.")
+
+
+# --- scalerl fit -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class _FitOutcome:
+    run: RunFit
+    holdout: forecast.HoldoutForecast | None
+    forecasts: list[tuple[float, forecast.Forecast]]
+    reaches: list[forecast.Reach]
+
+    def to_dict(self) -> dict:
+        run = self.run
+        return {
+            "run": run.name,
+            "source": run.curve.source,
+            "x": run.curve.x,
+            "y": run.curve.y,
+            "fit": run.fit.to_dict(),
+            "intervals": {k: list(v) for k, v in run.intervals.items()},
+            "bootstrap": run.boot.to_dict() if run.boot is not None else None,
+            "forecasts": [
+                {"compute": c, "reward": f.value, "lo": f.lo, "hi": f.hi} for c, f in self.forecasts
+            ],
+            "compute_to_reach": [vars(r) for r in self.reaches],
+            "holdout": self.holdout.to_dict() if self.holdout is not None else None,
+        }
+
+
+def _fit_one(curve: Curve, args: argparse.Namespace) -> _FitOutcome:
+    kwargs = _fit_kwargs(args)
+    holdout = None
+    if args.fit_frac < 1.0:
+        holdout = forecast.holdout_forecast(
+            curve.compute, curve.reward, fit_frac=args.fit_frac, source=curve.source, **kwargs
+        )
+    run = fit_run(
+        curve,
+        bootstrap_n=args.bootstrap,
+        seed=args.seed,
+        fit=holdout.fit if holdout is not None else None,
+        **kwargs,
+    )
+    forecasts = [(c, forecast.predict_at(run.fit, c, run.boot)) for c in args.target_compute]
+    reaches = [forecast.compute_to_reach(run.fit, r, run.boot) for r in args.target_reward]
+    return _FitOutcome(run, holdout, forecasts, reaches)
+
+
+def _reach_row(run: RunFit, reach: forecast.Reach) -> tuple[str, str, str, str]:
+    """Run, target, compute needed (or why none), bootstrap interval."""
+    if not reach.reachable:
+        needed = f"unreachable: target above A={run.fit.A:.3f}"
+    elif reach.compute == 0:
+        needed = f"0 (already met: R0={run.fit.R0:.3f})"
+    else:
+        needed = report.fmt(reach.compute)
+    interval = report.interval_text(reach.lo, reach.hi)
+    if reach.p_unreachable > 0:
+        interval += f"; {reach.p_unreachable:.0%} of resamples never reach it"
+    return run.name, report.fmt(reach.target), needed, interval
+
+
+def _forecast_tables(outcomes: list[_FitOutcome]) -> list[report.Table]:
+    tables = []
+    rows = [
+        (o.run.name, report.fmt(c), report.fmt(f.value), report.interval_text(f.lo, f.hi))
+        for o in outcomes
+        for c, f in o.forecasts
+    ]
+    if rows:
+        header = ("run", "target compute", "forecast reward", "interval")
+        tables.append(report.Table("Forecast at target compute", header, tuple(rows)))
+    rows = [_reach_row(o.run, r) for o in outcomes for r in o.reaches]
+    if rows:
+        header = ("run", "target reward", "compute to reach", "interval")
+        tables.append(report.Table("Compute to reach a target reward", header, tuple(rows)))
+    rows = [
+        (
+            o.run.name,
+            report.fmt(h.fit_until),
+            str(h.compute.size),
+            f"{h.rmse:.4f}",
+            f"{h.max_error:.4f}",
+            f"{h.final_error:+.4f}",
+        )
+        for o in outcomes
+        if (h := o.holdout) is not None
+    ]
+    if rows:
+        header = ("run", "fitted up to", "held-out n", "RMSE", "max |error|", "final error")
+        caption = "Held-out forecast error (predicted - observed)"
+        tables.append(report.Table(caption, header, tuple(rows)))
+    return tables
+
+
+def fit_figure(outcomes: list[_FitOutcome]):
+    """One run: the paper-style fit figure; several: the comparison figure."""
+    if len(outcomes) == 1:
+        run = outcomes[0].run
+        ax = plot.plot_fit(run.fit, run.curve, band=run.band)
+        ax.set_title(f"{run.name}: sigmoid fit (solid) and extrapolation (dashed)")
+        return ax
+    runs = [o.run for o in outcomes]
+    return plot.plot_comparison(
+        {r.name: r.fit for r in runs},
+        {r.name: r.curve for r in runs},
+        bands={r.name: r.band for r in runs if r.band is not None},
+    )
+
+
+def fit_command(args: argparse.Namespace) -> int:
+    """``scalerl fit``: fit each run, print the table, forecasts, holdout errors."""
+    _check_fraction(args.fit_frac, "--fit-frac", allow_one=True)
+    if args.bootstrap < 0:
+        raise CurveError(f"--bootstrap must be 0 or more, got {args.bootstrap}.")
+    outcomes = [_fit_one(curve, args) for curve in _load(args)]
+    console = report.console()
+    runs = [o.run for o in outcomes]
+    caption = "Sigmoid fits (Eq. 1)" + (
+        f", on the first {args.fit_frac:g} of compute" if args.fit_frac < 1 else ""
+    )
+    interval = f"; intervals: 95% bootstrap, n={args.bootstrap}" if args.bootstrap else ""
+    for table in [report.fits_table(runs, caption + interval), *_forecast_tables(outcomes)]:
+        console.print(report.rich_table(table))
+    for o in outcomes:
+        if o.run.fit.bounds_hit or not o.run.fit.converged:
+            console.print(f"warning: {o.run.name}: {o.run.fit.message}", markup=False)
+    if args.json:
+        data = {"runs": [o.to_dict() for o in outcomes]}
+        console.print(f"wrote {report.write_json(args.json, data)}", markup=False)
+    if args.plot:
+        console.print(f"wrote {plot.save(fit_figure(outcomes), args.plot)}", markup=False)
+    return 0
+
+
+# --- scalerl compare -------------------------------------------------------------------
+
+
+def _compare(args: argparse.Namespace, curves: list[Curve]):
+    """Comparison, LOO table and (with --fit-frac) extrapolation scores."""
+    if args.margin < 0:
+        raise CurveError(f"--margin must be 0 or more, got {args.margin:g}.")
+    if args.bootstrap < 0:
+        raise CurveError(f"--bootstrap must be 0 or more, got {args.bootstrap}.")
+    _check_fraction(args.fit_frac, "--fit-frac", allow_one=False)
+    kwargs = _fit_kwargs(args)
+    comparison = compare_runs(
+        curves, margin=args.margin, bootstrap_n=args.bootstrap, seed=args.seed, **kwargs
+    )
+    loo = loo_table(curves, baseline=args.baseline, **kwargs)
+    extrapolation = []
+    if args.fit_frac is not None:
+        extrapolation = [extrapolation_errors(c, fit_frac=args.fit_frac, **kwargs) for c in curves]
+    return comparison, loo, extrapolation
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """``scalerl compare``: table, verdict, and the figure / HTML / Markdown / JSON."""
+    comparison, loo, extrapolation = _compare(args, _load(args))
+    rep = report.comparison_report(
+        comparison, loo=loo if args.baseline else None, extrapolation=extrapolation
+    )
+    console = report.console()
+    for table in rep.tables:
+        console.print(report.rich_table(table))
+    console.print(f"Verdict: {comparison.verdict.sentence}", markup=False)
+    if not (args.plot or args.html or args.markdown):
+        figures = []
+    else:
+        figures = report.comparison_figures(comparison, loo)
+    written = []
+    if args.plot:
+        written.append(report.write(args.plot, figures[0].png))
+    if args.html or args.markdown:
+        rep = replace(rep, figures=tuple(figures))
+    if args.html:
+        written.append(report.write(args.html, report.to_html(rep)))
+    if args.markdown:
+        written += report.write_markdown(args.markdown, rep)
+    if args.json:
+        data = comparison.to_dict() | {"loo": loo.to_dict()}
+        data["extrapolation"] = [s.to_dict() for s in extrapolation]
+        written.append(report.write_json(args.json, data))
+    for path in written:
+        console.print(f"wrote {path}", markup=False)
+    return 0
