@@ -1,0 +1,174 @@
+"""The Ray backend: generator roles as Ray actors, weights through the object store.
+
+Same roles, same queue policy as the ``local`` backend (digest §2.2, §4.3); only the transport
+changes, so one run scales from ``ray.init()`` on a laptop to a cluster:
+
+- **Generators** are ``GeneratorActor``s, thin ``@ray.remote`` wrappers around
+  :class:`~scalerl.pipeline.actor.Actor` (built by ``build_actor`` from the same picklable
+  :class:`~scalerl.pipeline.actor.ActorSpec`). ``submit(chunk)`` calls ``run_batch`` on the
+  least-loaded actor and keeps the returned ``ObjectRef``; ``collect`` streams back whichever
+  chunks have finished (``ray.wait``), in completion order, so the learner starts on the first
+  full batch while other chunks are still decoding.
+- **Weights** are put in the object store once per publish (one flat float32 array, the
+  :class:`~scalerl.pipeline.weights.WeightLayout` of the ``local`` backend) and only the
+  ``ObjectRef`` is pushed to every actor. Each actor runs two concurrency groups: ``decode``
+  (one ``run_batch`` at a time) and ``weights`` (receives the newest ref while decoding). The
+  actor's :class:`_ObjectStoreWeights` is the :class:`WeightSource` its engine polls between
+  decode steps: a local version comparison, and a pull (``ray.get``, zero-copy on the same node)
+  only when a newer version was pushed. That is PipelineRL's in-flight update.
+- **The lag bound k** stays where it is for every backend: the driver's
+  :class:`~scalerl.pipeline.scheduler.Scheduler` and
+  :class:`~scalerl.pipeline.queues.LagPolicy` decide what is dispatched, published and
+  admitted; this module only moves prompts, groups and weights.
+
+Placement: the learner is the driver process (``run.py``). ``ray.init()`` is called only if Ray
+is not running yet; it honours ``RAY_ADDRESS`` (e.g. ``RAY_ADDRESS=auto`` joins a running
+cluster). When the cluster has GPUs, each generator actor reserves one (or an equal share when
+there are more generators than GPUs) and decodes on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import ray
+import torch
+
+from scalerl.pipeline.actor import ActorSpec, build_actor
+from scalerl.pipeline.weights import WeightLayout
+from scalerl.types import Group, PromptAssignment
+
+
+class _ObjectStoreWeights:
+    """:class:`~scalerl.pipeline.weights.WeightSource` fed by pushed object-store refs."""
+
+    def __init__(self, layout: WeightLayout) -> None:
+        self.layout = layout
+        self._lock = threading.Lock()
+        self._version, self._ref = -1, None
+
+    def push(self, version: int, ref) -> None:
+        with self._lock:
+            if version > self._version:  # pushes may overtake each other; keep the newest
+                self._version, self._ref = version, ref
+
+    def version(self) -> int:
+        return self._version
+
+    def read(self, since: int) -> tuple[int, dict[str, torch.Tensor]] | None:
+        if self._version <= since:  # the per-decode-step fast path: no I/O
+            return None
+        with self._lock:
+            version, ref = self._version, self._ref
+        flat = torch.from_numpy(np.array(ray.get(ref), copy=True))  # (size,) float32
+        return version, self.layout.unflatten(flat)
+
+
+@ray.remote(concurrency_groups={"decode": 1, "weights": 1})
+class GeneratorActor:
+    """One generator role in a Ray actor: an unchanged :class:`Actor` plus a weight inbox."""
+
+    def __init__(self, spec: ActorSpec, index: int, device: str) -> None:
+        torch.set_num_threads(spec.threads)
+        self.inbox: _ObjectStoreWeights | None = None
+        self.actor = build_actor(spec, None, index)
+        if device != "cpu":  # ActorSpec has no device: rebuild the engine around the same model
+            from scalerl.rollout.torch_engine import TorchEngine
+
+            old = self.actor.engine
+            self.actor.engine = TorchEngine(old.model, self.actor.tokenizer, fp32_head=old.fp32_head,
+                                            device=device, seed=spec.seed + 7919 * index, version=-1)
+        self.actor.weights = self.inbox = _ObjectStoreWeights(WeightLayout(self.actor.engine.model))
+
+    @ray.method(concurrency_group="weights")
+    def push_weights(self, version: int, refs: list) -> None:
+        """Record the newest published weights (``refs[0]``; a list so Ray does not resolve it)."""
+        self.inbox.push(version, refs[0])
+
+    @ray.method(concurrency_group="decode")
+    def run_batch(self, chunk: list[PromptAssignment]) -> list[Group]:
+        return self.actor.run_batch(chunk)
+
+    @ray.method(concurrency_group="weights")
+    def swaps(self) -> int:
+        """In-flight weight swaps done so far (inside a ``generate`` call)."""
+        return self.actor.swaps
+
+
+def gpus_per_generator(cluster_gpus: float, num_generators: int) -> float:
+    """GPUs each generator reserves: 1 if there are enough, an equal share if fewer, 0 without."""
+    if cluster_gpus <= 0:
+        return 0.0
+    return min(1.0, cluster_gpus / num_generators)
+
+
+class RayBackend:
+    """``num_generators`` generator actors; the caller (driver) is the learner."""
+
+    def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1) -> None:
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            # RAY_ADDRESS (e.g. "auto") joins a running cluster; unset starts a local one
+            ray.init(include_dashboard=False, logging_level=logging.WARNING,
+                     runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
+        resources = ray.cluster_resources()
+        need = num_generators * spec.threads
+        if resources.get("CPU", 0) < need:
+            raise RuntimeError(
+                f"the Ray cluster has {resources.get('CPU', 0):g} CPUs but {num_generators} generator(s) "
+                f"x train.threads={spec.threads} need {need}; lower pipeline.num_generators or train.threads."
+            )
+        gpus = gpus_per_generator(resources.get("GPU", 0), num_generators)
+        options = {"num_cpus": spec.threads, "num_gpus": gpus}
+        self.layout = WeightLayout(model)
+        self.actors = [
+            GeneratorActor.options(**options).remote(spec, i, "cuda" if gpus else "cpu")
+            for i in range(num_generators)
+        ]
+        self._pending: dict[ray.ObjectRef, int] = {}  # run_batch result -> actor index
+        self._load = [0] * num_generators
+        self._weights_ref = None
+
+    @property
+    def num_devices(self) -> int:
+        return 1 + len(self.actors)
+
+    def publish(self, model: torch.nn.Module, version: int) -> None:
+        """``ray.put`` the weights once; every actor gets the ref and pulls when it polls."""
+        self._weights_ref = ray.put(self.layout.flatten(model).numpy())
+        for actor in self.actors:
+            actor.push_weights.remote(version, [self._weights_ref])
+
+    def submit(self, chunk: list[PromptAssignment]) -> None:
+        i = min(range(len(self.actors)), key=self._load.__getitem__)
+        self._pending[self.actors[i].run_batch.remote(chunk)] = i
+        self._load[i] += 1
+
+    def collect(self, timeout: float) -> list[Group]:
+        """Groups of every chunk finished so far (waiting up to ``timeout`` s for the first).
+
+        A generator's exception (or death) is re-raised here, in the learner.
+        """
+        if not self._pending:
+            return []
+        ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=timeout)
+        if ready:  # take every other chunk that is also done, without waiting
+            ready, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
+        out: list[Group] = []
+        for ref in ready:
+            self._load[self._pending.pop(ref)] -= 1
+            out.extend(ray.get(ref))
+        return out
+
+    def swaps(self) -> list[int]:
+        """Per generator, how many in-flight weight swaps it has done."""
+        return ray.get([a.swaps.remote() for a in self.actors])
+
+    def close(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor)
+        self.actors, self._pending = [], {}
+        if self._owns_ray:
+            ray.shutdown()
