@@ -24,6 +24,12 @@ import torch
 _NEVER = torch.iinfo(torch.long).max // 2
 
 
+def interruption_points(seed: int, num_rows: int, lo: int, hi: int) -> torch.Tensor:  # (rows,)
+    """Per-row thinking budget ``L_int ~ U{lo, ..., hi}`` (inclusive), reproducible from ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(lo, hi + 1, (num_rows,), generator=gen)
+
+
 class Interrupter:
     """Per-row state: interruption point, phrase cursor, first answer step, ``</think>`` seen."""
 

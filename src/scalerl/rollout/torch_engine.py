@@ -28,7 +28,7 @@ from scalerl.algo.logprobs import lm_head_logits
 from scalerl.models.forward import forward_logits, head_params
 from scalerl.rollout import fast_decode
 from scalerl.rollout.engine import OnStep
-from scalerl.rollout.interrupt import Interrupter
+from scalerl.rollout.interrupt import Interrupter, interruption_points
 from scalerl.rollout.sampling import row_uniforms, sample_tokens
 from scalerl.rollout.stopping import SuffixMatcher, encode_strings
 from scalerl.types import Completion, SamplingParams
@@ -151,9 +151,7 @@ class _Decode:
         self.uniforms = row_uniforms(seed, n, budget).to(device)  # (n, budget)
         points = None
         if params.interrupt_range is not None:
-            lo, hi = params.interrupt_range
-            gen = torch.Generator().manual_seed(seed)
-            points = torch.randint(lo, hi + 1, (n,), generator=gen)
+            points = interruption_points(seed, n, *params.interrupt_range)
         phrase = engine.tokenizer.encode(params.interruption_phrase, add_special_tokens=False)
         self.interrupter = Interrupter(phrase, points, params.answer_budget, n, device)
         self.stops = SuffixMatcher(encode_strings(engine.tokenizer, params.stop_strings), n, device)
