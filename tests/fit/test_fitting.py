@@ -105,19 +105,23 @@ def test_paper_mode_equals_plain_reference_loop():
     assert fit.B == pytest.approx(best[1][1], rel=1e-6) and fit.sse == pytest.approx(best[0])
 
 
+@pytest.fixture(scope="module")
+def paper_all(table1_curves):
+    """Paper mode on every Table 1 row (~2-4 s each, so only the slow tests ask for it)."""
+    return {name: fit_sigmoid(*c, method="paper") for name, c in table1_curves.items()}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(TRUTH))
-def test_paper_mode_every_row(table1_curves, fast_fits, name):
-    paper = fit_sigmoid(*table1_curves[name], method="paper")
-    assert fast_fits[name].sse <= paper.sse * (1 + 1e-12)
-    assert (recovery_error(paper, name) <= 1).all()
+def test_paper_mode_every_row(fast_fits, paper_all, name):
+    assert fast_fits[name].sse <= paper_all[name].sse * (1 + 1e-12)
+    assert (recovery_error(paper_all[name], name) <= 1).all()
 
 
 @pytest.mark.slow
-def test_fast_recovers_at_least_as_well_as_paper_in_aggregate(table1_curves, fast_fits):
-    paper = {name: fit_sigmoid(*c, method="paper") for name, c in table1_curves.items()}
+def test_fast_recovers_at_least_as_well_as_paper_in_aggregate(fast_fits, paper_all):
     fast_err = sum(recovery_error(fast_fits[n], n).sum() for n in TRUTH)
-    paper_err = sum(recovery_error(paper[n], n).sum() for n in TRUTH)
+    paper_err = sum(recovery_error(paper_all[n], n).sum() for n in TRUTH)
     assert fast_err <= paper_err
 
 
