@@ -315,7 +315,8 @@ def fit_command(args: argparse.Namespace) -> int:
         data = {"runs": [o.to_dict() for o in outcomes]}
         console.print(f"wrote {report.write_json(args.json, data)}", markup=False)
     if args.plot:
-        console.print(f"wrote {plot.save(fit_figure(outcomes), args.plot)}", markup=False)
+        png = plot.png_bytes(fit_figure(outcomes))
+        console.print(f"wrote {report.write(args.plot, png)}", markup=False)
     return 0
 
 

@@ -36,7 +36,7 @@ def _demo_forecast(console, out: Path, n_boot: int) -> dict:
     measured = float(np.mean(full.reward[-5:]))  # the last 5 evaluations, to average noise
     ax = plot.plot_fit(run.fit, full, band=run.band)
     ax.set_title(f"Fitted on {half.compute[-1]:.0f} GPU-h (dots); held-out to {budget:.0f} (x)")
-    figure = plot.save(ax, out / "forecast.png")
+    figure = report.write(out / "forecast.png", plot.png_bytes(ax))
     console.print(
         report.rich_table(report.fits_table([run], "1. Fit on the half budget (8k GPU-h)"))
     )

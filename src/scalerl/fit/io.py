@@ -439,7 +439,8 @@ def _unique_names(curves: list[Curve]) -> list[Curve]:
 
 
 def expand_paths(paths_or_globs: str | Path | Sequence[str | Path]) -> list[Path]:
-    """Paths in the given order; glob patterns expand (sorted); a pattern matching nothing fails."""
+    """Paths in the given order; glob patterns expand (sorted); a pattern matching nothing
+    fails; a file named twice (say by a glob and by name) is read once."""
     items = [paths_or_globs] if isinstance(paths_or_globs, str | Path) else list(paths_or_globs)
     out: list[Path] = []
     for item in items:
@@ -451,7 +452,13 @@ def expand_paths(paths_or_globs: str | Path | Sequence[str | Path]) -> list[Path
             out.extend(Path(m) for m in matches)
         else:
             out.append(Path(text))
-    return out
+    seen: set[Path] = set()
+    unique = []
+    for path in out:
+        if path.resolve() not in seen:
+            seen.add(path.resolve())
+            unique.append(path)
+    return unique
 
 
 def load_runs(

@@ -21,6 +21,7 @@ import numpy as np
 
 from scalerl.fit import plot
 from scalerl.fit.compare import Comparison, ExtrapolationScore, LooTable, RunFit
+from scalerl.fit.errors import CurveError
 
 
 @dataclass(frozen=True)
@@ -247,12 +248,19 @@ def rich_table(table: Table):
 
 
 def write(path: Path, data: str | bytes) -> Path:
-    """Write text or bytes, creating parent folders."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(data, encoding="utf-8")
+    """Write text or bytes, creating parent folders; failures name the output file."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data, encoding="utf-8")
+    except OSError as err:
+        reason = err.strerror or str(err)
+        if isinstance(err, FileExistsError | NotADirectoryError):
+            reason = "a file stands where its folder should be"
+        raise CurveError(f"cannot write {path}: {reason}.") from None
     return path
 
 

@@ -1,0 +1,98 @@
+"""The paper's compare rule (§1.4), the LOO table (Fig. 7) and the extrapolation check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalerl.fit.compare import compare_runs, decide, extrapolation_errors, loo_table
+from scalerl.fit.errors import CurveError
+from scalerl.fit.fitting import fit_sigmoid
+from scalerl.fit.io import Curve
+
+from ._files import synthetic_curve
+
+
+def run(name, A, B, C_mid=2542.0, *, seed=0, noise=0.002, n=41) -> Curve:
+    c, r = synthetic_curve(A, B, C_mid, n=n, noise=noise, seed=seed)
+    return Curve(name, c, r, f"{name}.csv")
+
+
+def test_within_margin_fixed_A_refit_picks_higher_B_even_with_lower_A():
+    # A differ by 0.012 <= 0.02, so A does not decide; "steep" has the lower A but B 2.3 vs 1.5
+    steep, flat = run("steep", 0.600, 2.3), run("flat", 0.612, 1.5, seed=1)
+    result = compare_runs([flat, steep])
+    v = result.verdict
+    assert (v.winner, v.decided_by) == ("steep", "efficiency")
+    assert set(v.contenders) == {"steep", "flat"}
+    assert v.shared_A == pytest.approx((result.runs[0].fit.A + result.runs[1].fit.A) / 2)
+    assert all(f.A == v.shared_A and f.fixed_A == v.shared_A for f in result.refits.values())
+    assert v.refit_B["steep"] > v.refit_B["flat"]
+    assert "wins on efficiency" in v.sentence and "steep" in v.sentence
+
+
+def test_outside_margin_higher_A_wins_even_with_lower_B():
+    high, efficient = run("high", 0.650, 1.5), run("efficient", 0.600, 2.4, seed=1)
+    v = compare_runs([efficient, high]).verdict
+    assert (v.winner, v.decided_by, v.contenders) == ("high", "asymptote", ("high",))
+    assert v.delta_A == pytest.approx(0.05, abs=0.01) and v.shared_A is None and v.refit_B == {}
+
+
+def test_margin_is_inclusive_despite_float_noise():
+    # 0.62 - 0.60 = 0.020000000000000018 in floats; the paper's |dA| <= 0.02 must hold
+    a, b = run("a", 0.62, 2.0), run("b", 0.60, 1.7, seed=1)
+    fits = {c.name: fit_sigmoid(c.compute, c.reward, fixed_A=A) for c, A in ((a, 0.62), (b, 0.60))}
+    verdict, refits = decide(fits, {"a": a, "b": b}, margin=0.02)
+    assert verdict.decided_by == "efficiency" and verdict.shared_A == pytest.approx(0.61)
+    verdict, _ = decide(fits, {"a": a, "b": b}, margin=0.019)
+    assert (verdict.decided_by, verdict.winner) == ("asymptote", "a")
+
+
+def test_many_runs_only_contenders_within_margin_of_best_are_refitted():
+    runs = [
+        run("best_A", 0.615, 1.6),
+        run("close", 0.605, 2.2, seed=1),
+        run("far", 0.55, 3.0, seed=2),
+    ]
+    result = compare_runs(runs, bootstrap_n=20)
+    v = result.verdict
+    assert set(v.contenders) == {"best_A", "close"} and v.winner == "close"
+    assert set(result.refits) == {"best_A", "close"}
+    rows = {row["run"]: row for row in result.rows()}
+    assert rows["far"]["B_at_shared_A"] is None
+    for row in rows.values():
+        for p in ("A", "B", "C_mid"):
+            lo, hi = row[f"{p}_interval"]
+            assert lo < hi
+
+
+def test_loo_table_refits_everything_at_the_mean_A():
+    runs = [run("scalerl", 0.61, 2.0), run("loo-dapo", 0.60, 1.77, seed=1), run("loo-x", 0.62, 1.7, seed=2)]  # fmt: skip
+    table = loo_table(runs, baseline="scalerl")
+    assert table.shared_A == pytest.approx(np.mean([f.A for f in table.fits.values()]))
+    rows = {r["run"]: r for r in table.rows()}
+    assert rows["scalerl"]["baseline"] and rows["scalerl"]["delta_B_vs_baseline"] == 0.0
+    assert all(table.refits[n].A == table.shared_A for n in rows)
+    assert rows["scalerl"]["B_at_shared_A"] > rows["loo-dapo"]["B_at_shared_A"]
+    with pytest.raises(CurveError, match="baseline 'nope' is not one of the runs"):
+        loo_table(runs, baseline="nope")
+
+
+def test_extrapolation_scores_are_the_held_out_errors_and_sigmoid_beats_power_law():
+    curve = run("scalerl", 0.61, 1.92, n=41, noise=0.003)  # every 400 GPU-h to 16k
+    score = extrapolation_errors(curve, fit_frac=0.5)
+    held = curve.compute > 8000.0
+    assert score.fit_compute == 8000.0 and score.n_heldout == held.sum() == 20
+    assert score.n_fit == 20  # 21 points up to 8k, less the step-0 point that fixes R0
+    err = score.sigmoid_fit.predict(curve.compute[held]) - curve.reward[held]
+    assert score.sigmoid.rmse == pytest.approx(np.sqrt(np.mean(err**2)))
+    assert score.sigmoid.final_error == pytest.approx(err[-1])
+    assert score.sigmoid.rmse < 0.01 < score.power_law.rmse  # App. A.4: power law is fragile
+    assert score.power_law_fit.c0 == curve.compute[1]  # its C0: first positive compute
+
+
+def test_compare_needs_two_distinct_runs():
+    with pytest.raises(CurveError, match="at least two runs"):
+        compare_runs([run("a", 0.6, 2.0)])
+    with pytest.raises(CurveError, match="both named 'a'"):
+        compare_runs([run("a", 0.6, 2.0), run("a", 0.6, 2.0, seed=1)])
