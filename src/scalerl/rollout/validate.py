@@ -1,0 +1,73 @@
+"""Held-out validation: mean@k pass rate of the engine's current weights (digest §4.3).
+
+The paper samples 16 completions for each of 1,000 held-out prompts every 100 steps and fits
+the sigmoid law to the *mean pass rate* ``(1/P) Σ_p (1/k) Σ_i 1[r_{p,i} > 0]`` (mean@k).
+Here ``k`` and the number of prompts are arguments; the sampling settings (and so the length
+control) are the caller's, normally the training ones with a fixed seed, so successive
+validations share their random numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalerl.rollout.engine import GenerationEngine
+from scalerl.types import SamplingParams
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    mean_at_k: float
+    """Mean over prompts of the fraction of the k samples that are correct."""
+    pass_rates: np.ndarray  # (P,) per-prompt fraction correct
+    truncation_rate: float
+    """Fraction of samples cut by a length budget (finish reason "length")."""
+    mean_length: float
+    """Mean completion length in tokens (injected interruption tokens included)."""
+    num_samples: int
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "val_mean_at_k": self.mean_at_k,
+            "val_truncation_rate": self.truncation_rate,
+            "val_mean_length": self.mean_length,
+        }
+
+
+def validate(
+    engine: GenerationEngine,
+    task,
+    *,
+    params: SamplingParams,
+    tokenizer=None,
+    k: int = 4,
+    num_prompts: int | None = None,
+) -> ValidationResult:
+    """Sample ``k`` completions for the first ``num_prompts`` validation examples of ``task``.
+
+    Prompts are ``tokenizer.encode(task.prompt(example))`` (the engine's tokenizer unless
+    given), as the generator role encodes them; a sample is correct when
+    ``task.reward(text, example) > 0`` (so {0, 1} and ±1 rewards both work).
+    """
+    if k < 1:
+        raise ValueError(f"validate: k must be >= 1, got {k}")
+    tokenizer = tokenizer if tokenizer is not None else engine.tokenizer
+    examples = list(task.validation())[:num_prompts]
+    if not examples:
+        raise ValueError(f"validate: task {getattr(task, 'name', task)!r} has no validation examples")
+    prompts = [tokenizer.encode(task.prompt(ex)) for ex in examples]
+    flat = [p for p in prompts for _ in range(k)]  # prompt-major: k samples per prompt
+    completions = engine.generate(flat, params)
+    correct = np.array(
+        [task.reward(c.text, examples[i // k]) > 0 for i, c in enumerate(completions)], dtype=np.float64
+    ).reshape(len(examples), k)
+    pass_rates = correct.mean(axis=1)
+    return ValidationResult(
+        mean_at_k=float(pass_rates.mean()),
+        pass_rates=pass_rates,
+        truncation_rate=float(np.mean([c.finish_reason == "length" for c in completions])),
+        mean_length=float(np.mean([c.num_tokens for c in completions])),
+        num_samples=len(completions),
+    )
