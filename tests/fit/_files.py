@@ -58,23 +58,39 @@ def write_jsonl(path: Path, compute, reward) -> Path:
     return path
 
 
-def write_tensorboard(logdir: Path, compute, reward, *, y_tag="val/pass_rate") -> Path:
-    """An event file with ``compute_gpu_hours`` every step and ``y_tag`` on eval steps."""
-    from tensorboard.compat.proto import event_pb2, summary_pb2
+def write_tb_events(logdir: Path, events, *, tensor_form=False) -> Path:
+    """An event file of ``(step, tag, value)`` scalars.
+
+    ``tensor_form``: scalars as TF2 writes them (a float tensor with the "scalars" plugin
+    tag) instead of the TF1 / torch ``simple_value``.
+    """
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    def event(step, tag, value):
-        value = summary_pb2.Summary.Value(tag=tag, simple_value=float(value))
-        return event_pb2.Event(
-            wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=[value])
-        )
+    def value(tag, x):
+        if not tensor_form:
+            return summary_pb2.Summary.Value(tag=tag, simple_value=float(x))
+        plugin = summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+        tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[float(x)])
+        metadata = summary_pb2.SummaryMetadata(plugin_data=plugin)
+        return summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)
 
     writer = EventFileWriter(str(logdir))
-    for i, (c, r) in enumerate(zip(compute, reward)):
-        writer.add_event(event(10 * i, "compute_gpu_hours", c))
-        writer.add_event(event(10 * i, y_tag, r))
+    for step, tag, x in events:
+        summary = summary_pb2.Summary(value=[value(tag, x)])
+        writer.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
     writer.close()
     return logdir
+
+
+def write_tensorboard(
+    logdir: Path, compute, reward, *, y_tag="val/pass_rate", tensor_form=False
+) -> Path:
+    """``compute_gpu_hours`` and ``y_tag`` logged together every 10 steps."""
+    events = []
+    for i, (c, r) in enumerate(zip(compute, reward)):
+        events += [(10 * i, "compute_gpu_hours", c), (10 * i, y_tag, r)]
+    return write_tb_events(logdir, events, tensor_form=tensor_form)
 
 
 def write_wandb_csv(

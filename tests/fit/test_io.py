@@ -11,7 +11,14 @@ from scalerl.examples import example_files, example_path
 from scalerl.fit.errors import CurveError
 from scalerl.fit.io import load_runs, read_curves
 
-from ._files import synthetic_curve, write_csv, write_jsonl, write_tensorboard, write_wandb_csv
+from ._files import (
+    synthetic_curve,
+    write_csv,
+    write_jsonl,
+    write_tb_events,
+    write_tensorboard,
+    write_wandb_csv,
+)
 
 
 @pytest.fixture
@@ -47,6 +54,23 @@ def test_tensorboard_dir_and_file(tmp_path, curve):
     np.testing.assert_array_equal(same.reward, c.reward)
 
 
+def test_tensorboard_tf2_tensor_scalars(tmp_path, curve):
+    (c,) = read_curves(write_tensorboard(tmp_path / "tf2", *curve, tensor_form=True))
+    np.testing.assert_allclose(c.reward, curve[1], rtol=1e-6)
+    np.testing.assert_allclose(c.compute, curve[0], rtol=1e-6)
+
+
+def test_tensorboard_compute_logged_at_other_steps_is_interpolated(tmp_path):
+    # compute every 4 steps (2.5 GPU-h per step), evaluations every 10 steps
+    events = [(s, "gpu_hours", 2.5 * s) for s in range(0, 41, 4)]
+    events += [(s, "pass_rate", 0.3 + s / 1000) for s in (0, 10, 20, 30, 40)]
+    (c,) = read_curves(write_tb_events(tmp_path / "a", events))
+    np.testing.assert_allclose(c.compute, [0.0, 25.0, 50.0, 75.0, 100.0])
+    late = events + [(50, "pass_rate", 0.36)]  # evaluated after the last compute record
+    with pytest.raises(CurveError, match=r"step 50: 'pass_rate' was logged but 'gpu_hours'"):
+        read_curves(write_tb_events(tmp_path / "b", late))
+
+
 def test_tensorboard_steps_times_factor(tmp_path, curve):
     (c,) = read_curves(write_tensorboard(tmp_path / "tb", *curve), step_to_compute=2.0)
     np.testing.assert_array_equal(c.compute, 20.0 * np.arange(11))
@@ -61,6 +85,20 @@ def test_wandb_export_one_curve_per_run_min_max_ignored(tmp_path, curve):
     assert len(b) == 8  # the empty cells after its last point are skipped
     with pytest.raises(CurveError, match="no compute column"):
         read_curves(path)  # Step only: needs --step-to-compute
+
+
+def test_wandb_export_with_a_per_run_compute_metric(tmp_path):
+    path = tmp_path / "wb.csv"
+    path.write_text(
+        "Step,a - gpu_hours,a - pass_rate,b - gpu_hours,b - pass_rate,b - loss\n"
+        "0,0,0.3,0,0.3,1\n10,5,0.4,6,0.35,1\n20,10,0.5,12,0.4,1\n"
+    )
+    a, b = read_curves(path)
+    assert (a.x, a.y) == ("gpu_hours", "pass_rate")
+    np.testing.assert_array_equal(b.compute, [0, 6, 12])
+    np.testing.assert_array_equal(b.reward, [0.3, 0.35, 0.4])
+    with pytest.raises(CurveError, match=r"W&B export\) has no run with the reward metric 'acc'"):
+        read_curves(path, y="acc")
 
 
 def test_run_column_splits_and_glob_names_are_unique(tmp_path, curve):

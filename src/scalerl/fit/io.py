@@ -337,6 +337,7 @@ def read_jsonl(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True
 def _tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """tag -> (steps, values) for every scalar tag (TF1 simple_value and TF2 tensor form)."""
     from tensorboard.backend.event_processing import event_accumulator as ea
+    from tensorboard.util import tensor_util
 
     acc = ea.EventAccumulator(str(path), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
     try:
@@ -351,9 +352,7 @@ def _tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     for tag in tags.get("tensors", []):
         events = acc.Tensors(tag)
         try:
-            values = [
-                float(np.asarray(ea.tensor_util.make_ndarray(e.tensor_proto))) for e in events
-            ]
+            values = [float(np.asarray(tensor_util.make_ndarray(e.tensor_proto))) for e in events]
         except (TypeError, ValueError):
             continue  # not a scalar tensor
         out.setdefault(tag, (np.array([e.step for e in events]), np.array(values)))
