@@ -63,7 +63,7 @@ def test_config_is_frozen():
 
 
 def test_each_loss_passes_only_its_own_hparams():
-    assert load_config("scalerl").loss.hparams() == {"eps_max": 4.0}
+    assert load_config("scalerl").loss.hparams() == {"eps_max": 5.0, "eps_min": None}
     assert load_config("qwen-dapo").loss.hparams() == {"eps_low": 0.2, "eps_high": 0.26}
 
 

@@ -48,7 +48,7 @@ class ModelConfig(_Frozen):
     base: str | None = None
     """Directory of a local Hugging Face causal LM to start from; None builds ``preset`` and
     runs the SFT warm-up (cached in the run directory)."""
-    preset: str = "tiny"
+    preset: str = "nano"
     """Size preset of ``scalerl.models.build_model`` used when ``base`` is None."""
     arch: Literal["llama", "qwen2"] = "llama"
     """Architecture family of the built model."""
@@ -63,7 +63,7 @@ class ModelConfig(_Frozen):
 
 
 class TaskConfig(_Frozen):
-    name: str = "arith"
+    name: str = "addition"
     """Registered task name (``scalerl.data.tasks.get_task``)."""
     knobs: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments passed to the task constructor (difficulty, sizes, seed ...)."""
@@ -107,8 +107,10 @@ class SamplingConfig(_Frozen):
 
 
 class CispoParams(_Frozen):
-    eps_max: float = 4.0
+    eps_max: float = 5.0
     """Upper cap of the stop-gradient IS weight ``min(ρ, ε_max)`` (Eq. 4; 4, 5, 8 all work)."""
+    eps_min: float | None = None
+    """Lower cap of the IS weight; None is the paper's "lower clip ratio fixed at 0"."""
 
 
 class DapoParams(_Frozen):

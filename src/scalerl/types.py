@@ -83,3 +83,40 @@ class Group:
     def min_version(self) -> int:
         """Oldest policy version that contributed a token to this group."""
         return int(min(int(c.versions.min()) for c in self.completions if c.num_tokens))
+
+
+# --- pipeline messages (scalerl.pipeline roles; any backend carries them by pickling) ---------
+
+
+@dataclass(frozen=True)
+class PromptAssignment:
+    """One training prompt dispatched to a generator: decode G completions of it."""
+
+    seq: int
+    """Dispatch sequence number, unique in a run: matches the returned group to its dispatch."""
+    prompt_id: int
+    """Index into the task's training prompts."""
+    epoch: int
+    """Curriculum epoch the prompt was drawn in."""
+    min_version: int
+    """The generator must hold weights at least this new before it starts decoding."""
+
+
+@dataclass(frozen=True)
+class WeightsPublished:
+    """The learner has published the weights of policy ``version`` (after ``version`` steps)."""
+
+    version: int
+
+
+@dataclass
+class TrainBatch:
+    """P finished groups the learner trains on at ``learner_version``."""
+
+    groups: list[Group]
+    learner_version: int
+
+    @property
+    def staleness(self) -> list[int]:
+        """Per group: learner version minus the oldest token version (digest §2.2)."""
+        return [self.learner_version - g.min_version for g in self.groups]

@@ -1,0 +1,70 @@
+"""Compute spent by a run, counted two ways: device-hours and analytic FLOPs.
+
+1. **Device-hours** (the paper's GPU-hours, digest §1.7): wall-clock hours × devices of the
+   whole allocation, generators and trainers alike. On CPU a "device" is one role process
+   (the ``local`` backend runs 1 learner + N generators; ``inprocess`` runs 1). Wall time
+   accumulates across resumes: the checkpoint stores what was spent before.
+2. **Analytic FLOPs** with the usual dense-transformer estimate (Kaplan et al. 2020):
+   a forward pass costs ``2·N_params`` per token and forward + backward ``6·N_params``, so
+   ``FLOPs = 2·N·tokens_generated + 6·N·tokens_trained``. Generated tokens count the prompt
+   prefill and every decoded token once (a KV cache avoids recomputation); trained tokens
+   count prompt + completion of every completion the learner forwards. Attention's
+   ``O(L²)`` term is ignored (sequences here are far shorter than the model width × 6).
+
+The sigmoid fit uses device-hours as ``compute_gpu_hours``; FLOPs are logged beside it so
+curves from different machines can be compared on a hardware-free axis.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class ComputeMeter:
+    """Accumulates wall time × devices and generated/trained tokens."""
+
+    def __init__(self, devices: int, n_params: int) -> None:
+        self.devices, self.n_params = devices, n_params
+        self.previous_wall_s = 0.0  # spent in earlier segments of a resumed run
+        self.gen_tokens = 0
+        self.train_tokens = 0
+        self._start = time.perf_counter()
+
+    def add_generation(self, tokens: int) -> None:
+        self.gen_tokens += int(tokens)
+
+    def add_training(self, tokens: int) -> None:
+        self.train_tokens += int(tokens)
+
+    @property
+    def wall_s(self) -> float:
+        return self.previous_wall_s + time.perf_counter() - self._start
+
+    @property
+    def device_hours(self) -> float:
+        """``devices × wall-clock hours`` since the run began (resumes included)."""
+        return self.devices * self.wall_s / 3600.0
+
+    @property
+    def flops(self) -> float:
+        """``2·N·generated + 6·N·trained`` tokens (forward-only vs forward + backward)."""
+        return 2.0 * self.n_params * self.gen_tokens + 6.0 * self.n_params * self.train_tokens
+
+    def snapshot(self) -> dict[str, float]:
+        """The record fields every metrics line carries."""
+        return {
+            "compute_gpu_hours": self.device_hours,
+            "flops": self.flops,
+            "wall_s": self.wall_s,
+            "gen_tokens": self.gen_tokens,
+            "train_tokens": self.train_tokens,
+        }
+
+    def state_dict(self) -> dict[str, float]:
+        return {"wall_s": self.wall_s, "gen_tokens": self.gen_tokens, "train_tokens": self.train_tokens}
+
+    def load_state_dict(self, state: dict[str, float]) -> None:
+        self.previous_wall_s = float(state["wall_s"])
+        self.gen_tokens = int(state["gen_tokens"])
+        self.train_tokens = int(state["train_tokens"])
+        self._start = time.perf_counter()

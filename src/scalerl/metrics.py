@@ -1,0 +1,158 @@
+"""Metric sinks: the JSONL file (always), TensorBoard and W&B (optional), and a progress bar.
+
+``RUN_DIR/metrics.jsonl`` holds one JSON object per optimiser step (step 0 is the evaluation
+of the starting policy, R0). Every record carries ``step``, ``compute_gpu_hours`` and
+``flops``; evaluation steps add ``val_pass_rate``. ``scalerl fit RUN_DIR/metrics.jsonl``
+reads it as it is (``scalerl.fit.io`` picks x = ``compute_gpu_hours``, y = ``val_pass_rate``
+and skips records without a validation value).
+
+Crash safety: each record is written with a single ``os.write`` on an ``O_APPEND`` descriptor
+and fsynced, so a ``kill -9`` leaves whole lines only (a torn last line, should the OS ever
+produce one, is dropped on resume). On resume, :func:`truncate_after` rewrites the file
+atomically without the records past the checkpoint's step, so steps stay contiguous and unique.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class JsonlSink:
+    """Line-atomic appends of one JSON record per step."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps({k: _clean(v) for k, v in record.items()}, separators=(",", ":")) + "\n"
+        os.write(self._fd, line.encode())
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """All whole JSON records of a metrics file (a torn trailing line is skipped)."""
+    records = []
+    if not Path(path).exists():
+        return records
+    for line in Path(path).read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def truncate_after(path: Path, step: int) -> None:
+    """Atomically keep only the records with ``step <= step`` (the resume point)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    kept = [r for r in read_records(path) if int(r.get("step", -1)) <= step]
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as handle:
+        handle.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in kept)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class TensorBoardSink:
+    """Scalars under ``RUN_DIR/tb``; ``purge_step`` drops events a resumed run rewrites."""
+
+    def __init__(self, directory: Path, start_step: int) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(str(directory), purge_step=start_step + 1 if start_step else None)
+
+    def write(self, record: dict[str, Any]) -> None:
+        step = int(record["step"])
+        for key, value in record.items():
+            if key != "step" and isinstance(value, int | float) and not isinstance(value, bool):
+                self.writer.add_scalar(key, value, step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class WandbSink:
+    """Weights & Biases logging; ``wandb`` is imported only when this sink is asked for."""
+
+    def __init__(self, project: str, name: str, config: dict[str, Any], run_dir: Path) -> None:
+        try:
+            import wandb
+        except ImportError as err:
+            raise RuntimeError("log.wandb is true but wandb is not installed (pip install 'scalerl[wandb]').") from err
+        self.run = wandb.init(project=project, name=name, config=config, dir=str(run_dir), resume="allow")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.run.log({k: v for k, v in record.items() if k != "step"}, step=int(record["step"]))
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+class ProgressBar:
+    """A rich progress bar: step, train reward, last validation pass rate, ETA."""
+
+    def __init__(self, total: int, start: int, name: str) -> None:
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn(f"[bold]{name}[/] step {{task.completed}}/{{task.total}}"),
+            BarColumn(),
+            TextColumn("reward {task.fields[reward]}  val {task.fields[val]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+        )
+        self.task = self.progress.add_task("train", total=total, completed=start, reward="-", val="-")
+        self.progress.start()
+
+    def write(self, record: dict[str, Any]) -> None:
+        fields: dict[str, Any] = {"completed": int(record["step"])}
+        if record.get("reward_mean") is not None:
+            fields["reward"] = f"{record['reward_mean']:+.3f}"
+        if record.get("val_pass_rate") is not None:
+            fields["val"] = f"{record['val_pass_rate']:.3f}"
+        self.progress.update(self.task, **fields)
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+class MetricsLogger:
+    """Fans one record per step out to every configured sink."""
+
+    def __init__(self, sinks: list) -> None:
+        self.sinks = sinks
+
+    def write(self, record: dict[str, Any]) -> None:
+        for sink in self.sinks:
+            sink.write(record)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()

@@ -1,0 +1,106 @@
+"""The generator role: decode G completions per assigned prompt, score them, emit groups.
+
+Digest §4.3. For each chunk of :class:`PromptAssignment` the actor first waits until it holds
+weights at least as new as the assignment asks (``min_version``: the sync and
+PPO-off-policy rounds start from the learner's latest policy), then decodes all P_chunk × G
+completions in one engine call. Between decode steps the engine calls ``on_step``; the actor
+polls its :class:`WeightSource` there and, if the learner published, swaps the weights in
+flight (PipelineRL: the KV cache of sequences in flight is kept). Every token records the
+version that sampled it, so the learner can measure staleness per token.
+
+The class is backend-agnostic: the ``local`` backend runs it in a spawned process, the Ray
+backend in an actor, the in-process backend directly.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scalerl.types import Completion, Group, PromptAssignment, SamplingParams
+
+
+class Actor:
+    def __init__(self, engine, tokenizer, task, params: SamplingParams, generations: int,
+                 weights=None, reward_form: str = "pm1") -> None:
+        self.engine, self.tokenizer, self.task = engine, tokenizer, task
+        self.params, self.generations = params, generations
+        self.weights = weights  # a WeightSource, or None for a frozen policy
+        self.reward_form = reward_form
+        self.swaps = 0  # in-flight weight swaps done inside a generate call
+
+    def poll_weights(self, engine=None, step: int = 0) -> None:
+        """``on_step`` hook: load newer published weights, if any, into the engine."""
+        if self.weights is None:
+            return
+        fresh = self.weights.read(self.engine.version)
+        if fresh is not None:
+            version, state = fresh
+            self.engine.update_weights(state, version)
+            self.swaps += step > 0
+
+    def wait_for_version(self, version: int, timeout: float = 600.0) -> None:
+        """Block until the engine holds weights of at least ``version``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.poll_weights()
+            if self.engine.version >= version:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"generator never received weights version {version}")
+            time.sleep(0.005)
+
+    def prompt_tokens(self, prompt_id: int) -> list[int]:
+        example = self.task.train_example(prompt_id)
+        return self.tokenizer.encode(self.task.prompt(example))
+
+    def run_batch(self, assignments: list[PromptAssignment]) -> list[Group]:
+        """Decode G completions for each assignment; one :class:`Group` per assignment."""
+        if not assignments:
+            return []
+        self.wait_for_version(max(a.min_version for a in assignments))
+        prompts = [self.prompt_tokens(a.prompt_id) for a in assignments]
+        flat = [p for p in prompts for _ in range(self.generations)]
+        completions = self.engine.generate(flat, self.params, on_step=self.poll_weights)
+        groups = []
+        for i, a in enumerate(assignments):
+            members = completions[i * self.generations : (i + 1) * self.generations]
+            groups.append(self._score(a, members))
+        return groups
+
+    def _score(self, a: PromptAssignment, completions: list[Completion]) -> Group:
+        example = self.task.train_example(a.prompt_id)
+        correct = np.array([self.task.reward(c.text, example) for c in completions], dtype=np.float32)
+        rewards = 2.0 * correct - 1.0 if self.reward_form == "pm1" else correct
+        return Group(a.prompt_id, completions, rewards.astype(np.float32), a.epoch, meta={"seq": a.seq})
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    """Everything a fresh process needs to build an :class:`Actor` (picklable)."""
+
+    model_dir: str
+    """HF model directory holding the starting weights and the tokenizer."""
+    task_name: str
+    task_knobs: dict = field(default_factory=dict)
+    params: SamplingParams = SamplingParams()
+    generations: int = 8
+    fp32_head: bool = True
+    reward_form: str = "pm1"
+    dtype: str = "float32"
+    seed: int = 0
+    threads: int = 1
+
+
+def build_actor(spec: ActorSpec, weights=None, index: int = 0) -> Actor:
+    """Load the model and task named by ``spec`` and wrap them in an :class:`Actor`."""
+    from scalerl.data.tasks import get_task
+    from scalerl.models import load_pretrained
+    from scalerl.rollout.torch_engine import TorchEngine
+
+    model, tokenizer = load_pretrained(spec.model_dir, spec.dtype)
+    engine = TorchEngine(model, tokenizer, fp32_head=spec.fp32_head, seed=spec.seed + 7919 * index, version=-1)
+    task = get_task(spec.task_name, **spec.task_knobs)
+    return Actor(engine, tokenizer, task, spec.params, spec.generations, weights, spec.reward_form)

@@ -1,0 +1,110 @@
+"""The embedded default backend: generators in separate spawned processes, weights in shared memory.
+
+Topology on one machine (digest §4.3 at toy scale): the main process is the learner (and the
+driver: curriculum, queue policy, eval, checkpoints); each generator is a
+``torch.multiprocessing`` process (``spawn``) running an :class:`~scalerl.pipeline.actor.Actor`
+with ``torch.set_num_threads(threads)``, so on two cores learner and generator overlap.
+
+- prompts go out through an ``mp.Queue`` of assignment chunks;
+- finished groups come back through another ``mp.Queue``;
+- weights move through :class:`~scalerl.pipeline.weights.SharedWeights` (one flat shared
+  tensor + a version counter under a lock), read by generators between decode steps.
+
+A generator whose parent dies (``kill -9``) notices within a second and exits; a generator that
+fails sends its traceback back, and the learner raises it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import traceback
+
+import torch
+import torch.multiprocessing as mp
+
+from scalerl.pipeline.actor import ActorSpec, build_actor
+from scalerl.pipeline.weights import SharedWeights
+from scalerl.types import Group, PromptAssignment
+
+
+class _Failure:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, index: int,
+                    parent_pid: int) -> None:
+    torch.set_num_threads(spec.threads)
+    try:
+        actor = build_actor(spec, weights, index)
+        while True:
+            try:
+                chunk = assign_q.get(timeout=1.0)
+            except queue.Empty:
+                if os.getppid() != parent_pid:  # orphaned by a killed learner
+                    return
+                continue
+            if chunk is None:
+                return
+            group_q.put(actor.run_batch(chunk))
+    except Exception:  # noqa: BLE001 - any failure must reach the learner, not die silently
+        group_q.put(_Failure(f"generator {index} failed:\n{traceback.format_exc()}"))
+
+
+class LocalBackend:
+    """``num_generators`` generator processes + this (learner) process."""
+
+    def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1) -> None:
+        ctx = mp.get_context("spawn")
+        self.weights = SharedWeights(model, ctx)
+        self.assign_q, self.group_q = ctx.Queue(), ctx.Queue()
+        self.procs = [
+            ctx.Process(target=_generator_main, daemon=True, name=f"scalerl-generator-{i}",
+                        args=(spec, self.weights, self.assign_q, self.group_q, i, os.getpid()))
+            for i in range(num_generators)
+        ]
+        for proc in self.procs:
+            proc.start()
+
+    @property
+    def num_devices(self) -> int:
+        return 1 + len(self.procs)
+
+    def publish(self, model: torch.nn.Module, version: int) -> None:
+        self.weights.publish(model, version)
+
+    def submit(self, chunk: list[PromptAssignment]) -> None:
+        self.assign_q.put(chunk)
+
+    def collect(self, timeout: float) -> list[Group]:
+        """Groups returned so far (waiting up to ``timeout`` s for the first)."""
+        out: list[Group] = []
+        try:
+            out.extend(self._unwrap(self.group_q.get(timeout=timeout)))
+            while True:
+                out.extend(self._unwrap(self.group_q.get_nowait()))
+        except queue.Empty:
+            pass
+        if not out:
+            dead = [p.name for p in self.procs if not p.is_alive()]
+            if dead:
+                raise RuntimeError(f"generator process(es) {', '.join(dead)} exited unexpectedly")
+        return out
+
+    @staticmethod
+    def _unwrap(message) -> list[Group]:
+        if isinstance(message, _Failure):
+            raise RuntimeError(message.text)
+        return message
+
+    def close(self) -> None:
+        for _ in self.procs:
+            self.assign_q.put(None)
+        for proc in self.procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=5)
+        self.assign_q.cancel_join_thread()
+        self.group_q.cancel_join_thread()

@@ -1,0 +1,101 @@
+"""Construct the parts of a run from the config: model, pool, actor spec, backend, sinks.
+
+Each function turns one config section into one object, so ``run.py`` reads as a story.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from scalerl.config import Config
+from scalerl.types import SamplingParams
+
+
+def sampling_params(cfg: Config, temperature: float | None = None) -> SamplingParams:
+    """Training sampling + length control: interruptions only when ``length.control=interrupt``."""
+    interrupt = cfg.length.control == "interrupt"
+    return SamplingParams(
+        max_new_tokens=cfg.sampling.max_new_tokens,
+        temperature=cfg.sampling.temperature if temperature is None else temperature,
+        top_p=cfg.sampling.top_p,
+        interrupt_range=tuple(cfg.length.interrupt_range) if interrupt else None,
+        answer_budget=cfg.length.answer_budget,
+    )
+
+
+def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
+    """The HF directory the run starts from: ``model.base``, or a tiny model built from
+    ``model.preset`` and SFT-warmed into ``model.sft.target_band``, cached in ``RUN_DIR/base_model``."""
+    if cfg.model.base is not None:
+        return Path(cfg.model.base)
+    cached = run_dir / "base_model"
+    if (cached / "config.json").is_file():
+        return cached
+    from scalerl.models import build_model, build_task_tokenizer
+    from scalerl.models.sft import sft_warmup
+
+    tokenizer = build_task_tokenizer()
+    model = build_model(cfg.model.preset, len(tokenizer), arch=cfg.model.arch, seed=cfg.train.seed,
+                        tokenizer=tokenizer)
+    log(f"SFT warm-up of a fresh '{cfg.model.preset}' model into pass-rate band {cfg.model.sft.target_band} "
+        f"(at most {cfg.model.sft.max_seconds:.0f} s) ...")
+    tmp = run_dir / "base_model.tmp"
+    result = sft_warmup(task, model, tokenizer, target_band=tuple(cfg.model.sft.target_band),
+                        max_seconds=cfg.model.sft.max_seconds, seed=cfg.train.seed, output_dir=tmp)
+    log(f"SFT warm-up: pass rate {result.pass_rate:.3f} after {result.steps} steps, {result.seconds:.0f} s")
+    tmp.rename(cached)  # whole directory or nothing: a kill mid-SFT redoes it
+    return cached
+
+
+def make_pool(cfg: Config, task):
+    from scalerl.data.curriculum import PromptPool
+
+    c = cfg.curriculum
+    return PromptPool(task.num_train, seed=cfg.train.seed,
+                      retire_threshold=c.retire_threshold if c.no_positive_resampling else None,
+                      history=c.history)
+
+
+def actor_spec(cfg: Config, model_dir: Path, seed: int):
+    from scalerl.pipeline.actor import ActorSpec
+
+    return ActorSpec(
+        model_dir=str(model_dir), task_name=cfg.task.name, task_knobs=dict(cfg.task.knobs),
+        params=sampling_params(cfg), generations=cfg.pipeline.generations,
+        fp32_head=cfg.model.fp32_head_generator, reward_form=cfg.task.reward, dtype=cfg.model.dtype,
+        seed=seed, threads=cfg.train.threads,
+    )
+
+
+def make_backend(cfg: Config, spec, model: torch.nn.Module):
+    """``local`` (spawned generator processes) or ``inprocess``; ``ray`` lives in its own module."""
+    name = cfg.pipeline.backend
+    if name == "local":
+        from scalerl.pipeline.backends.local import LocalBackend
+
+        return LocalBackend(spec, model, cfg.pipeline.num_generators)
+    if name == "inprocess":
+        from scalerl.pipeline.actor import build_actor
+        from scalerl.pipeline.backends.inprocess import InProcessBackend
+
+        return InProcessBackend(build_actor(spec))
+    if name == "ray":
+        from scalerl.pipeline.backends.ray import RayBackend  # written on top of these roles
+
+        return RayBackend(spec, model, cfg.pipeline.num_generators)
+    raise ValueError(f"unknown backend {name!r}")
+
+
+def make_logger(cfg: Config, run_dir: Path, start_step: int):
+    from scalerl.metrics import JsonlSink, MetricsLogger, ProgressBar, TensorBoardSink, WandbSink
+
+    sinks: list = [JsonlSink(run_dir / "metrics.jsonl")]
+    if cfg.log.tensorboard:
+        sinks.append(TensorBoardSink(run_dir / "tb", start_step))
+    if cfg.log.wandb:
+        sinks.append(WandbSink(cfg.log.wandb_project, cfg.name, cfg.model_dump(mode="json"), run_dir))
+    if cfg.log.progress:
+        sinks.append(ProgressBar(cfg.train.steps, start_step, cfg.name))
+    return MetricsLogger(sinks)

@@ -1,0 +1,57 @@
+"""The learner role: owns the trainable model, AdamW and the LR schedule; steps on batches.
+
+AdamW with the paper's settings (digest §2.1) adapted by config: constant LR after a linear
+warm-up, ``eps = 1e-15``, weight decay 0.01, optional grad-norm clipping. ``version`` counts
+optimiser steps; the weights after step ``v`` are policy version ``v``.
+
+Backend-agnostic: the ``local`` backend calls it in the main process, a Ray backend in an
+actor (``step(groups)``, ``weights()``, ``state_dict()``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from scalerl.pipeline.train_step import train_step
+
+
+def warmup_then_constant(warmup_steps: int):
+    """LR factor ``min(1, (s + 1) / warmup)``: linear warm-up, then constant."""
+    return lambda s: 1.0 if warmup_steps <= 0 else min(1.0, (s + 1) / warmup_steps)
+
+
+class Learner:
+    def __init__(self, model: torch.nn.Module, cfg, pool, pad_id: int) -> None:
+        self.model, self.cfg, self.pool, self.pad_id = model, cfg, pool, pad_id
+        o = cfg.optim
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps,
+                                           weight_decay=o.weight_decay)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_then_constant(o.warmup_steps))
+        self.version = 0
+
+    def step(self, groups) -> dict[str, Any]:
+        """One optimiser step on P groups (``train_step``); the policy version advances."""
+        metrics = train_step(self.model, self.optimizer, self.schedule, groups, self.cfg, self.pool,
+                             self.version, self.pad_id)
+        self.version += 1
+        return metrics
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """Detached parameters by name (what generators load)."""
+        return {n: p.detach() for n, p in self.model.named_parameters()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "version": self.version,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.version = int(state["version"])

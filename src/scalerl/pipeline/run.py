@@ -1,0 +1,134 @@
+"""A ScaleRL run, start to finish: the story the config tells.
+
+build (or load) the model -> task, prompt pool, learner, queue policy -> generators (backend)
+-> evaluate R0 -> loop { wait for P admissible groups, train, publish weights, log, evaluate,
+checkpoint } -> fit the sigmoid law to the run's own validation curve.
+
+Resuming (``resume=True``) restores the newest checkpoint of ``run_dir`` — model, optimiser,
+RNG, curriculum, queued groups, undelivered prompts (re-dispatched), step, version, compute —
+and truncates ``metrics.jsonl`` back to the checkpoint's step.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from scalerl.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from scalerl.compute import ComputeMeter
+from scalerl.config import Config, dump_config
+from scalerl.eval import Evaluator
+from scalerl.metrics import truncate_after
+from scalerl.pipeline import build
+from scalerl.pipeline.learner import Learner
+from scalerl.pipeline.queues import LagPolicy
+from scalerl.pipeline.scheduler import Scheduler
+
+
+def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) -> dict[str, Any]:
+    """Run (or resume) ``cfg`` in ``run_dir``; returns the last metrics record."""
+    from scalerl.data.tasks import get_task
+    from scalerl.models import count_parameters, load_pretrained
+    from scalerl.rollout.torch_engine import TorchEngine
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(dump_config(cfg))
+    torch.set_num_threads(cfg.train.threads)
+    torch.manual_seed(cfg.train.seed)
+
+    task = get_task(cfg.task.name, **cfg.task.knobs)
+    model_dir = build.prepare_base_model(cfg, task, run_dir, log)
+    model, tokenizer = load_pretrained(model_dir, cfg.model.dtype)
+    pool = build.make_pool(cfg, task)
+    learner = Learner(model, cfg, pool, tokenizer.pad_token_id)
+    policy = LagPolicy(cfg.pipeline.mode, cfg.pipeline.k, cfg.pipeline.prompts_per_step)
+    scheduler = Scheduler(policy, pool, cfg.pipeline.prompts_per_chunk)
+    evaluator = Evaluator(TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator),
+                          tokenizer, task, build.sampling_params(cfg, cfg.eval.temperature),
+                          cfg.eval.k, cfg.eval.num_prompts, seed=cfg.train.seed + 10_007)
+
+    saved = load_checkpoint(run_dir) if resume else None
+    step = saved[1]["step"] if saved else 0
+    backend = build.make_backend(cfg, build.actor_spec(cfg, model_dir, cfg.train.seed + step), model)
+    compute = ComputeMeter(backend.num_devices, count_parameters(model))
+    if saved:
+        restore(saved[0], learner, pool, scheduler, compute)
+        truncate_after(run_dir / "metrics.jsonl", step)
+        log(f"resumed {run_dir} at step {step} (policy version {learner.version})")
+    logger = build.make_logger(cfg, run_dir, step)
+    record: dict[str, Any] = {}
+    try:
+        backend.publish(model, learner.version)
+        if step == 0:
+            record = {"step": 0, **evaluate(evaluator, compute), **compute.snapshot()}
+            logger.write(record)
+        deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
+        while step < cfg.train.steps:
+            batch, waited = next_batch(scheduler, backend, learner.version, compute)
+            metrics = learner.step(batch)
+            step += 1
+            compute.add_training(metrics["trained_tokens"])
+            if policy.publish_after_step(scheduler.outstanding):
+                backend.publish(model, learner.version)
+            last = step == cfg.train.steps or (deadline is not None and time.monotonic() > deadline)
+            record = {"step": step, "version": learner.version, "learner_wait_s": waited,
+                      "refused_stale": scheduler.refused, **metrics}
+            if step % cfg.eval.every == 0 or last:
+                record.update(evaluate(evaluator, compute))
+            record.update(compute.snapshot())
+            logger.write(record)
+            if step % cfg.train.checkpoint_every == 0 or last:
+                save_checkpoint(run_dir, snapshot(learner, pool, scheduler, compute),
+                                {"step": step, "version": learner.version, "recipe": cfg.name})
+            if last:
+                break
+    finally:
+        backend.close()
+        logger.close()
+    return record
+
+
+def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMeter):
+    """Dispatch what the lag policy allows and collect groups until P admissible ones wait.
+
+    Returns ``(batch, seconds the learner waited)``.
+    """
+    start = time.perf_counter()
+    while True:
+        for chunk in scheduler.to_dispatch(version):
+            backend.submit(chunk)
+        batch = scheduler.next_batch(version)
+        if batch is not None:
+            return batch, time.perf_counter() - start
+        groups = backend.collect(timeout=0.5)
+        compute.add_generation(sum(c.num_tokens + len(c.prompt_tokens) for g in groups for c in g.completions))
+        scheduler.receive(groups)
+
+
+def evaluate(evaluator: Evaluator, compute: ComputeMeter) -> dict[str, float]:
+    result = evaluator()
+    compute.add_generation(result.pop("val_tokens"))
+    return result
+
+
+def snapshot(learner: Learner, pool, scheduler: Scheduler, compute: ComputeMeter) -> dict[str, Any]:
+    """Everything a resume needs (see ``scalerl.checkpoint``)."""
+    return {
+        "learner": learner.state_dict(),
+        "pool": pool.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "compute": compute.state_dict(),
+        "rng": rng_state(),
+    }
+
+
+def restore(state: dict[str, Any], learner: Learner, pool, scheduler: Scheduler, compute: ComputeMeter) -> None:
+    learner.load_state_dict(state["learner"])
+    pool.load_state_dict(state["pool"])
+    scheduler.load_state_dict(state["scheduler"])
+    compute.load_state_dict(state["compute"])
+    set_rng_state(state["rng"])

@@ -1,0 +1,29 @@
+"""Compute accounting: device-hours across resumes and the 2N/6N FLOPs estimate."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from scalerl.compute import ComputeMeter
+
+
+def test_flops_are_2n_per_generated_and_6n_per_trained_token():
+    meter = ComputeMeter(devices=2, n_params=1000)
+    meter.add_generation(30)  # 2 · 1000 · 30 = 60_000
+    meter.add_training(10)  # 6 · 1000 · 10 = 60_000
+    assert meter.flops == 120_000
+
+
+def test_device_hours_scale_with_devices_and_survive_a_resume():
+    meter = ComputeMeter(devices=2, n_params=1)
+    time.sleep(0.05)
+    assert meter.device_hours == pytest.approx(2 * meter.wall_s / 3600, rel=0.05)
+    state = meter.state_dict()
+    resumed = ComputeMeter(devices=2, n_params=1)
+    resumed.load_state_dict(state)
+    assert resumed.wall_s >= state["wall_s"] >= 0.05
+    snap = resumed.snapshot()
+    assert set(snap) >= {"compute_gpu_hours", "flops", "wall_s"}
+    assert snap["compute_gpu_hours"] >= 2 * 0.05 / 3600

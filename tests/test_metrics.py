@@ -1,0 +1,46 @@
+"""The JSONL sink: whole lines, truncation on resume, and readable by ``scalerl fit`` as it is."""
+
+from __future__ import annotations
+
+import json
+
+from scalerl.fit.io import read_curves
+from scalerl.metrics import JsonlSink, read_records, truncate_after
+
+
+def _write_run(path, steps):
+    sink = JsonlSink(path)
+    for step in steps:
+        record = {"step": step, "compute_gpu_hours": 0.001 * (step + 1), "flops": 1e9 * (step + 1),
+                  "reward_mean": -0.5, "staleness_hist": {"0": 4}}
+        if step % 2 == 0:
+            record["val_pass_rate"] = 0.1 + 0.02 * step
+        sink.write(record)
+    sink.close()
+
+
+def test_records_are_read_by_fit_io(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    _write_run(path, range(7))
+    curve = read_curves(path)[0]
+    # only evaluation records (steps 0, 2, 4, 6) carry the y column
+    assert list(curve.compute) == [0.001, 0.003, 0.005, 0.007]
+    assert list(curve.reward) == [0.1, 0.14, 0.18, 0.22]
+
+
+def test_non_finite_values_become_null(tmp_path):
+    sink = JsonlSink(tmp_path / "m.jsonl")
+    sink.write({"step": 1, "grad_norm": float("nan")})
+    sink.close()
+    assert json.loads((tmp_path / "m.jsonl").read_text()) == {"step": 1, "grad_norm": None}
+
+
+def test_truncate_after_keeps_steps_up_to_the_checkpoint_and_drops_a_torn_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    _write_run(path, range(6))
+    with open(path, "a") as handle:
+        handle.write('{"step": 6, "compu')  # a line torn by a crash
+    truncate_after(path, 3)
+    assert [r["step"] for r in read_records(path)] == [0, 1, 2, 3]
+    _write_run(path, range(4, 6))  # the resumed run appends after the cut
+    assert [r["step"] for r in read_records(path)] == [0, 1, 2, 3, 4, 5]
