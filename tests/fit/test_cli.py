@@ -80,6 +80,18 @@ def test_fit_holdout_on_half_the_budget(tmp_path, curve, capsys):
     assert run["holdout"]["rmse"] < 0.01 and run["fit"]["max_compute"] == 8000
 
 
+def test_fit_pool_seeds_reports_pooled_fit_and_spread(tmp_path, capsys):
+    paths = [str(write_csv(tmp_path / f"seed{i}.csv", *synthetic_curve(seed=i))) for i in range(3)]
+    out = tmp_path / "pool.json"
+    assert main(["fit", *paths, "--pool", "--bootstrap", "10", "--json", str(out)]) == 0
+    assert "Across-seed spread (half range) over 3 seeds: A ±" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert [r["run"] for r in data["runs"]] == ["seed0", "seed1", "seed2", "pooled (3 seeds)"]
+    per_seed_A = [r["fit"]["A"] for r in data["runs"][:3]]
+    assert data["pooled"]["spread"]["A"] == pytest.approx((max(per_seed_A) - min(per_seed_A)) / 2)
+    assert data["runs"][3]["fit"]["n_points"] == 3 * 40  # every seed's points but step 0
+
+
 def test_compare_writes_figure_html_markdown_json(tmp_path, capsys):
     paths = []
     for name, A, B in (("scalerl", 0.61, 2.1), ("loo-dapo", 0.60, 1.6)):
@@ -146,8 +158,13 @@ def test_bad_curve_files_exit_2_with_one_sentence(tmp_path, name, capsys):
         (["fit", "{d}/*.nothing"], "no file matches"),
         (["fit", "{d}/ok.csv", "--fit-frac", "1.5"], "--fit-frac must lie in (0, 1]"),
         (["fit", "{d}/ok.csv", "--y", "acc"], "has no reward column 'acc'"),
-        (["fit", "{d}/ok.csv", "--plot", "{d}/ok.csv/x.png", "--bootstrap", "0"], "a file stands where its folder should be"),
+        (
+            ["fit", "{d}/ok.csv", "--plot", "{d}/ok.csv/x.png", "--bootstrap", "0"],
+            "a file stands where its folder should be",
+        ),
         (["compare", "{d}/ok.csv", "{d}/ok.csv"], "compare needs at least two runs, got 1."),
+        (["fit", "{d}/ok.csv", "--pool"], "--pool needs at least two runs (seeds), got 1."),
+        (["fit", "{d}/ok*.csv", "--pool", "--fit-frac", "0.5"], "use it without --fit-frac"),
         (["compare", "{d}/ok.csv", "--margin", "-1"], "--margin must be 0 or more"),
         (
             ["compare", "{d}/ok.csv", "{d}/ok2.csv", "--baseline", "zzz", "--bootstrap", "0"],
