@@ -68,6 +68,18 @@ def test_fit_every_format_recovers_table1_and_writes_json_and_png(tmp_path, curv
     assert Image.open(out_png).size == plot.SIZE_PX
 
 
+def test_fit_paper_method_uses_the_app_a5_grid(tmp_path, curve):
+    path = write_csv(tmp_path / "run.csv", *curve)
+    out = tmp_path / "fit.json"
+    assert (
+        main(["fit", str(path), "--method", "paper", "--bootstrap", "0", "--json", str(out)]) == 0
+    )
+    fit = json.loads(out.read_text())["runs"][0]["fit"]
+    assert fit["method"] == "paper"
+    assert round(fit["A"] / 0.005) * 0.005 == pytest.approx(fit["A"])  # a grid value of A
+    assert fit["A"] == pytest.approx(TRUE["A"], abs=0.01)
+
+
 def test_fit_holdout_on_half_the_budget(tmp_path, curve, capsys):
     path = write_csv(tmp_path / "run.csv", *curve)
     out = tmp_path / "fit.json"

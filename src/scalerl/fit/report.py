@@ -157,9 +157,10 @@ def comparison_report(
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     paragraphs = (
         f"Verdict: {verdict.sentence}",
-        "Rule (paper §1.4): if the asymptotes A differ by at most the margin, refit the runs "
-        "with A fixed to their mean and compare B (higher is more efficient); otherwise the "
-        f"higher A wins. Intervals are bootstrap percentiles where shown. Generated {stamp}.",
+        "Rule (paper §1.4): the runs whose A lies within the margin of the best A are "
+        "refitted with A fixed to their mean A, and the highest B (efficiency) wins; if no "
+        "other run is within the margin, the highest A wins. Intervals are 95% bootstrap "
+        f"percentiles where shown. Generated {stamp}.",
     )
     return Report(title, paragraphs, tuple(tables), tuple(figures))
 
