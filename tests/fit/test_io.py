@@ -106,7 +106,12 @@ def test_run_column_splits_and_glob_names_are_unique(tmp_path, curve):
         (tmp_path / sub).mkdir()
         write_jsonl(tmp_path / sub / "metrics.jsonl", *curve)
     runs = load_runs(str(tmp_path / "*" / "metrics.jsonl"))
-    assert [r.name for r in runs] == ["a/metrics", "b/metrics"]
+    assert [r.name for r in runs] == ["a", "b"]  # a generic file name gives its folder's
+    for sub in ("a", "b"):
+        (tmp_path / sub / "x").mkdir()
+        write_jsonl(tmp_path / sub / "x" / "run.jsonl", *curve)
+    runs = load_runs(str(tmp_path / "*" / "x" / "run.jsonl"))
+    assert [r.name for r in runs] == ["a/x/run", "b/x/run"]  # the folders that tell them apart
     lines = [
         json.dumps({"run": r, "gpu_hours": c, "reward": 0.3 + c / 1e3})
         for r in "xy"

@@ -68,6 +68,7 @@ def _add_curve_options(p: argparse.ArgumentParser, *, bootstrap: int) -> None:
         "--min-compute",
         type=float,
         default=0.0,
+        metavar="C",
         help="fit only points with at least this compute (the paper drops ~1.5k GPU-h)",
     )
     p.add_argument(
@@ -96,6 +97,7 @@ def register(subparsers) -> None:
         "--fit-frac",
         type=float,
         default=1.0,
+        metavar="F",
         help="fit on this fraction of each run's compute budget and score the rest",
     )
     p.add_argument(
@@ -133,6 +135,7 @@ def register(subparsers) -> None:
         "--fit-frac",
         type=float,
         default=None,
+        metavar="F",
         help="also score sigmoid vs power-law extrapolation fitted on this fraction",
     )
     p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")

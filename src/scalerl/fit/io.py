@@ -57,6 +57,7 @@ REWARD_COLUMNS = (
 )
 STEP_COLUMNS = ("step", "global_step", "_step", "steps", "iteration")
 RUN_COLUMNS = ("run", "run_name")
+GENERIC_STEMS = ("metrics", "log", "logs", "progress", "history", "scalars", "eval")
 
 _WANDB_COLUMN = re.compile(r"^(?P<run>.+) - (?P<metric>.+?)(?P<suffix>__MIN|__MAX)?$")
 
@@ -88,6 +89,12 @@ class Curve:
             self.y,
             tuple(np.asarray(self.lines)[keep].tolist()) if self.lines else (),
         )
+
+
+def _run_name(path: Path) -> str:
+    """The file's stem, or its folder's name for generic log names (``run7/metrics.jsonl``)."""
+    generic = path.stem.lower() in GENERIC_STEMS and path.parent.name
+    return path.parent.name if generic else path.stem
 
 
 def _norm(name: str) -> str:
@@ -248,7 +255,7 @@ def read_csv(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True) 
     run_col = _find_column(header, RUN_COLUMNS)
     groups: dict[str, list[tuple[int, list[str]]]] = {}
     for line, row in rows:
-        key = _cell(row, header.index(run_col)) if run_col else path.stem
+        key = _cell(row, header.index(run_col)) if run_col else _run_name(path)
         groups.setdefault(key, []).append((line, row))
     curves = []
     for run, members in groups.items():
@@ -314,7 +321,7 @@ def read_jsonl(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True
     run_col = _find_column(columns, RUN_COLUMNS)
     groups: dict[str, list[tuple[int, dict]]] = {}
     for number, rec in records:
-        key = str(rec.get(run_col, path.stem)) if run_col else path.stem
+        key = str(rec.get(run_col, _run_name(path))) if run_col else _run_name(path)
         groups.setdefault(key, []).append((number, rec))
     curves = []
     for run, members in groups.items():
@@ -424,17 +431,26 @@ def read_curves(
 
 
 def _unique_names(curves: list[Curve]) -> list[Curve]:
-    """Disambiguate equal run names (``runs/a/metrics.jsonl``, ``runs/b/metrics.jsonl``)."""
-    counts: dict[str, int] = {}
-    for c in curves:
-        counts[c.name] = counts.get(c.name, 0) + 1
-    out = []
-    for c in curves:
-        if counts[c.name] > 1:
-            parent = Path(c.source.split(" [")[0]).parent.name
-            c = Curve(f"{parent}/{c.name}", c.compute, c.reward, c.source, c.x, c.y, c.lines)
-        out.append(c)
-    return out
+    """Equal run names get the shortest folder path that tells them apart
+    (``a/x/run.jsonl`` and ``b/x/run.jsonl`` become ``a/x/run`` and ``b/x/run``)."""
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(curves):
+        groups.setdefault(c.name, []).append(i)
+    names = [c.name for c in curves]
+    for name, members in groups.items():
+        if len(members) < 2:
+            continue
+        folders = [Path(curves[i].source.split(" [")[0]).resolve().parent.parts for i in members]
+        for depth in range(1, max(len(f) for f in folders) + 1):
+            labels = ["/".join(f[-depth:] + (name,)) for f in folders]
+            if len(set(labels)) == len(labels):
+                break
+        for i, label in zip(members, labels):
+            names[i] = label
+    return [
+        c if n == c.name else Curve(n, c.compute, c.reward, c.source, c.x, c.y, c.lines)
+        for c, n in zip(curves, names)
+    ]
 
 
 def expand_paths(paths_or_globs: str | Path | Sequence[str | Path]) -> list[Path]:
