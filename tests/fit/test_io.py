@@ -43,6 +43,17 @@ def test_jsonl_trainer_layout_skips_training_records(tmp_path, curve):
     np.testing.assert_allclose(by_flops.compute, curve[0] * 3.6e18)
 
 
+def test_jsonl_torn_last_line_of_a_live_run_is_skipped(tmp_path, curve):
+    path = write_jsonl(tmp_path / "metrics.jsonl", *curve)
+    with path.open("a") as handle:
+        handle.write('{"step": 999, "compute_gpu_hours": 1e5, "val_pa')  # mid-append
+    (c,) = read_curves(path)
+    assert len(c) == 11
+    path.write_text(path.read_text() + "\n")  # a complete but broken line is an error
+    with pytest.raises(CurveError, match=r"metrics\.jsonl line 23 is not valid JSON"):
+        read_curves(path)
+
+
 def test_tensorboard_dir_and_file(tmp_path, curve):
     logdir = write_tensorboard(tmp_path / "tb_run", *curve)
     (c,) = read_curves(logdir)

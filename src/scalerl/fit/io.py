@@ -301,7 +301,11 @@ def _read_wandb(path, header, rows, *, x, y, step_to_compute, bounded) -> list[C
 
 
 def read_jsonl(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True) -> list[Curve]:
-    """One curve per ``run`` value (or one for the file) from JSON-lines records."""
+    """One curve per ``run`` value (or one for the file) from JSON-lines records.
+
+    A last line without its newline that does not parse is a record still being written
+    by a live run (the file is read while training appends to it): it is skipped.
+    """
     records: list[tuple[int, dict]] = []
     with path.open(encoding="utf-8") as handle:
         for number, text in enumerate(handle, start=1):
@@ -310,6 +314,8 @@ def read_jsonl(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True
             try:
                 record = json.loads(text)
             except json.JSONDecodeError as err:
+                if not text.endswith("\n"):  # only the last line can lack it
+                    break  # a torn last record of a live run
                 raise CurveError(f"{path} line {number} is not valid JSON ({err.msg}).") from None
             if not isinstance(record, dict):
                 raise CurveError(f"{path} line {number} is not a JSON object.")
