@@ -175,6 +175,8 @@ def test_bad_curve_files_exit_2_with_one_sentence(tmp_path, name, capsys):
             "a file stands where its folder should be",
         ),
         (["compare", "{d}/ok.csv", "{d}/ok.csv"], "compare needs at least two runs, got 1."),
+        (["compare", "{d}/ok.csv", "{d}/missing.csv"], "missing.csv does not exist."),
+        (["demo-fit", "--out", "{d}/ok.csv/demo", "--bootstrap", "0"], "cannot write"),
         (["fit", "{d}/ok.csv", "--pool"], "--pool needs at least two runs (seeds), got 1."),
         (["fit", "{d}/ok*.csv", "--pool", "--fit-frac", "0.5"], "use it without --fit-frac"),
         (["compare", "{d}/ok.csv", "--margin", "-1"], "--margin must be 0 or more"),
