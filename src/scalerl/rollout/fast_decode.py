@@ -5,9 +5,17 @@ overhead (module hooks, per-step mask construction, ``torch.cat`` of the cache p
 This path computes the *same* arithmetic as ``LlamaDecoderLayer`` / ``Qwen2DecoderLayer`` in
 eval mode, reading the model's own parameters every step (so in-place weight updates are
 seen immediately, as in-flight updates need), with:
+- q/k/v and gate/up projections fused into one matmul each (weights concatenated once and
+  re-concatenated whenever a source parameter changes: its ``_version`` counter moves on
+  every in-place write, e.g. ``load_state_dict`` or an optimizer step; costs one extra copy
+  of those weights);
+- rotary cos/sin looked up in a table built once per call by the model's own rotary module
+  (so the values are the module's, bit for bit); ``rotate_half(x) · sin`` computed as
+  ``roll(x, D/2) · sin_signed``, the same products;
 - a static KV buffer per layer written in place at column ``t`` (no per-step ``cat``);
 - one boolean padding mask, sliced per step, instead of a 4-D float mask per forward;
-- grouped-query attention through ``scaled_dot_product_attention(enable_gqa=True)``.
+- grouped-query attention through ``scaled_dot_product_attention(enable_gqa=True)``;
+- float32 RMSNorm through the fused ``F.rms_norm`` (bf16 keeps transformers' exact op order).
 
 The prefill still runs through ``models.forward.forward_hidden`` (transformers), and the
 LM head through ``algo.logprobs.lm_head_logits`` like every other path. The test suite checks
@@ -27,6 +35,7 @@ import torch.nn.functional as F
 from scalerl.models.forward import body
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 
 def supports(model: torch.nn.Module) -> bool:
@@ -36,24 +45,30 @@ def supports(model: torch.nn.Module) -> bool:
         return False
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         return False
-    layer = body(model).layers[0]
-    attn = layer.self_attn
+    decoder = body(model)
+    if getattr(decoder.rotary_emb, "rope_type", "default") not in STATIC_ROPE_TYPES:
+        return False  # e.g. dynamic NTK: cos/sin depend on the current length, no fixed table
+    attn = decoder.layers[0].self_attn
     return all(hasattr(attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")) and not hasattr(
         attn, "q_norm"
     )
 
 
-def _rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    # Same op order and dtypes as LlamaRMSNorm.forward, so results match bit for bit.
+def _rms_norm(weight: torch.Tensor, eps: float, x: torch.Tensor) -> torch.Tensor:
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, weight.shape, weight, eps)
+    # LlamaRMSNorm.forward's op order and dtypes, so bf16 results match it bit for bit.
     dtype = x.dtype
     x = x.float()
-    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
-    return norm.weight * x.to(dtype)
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * x.to(dtype)
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def _cat_bias(*linears) -> torch.Tensor | None:
+    biases = [lin.bias for lin in linears]
+    if all(b is None for b in biases):
+        return None
+    return torch.cat([b if b is not None else lin.weight.new_zeros(lin.weight.shape[0]) for b, lin in zip(biases, linears)])
 
 
 class StaticKV:
@@ -85,8 +100,62 @@ class LeanDecoder:
             raise TypeError(f"LeanDecoder does not support {type(model).__name__}")
         self.body = body(model)
         attn = self.body.layers[0].self_attn
+        config = model.config
         self.head_dim = attn.head_dim
         self.scaling = attn.scaling
+        self.num_heads = config.num_attention_heads
+        self.num_kv = config.num_key_value_heads
+        self.eps = self.body.norm.variance_epsilon
+        self._stamp = None
+        self.refresh()
+
+    def _sources(self) -> list[torch.Tensor]:
+        out = []
+        for layer in self.body.layers:
+            a, m = layer.self_attn, layer.mlp
+            for lin in (a.q_proj, a.k_proj, a.v_proj, m.gate_proj, m.up_proj):
+                out.append(lin.weight)
+                if lin.bias is not None:
+                    out.append(lin.bias)
+        return out
+
+    @torch.no_grad()
+    def refresh(self) -> None:
+        """(Re)build the per-layer parameter tuples; cheap no-op when nothing changed."""
+        sources = self._sources()
+        stamp = tuple((id(t), t._version) for t in sources)
+        if stamp == self._stamp:
+            return
+        self.layers = []
+        for layer in self.body.layers:
+            a, m = layer.self_attn, layer.mlp
+            self.layers.append((
+                layer.input_layernorm.weight,
+                torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]),
+                _cat_bias(a.q_proj, a.k_proj, a.v_proj),
+                a.o_proj.weight, a.o_proj.bias,
+                layer.post_attention_layernorm.weight,
+                torch.cat([m.gate_proj.weight, m.up_proj.weight]),
+                _cat_bias(m.gate_proj, m.up_proj),
+                m.down_proj.weight, m.down_proj.bias,
+                m.act_fn,
+            ))
+        self._tracked = sources
+        self._stamp = stamp
+
+    def _check_versions(self) -> None:
+        # In-place writes (load_state_dict, optimizer steps) bump _version: re-fuse then.
+        if any(t._version != v for t, (_, v) in zip(self._tracked, self._stamp)):
+            self.refresh()
+
+    def rope_tables(self, max_position: int, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin_signed)`` of shape (max_position, D) from the model's rotary module."""
+        positions = torch.arange(max_position, device=self.body.embed_tokens.weight.device)
+        probe = self.body.embed_tokens.weight.new_empty((1, 1, 1), dtype=dtype)
+        cos, sin = self.body.rotary_emb(probe, positions.unsqueeze(0))  # (1, P, D)
+        half = self.head_dim // 2
+        sin_signed = torch.cat([-sin[0, :, :half], sin[0, :, half:]], dim=-1)
+        return cos[0], sin_signed
 
     def step(
         self,
@@ -94,41 +163,32 @@ class LeanDecoder:
         positions: torch.Tensor,  # (B, 1) int64 its position id
         kv: StaticKV,
         mask: torch.Tensor | None,  # (B, capacity) bool, True = attend; None = no padding
+        rope: tuple[torch.Tensor, torch.Tensor],  # rope_tables(...)
     ) -> torch.Tensor:  # (B, 1, H) final normed hidden state
-        model = self.body
-        x = model.embed_tokens(tokens.unsqueeze(1))  # (B, 1, H)
-        cos, sin = model.rotary_emb(x, positions)  # (B, 1, D) each
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # broadcast over heads
+        self._check_versions()
+        b, nh, nkv, d = tokens.shape[0], self.num_heads, self.num_kv, self.head_dim
+        x = self.body.embed_tokens(tokens.unsqueeze(1))  # (B, 1, H)
+        cos = rope[0][positions]  # (B, 1, D): broadcasts over the heads of (B, nh + nkv, D)
+        sin = rope[1][positions]
         t = kv.length
         attn_mask = mask[:, None, None, : t + 1] if mask is not None else None
-        for i, layer in enumerate(model.layers):
-            attn = layer.self_attn
-            h = _rms_norm(layer.input_layernorm, x)
-            q = F.linear(h, attn.q_proj.weight, attn.q_proj.bias)
-            k = F.linear(h, attn.k_proj.weight, attn.k_proj.bias)
-            v = F.linear(h, attn.v_proj.weight, attn.v_proj.bias)
-            b = q.shape[0]
-            q = q.view(b, 1, -1, self.head_dim).transpose(1, 2)  # (B, nh, 1, D)
-            k = k.view(b, 1, -1, self.head_dim).transpose(1, 2)  # (B, nkv, 1, D)
-            v = v.view(b, 1, -1, self.head_dim).transpose(1, 2)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
-            kv.keys[i][:, :, t : t + 1] = k
-            kv.values[i][:, :, t : t + 1] = v
+        for i, (n1, w_qkv, b_qkv, w_o, b_o, n2, w_gu, b_gu, w_down, b_down, act) in enumerate(self.layers):
+            qkv = F.linear(_rms_norm(n1, self.eps, x), w_qkv, b_qkv).view(b, nh + 2 * nkv, d)
+            qk = qkv[:, : nh + nkv]
+            qk = qk * cos + torch.roll(qk, d // 2, dims=-1) * sin  # RoPE on q and k at once
+            q = qk[:, :nh].unsqueeze(2)  # (B, nh, 1, D)
+            kv.keys[i][:, :, t] = qk[:, nh:]
+            kv.values[i][:, :, t] = qkv[:, nh + nkv :]
             out = F.scaled_dot_product_attention(
                 q,
                 kv.keys[i][:, :, : t + 1],
                 kv.values[i][:, :, : t + 1],
                 attn_mask=attn_mask,
                 scale=self.scaling,
-                enable_gqa=q.shape[1] != k.shape[1],
+                enable_gqa=nh != nkv,
             )
-            out = out.transpose(1, 2).reshape(b, 1, -1)
-            x = x + F.linear(out, attn.o_proj.weight, attn.o_proj.bias)
-            mlp = layer.mlp
-            h = _rms_norm(layer.post_attention_layernorm, x)
-            gate = F.linear(h, mlp.gate_proj.weight, mlp.gate_proj.bias)
-            up = F.linear(h, mlp.up_proj.weight, mlp.up_proj.bias)
-            x = x + F.linear(mlp.act_fn(gate) * up, mlp.down_proj.weight, mlp.down_proj.bias)
+            x = x + F.linear(out.reshape(b, 1, nh * d), w_o, b_o)  # (B, nh, 1, D): seq dim is 1
+            gate, up = F.linear(_rms_norm(n2, self.eps, x), w_gu, b_gu).chunk(2, dim=-1)
+            x = x + F.linear(act(gate) * up, w_down, b_down)
         kv.length = t + 1
-        return _rms_norm(model.norm, x)
+        return _rms_norm(self.body.norm.weight, self.eps, x)

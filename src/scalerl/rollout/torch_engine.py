@@ -88,17 +88,23 @@ class TorchEngine:
         seed: int = 0,
         version: int = 0,
         fast: bool = True,
+        eos_token_ids: Sequence[int] | None = None,
     ):
         """``fast`` decodes with ``fast_decode.LeanDecoder`` when the architecture supports it
-        (same arithmetic, less Python per step); else every step runs ``forward_logits``."""
+        (same arithmetic, less Python per step); else every step runs ``forward_logits``.
+        ``eos_token_ids`` overrides the end-of-sequence ids (default: the tokenizer's and the
+        model's generation config's; ``()`` never stops on EOS, e.g. for benchmarks)."""
         self.device = torch.device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.fp32_head = fp32_head
         self._rng = torch.Generator().manual_seed(seed)
         self._version = int(version)
-        eos = {tokenizer.eos_token_id} | _as_set(getattr(model.generation_config, "eos_token_id", None))
-        eos.discard(None)
+        if eos_token_ids is None:
+            eos = {tokenizer.eos_token_id} | _as_set(getattr(model.generation_config, "eos_token_id", None))
+            eos.discard(None)
+        else:
+            eos = set(eos_token_ids)
         self.eos_ids = torch.tensor(sorted(eos), dtype=torch.long, device=self.device)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else (min(eos) if eos else 0))
@@ -117,7 +123,7 @@ class TorchEngine:
             raise KeyError(f"update_weights: keys not in the model: {result.unexpected_keys[:5]}")
         self._version = int(version)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def generate(
         self,
         prompts: Sequence[Sequence[int]],
@@ -132,6 +138,8 @@ class TorchEngine:
         seed = params.seed
         if seed is None:
             seed = int(torch.randint(1 << 62, (1,), generator=self._rng))
+        if self.lean is not None:
+            self.lean.refresh()  # parameters may have been replaced or written since last call
         run = _Decode(self, prompts, params, seed)
         for step in range(params.max_new_tokens):
             if on_step is not None:
@@ -171,7 +179,7 @@ class _Decode:
     def _logits(self) -> torch.Tensor:  # (B, V) next-token logits of the live rows
         engine = self.engine
         if self.kv is not None:
-            hidden = engine.lean.step(self.input_ids[:, 0], self.positions, self.kv, self.mask)
+            hidden = engine.lean.step(self.input_ids[:, 0], self.positions, self.kv, self.mask, self.rope)
             weight, bias = head_params(engine.model)
             return lm_head_logits(hidden[:, -1], weight, bias, fp32=engine.fp32_head).float()
         logits, self.cache = forward_logits(
@@ -194,6 +202,8 @@ class _Decode:
         budget = self.params.max_new_tokens
         self.kv = fast_decode.StaticKV(self.cache, extra=budget)
         self.cache = None
+        dtype = self.kv.keys[0].dtype
+        self.rope = self.engine.lean.rope_tables(self.kv.length + budget, dtype)
         if self.mask is not None:
             tail = self.mask.new_ones((self.mask.shape[0], budget))
             self.mask = torch.cat([self.mask, tail], dim=1).bool()
@@ -201,30 +211,58 @@ class _Decode:
     def step(self, step: int) -> bool:
         """Produce completion token ``step`` for every live row; False when none is left."""
         params, inter = self.params, self.interrupter
-        sampled, logp_all = sample_tokens(
+        tokens, logp_all = sample_tokens(
             self._logits(), self.uniforms[self.rows, step], temperature=params.temperature, top_p=params.top_p
         )
-        tokens, forced = inter.force(step, sampled)
+        forced = None
+        if inter.enabled:
+            tokens, forced = inter.force(step, tokens)
+            self.forced[self.rows, step] = forced
+            inter.observe_close(self.closer.push(tokens))
         self.tokens[self.rows, step] = tokens
         self.logprobs[self.rows, step] = logp_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-        self.forced[self.rows, step] = forced
-        inter.observe_close(self.closer.push(tokens))
-        natural = (torch.isin(tokens, self.engine.eos_ids) | self.stops.push(tokens)) & ~forced
-        reason = torch.where(natural, torch.where(inter.interrupted, _INTERRUPTED, _STOP), _RUNNING)
-        cut = inter.over_budget(step) | (step + 1 >= params.max_new_tokens)
-        reason = torch.where((reason == _RUNNING) & cut, _LENGTH, reason)
-        done = reason != _RUNNING
-        if bool(done.any()):
-            finished = self.rows[done]
-            self.reason[finished] = reason[done]
-            self.length[finished] = step + 1
-            keep = (~done).nonzero().squeeze(1)
-            if keep.numel() == 0:
-                return False
-            self._select(keep)
-            tokens = tokens[keep]
+        reason = self._reasons(step, tokens, forced)
+        if reason is not None:  # some row may have ended: one host sync
+            done = reason != _RUNNING
+            if bool(done.any()):
+                finished = self.rows[done]
+                self.reason[finished] = reason[done]
+                self.length[finished] = step + 1
+                keep = (~done).nonzero().squeeze(1)
+                if keep.numel() == 0:
+                    return False
+                self._select(keep)
+                tokens = tokens[keep]
         self._advance(tokens)
         return True
+
+    def _reasons(self, step: int, tokens: torch.Tensor, forced: torch.Tensor | None) -> torch.Tensor | None:
+        """(B,) finish reason of each live row after ``step`` (``_RUNNING``: continues).
+
+        EOS or a stop string -> stop ("interrupted" once the phrase was injected; forced
+        tokens never stop a row); else the answer budget or ``max_new_tokens`` -> length.
+        None when no row can end at this step (skips the host sync).
+        """
+        inter = self.interrupter
+        natural = None
+        if self.engine.eos_ids.numel():
+            natural = torch.isin(tokens, self.engine.eos_ids)
+        if self.stops.patterns:
+            hit = self.stops.push(tokens)
+            natural = hit if natural is None else natural | hit
+        last = step + 1 >= self.params.max_new_tokens
+        if natural is None and not inter.enabled and not last:
+            return None
+        reason = torch.full_like(tokens, _LENGTH if last else _RUNNING)
+        if natural is not None and forced is not None:
+            natural = natural & ~forced
+            ended = torch.where(inter.interrupted, _INTERRUPTED, _STOP)
+            reason = torch.where(natural, ended, reason)
+        elif natural is not None:
+            reason = torch.where(natural, _STOP, reason)
+        if inter.enabled:
+            reason = torch.where((reason == _RUNNING) & inter.over_budget(step), _LENGTH, reason)
+        return reason
 
     def _select(self, keep: torch.Tensor) -> None:  # (B',) indices of the live rows kept
         self.rows = self.rows[keep]
