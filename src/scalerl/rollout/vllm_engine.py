@@ -1,0 +1,220 @@
+"""``GenerationEngine`` over vLLM's offline engine (optional GPU extra; UNTESTED here: no GPU).
+
+Written against vLLM's offline API (``vllm.LLM``, ``LLM.llm_engine.add_request / step``,
+``SamplingParams(logprobs=0)``, ``LLM.collective_rpc``). vLLM is imported lazily; without it
+``VLLMEngine(...)`` raises one ``ImportError`` sentence.
+
+How the protocol maps onto vLLM:
+- **Behaviour log-probs**: ``logprobs=0`` returns the sampled token's log-prob. The engine is
+  built with ``logprobs_mode="processed_logprobs"`` so it is taken after temperature scaling;
+  with ``top_p = 1`` that is the full temperature-scaled softmax the trainer recomputes (with
+  ``top_p < 1`` vLLM renormalises over the nucleus, unlike ``TorchEngine``).
+- **FP32 LM head**: vLLM computes logits in the model dtype. ``fp32_head=True`` is accepted
+  only with ``dtype="float32"`` (then the whole model, head included, is fp32).
+- **In-flight updates**: decoding runs as a loop over ``llm_engine.step()``; ``on_step(engine,
+  step)`` is called before each engine step (``step`` counts engine steps, not token indices:
+  vLLM schedules requests independently). ``update_weights`` loads the tensors into the
+  worker's model in place (``model.load_weights``) through ``collective_rpc``; running
+  requests keep their KV blocks (stale cache, as in PipelineRL). Shipping the loader function
+  to the workers needs ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``, which the constructor sets
+  unless already set. Tokens returned by later
+  steps are stamped with the new version. The prefix cache is reset so *new* requests do not
+  reuse KV computed under old weights.
+- **Forced interruptions**: vLLM cannot inject tokens into a running request, so a row with
+  thinking budget ``L_int`` runs in two phases: up to ``L_int`` tokens; then, if it did not
+  write ``</think>``, a second request on ``prompt + generated + phrase`` with
+  ``max_tokens = answer_budget`` whose ``prompt_logprobs`` give the phrase tokens' log-probs
+  (``loss_mask = False``); a row that did close thinking simply continues. Finish reasons as
+  in ``interrupt.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scalerl.rollout.engine import OnStep
+from scalerl.rollout.interrupt import interruption_points
+from scalerl.rollout.sampling import _SEED_MIX
+from scalerl.rollout.torch_engine import THINK_CLOSE, check_params
+from scalerl.types import Completion, SamplingParams
+
+
+def _load_weights(worker, items):
+    """Runs inside each vLLM worker (via ``collective_rpc``): copy tensors into the model."""
+    worker.model_runner.model.load_weights(weights=items)
+    return len(items)
+
+
+@dataclass
+class _Row:
+    """One completion being assembled across the (up to) two phases."""
+
+    prompt: list[int]
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    mask: list[bool] = field(default_factory=list)
+    reason: str = "length"
+    interrupted: bool = False
+
+
+class VLLMEngine:
+    """vLLM-backed :class:`~scalerl.rollout.engine.GenerationEngine` (see module docstring)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        fp32_head: bool = False,
+        dtype: str = "bfloat16",
+        seed: int = 0,
+        version: int = 0,
+        **llm_kwargs,
+    ):
+        try:
+            import vllm
+        except ImportError as err:
+            raise ImportError("VLLMEngine needs vLLM: install it on a GPU machine (pip install vllm)") from err
+        if fp32_head and dtype != "float32":
+            raise ValueError(
+                "VLLMEngine: fp32_head=True needs dtype='float32' (vLLM computes the LM head in the model dtype)"
+            )
+        self._vllm = vllm
+        llm_kwargs.setdefault("logprobs_mode", "processed_logprobs")
+        # collective_rpc ships our weight-loading function to the worker processes by pickle.
+        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+        self.llm = vllm.LLM(model=model, dtype=dtype, seed=seed, **llm_kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.fp32_head = fp32_head
+        self._version = int(version)
+        self._seed = seed
+        self._calls = 0
+        self._close = self.tokenizer.encode(THINK_CLOSE, add_special_tokens=False)
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def update_weights(self, state_dict: Mapping, version: int) -> None:
+        items = [(name, tensor.detach()) for name, tensor in state_dict.items()]
+        self.llm.collective_rpc(_load_weights, args=(items,))
+        self.llm.reset_prefix_cache()
+        self._version = int(version)
+
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams, *, on_step: OnStep | None = None
+    ) -> list[Completion]:
+        check_params(params)
+        seed = params.seed if params.seed is not None else self._seed * _SEED_MIX + self._calls
+        self._calls += 1
+        rows = [_Row(prompt=list(p)) for p in prompts]
+        budgets = [params.max_new_tokens] * len(rows)
+        if params.interrupt_range is not None:
+            points = interruption_points(seed, len(rows), *params.interrupt_range).tolist()
+            budgets = [min(p, params.max_new_tokens) for p in points]
+        self._run(rows, range(len(rows)), budgets, params, seed, on_step, phrase=None)
+        if params.interrupt_range is not None:
+            self._second_phase(rows, budgets, params, seed, on_step)
+        return [self._completion(r) for r in rows]
+
+    def _second_phase(self, rows, budgets, params, seed, on_step) -> None:
+        """Rows cut at their interruption point: inject the phrase, or just continue."""
+        phrase = self.tokenizer.encode(params.interruption_phrase, add_special_tokens=False)
+        forced, resumed = [], []
+        for i, row in enumerate(rows):
+            if row.reason != "length" or len(row.tokens) >= params.max_new_tokens or len(row.tokens) < budgets[i]:
+                continue
+            (resumed if _contains(row.tokens, self._close) else forced).append(i)
+        room = {i: params.max_new_tokens - len(rows[i].tokens) for i in resumed + forced}
+        self._run(rows, resumed, [room[i] for i in resumed], params, seed + 1, on_step, phrase=None)
+        budgets = [min(params.answer_budget, room[i] - len(phrase)) for i in forced]
+        self._run(rows, forced, budgets, params, seed + 2, on_step, phrase=phrase)
+
+    def _run(self, rows, indices, budgets, params, seed, on_step, phrase) -> None:
+        """Decode ``rows[indices]`` (continuing their tokens), stepping the engine by hand.
+
+        With ``phrase``, each row first gets the phrase appended as forced tokens, scored by
+        the request's ``prompt_logprobs`` when its first output arrives.
+        """
+        engine = self.llm.llm_engine
+        seen, awaiting_phrase = {}, set()
+        for i, budget in zip(indices, budgets):
+            row = rows[i]
+            if phrase is not None:
+                row.interrupted = True
+                if budget <= 0:  # the phrase itself does not fit in max_new_tokens
+                    self._append_forced(row, phrase[: len(phrase) + budget], None)
+                    continue
+                awaiting_phrase.add(str(i))
+            request = self._vllm.SamplingParams(
+                n=1,
+                max_tokens=budget,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                stop=list(params.stop_strings),
+                include_stop_str_in_output=True,
+                logprobs=0,
+                prompt_logprobs=0 if phrase is not None else None,
+                seed=(seed * _SEED_MIX + i) % (1 << 63),
+            )
+            engine.add_request(str(i), {"prompt_token_ids": row.prompt + row.tokens + (phrase or [])}, request)
+            seen[str(i)] = 0
+        live, step = len(seen), 0
+        while live and engine.has_unfinished_requests():
+            if on_step is not None:
+                on_step(self, step)
+            for out in engine.step():
+                row = rows[int(out.request_id)]
+                if out.request_id in awaiting_phrase:
+                    awaiting_phrase.discard(out.request_id)
+                    self._append_forced(row, phrase, out.prompt_logprobs)
+                live -= self._absorb(row, out, seen)
+            step += 1
+
+    def _append_forced(self, row: _Row, phrase: list[int], prompt_logprobs) -> None:
+        scored = prompt_logprobs[-len(phrase) :] if prompt_logprobs else [None] * len(phrase)
+        for token, entry in zip(phrase, scored):
+            row.tokens.append(token)
+            row.logprobs.append(float(entry[token].logprob) if entry and token in entry else 0.0)
+            row.versions.append(self._version)
+            row.mask.append(False)
+
+    def _absorb(self, row: _Row, out, seen: dict) -> int:
+        """Append the tokens this step added to ``out``; 1 when the request finished."""
+        sample = out.outputs[0]
+        new_ids = sample.token_ids[seen[out.request_id] :]
+        new_lps = (sample.logprobs or [])[seen[out.request_id] :]
+        for token, entry in zip(new_ids, new_lps):
+            row.tokens.append(int(token))
+            row.logprobs.append(float(entry[token].logprob))
+            row.versions.append(self._version)
+            row.mask.append(True)
+        seen[out.request_id] = len(sample.token_ids)
+        if not out.finished:
+            return 0
+        ended = sample.finish_reason == "stop"
+        row.reason = ("interrupted" if row.interrupted else "stop") if ended else "length"
+        return 1
+
+    def _completion(self, row: _Row) -> Completion:
+        tokens = np.asarray(row.tokens, dtype=np.int64)
+        eos = self.tokenizer.eos_token_id
+        text_ids = row.tokens[:-1] if row.tokens and row.tokens[-1] == eos else row.tokens
+        return Completion(
+            prompt_tokens=np.asarray(row.prompt, dtype=np.int64),
+            tokens=tokens,
+            logprobs=np.asarray(row.logprobs, dtype=np.float32),
+            versions=np.asarray(row.versions, dtype=np.int64),
+            loss_mask=np.asarray(row.mask, dtype=bool),
+            finish_reason=row.reason,
+            text=self.tokenizer.decode(text_ids, skip_special_tokens=False),
+        )
+
+
+def _contains(tokens: list[int], pattern: list[int]) -> bool:
+    m = len(pattern)
+    return m > 0 and any(tokens[i : i + m] == pattern for i in range(len(tokens) - m + 1))
