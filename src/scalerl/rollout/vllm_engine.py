@@ -12,7 +12,8 @@ How the protocol maps onto vLLM:
 - **FP32 LM head**: vLLM computes logits in the model dtype. ``fp32_head=True`` is accepted
   only with ``dtype="float32"`` (then the whole model, head included, is fp32).
 - **In-flight updates**: decoding runs as a loop over ``llm_engine.step()``; ``on_step(engine,
-  step)`` is called before each engine step (``step`` counts engine steps, not token indices:
+  step)`` is called before each engine step (``step`` counts engine steps of the current phase,
+  not token indices:
   vLLM schedules requests independently). ``update_weights`` loads the tensors into the
   worker's model in place (``model.load_weights``) through ``collective_rpc``; running
   requests keep their KV blocks (stale cache, as in PipelineRL). Shipping the loader function

@@ -1,0 +1,165 @@
+"""VLLMEngine bookkeeping against a scripted stand-in for vLLM's offline engine.
+
+Real vLLM needs a GPU, so these tests check only OUR logic: the step loop with ``on_step``,
+version stamping, the two-phase forced interruption and finish reasons. The fake follows the
+shapes of vLLM's ``RequestOutput`` / ``CompletionOutput`` / ``Logprob`` objects.
+"""
+
+import sys
+import types
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from scalerl.types import SamplingParams
+
+from .tiny import make_tokenizer
+
+EOS, CLOSE, MARK = 1, 3, 20  # MARK in a prompt: the fake closes its thinking at once
+
+
+@dataclass
+class Logprob:
+    logprob: float
+
+
+@dataclass
+class CompletionOutput:
+    token_ids: list
+    logprobs: list
+    finish_reason: str | None
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    outputs: list
+    finished: bool
+    prompt_logprobs: list | None
+
+
+class FakeEngine:
+    """One token per request per step. Token rule: ``</think>`` first if the prompt holds
+    MARK; EOS once ``</think>`` is in the context and one answer token was written; else
+    filler ``40 + step``. Log-prob of every sampled token: ``-weight``."""
+
+    def __init__(self, llm):
+        self.llm, self.requests = llm, {}
+
+    def add_request(self, rid, prompt, sp):
+        self.requests[rid] = dict(prompt=list(prompt["prompt_token_ids"]), sp=sp, out=[], lps=[], first=True)
+
+    def has_unfinished_requests(self):
+        return bool(self.requests)
+
+    def _next(self, r):
+        context = r["prompt"] + r["out"]
+        if MARK in r["prompt"] and not r["out"] and CLOSE not in context:
+            return CLOSE
+        after = len(context) - 1 - context.index(CLOSE) if CLOSE in context else -1
+        return EOS if after >= 1 else 40 + len(r["out"]) % 10
+
+    def step(self):
+        outputs = []
+        for rid, r in list(self.requests.items()):
+            token = self._next(r)
+            r["out"].append(token)
+            r["lps"].append({token: Logprob(-self.llm.weight)})
+            reason = "stop" if token == EOS else ("length" if len(r["out"]) >= r["sp"].max_tokens else None)
+            prompt_lps = None
+            if r["first"] and r["sp"].prompt_logprobs is not None:
+                prompt_lps = [None] + [{t: Logprob(-2.0)} for t in r["prompt"][1:]]
+            r["first"] = False
+            outputs.append(RequestOutput(rid, [CompletionOutput(list(r["out"]), list(r["lps"]), reason)],
+                                         reason is not None, prompt_lps))
+            if reason is not None:
+                del self.requests[rid]
+        return outputs
+
+
+class FakeLLM:
+    def __init__(self, model, dtype, seed, **kwargs):
+        self.kwargs, self.weight = kwargs, 0.5
+        self.llm_engine = FakeEngine(self)
+        worker_model = types.SimpleNamespace(load_weights=self._load)
+        self.worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=worker_model))
+
+    def _load(self, weights):
+        self.weight = float(dict(weights)["w"])
+
+    def get_tokenizer(self):
+        return make_tokenizer()
+
+    def collective_rpc(self, fn, args=()):
+        return [fn(self.worker, *args)]
+
+    def reset_prefix_cache(self):
+        return True
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    fake = types.ModuleType("vllm")
+    fake.LLM = FakeLLM
+    fake.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    from scalerl.rollout.vllm_engine import VLLMEngine
+
+    return VLLMEngine("some/model")
+
+
+def test_logprobs_mode_and_plain_generation(engine):
+    assert engine.llm.kwargs["logprobs_mode"] == "processed_logprobs"
+    (c,) = engine.generate([[5, 6]], SamplingParams(max_new_tokens=6, seed=0))
+    assert c.tokens.tolist() == [40, 41, 42, 43, 44, 45] and c.finish_reason == "length"
+    assert c.logprobs.tolist() == [-0.5] * 6 and c.loss_mask.all()
+
+
+def test_weight_swap_from_on_step_stamps_later_tokens(engine):
+    def swap(eng, step):
+        if step == 2:
+            eng.update_weights({"w": torch.tensor(2.0)}, version=9)
+
+    (c,) = engine.generate([[5, 6]], SamplingParams(max_new_tokens=5, seed=0), on_step=swap)
+    assert c.versions.tolist() == [0, 0, 9, 9, 9]
+    assert c.logprobs.tolist() == [-0.5, -0.5, -2.0, -2.0, -2.0]  # later tokens: new weights
+
+
+def test_two_phase_interruption(engine):
+    phrase = engine.tokenizer.encode(SamplingParams().interruption_phrase, add_special_tokens=False)
+    params = SamplingParams(max_new_tokens=40, interrupt_range=(4, 4), answer_budget=5, seed=0)
+    forced, closed = engine.generate([[5, 6], [MARK, 6]], params)
+    # Row 0 never closes: 4 thinking tokens, the phrase (masked, scored by prompt_logprobs),
+    # then an answer that ends in EOS -> "interrupted".
+    n = len(phrase)
+    assert forced.tokens[4 : 4 + n].tolist() == phrase
+    assert forced.loss_mask.tolist() == [True] * 4 + [False] * n + [True, True]
+    assert forced.logprobs[4 : 4 + n].tolist() == [-2.0] * n
+    assert forced.tokens[-1] == EOS and forced.finish_reason == "interrupted"
+    # Row 1 closes at once, so it just ends (EOS after one answer token): a normal "stop".
+    assert closed.tokens.tolist() == [CLOSE, 41, EOS] and closed.finish_reason == "stop"
+    assert closed.loss_mask.all()
+
+
+def test_interruption_with_no_room_for_the_answer_is_length(engine):
+    params = SamplingParams(max_new_tokens=8, interrupt_range=(4, 4), answer_budget=5, seed=0)
+    (c,) = engine.generate([[5, 6]], params)
+    assert c.num_tokens == 8 and c.finish_reason == "length"
+    assert c.loss_mask.tolist() == [True] * 4 + [False] * 4
+
+
+def test_fp32_head_requires_float32(monkeypatch, engine):
+    from scalerl.rollout.vllm_engine import VLLMEngine
+
+    with pytest.raises(ValueError, match="fp32_head=True needs dtype='float32'"):
+        VLLMEngine("some/model", fp32_head=True)
+    assert VLLMEngine("some/model", fp32_head=True, dtype="float32").fp32_head
+
+
+def test_missing_vllm_is_one_sentence(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    from scalerl.rollout.vllm_engine import VLLMEngine
+
+    with pytest.raises(ImportError, match="VLLMEngine needs vLLM"):
+        VLLMEngine("some/model")
