@@ -2,16 +2,17 @@
 
 Same model, same prompts, same number of new tokens per sequence (EOS ignored on our side,
 ``min_new_tokens = max_new_tokens`` on theirs), same sampling (temperature 1, top-p 1, no
-top-k). Reported side by side, as tokens/s and ratios against ``model.generate``:
-- ``engine (fast)``: the default engine, lean decode step (``rollout/fast_decode.py``);
-- ``engine (plain)``: every step through ``models.forward.forward_logits`` + DynamicCache;
-- FP32-head cost: engine on a bf16 body with the head in fp32 vs in bf16 (digest §2.4).
+top-k). For each batch size, side by side: tokens/s and ratios against ``model.generate`` of
+- ``fast``: the default engine, lean decode step (``rollout/fast_decode.py``);
+- ``plain``: every step through ``models.forward.forward_logits`` + DynamicCache;
+- ``fp32head``: time of engine calls on a bf16 body with the head in fp32 over bf16 (§2.4);
+then the head alone at realistic vocabularies (the task vocabulary is tiny).
 
 Runs are interleaved and each figure is the median of ``--repeats`` timed runs after one
 warm-up; time is this process's CPU time (``time.process_time``) with a fixed number of
 torch threads, which damps (but does not remove) the noise of other jobs on a shared machine.
 
-    .venv/bin/python bench/generation.py --preset micro --batch 16 --new-tokens 64
+    .venv/bin/python bench/generation.py --preset nano --batch 4 16 64 --new-tokens 64
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 
 import torch
 
+from scalerl.algo.logprobs import lm_head_logits
 from scalerl.models import build_model, build_task_tokenizer
 from scalerl.rollout.torch_engine import TorchEngine
 from scalerl.types import SamplingParams
@@ -75,10 +77,54 @@ def measure(runners: dict, repeats: int) -> dict[str, float]:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+def compare_engines(model, tokenizer, prompts: torch.Tensor, new_tokens: int, repeats: int) -> dict[str, float]:
+    """Seconds per call of ``model.generate`` and of the engine's fast and plain paths."""
+    fast = TorchEngine(model, tokenizer, eos_token_ids=())
+    plain = TorchEngine(model, tokenizer, eos_token_ids=(), fast=False)
+    return measure(
+        {
+            "generate": _hf_generate(model, prompts, new_tokens),
+            "fast": _engine_generate(fast, prompts, new_tokens),
+            "plain": _engine_generate(plain, prompts, new_tokens),
+        },
+        repeats,
+    )
+
+
+def head_cost(body16, tokenizer, prompts: torch.Tensor, new_tokens: int, repeats: int) -> float:
+    """time(fp32 head) / time(bf16 head) of whole engine calls on a bf16 body."""
+    secs = measure(
+        {
+            fp32: _engine_generate(TorchEngine(body16, tokenizer, eos_token_ids=(), fp32_head=fp32), prompts, new_tokens)
+            for fp32 in (True, False)
+        },
+        repeats,
+    )
+    return secs[True] / secs[False]
+
+
+def head_only_cost(batch: int, hidden: int, vocab: int, repeats: int = 20) -> tuple[float, float]:
+    """The head alone at a realistic vocabulary, one decode step, bf16 hidden states:
+    time of the FP32 head over the bf16 head, (a) with the float32 copy of the weight cached
+    as the engine does, (b) casting the bf16 weight at every call."""
+    h = torch.randn(batch, hidden, dtype=torch.bfloat16)
+    w = torch.randn(vocab, hidden, dtype=torch.bfloat16)
+    w32 = w.float()
+    secs = measure(
+        {
+            "cached": lambda: lm_head_logits(h, w32, fp32=True),
+            "cast": lambda: lm_head_logits(h, w, fp32=True),
+            "bf16": lambda: lm_head_logits(h, w, fp32=False),
+        },
+        repeats,
+    )
+    return secs["cached"] / secs["bf16"], secs["cast"] / secs["bf16"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="micro", help="scalerl.models preset (nano, micro, small, base)")
-    parser.add_argument("--batch", type=int, default=16, help="sequences per generate call")
+    parser.add_argument("--preset", default="nano", help="scalerl.models preset (nano, micro, small, base)")
+    parser.add_argument("--batch", type=int, nargs="+", default=[4, 16, 64], help="sequences per generate call")
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
@@ -88,40 +134,23 @@ def main() -> None:
 
     tokenizer = build_task_tokenizer()
     model = build_model(args.preset, len(tokenizer), tokenizer=tokenizer)
-    gen = torch.Generator().manual_seed(0)
-    prompts = torch.randint(3, len(tokenizer), (args.batch, args.prompt_len), generator=gen)
-    tokens = args.batch * args.new_tokens
-
-    fast = TorchEngine(model, tokenizer, eos_token_ids=())
-    plain = TorchEngine(model, tokenizer, eos_token_ids=(), fast=False)
-    secs = measure(
-        {
-            "transformers generate": _hf_generate(model, prompts, args.new_tokens),
-            "engine (fast)": _engine_generate(fast, prompts, args.new_tokens),
-            "engine (plain)": _engine_generate(plain, prompts, args.new_tokens),
-        },
-        args.repeats,
-    )
-    print(f"preset={args.preset} batch={args.batch} prompt={args.prompt_len} new={args.new_tokens} "
-          f"threads={args.threads} (fp32 model, median of {args.repeats})")
-    base = secs["transformers generate"]
-    for name, s in secs.items():
-        print(f"  {name:24s} {tokens / s:9.0f} tok/s   x{base / s:5.2f} vs generate")
-
     body16 = build_model(args.preset, len(tokenizer), tokenizer=tokenizer, dtype=torch.bfloat16)
-    head = measure(
-        {
-            "bf16 body, fp32 head": _engine_generate(TorchEngine(body16, tokenizer, eos_token_ids=()), prompts, args.new_tokens),
-            "bf16 body, bf16 head": _engine_generate(
-                TorchEngine(body16, tokenizer, eos_token_ids=(), fp32_head=False), prompts, args.new_tokens
-            ),
-        },
-        args.repeats,
-    )
-    for name, s in head.items():
-        print(f"  {name:24s} {tokens / s:9.0f} tok/s")
-    ratio = head["bf16 body, fp32 head"] / head["bf16 body, bf16 head"]
-    print(f"  FP32-head cost: time(fp32 head) / time(bf16 head) = {ratio:.3f}")
+    print(f"preset={args.preset} vocab={len(tokenizer)} prompt={args.prompt_len} new={args.new_tokens} "
+          f"threads={args.threads}; CPU seconds, median of {args.repeats}; tok/s of new tokens")
+    print(f"{'batch':>5} {'generate':>9} {'fast':>9} {'plain':>9} {'fast/gen':>9} {'plain/gen':>9} {'fp32head':>9}")
+    for batch in args.batch:
+        gen = torch.Generator().manual_seed(batch)
+        prompts = torch.randint(3, len(tokenizer), (batch, args.prompt_len), generator=gen)
+        secs = compare_engines(model, tokenizer, prompts, args.new_tokens, args.repeats)
+        tps = {name: batch * args.new_tokens / s for name, s in secs.items()}
+        cost = head_cost(body16, tokenizer, prompts, args.new_tokens, args.repeats)
+        print(f"{batch:5d} {tps['generate']:9.0f} {tps['fast']:9.0f} {tps['plain']:9.0f} "
+              f"{tps['fast'] / tps['generate']:9.2f} {tps['plain'] / tps['generate']:9.2f} {cost:9.3f}")
+    hidden = model.config.hidden_size
+    for vocab in (32768, 151936):
+        cached, cast = head_only_cost(max(args.batch), hidden, vocab)
+        print(f"head alone, B={max(args.batch)} H={hidden} V={vocab}: time(fp32 head)/time(bf16 head) = "
+              f"{cached:.2f} (fp32 weight cached, as the engine) | {cast:.2f} (cast every call)")
 
 
 if __name__ == "__main__":

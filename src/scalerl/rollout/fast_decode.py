@@ -7,15 +7,17 @@ eval mode, reading the model's own parameters every step (so in-place weight upd
 seen immediately, as in-flight updates need), with:
 - q/k/v and gate/up projections fused into one matmul each (weights concatenated once and
   re-concatenated whenever a source parameter changes: its ``_version`` counter moves on
-  every in-place write, e.g. ``load_state_dict`` or an optimizer step; costs one extra copy
-  of those weights);
+  every in-place write, e.g. ``load_state_dict`` or an optimizer step, but not writes through
+  ``.data``; costs one extra copy of those weights);
 - rotary cos/sin looked up in a table built once per call by the model's own rotary module
   (so the values are the module's, bit for bit); ``rotate_half(x) · sin`` computed as
   ``roll(x, D/2) · sin_signed``, the same products;
 - a static KV buffer per layer written in place at column ``t`` (no per-step ``cat``);
 - one boolean padding mask, sliced per step, instead of a 4-D float mask per forward;
 - grouped-query attention through ``scaled_dot_product_attention(enable_gqa=True)``;
-- float32 RMSNorm through the fused ``F.rms_norm`` (bf16 keeps transformers' exact op order).
+- float32 RMSNorm through the fused ``F.rms_norm`` (bf16 keeps transformers' exact op order);
+- the FP32 head's float32 copy of the (V, H) head matrix made once per weight version
+  instead of at every step (the cast is exact, so the logits are unchanged).
 
 The prefill still runs through ``models.forward.forward_hidden`` (transformers), and the
 LM head through ``algo.logprobs.lm_head_logits`` like every other path. The test suite checks
@@ -32,7 +34,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from scalerl.models.forward import body
+from scalerl.models.forward import body, head_params
 
 SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "mistral")
 STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
@@ -98,6 +100,7 @@ class LeanDecoder:
     def __init__(self, model: torch.nn.Module):
         if not supports(model):
             raise TypeError(f"LeanDecoder does not support {type(model).__name__}")
+        self.model = model
         self.body = body(model)
         attn = self.body.layers[0].self_attn
         config = model.config
@@ -110,7 +113,7 @@ class LeanDecoder:
         self.refresh()
 
     def _sources(self) -> list[torch.Tensor]:
-        out = []
+        out = [t for t in head_params(self.model) if t is not None]
         for layer in self.body.layers:
             a, m = layer.self_attn, layer.mlp
             for lin in (a.q_proj, a.k_proj, a.v_proj, m.gate_proj, m.up_proj):
@@ -140,6 +143,10 @@ class LeanDecoder:
                 m.down_proj.weight, m.down_proj.bias,
                 m.act_fn,
             ))
+        weight, bias = head_params(self.model)
+        self.head = (weight, bias)
+        # The FP32 head casts the (V, H) matrix every call; cast it once per weight version.
+        self.head_fp32 = (weight.float(), bias.float() if bias is not None else None)
         self._tracked = sources
         self._stamp = stamp
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from scalerl.algo.logprobs import lm_head_logits
-from scalerl.models.forward import forward_logits, head_params
+from scalerl.models.forward import forward_logits
 from scalerl.rollout import fast_decode
 from scalerl.rollout.engine import OnStep
 from scalerl.rollout.interrupt import Interrupter, interruption_points
@@ -180,7 +180,7 @@ class _Decode:
         engine = self.engine
         if self.kv is not None:
             hidden = engine.lean.step(self.input_ids[:, 0], self.positions, self.kv, self.mask, self.rope)
-            weight, bias = head_params(engine.model)
+            weight, bias = engine.lean.head_fp32 if engine.fp32_head else engine.lean.head
             return lm_head_logits(hidden[:, -1], weight, bias, fp32=engine.fp32_head).float()
         logits, self.cache = forward_logits(
             engine.model,
