@@ -5,7 +5,7 @@ import pytest
 
 from scalerl.data.tasks import get_task, plus_minus_one
 from scalerl.data.tasks.base import Example
-from scalerl.data.tasks.math import MathTask, load_records, math_reward
+from scalerl.data.tasks.math import math_reward
 
 HALF = Example(id=0, problem="What is 1 divided by 2?", answer="\\frac{1}{2}")
 
@@ -50,35 +50,3 @@ def test_jsonl_task_splits_disjoint_and_demonstration_scores(tmp_path):
     ex = task.train_example(3)
     assert ex.problem in task.prompt(ex)
     assert task.reward(task.demonstration(ex), ex) == 1.0
-
-
-def test_parquet_and_datasets_directory(tmp_path):
-    pa = pytest.importorskip("pyarrow")
-    import pyarrow.parquet as pq
-
-    rows = _rows(8)
-    pq.write_table(pa.Table.from_pylist(rows[:3]), tmp_path / "val.parquet")
-    assert load_records(tmp_path / "val.parquet", ["question", "final"])[2]["final"] == "4"
-    datasets = pytest.importorskip("datasets")
-    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "ds"))
-    task = MathTask(tmp_path / "ds", problem_field="question", answer_field="final",
-                    validation_path=tmp_path / "val.parquet")
-    # The 3 validation problems also sit in the training directory: they are dropped there.
-    assert len(task.validation()) == 3 and task.num_train == 5
-    assert task.train_example(0).problem == "3 + 3 = ?"
-
-
-def test_missing_field_names_the_file_and_line(tmp_path):
-    path = tmp_path / "bad.jsonl"
-    path.write_text('{"problem": "1+1", "answer": "2"}\n{"problem": "2+2"}\n')
-    with pytest.raises(KeyError, match=r"bad.jsonl:2: missing field 'answer'"):
-        load_records(path, ["problem", "answer"])
-    pa = pytest.importorskip("pyarrow")
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.Table.from_pylist([{"problem": "x"}]), tmp_path / "bad.parquet")
-    with pytest.raises(KeyError, match=r"bad.parquet: missing field 'answer'"):
-        load_records(tmp_path / "bad.parquet", ["problem", "answer"])
-    with pytest.raises(ValueError, match="unsupported format"):
-        (tmp_path / "x.csv").write_text("a")
-        load_records(tmp_path / "x.csv", ["problem"])

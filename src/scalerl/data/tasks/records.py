@@ -1,0 +1,98 @@
+"""Read (problem, answer/tests) records from JSONL, parquet or a ``datasets`` directory.
+
+Shared by the math and code tasks. Errors name the file (and line for JSONL) and the
+missing field in one sentence.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from scalerl.data.tasks.base import Example
+
+
+def _check_fields(record: dict, fields: Sequence[str], where: str) -> None:
+    for f in fields:
+        if f not in record:
+            raise KeyError(f"{where}: missing field {f!r} (fields present: {sorted(record)})")
+
+
+def _read_jsonl(path: Path, fields: Sequence[str]) -> list[dict]:
+    out = []
+    with path.open() as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            _check_fields(rec, fields, f"{path}:{n}")
+            out.append(rec)
+    return out
+
+
+def _check_columns(columns: Sequence[str], fields: Sequence[str], where: str) -> None:
+    missing = [f for f in fields if f not in columns]
+    if missing:
+        raise KeyError(f"{where}: missing field {missing[0]!r} (fields present: {sorted(columns)})")
+
+
+def load_records(path: str | Path, fields: Sequence[str]) -> list[dict]:
+    """Records (dicts) from ``.jsonl``, ``.parquet`` or a ``datasets.save_to_disk`` directory.
+
+    Every record must carry ``fields``; the error names the file (and line for JSONL).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    if path.is_dir():
+        import datasets
+
+        ds = datasets.load_from_disk(str(path))
+        if isinstance(ds, datasets.DatasetDict):
+            if "train" not in ds:
+                raise KeyError(f"{path}: dataset has no 'train' split (splits: {sorted(ds)})")
+            ds = ds["train"]
+        _check_columns(ds.column_names, fields, str(path))
+        return ds.to_list()
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        _check_columns(table.column_names, fields, str(path))
+        return table.to_pylist()
+    if path.suffix in (".jsonl", ".json"):
+        return _read_jsonl(path, fields)
+    raise ValueError(f"{path}: unsupported format; use .jsonl, .parquet or a datasets directory")
+
+
+
+
+def split_train_validation(
+    train: list[Example], validation: list[Example] | None, num_validation: int, seed: int,
+    where: str,
+) -> tuple[list[Example], list[Example]]:
+    """Disjoint (train, validation), both re-indexed from 0.
+
+    Without an explicit ``validation`` list, a seeded ``num_validation`` slice of ``train`` is
+    held out (at most half). Train problems whose text appears in validation are dropped.
+    """
+    if validation is None:
+        order = np.random.default_rng(seed).permutation(len(train))
+        held = set(order[: min(num_validation, len(train) // 2)].tolist())
+        validation = [train[i] for i in sorted(held)]
+        train = [e for i, e in enumerate(train) if i not in held]
+    val_problems = {e.problem for e in validation}
+    train = [e for e in train if e.problem not in val_problems]
+    if not train:
+        raise ValueError(f"{where}: no training problems left after holding out validation")
+
+    def reindex(examples: list[Example]) -> list[Example]:
+        return [Example(i, e.problem, e.answer, e.meta) for i, e in enumerate(examples)]
+
+    return reindex(train), reindex(validation)

@@ -1,0 +1,72 @@
+import json
+
+import pytest
+
+from scalerl.data.sandbox import SandboxLimits
+from scalerl.data.tasks import get_task
+from scalerl.data.tasks.base import Example
+from scalerl.data.tasks.code import code_reward, extract_program, normalize_tests
+
+DOUBLE_IO = normalize_tests([{"input": "2\n", "output": "4\n"}, {"input": "5\n", "output": "10"}])
+ADD_ASSERTS = normalize_tests(json.dumps(["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]))
+FAST = SandboxLimits(timeout_s=2.0)
+
+
+def _ex(tests):
+    return Example(id=0, problem="p", answer="", meta={"tests": tests})
+
+
+def _fenced(code):
+    return f"<think> easy </think> Here:\n```python\n{code}\n```"
+
+
+def test_extract_program_takes_the_last_fence_after_thinking():
+    text = "<think> ```python\nbad()\n``` </think>\n```python\nx = 1\n```\n```py\ny = 2\n```"
+    assert extract_program(text) == "y = 2\n"
+    assert extract_program("<think> t </think>print(1)") == "print(1)"
+    assert extract_program("<think> never closed ```python\nprint(1)\n```") == ""
+
+
+def test_io_tests_score_fraction_and_all_or_nothing():
+    ex = _ex(DOUBLE_IO)
+    assert code_reward(_fenced("print(int(input()) * 2)"), ex, limits=FAST) == 1.0
+    # 2 -> 4 passes, 5 -> 9 fails: half the tests.
+    half = _fenced("n = int(input())\nprint(4 if n == 2 else 9)")
+    assert code_reward(half, ex, limits=FAST) == 0.5
+    assert code_reward(half, ex, all_tests=True, limits=FAST) == 0.0
+    assert code_reward("<think> no answer", ex, limits=FAST) == 0.0
+
+
+def test_assert_tests_and_a_crashing_program():
+    ex = _ex(ADD_ASSERTS)
+    assert code_reward(_fenced("def add(a, b):\n    return a + b"), ex, limits=FAST) == 1.0
+    assert code_reward(_fenced("def add(a, b):\n    return a * b"), ex, limits=FAST) == 0.0
+    assert code_reward(_fenced("raise SystemExit(0)"), ex, limits=FAST) == 0.0
+
+
+def test_timeout_scores_zero():
+    assert code_reward(_fenced("while True: pass"), _ex(DOUBLE_IO),
+                       limits=SandboxLimits(timeout_s=0.5)) == 0.0
+
+
+def test_apps_style_tests_and_bad_tests_are_explained():
+    t = normalize_tests({"inputs": ["1\n"], "outputs": ["1\n"]})
+    assert t == {"kind": "io", "cases": [("1\n", "1\n")]}
+    with pytest.raises(ValueError, match="rec 3: tests must be"):
+        normalize_tests([], "rec 3")
+    with pytest.raises(ValueError, match="needs 'input' and 'output'"):
+        normalize_tests([{"input": "1"}])
+
+
+def test_code_task_from_jsonl_with_demonstrations(tmp_path):
+    rows = [{"q": f"print {i} times two", "t": [{"input": "", "output": str(2 * i)}],
+             "s": f"print({2 * i})"} for i in range(6)]
+    path = tmp_path / "code.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    task = get_task("code", path=path, problem_field="q", tests_field="t", solution_field="s",
+                    num_validation=2, limits=FAST)
+    assert task.num_train == 4 and len(task.validation()) == 2
+    ex = task.train_example(0)
+    assert ex.problem in task.prompt(ex)
+    assert task.reward(task.demonstration(ex), ex) == 1.0
+    assert task.reward(_fenced("print(-1)"), ex) == 0.0

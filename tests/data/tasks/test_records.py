@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from scalerl.data.tasks.base import Example
+from scalerl.data.tasks.math import MathTask
+from scalerl.data.tasks.records import load_records, split_train_validation
+
+
+def _rows(n):
+    return [{"question": f"{i} + {i} = ?", "final": str(2 * i)} for i in range(n)]
+
+
+def test_jsonl_reads_records_and_skips_blank_lines(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps(_rows(2)[0]) + "\n\n" + json.dumps(_rows(2)[1]) + "\n")
+    assert [r["final"] for r in load_records(path, ["question", "final"])] == ["0", "2"]
+    path.write_text("{not json\n")
+    with pytest.raises(ValueError, match=r"d.jsonl:1: not valid JSON"):
+        load_records(path, ["question"])
+
+
+def test_split_is_seeded_disjoint_and_drops_duplicates():
+    exs = [Example(i, f"p{i % 8}", str(i)) for i in range(10)]  # p0, p1 appear twice
+    train, val = split_train_validation(exs, None, 3, seed=0, where="x")
+    assert len(val) == 3 and not {e.problem for e in train} & {e.problem for e in val}
+    assert [e.id for e in train] == list(range(len(train)))
+    again, _ = split_train_validation(exs, None, 3, seed=0, where="x")
+    assert again == train
+
+
+def test_parquet_and_datasets_directory(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = _rows(8)
+    pq.write_table(pa.Table.from_pylist(rows[:3]), tmp_path / "val.parquet")
+    assert load_records(tmp_path / "val.parquet", ["question", "final"])[2]["final"] == "4"
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "ds"))
+    task = MathTask(tmp_path / "ds", problem_field="question", answer_field="final",
+                    validation_path=tmp_path / "val.parquet")
+    # The 3 validation problems also sit in the training directory: they are dropped there.
+    assert len(task.validation()) == 3 and task.num_train == 5
+    assert task.train_example(0).problem == "3 + 3 = ?"
+
+
+def test_missing_field_names_the_file_and_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"problem": "1+1", "answer": "2"}\n{"problem": "2+2"}\n')
+    with pytest.raises(KeyError, match=r"bad.jsonl:2: missing field 'answer'"):
+        load_records(path, ["problem", "answer"])
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([{"problem": "x"}]), tmp_path / "bad.parquet")
+    with pytest.raises(KeyError, match=r"bad.parquet: missing field 'answer'"):
+        load_records(tmp_path / "bad.parquet", ["problem", "answer"])
+    with pytest.raises(ValueError, match="unsupported format"):
+        (tmp_path / "x.csv").write_text("a")
+        load_records(tmp_path / "x.csv", ["problem"])
