@@ -76,3 +76,21 @@ def test_disabled_interruptions_leave_sampling_unchanged(tokenizer):
     for a, b in zip(plain, out):
         np.testing.assert_array_equal(a.tokens, b.tokens)
         assert b.loss_mask.all() and b.finish_reason == "length"
+
+
+def test_with_the_task_tokenizer_and_a_preset_model():
+    """The built-in tokenizer spells the phrase with ``</think>`` as one added token."""
+    from scalerl.models import build_model, build_task_tokenizer
+
+    tokenizer = build_task_tokenizer()
+    model = build_model("nano", len(tokenizer), tokenizer=tokenizer)
+    close = tokenizer.convert_tokens_to_ids("</think>")
+    with_head_bias(model, {close: -1e4, tokenizer.eos_token_id: -1e4})
+    prompt = tokenizer.encode("add 12 34 =")
+    params = SamplingParams(max_new_tokens=48, interrupt_range=(6, 6), answer_budget=4, seed=0)
+    (c,) = TorchEngine(model, tokenizer).generate([prompt], params)
+    phrase = tokenizer.encode(params.interruption_phrase, add_special_tokens=False)
+    assert phrase[-1] == close
+    assert c.tokens[6 : 6 + len(phrase)].tolist() == phrase
+    assert c.num_tokens == 6 + len(phrase) + 4 and c.finish_reason == "length"
+    assert "Okay, time is up." in c.text and c.text.count("</think>") == 1
