@@ -239,3 +239,9 @@ def test_fp32_head_shrinks_generator_trainer_mismatch_on_a_bf16_body(tokenizer):
     assert stats[True].mean_abs_diff < 0.7 * stats[False].mean_abs_diff
     assert abs(math.log(stats[True].is_ratio_max)) < abs(math.log(stats[False].is_ratio_max))
     assert abs(math.log(stats[True].is_ratio_min)) < abs(math.log(stats[False].is_ratio_min))
+
+
+def test_generate_leaves_the_model_mode_as_it_found_it(model, tokenizer):
+    model.train()
+    TorchEngine(model, tokenizer).generate(PROMPTS, SamplingParams(max_new_tokens=3, seed=0))
+    assert model.training

@@ -23,18 +23,18 @@ _SEED_MIX = 0x9E3779B97F4A7C15  # golden-ratio increment (splitmix64) to decorre
 
 
 def row_uniforms(seed: int, num_rows: int, num_steps: int) -> torch.Tensor:  # (rows, steps)
-    """Uniforms in [0, 1): row ``i`` from a generator seeded with ``mix(seed, i)``."""
-    out = torch.empty(num_rows, num_steps, dtype=torch.float64)
+    """float32 uniforms in [0, 1): row ``i`` from a generator seeded with ``mix(seed, i)``."""
+    out = torch.empty(num_rows, num_steps, dtype=torch.float32)
     gen = torch.Generator()
     for row in range(num_rows):
         gen.manual_seed((seed * _SEED_MIX + row) % (1 << 63))
-        torch.rand(num_steps, generator=gen, dtype=torch.float64, out=out[row])
+        torch.rand(num_steps, generator=gen, out=out[row])
     return out
 
 
 def sample_tokens(
     logits: torch.Tensor,  # (B, V) float32
-    uniforms: torch.Tensor,  # (B,) float64 in [0, 1)
+    uniforms: torch.Tensor,  # (B,) float32 in [0, 1)
     *,
     temperature: float,
     top_p: float,

@@ -95,7 +95,9 @@ class TorchEngine:
         ``eos_token_ids`` overrides the end-of-sequence ids (default: the tokenizer's and the
         model's generation config's; ``()`` never stops on EOS, e.g. for benchmarks)."""
         self.device = torch.device(device)
-        self.model = model.to(self.device).eval()
+        # The model may be the learner's own (in-process validation): no mode change here,
+        # generate() switches to eval mode and back.
+        self.model = model.to(self.device)
         self.tokenizer = tokenizer
         self.fp32_head = fp32_head
         self._rng = torch.Generator().manual_seed(seed)
@@ -140,14 +142,19 @@ class TorchEngine:
             seed = int(torch.randint(1 << 62, (1,), generator=self._rng))
         if self.lean is not None:
             self.lean.refresh()  # parameters may have been replaced or written since last call
-        run = _Decode(self, prompts, params, seed)
-        for step in range(params.max_new_tokens):
-            if on_step is not None:
-                on_step(self, step)
-            run.versions.append(self._version)
-            if not run.step(step):
-                break
-        return run.completions(prompts)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            run = _Decode(self, prompts, params, seed)
+            for step in range(params.max_new_tokens):
+                if on_step is not None:
+                    on_step(self, step)
+                run.versions.append(self._version)
+                if not run.step(step):
+                    break
+            return run.completions(prompts)
+        finally:
+            self.model.train(was_training)
 
 
 class _Decode:
