@@ -2,14 +2,20 @@
 
 One ``generate`` call decodes all prompts in lock-step:
 - prefill: prompts left-padded, with an attention mask and position ids ``cumsum(mask) - 1``
-  so a row's positions are exactly those of its unpadded sequence;
-- decode: every live row feeds one token per step through ``forward_logits`` (the FP32 head
-  shared with the trainer, digest §2.4) with a ``DynamicCache``;
+  so a row's positions are exactly those of its unpadded sequence; it runs through
+  ``models.forward.forward_logits``, the body + FP32 head shared with the trainer (§2.4);
+- decode: every live row feeds one token per step, through the lean Llama-family step of
+  ``fast_decode.py`` (same arithmetic, static KV buffers) or, with ``fast=False`` or an
+  unsupported architecture, through ``forward_logits`` with a ``DynamicCache``;
 - rows that finish (EOS, stop string, budget) are compacted out of the batch and cache.
 
-Per-step bookkeeping is vectorised over rows: one host sync per step (``done.any()``), stop
-strings and ``</think>`` matched on token ids (``stopping.py``), interruptions as per-row
-tensors (``interrupt.py``), sampling by per-row random streams (``sampling.py``).
+Per-step bookkeeping is vectorised over rows: at most one host sync per step (``done.any()``,
+skipped when no row can end), stop strings and ``</think>`` matched on token ids
+(``stopping.py``), interruptions as per-row tensors (``interrupt.py``: thinking tokens are
+counted from the start of the completion; ``"interrupted"`` = the answer after the phrase
+ended with EOS/stop, ``"length"`` = its budget ran out), sampling by per-row random streams
+(``sampling.py``: the recorded behaviour log-prob is ``log softmax(logits / τ)[y]`` of the
+full distribution, before top-p, exactly what the trainer recomputes).
 
 In-flight weight updates (digest §2.2): ``on_step(engine, step)`` runs before the forward
 that produces completion token ``step``; if it calls ``update_weights``, that forward and

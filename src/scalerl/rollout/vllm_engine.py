@@ -12,15 +12,14 @@ How the protocol maps onto vLLM:
 - **FP32 LM head**: vLLM computes logits in the model dtype. ``fp32_head=True`` is accepted
   only with ``dtype="float32"`` (then the whole model, head included, is fp32).
 - **In-flight updates**: decoding runs as a loop over ``llm_engine.step()``; ``on_step(engine,
-  step)`` is called before each engine step (``step`` counts engine steps of the current phase,
-  not token indices:
-  vLLM schedules requests independently). ``update_weights`` loads the tensors into the
-  worker's model in place (``model.load_weights``) through ``collective_rpc``; running
-  requests keep their KV blocks (stale cache, as in PipelineRL). Shipping the loader function
-  to the workers needs ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``, which the constructor sets
-  unless already set. Tokens returned by later
-  steps are stamped with the new version. The prefix cache is reset so *new* requests do not
-  reuse KV computed under old weights.
+  step)`` is called before each engine step (``step`` counts engine steps of the current
+  phase, not token indices: vLLM schedules requests independently). ``update_weights`` loads
+  the tensors into the worker's model in place (``model.load_weights``) through
+  ``collective_rpc``; running requests keep their KV blocks (stale cache, as in PipelineRL),
+  and tokens returned by later steps are stamped with the new version. The prefix cache is
+  reset so *new* requests do not reuse KV computed under old weights. Shipping the loader
+  function to the workers needs ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``, which the
+  constructor sets unless already set.
 - **Forced interruptions**: vLLM cannot inject tokens into a running request, so a row with
   thinking budget ``L_int`` runs in two phases: up to ``L_int`` tokens; then, if it did not
   write ``</think>``, a second request on ``prompt + generated + phrase`` with
