@@ -89,9 +89,15 @@ class LengthConfig(_Frozen):
     """L_max of the length penalty, in completion tokens (paper: 14k)."""
     penalty_cache: int = 8
     """L_cache of the length penalty (paper: 2k): the penalty ramps over the last L_cache."""
-    truncation: Literal["drop", "mask", "keep"] = "drop"
-    """Completions cut by ``max_new_tokens``: dropped from the loss (A.15 reading), reward
-    masked to failure, or kept as they are."""
+    truncation: Literal["drop", "mask", "keep"] = "keep"
+    """Completions cut by ``max_new_tokens`` (``filters.truncation_masks``): ``drop`` removes
+    them from statistics and loss (the digest's A.15 reading), ``mask`` keeps them in the group
+    statistics only, ``keep`` treats them as ordinary samples. Default ``keep`` (with
+    ``truncation_is_failure``): interruptions bound only the thinking block, so a tiny model can
+    still ramble after ``</think>``; dropping those samples removed the only pressure against
+    never-ending answers and our runs collapsed into truncation (the paper's A.15 warning)."""
+    truncation_is_failure: bool = True
+    """Score a truncated completion as wrong whatever its text: it never finished its answer."""
 
 
 class SamplingConfig(_Frozen):

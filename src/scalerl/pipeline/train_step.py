@@ -2,6 +2,7 @@
 
 The order of operations, each a switch of the config:
 
+0. a completion cut by ``max_new_tokens`` scores as wrong (``length.truncation_is_failure``);
 1. curriculum: record every prompt's pass rate; no-positive resampling retires prompts whose
    history reaches the threshold (digest §2.8) — done by the pool, only recorded here;
 2. reward shaping: the App. A.10 length penalty on correct traces (``length.control=penalty``,
@@ -54,11 +55,14 @@ def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
     P, G = len(groups), len(groups[0].completions)
     completions = [c for g in groups for c in g.completions]
     rewards = torch.tensor(np.stack([g.rewards for g in groups]), dtype=torch.float32)  # (P, G)
+    truncated = torch.tensor([[c.finish_reason == "length" for c in g.completions] for g in groups])
+    if cfg.length.truncation_is_failure:  # an unfinished answer is a wrong answer
+        rewards = torch.where(truncated, rewards.new_tensor(-1.0 if cfg.task.reward == "pm1" else 0.0), rewards)
     correct = rewards > 0  # (P, G): pass/fail in {0,1} and ±1 forms alike
 
     # 1. curriculum (pass rate of the training rollouts, the prompt's most recent visit)
-    for g in groups:
-        pool.record(g.prompt_id, g.pass_rate)
+    for g, passed in zip(groups, correct.float().mean(dim=1).tolist()):
+        pool.record(g.prompt_id, passed)
 
     # 2. reward shaping: length penalty (App. A.10 Eq. 9) instead of interruptions
     lengths = torch.tensor([[c.num_tokens for c in g.completions] for g in groups])  # (P, G)
@@ -67,7 +71,6 @@ def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
                                            cache_len=cfg.length.penalty_cache)
 
     # 3. truncation rule and zero-variance filter
-    truncated = torch.tensor([[c.finish_reason == "length" for c in g.completions] for g in groups])
     trunc = truncation_masks(truncated, cfg.length.truncation)
     keep = zero_variance_mask(rewards, trunc.in_stats) if cfg.filters.zero_variance else torch.ones(P, dtype=torch.bool)
 

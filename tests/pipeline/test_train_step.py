@@ -1,0 +1,112 @@
+"""The learner step: filters reach the loss, micro-batching equals one full batch, masked
+(injected) tokens get no gradient, and no-positive resampling is recorded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from scalerl.config import load_config
+from scalerl.data.curriculum import PromptPool
+from scalerl.models import build_model, build_task_tokenizer
+from scalerl.pipeline.train_step import train_step
+from scalerl.types import Completion, Group
+
+TOKENIZER = build_task_tokenizer()
+
+
+class CaptureGrads(torch.optim.SGD):
+    """An optimiser that records the accumulated gradient and leaves the weights alone."""
+
+    def __init__(self, params):
+        super().__init__(params, lr=0.0)
+        self.grads = None
+
+    def step(self, closure=None):
+        self.grads = [p.grad.clone() if p.grad is not None else None for g in self.param_groups for p in g["params"]]
+
+
+def _model():
+    return build_model("nano", len(TOKENIZER), seed=0, tokenizer=TOKENIZER)
+
+
+def _batch(rewards, seed=0, forced_tail=0):
+    rng = np.random.default_rng(seed)
+    groups = []
+    for p, row in enumerate(rewards):
+        completions = []
+        for _ in row:
+            n = int(rng.integers(3, 9))
+            mask = np.ones(n, dtype=bool)
+            mask[n - forced_tail:] = False  # injected phrase tokens at the tail
+            completions.append(Completion(
+                prompt_tokens=rng.integers(5, 40, size=int(rng.integers(2, 5))),
+                tokens=rng.integers(5, 40, size=n), logprobs=rng.uniform(-4, -1, n).astype(np.float32),
+                versions=np.zeros(n, dtype=np.int64), loss_mask=mask, finish_reason="stop"))
+        groups.append(Group(p, completions, np.array(row, dtype=np.float32), meta={"seq": p}))
+    return groups
+
+
+def _grads(groups, overrides=(), model=None):
+    cfg = load_config("scalerl", list(overrides))
+    model = model or _model()
+    opt = CaptureGrads(model.parameters())
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    metrics = train_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, TOKENIZER.pad_token_id)
+    return opt.grads, metrics
+
+
+def test_micro_batches_sum_to_the_full_batch_gradient():
+    groups = _batch([[1, -1, -1, 1], [1, 1, -1, -1], [-1, -1, -1, 1]])
+    full, _ = _grads(groups, ["optim.micro_batch=64"])
+    micro, _ = _grads(groups, ["optim.micro_batch=1"])
+    for a, b in zip(full, micro):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_zero_variance_prompts_are_left_out_of_the_loss():
+    mixed = _batch([[1, -1, -1, 1], [1, 1, 1, 1]])
+    only_mixed = [mixed[0]]
+    with_const, metrics = _grads(mixed)
+    alone, _ = _grads(only_mixed)
+    # prompt average over live prompts: the constant prompt adds nothing, not even a denominator
+    for a, b in zip(with_const, alone):
+        assert torch.allclose(a, b, atol=1e-7)
+    assert metrics["effective_prompts"] == 1 and metrics["effective_batch"] == 0.5
+
+
+def test_all_constant_batch_takes_no_optimiser_step():
+    grads, metrics = _grads(_batch([[1, 1, 1, 1], [-1, -1, -1, -1]]))
+    assert grads is None and metrics["trained_tokens"] == 0
+
+
+def test_masked_injected_tokens_get_no_gradient():
+    groups = _batch([[1, -1, 1, -1]], forced_tail=2)
+    reference, _ = _grads(groups)
+    for c in groups[0].completions:  # change only tokens under loss_mask == False
+        c.tokens[~c.loss_mask] = 7
+        c.logprobs[~c.loss_mask] = -30.0
+    changed, _ = _grads(groups)
+    # injected tokens sit at the tail, so they condition no loss token: the gradient is unchanged
+    for a, b in zip(reference, changed):
+        assert torch.allclose(a, b, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["cispo", "dapo", "grpo", "gspo", "reinforce"])
+def test_every_loss_trains(name):
+    grads, metrics = _grads(_batch([[1, -1, -1, 1], [1, -1, 1, 1]]), [f"loss.name={name}"])
+    assert any(g is not None and g.abs().sum() > 0 for g in grads)
+    assert metrics["is_ratio_max"] >= metrics["is_ratio_min"] > 0
+
+
+def test_curriculum_records_pass_rates_and_retires_easy_prompts():
+    cfg = load_config("scalerl")
+    model = _model()
+    opt = CaptureGrads(model.parameters())
+    pool = PromptPool(10, seed=0, retire_threshold=0.9)
+    groups = _batch([[1, 1, 1, 1], [1, -1, -1, -1]])
+    train_step(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), groups, cfg, pool, 0,
+               TOKENIZER.pad_token_id)
+    assert pool.is_retired(0) and not pool.is_retired(1)
+    assert pool.pass_rate(1) == 0.25
