@@ -1,0 +1,100 @@
+"""The workload both trainer benchmarks share: one saved tiny model, one task, one step shape.
+
+A randomly initialised model (no SFT warm-up) is enough for throughput: what a step costs
+depends on the batch shape and the completion lengths, not on what the model knows. So that
+every completion reaches the learner whatever the rewards, the benches switch off the filters
+that would shrink the batch (zero-variance filter, truncation drop): every side trains on all
+P x G completions, like TRL does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalerl.metrics import read_records
+
+
+@dataclass(frozen=True)
+class Workload:
+    preset: str = "nano"
+    """``scalerl.models.build_model`` size preset."""
+    prompts: int = 8
+    """P: prompts per optimiser step."""
+    generations: int = 8
+    """G: completions per prompt."""
+    max_new_tokens: int = 64
+    """Completion budget (no forced interruptions, EOS may end a completion early)."""
+    temperature: float = 1.0
+    lr: float = 1e-5
+
+    @property
+    def completions_per_step(self) -> int:
+        return self.prompts * self.generations
+
+
+def save_base_model(preset: str, directory: Path, seed: int = 0) -> Path:
+    """Build a fresh ``preset`` model with the task tokenizer and save it as an HF directory."""
+    from scalerl.models import build_model, build_task_tokenizer, save_pretrained
+
+    tokenizer = build_task_tokenizer()
+    model = build_model(preset, len(tokenizer), tokenizer=tokenizer, seed=seed)
+    return save_pretrained(model, tokenizer, directory)
+
+
+def scalerl_overrides(work: Workload, model_dir: Path, steps: int, **extra) -> list[str]:
+    """``--set`` overrides that make ``scalerl train`` run ``work`` and nothing else."""
+    values = {
+        "model.base": str(model_dir),
+        "pipeline.prompts_per_step": work.prompts,
+        "pipeline.generations": work.generations,
+        "sampling.max_new_tokens": work.max_new_tokens,
+        "sampling.temperature": work.temperature,
+        "length.control": "none",
+        "length.truncation": "keep",
+        "filters.zero_variance": False,
+        "optim.lr": work.lr,
+        "optim.micro_batch": work.completions_per_step,
+        "train.steps": steps,
+        "train.checkpoint_every": 10_000,
+        "eval.every": 10_000,  # evaluations only at step 0 and the last step, outside the window
+        "eval.num_prompts": 2,
+        "eval.k": 1,
+        "log.progress": False,
+        "log.tensorboard": False,
+    }
+    values.update(extra)
+    return [f"{k}={v}" for k, v in values.items()]
+
+
+@dataclass(frozen=True)
+class Measured:
+    completions_per_s: float
+    tokens_per_s: float
+    """Generated completion tokens per second (what the learner trained on)."""
+    mean_len: float
+    seconds: float
+    steps: int
+
+
+def run_scalerl(work: Workload, model_dir: Path, run_dir: Path, *, warmup: int, steps: int,
+                **extra) -> Measured:
+    """Train ``warmup + steps + 1`` steps; time steps ``warmup+1 .. warmup+steps`` from the
+    per-step ``wall_s`` of ``metrics.jsonl`` (evaluations at step 0 and the extra last step
+    fall outside that window)."""
+    from scalerl.config import load_config
+    from scalerl.pipeline.run import train
+
+    cfg = load_config("scalerl", scalerl_overrides(work, model_dir, warmup + steps + 1, **extra))
+    train(cfg, run_dir, log=lambda *_: None)
+    records = {r["step"]: r for r in read_records(run_dir / "metrics.jsonl")}
+    window = [records[s] for s in range(warmup + 1, warmup + steps + 1)]
+    seconds = records[warmup + steps]["wall_s"] - records[warmup]["wall_s"]
+    mean_len = sum(r["completion_len"] for r in window) / len(window)
+    n = steps * work.completions_per_step
+    return Measured(n / seconds, n * mean_len / seconds, mean_len, seconds, steps)
+
+
+def stamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")

@@ -1,0 +1,84 @@
+"""Completions/s of PipelineRL-k vs PPO-off-policy-k vs sync on the same work, in one run.
+
+Digest §2.2 / ICLR A.20: PipelineRL's gain is system throughput — generators never wait for
+the learner and the learner waits only when it gets k steps ahead. Each mode trains the same
+random-init model on the same task and step shape (P x G completions of at most L tokens,
+every completion in the loss) with the ``local`` backend (1 generator process + the learner
+process, 1 torch thread each), for ``warmup + steps + 1`` optimiser steps; the window of
+``steps`` steps after the warm-up is timed from ``metrics.jsonl``.
+
+Besides completions/s it prints the learner's busy share (1 − waited / window) so you can see
+which role limits a mode: PipelineRL can at best hide the cheaper role behind the dearer one,
+so its ceiling over sync is ``(T_gen + T_learn) / max(T_gen, T_learn)`` (2x when balanced).
+
+Usage: python bench/pipeline.py [--preset nano] [--prompts 4] [--generations 8]
+       [--max-new-tokens 64] [--k 4] [--steps 8] [--warmup 4] [--backend local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+warnings.filterwarnings("ignore", category=FutureWarning)  # transformers 5 renames, not ours
+sys.path.insert(0, str(Path(__file__).parent))
+from _workload import Workload, run_scalerl, save_base_model  # noqa: E402
+
+from scalerl.metrics import read_records  # noqa: E402
+
+MODES = ("sync", "ppo-off-policy", "pipeline-rl")
+
+
+def learner_busy(run_dir: Path, warmup: int, steps: int) -> float:
+    """Share of the window the learner spent training rather than waiting for groups."""
+    records = {r["step"]: r for r in read_records(run_dir / "metrics.jsonl")}
+    span = records[warmup + steps]["wall_s"] - records[warmup]["wall_s"]
+    waited = sum(records[s]["learner_wait_s"] for s in range(warmup + 1, warmup + steps + 1))
+    return 1.0 - waited / span
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="nano")
+    ap.add_argument("--prompts", type=int, default=4, help="P per optimiser step")
+    ap.add_argument("--generations", type=int, default=8, help="G per prompt")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--k", type=int, default=4, help="lag bound of pipeline-rl / round length of ppo-off-policy")
+    ap.add_argument("--steps", type=int, default=8, help="timed optimiser steps (a multiple of k is fairest)")
+    ap.add_argument("--warmup", type=int, default=4, help="untimed steps first (a multiple of k)")
+    ap.add_argument("--chunk", type=int, default=4, help="prompts a generator decodes per engine call")
+    ap.add_argument("--backend", default="local", choices=["local", "ray"])
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    args = ap.parse_args()
+
+    work = Workload(args.preset, args.prompts, args.generations, args.max_new_tokens)
+    print(f"workload: {args.preset} model, addition task, P={work.prompts} x G={work.generations}, "
+          f"<= {work.max_new_tokens} new tokens, k={args.k}, backend={args.backend}, "
+          f"{args.steps} timed steps after {args.warmup}; {os.cpu_count()} CPUs")
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="scalerl-bench-") as tmp:
+        model_dir = save_base_model(args.preset, Path(tmp) / "base")
+        for mode in args.modes:
+            run_dir = Path(tmp) / mode
+            results[mode] = run_scalerl(
+                work, model_dir, run_dir, warmup=args.warmup, steps=args.steps,
+                **{"pipeline.mode": mode, "pipeline.k": args.k, "pipeline.backend": args.backend,
+                   "pipeline.prompts_per_chunk": args.chunk},
+            )
+            m = results[mode]
+            print(f"  {mode:15s} {m.completions_per_s:8.1f} completions/s {m.tokens_per_s:9.0f} tok/s  "
+                  f"mean len {m.mean_len:5.1f}  learner busy {learner_busy(run_dir, args.warmup, args.steps):4.0%}  "
+                  f"({m.seconds:.1f} s for {m.steps} steps)", flush=True)
+    if "sync" in results:
+        base = results["sync"].completions_per_s
+        print("ratios vs sync (completions/s): " + ", ".join(
+            f"{mode} {m.completions_per_s / base:.2f}x" for mode, m in results.items() if mode != "sync"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""scalerl (PipelineRL-k, local backend) vs TRL's ``GRPOTrainer`` on the same work, in one run.
+
+Same model (one random-init tiny model saved once; both sides load that directory), same
+task (the built-in addition task and its reward), same step shape (P prompts x G completions
+per optimiser step, at most L new tokens, temperature 1, no KL, CISPO with eps_max 5 on both
+sides, every completion in the loss), same number of timed optimiser steps after the same
+warm-up. TRL runs the way it runs on a CPU machine without vLLM: one process that generates
+with ``model.generate`` and then trains; we give it its fastest settings here (no gradient
+checkpointing, one torch thread unless ``--trl-threads``: on 2 shared cores more threads
+only oversubscribe). scalerl runs ``pipeline-rl`` (generator process + learner process,
+1 thread each) and, for reference, ``sync`` (same engine, no overlap).
+
+Completions end at EOS or at L on both sides; the mean length is printed beside completions/s
+so a length difference cannot hide in the ratio.
+
+Usage: python bench/vs_trl.py [--preset nano] [--prompts 4] [--generations 8]
+       [--max-new-tokens 64] [--steps 8] [--warmup 4] [--k 4] [--trl-threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: both sides load a local dir
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+warnings.filterwarnings("ignore", category=FutureWarning)  # transformers 5 renames, not ours
+sys.path.insert(0, str(Path(__file__).parent))
+from _workload import Measured, Workload, run_scalerl, save_base_model  # noqa: E402
+
+
+def run_trl(work: Workload, model_dir: Path, out_dir: Path, *, warmup: int, steps: int,
+            threads: int) -> Measured:
+    """``warmup + steps`` GRPOTrainer steps; the last ``steps`` are timed by a callback."""
+    import torch
+    from datasets import Dataset
+    from transformers import PrinterCallback, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from scalerl.data.tasks import get_task
+    from scalerl.models import load_pretrained
+
+    torch.set_num_threads(threads)
+    task = get_task("addition")
+    model, tokenizer = load_pretrained(model_dir)
+    n_prompts = work.prompts * (warmup + steps)
+    examples = [task.train_example(i) for i in range(n_prompts)]
+    dataset = Dataset.from_dict({"prompt": [task.prompt(e) for e in examples], "idx": list(range(n_prompts))})
+
+    def reward(completions, idx, **_):
+        return [task.reward(text, examples[i]) for text, i in zip(completions, idx)]
+
+    class StepClock(TrainerCallback):
+        def __init__(self) -> None:
+            self.ends: list[float] = []
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.ends.append(time.perf_counter())
+
+    clock = StepClock()
+    args = GRPOConfig(
+        output_dir=str(out_dir), use_cpu=True, bf16=False, seed=0, report_to=[], disable_tqdm=True,
+        log_level="error", logging_steps=1, save_strategy="no", dataloader_num_workers=0,
+        # one optimiser step = one generation round of P prompts x G completions
+        per_device_train_batch_size=work.completions_per_step, num_generations=work.generations,
+        gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
+        max_completion_length=work.max_new_tokens, temperature=work.temperature, top_p=1.0,
+        max_steps=warmup + steps, learning_rate=work.lr, lr_scheduler_type="constant",
+        beta=0.0, loss_type="cispo", epsilon_high=5.0, gradient_checkpointing=False,
+    )
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, callbacks=[clock])
+    trainer.remove_callback(PrinterCallback)  # the per-step log dicts; we print our own line
+    trainer.train()
+    seconds = clock.ends[warmup + steps - 1] - clock.ends[warmup - 1]
+    lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
+    mean_len = sum(lengths[warmup:]) / len(lengths[warmup:])
+    n = steps * work.completions_per_step
+    return Measured(n / seconds, n * mean_len / seconds, mean_len, seconds, steps)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="nano")
+    ap.add_argument("--prompts", type=int, default=4, help="P per optimiser step")
+    ap.add_argument("--generations", type=int, default=8, help="G per prompt")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=8, help="timed optimiser steps")
+    ap.add_argument("--warmup", type=int, default=4, help="untimed steps first (>= 1)")
+    ap.add_argument("--k", type=int, default=4, help="PipelineRL lag bound")
+    ap.add_argument("--trl-threads", type=int, default=1, help="torch threads of the TRL process")
+    args = ap.parse_args()
+    if args.warmup < 1:
+        ap.error("--warmup must be at least 1 (the first step pays one-off start-up costs)")
+
+    work = Workload(args.preset, args.prompts, args.generations, args.max_new_tokens)
+    print(f"workload: {args.preset} model, addition task, P={work.prompts} x G={work.generations}, "
+          f"<= {work.max_new_tokens} new tokens, {args.steps} timed steps after {args.warmup}; "
+          f"{os.cpu_count()} CPUs")
+    results: dict[str, Measured] = {}
+    with tempfile.TemporaryDirectory(prefix="scalerl-vs-trl-") as tmp:
+        model_dir = save_base_model(args.preset, Path(tmp) / "base")
+        runs = {
+            f"TRL GRPOTrainer ({args.trl_threads} thr)": lambda: run_trl(
+                work, model_dir, Path(tmp) / "trl", warmup=args.warmup, steps=args.steps,
+                threads=args.trl_threads),
+            "scalerl sync": lambda: run_scalerl(
+                work, model_dir, Path(tmp) / "sync", warmup=args.warmup, steps=args.steps,
+                **{"pipeline.mode": "sync"}),
+            f"scalerl pipeline-rl-{args.k}": lambda: run_scalerl(
+                work, model_dir, Path(tmp) / "pipeline", warmup=args.warmup, steps=args.steps,
+                **{"pipeline.mode": "pipeline-rl", "pipeline.k": args.k}),
+        }
+        for name, run in runs.items():
+            results[name] = m = run()
+            print(f"  {name:28s} {m.completions_per_s:8.1f} completions/s {m.tokens_per_s:9.0f} tok/s  "
+                  f"mean len {m.mean_len:5.1f}  ({m.seconds:.1f} s for {m.steps} steps)", flush=True)
+    trl = next(iter(results.values()))
+    print("ratios vs TRL (completions/s): " + ", ".join(
+        f"{name} {m.completions_per_s / trl.completions_per_s:.2f}x" for name, m in list(results.items())[1:]))
+
+
+if __name__ == "__main__":
+    main()
