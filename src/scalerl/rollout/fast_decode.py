@@ -183,19 +183,35 @@ class LeanDecoder:
             qkv = F.linear(_rms_norm(n1, self.eps, x), w_qkv, b_qkv).view(b, nh + 2 * nkv, d)
             qk = qkv[:, : nh + nkv]
             qk = qk * cos + torch.roll(qk, d // 2, dims=-1) * sin  # RoPE on q and k at once
-            q = qk[:, :nh].unsqueeze(2)  # (B, nh, 1, D)
             kv.keys[i][:, :, t] = qk[:, nh:]
             kv.values[i][:, :, t] = qkv[:, nh + nkv :]
-            out = F.scaled_dot_product_attention(
-                q,
-                kv.keys[i][:, :, : t + 1],
-                kv.values[i][:, :, : t + 1],
-                attn_mask=attn_mask,
-                scale=self.scaling,
-                enable_gqa=nh != nkv,
-            )
-            x = x + F.linear(out.reshape(b, 1, nh * d), w_o, b_o)  # (B, nh, 1, D): seq dim is 1
+            out = self._attend(qk[:, :nh], kv.keys[i][:, :, : t + 1], kv.values[i][:, :, : t + 1], attn_mask)
+            x = x + F.linear(out.reshape(b, 1, nh * d), w_o, b_o)
             gate, up = F.linear(_rms_norm(n2, self.eps, x), w_gu, b_gu).chunk(2, dim=-1)
             x = x + F.linear(act(gate) * up, w_down, b_down)
         kv.length = t + 1
         return _rms_norm(self.body.norm.weight, self.eps, x)
+
+    def _attend(
+        self,
+        q: torch.Tensor,  # (B, nh, D) this step's queries
+        k: torch.Tensor,  # (B, nkv, T, D) cached keys, this step's included
+        v: torch.Tensor,  # (B, nkv, T, D)
+        mask: torch.Tensor | None,  # (B, 1, 1, T) bool, True = attend
+    ) -> torch.Tensor:  # (B, nh, D) or (B, nh, 1, D)
+        """``softmax(q kᵀ · scale + mask) v`` per head, query head ``h`` on kv head ``h // g``.
+
+        On CPU two batched matmuls with the ``g = nh / nkv`` query heads of a kv group stacked
+        as rows (no k/v repeat) beat the SDPA kernel for a single query; elsewhere SDPA.
+        """
+        b, nh, d = q.shape
+        nkv = k.shape[1]
+        if q.device.type != "cpu":
+            return F.scaled_dot_product_attention(
+                q.unsqueeze(2), k, v, attn_mask=mask, scale=self.scaling, enable_gqa=nh != nkv
+            )
+        scores = torch.matmul(q.view(b, nkv, nh // nkv, d), k.transpose(-1, -2)) * self.scaling
+        if mask is not None:  # (B, nkv, g, T)
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        return torch.matmul(weights, v)  # (B, nkv, g, D): head order h = kv * g + j
