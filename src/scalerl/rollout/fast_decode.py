@@ -14,7 +14,8 @@ seen immediately, as in-flight updates need), with:
   ``roll(x, D/2) · sin_signed``, the same products;
 - a static KV buffer per layer written in place at column ``t`` (no per-step ``cat``);
 - one boolean padding mask, sliced per step, instead of a 4-D float mask per forward;
-- grouped-query attention through ``scaled_dot_product_attention(enable_gqa=True)``;
+- grouped-query attention for the single query as two batched matmuls on CPU (the query
+  heads of a kv group stacked, no k/v repeat), ``scaled_dot_product_attention`` elsewhere;
 - float32 RMSNorm through the fused ``F.rms_norm`` (bf16 keeps transformers' exact op order);
 - the FP32 head's float32 copy of the (V, H) head matrix made once per weight version
   instead of at every step (the cast is exact, so the logits are unchanged).
