@@ -30,6 +30,7 @@ class Actor:
         self.weights = weights  # a WeightSource, or None for a frozen policy
         self.reward_form = reward_form
         self.swaps = 0  # in-flight weight swaps done inside a generate call
+        self.orphaned = lambda: False  # a backend's "the learner is gone" test
 
     def poll_weights(self, engine=None, step: int = 0) -> None:
         """``on_step`` hook: load newer published weights, if any, into the engine."""
@@ -48,7 +49,7 @@ class Actor:
             self.poll_weights()
             if self.engine.version >= version:
                 return
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline or self.orphaned():
                 raise TimeoutError(f"generator never received weights version {version}")
             time.sleep(0.005)
 

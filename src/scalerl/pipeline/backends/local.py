@@ -10,7 +10,8 @@ with ``torch.set_num_threads(threads)``, so on two cores learner and generator o
 - weights move through :class:`~scalerl.pipeline.weights.SharedWeights` (one flat shared
   tensor + a version counter under a lock), read by generators between decode steps.
 
-A generator whose parent dies (``kill -9``) notices within a second and exits; a generator that
+A generator whose parent dies (``kill -9``) notices within a second and exits without
+flushing its queue; a generator that
 fails sends its traceback back, and the learner raises it.
 """
 
@@ -36,20 +37,30 @@ class _Failure:
 def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, index: int,
                     parent_pid: int) -> None:
     torch.set_num_threads(spec.threads)
+
+    def orphaned() -> bool:
+        return os.getppid() != parent_pid
+
     try:
         actor = build_actor(spec, weights, index)
+        actor.orphaned = orphaned
         while True:
             try:
                 chunk = assign_q.get(timeout=1.0)
             except queue.Empty:
-                if os.getppid() != parent_pid:  # orphaned by a killed learner
-                    return
+                if orphaned():
+                    break
                 continue
             if chunk is None:
                 return
             group_q.put(actor.run_batch(chunk))
     except Exception:  # noqa: BLE001 - any failure must reach the learner, not die silently
-        group_q.put(_Failure(f"generator {index} failed:\n{traceback.format_exc()}"))
+        if not orphaned():
+            group_q.put(_Failure(f"generator {index} failed:\n{traceback.format_exc()}"))
+            return
+    # Orphaned by a killed learner: nobody reads the queue, so flushing it at exit would block
+    # forever; leave at once.
+    os._exit(0)
 
 
 class LocalBackend:
