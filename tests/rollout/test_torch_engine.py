@@ -245,3 +245,19 @@ def test_generate_leaves_the_model_mode_as_it_found_it(model, tokenizer):
     model.train()
     TorchEngine(model, tokenizer).generate(PROMPTS, SamplingParams(max_new_tokens=3, seed=0))
     assert model.training
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_repeated_prompts_share_one_prefill(model, tokenizer, fast):
+    a, b = PROMPTS[1], PROMPTS[2]
+    prefill_rows = []
+    hook = model.model.register_forward_hook(lambda mod, args, kwargs, out: prefill_rows.append(
+        kwargs["input_ids"].shape), with_kwargs=True)
+    engine = TorchEngine(model, tokenizer, fast=fast)
+    out = engine.generate([a, b, a, a], SamplingParams(max_new_tokens=12, seed=4))
+    hook.remove()
+    assert prefill_rows[0] == (2, len(a))  # a and b once each, b left-padded
+    assert _max_gap(model, out) < 1e-5
+    assert len({tuple(c.tokens) for c in (out[0], out[2], out[3])}) == 3  # own random streams
+    single = engine.generate([a], SamplingParams(max_new_tokens=12, seed=4))
+    np.testing.assert_array_equal(single[0].tokens, out[0].tokens)

@@ -77,15 +77,18 @@ def _cat_bias(*linears) -> torch.Tensor | None:
 class StaticKV:
     """Per-layer key/value buffers ``(B, H_kv, capacity, D)``; columns ``[0, length)`` are valid."""
 
-    def __init__(self, cache, extra: int):
-        """Copy a prefilled transformers ``DynamicCache`` and leave room for ``extra`` tokens."""
+    def __init__(self, cache, extra: int, rows: torch.Tensor | None = None):
+        """Copy a prefilled transformers ``DynamicCache`` (only ``rows`` of it, in that order,
+        repeats allowed, if given) and leave room for ``extra`` tokens."""
         self.keys, self.values = [], []
         for layer in cache.layers:
-            b, h, length, d = layer.keys.shape
-            k = layer.keys.new_empty((b, h, length + extra, d))
-            v = layer.values.new_empty((b, h, length + extra, d))
-            k[:, :, :length] = layer.keys
-            v[:, :, :length] = layer.values
+            keys = layer.keys if rows is None else layer.keys[rows]
+            values = layer.values if rows is None else layer.values[rows]
+            b, h, length, d = keys.shape
+            k = keys.new_empty((b, h, length + extra, d))
+            v = values.new_empty((b, h, length + extra, d))
+            k[:, :, :length] = keys
+            v[:, :, :length] = values
             self.keys.append(k)
             self.values.append(v)
         self.length = length

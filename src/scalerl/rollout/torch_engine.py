@@ -184,8 +184,12 @@ class _Decode:
         self.length = torch.zeros(n, dtype=torch.long, device=device)
         self.rows = torch.arange(n, device=device)  # original index of each live batch row
         self.versions: list[int] = []
-        self.input_ids, self.mask, positions = left_pad(prompts, engine.pad_id, device)
-        self.positions = positions
+        # G samples of one prompt share their prefill: run it once per distinct prompt and
+        # expand the cache to the rows afterwards (``expand[row]`` = its distinct prompt).
+        distinct: dict[tuple, int] = {}
+        expand = [distinct.setdefault(tuple(int(t) for t in p), len(distinct)) for p in prompts]
+        self.expand = torch.tensor(expand, device=device) if len(distinct) < n else None
+        self.input_ids, self.mask, self.positions = left_pad([list(p) for p in distinct], engine.pad_id, device)
         self.cache = None  # transformers DynamicCache (plain path, and the prefill)
         self.kv: fast_decode.StaticKV | None = None  # lean path after the prefill
 
@@ -205,15 +209,23 @@ class _Decode:
             use_cache=True,
             last_only=True,
         )
+        logits = logits[:, -1].float()
+        if self.expand is not None:  # from one row per distinct prompt to one per sample
+            logits = logits[self.expand]
+            self.mask = self.mask[self.expand] if self.mask is not None else None
+            self.positions = self.positions[self.expand]
+            if engine.lean is None:
+                self.cache.batch_select_indices(self.expand)
         if engine.lean is not None:
-            self._to_static()
-        return logits[:, -1].float()
+            self._to_static(self.expand)
+        self.expand = None
+        return logits
 
-    def _to_static(self) -> None:
-        """Move the prefilled cache to lean-path buffers; the mask becomes a bool row of full
-        capacity (prompt padding False, generated columns True) sliced per step."""
+    def _to_static(self, rows: torch.Tensor | None) -> None:
+        """Move the prefilled cache (its ``rows``, if given) to lean-path buffers; the mask
+        becomes a bool row of full capacity (prompt padding False, generated True)."""
         budget = self.params.max_new_tokens
-        self.kv = fast_decode.StaticKV(self.cache, extra=budget)
+        self.kv = fast_decode.StaticKV(self.cache, extra=budget, rows=rows)
         self.cache = None
         dtype = self.kv.keys[0].dtype
         self.rope = self.engine.lean.rope_tables(self.kv.length + budget, dtype)
