@@ -15,6 +15,7 @@ import sys
 _COMMAND_MODULES = (
     "scalerl.fit.cli",
     "scalerl.pipeline.cli",
+    "scalerl.experiments.cli",
 )
 
 

@@ -1,0 +1,117 @@
+"""Train every (recipe, seed) variant of a sweep, resumably, into one output folder.
+
+The paper's leave-one-out study (digest §3.3) trains ScaleRL and each variant that reverts
+one axis, then fits Eq. 1 to every validation curve and compares A and B. This module is the
+training half: ``plan`` lists the variants, ``run_sweep`` trains each into
+``OUT/<recipe>/seed<k>`` and skips the ones already finished, so an interrupted sweep
+continues where it stopped (an unfinished run resumes from its newest checkpoint).
+
+Variants that start from the same model (same preset, architecture, task, SFT settings and
+seed, and no ``model.base``) share one SFT warm-up, cached in ``OUT/_base/<key>``: the
+leave-one-out axes never touch the starting weights, so they should not differ in them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalerl.config import Config, ConfigError, load_config, recipe_names
+from scalerl.metrics import read_records
+
+BASELINE = "scalerl"
+
+
+def loo_recipes() -> list[str]:
+    """The ScaleRL recipe followed by every shipped leave-one-out variant (``loo-*``)."""
+    return [BASELINE, *(n for n in recipe_names() if n.startswith("loo-"))]
+
+
+@dataclass(frozen=True)
+class Variant:
+    recipe: str
+    seed: int
+    run_dir: Path
+    config: Config
+
+
+def plan(recipes: Sequence[str], seeds: Sequence[int], overrides: Sequence[str], out: Path) -> list[Variant]:
+    """One validated :class:`Variant` per (recipe, seed), before anything is trained, so a bad
+    recipe or override fails the sweep at once instead of hours in."""
+    if not recipes:
+        raise ConfigError("the sweep has no recipes; name some or pass --loo.")
+    if len(set(recipes)) != len(recipes):
+        raise ConfigError(f"recipes repeat in {list(recipes)}; each may appear once.")
+    variants = []
+    for recipe in recipes:
+        for seed in seeds:
+            cfg = load_config(recipe, [*overrides, f"train.seed={seed}"])
+            variants.append(Variant(recipe, seed, Path(out) / Path(recipe).stem / f"seed{seed}", cfg))
+    return variants
+
+
+def is_finished(run_dir: Path, steps: int) -> bool:
+    """Whether ``run_dir/metrics.jsonl`` already holds the record of the last step."""
+    return any(r.get("step") == steps for r in read_records(run_dir / "metrics.jsonl"))
+
+
+def base_key(cfg: Config) -> str:
+    """What the starting weights depend on; variants with equal keys share one SFT warm-up."""
+    fields = {"model": {k: cfg.model.model_dump(mode="json")[k] for k in ("preset", "arch", "sft")},
+              "task": cfg.task.model_dump(mode="json"), "seed": cfg.train.seed}
+    text = json.dumps(fields, sort_keys=True)
+    return f"{cfg.model.preset}-seed{cfg.train.seed}-{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+
+
+def shared_base(cfg: Config, out: Path, log: Callable[[str], None]) -> Config:
+    """``cfg`` pointed at the sweep's cached starting model (built and SFT-warmed once)."""
+    if cfg.model.base is not None:
+        return cfg
+    from scalerl.data.tasks import get_task
+    from scalerl.pipeline.build import prepare_base_model
+
+    cache = Path(out) / "_base" / base_key(cfg)
+    cache.mkdir(parents=True, exist_ok=True)
+    model_dir = prepare_base_model(cfg, get_task(cfg.task.name, **cfg.task.knobs), cache, log)
+    return cfg.model_copy(update={"model": cfg.model.model_copy(update={"base": str(model_dir)})})
+
+
+def run_sweep(variants: Sequence[Variant], out: Path, *, train: Callable | None = None,
+              log: Callable[[str], None] = print) -> list[Path]:
+    """Train every unfinished variant (resuming a started one); returns all run directories.
+
+    ``train`` defaults to :func:`scalerl.pipeline.run.train` (tests pass a stand-in).
+    """
+    if train is None:
+        from scalerl.pipeline.run import train
+    for i, v in enumerate(variants, start=1):
+        label = f"[{i}/{len(variants)}] {v.recipe} seed {v.seed}"
+        if is_finished(v.run_dir, v.config.train.steps):
+            log(f"{label}: already finished in {v.run_dir}, skipped")
+            continue
+        resume = _has_checkpoint(v.run_dir)
+        _set_aside_orphan_metrics(v.run_dir, resume, log)
+        log(f"{label}: {'resuming' if resume else 'training'} in {v.run_dir}")
+        cfg = shared_base(v.config, out, log)
+        train(cfg, v.run_dir, resume=resume, log=log)
+    return [v.run_dir for v in variants]
+
+
+def _has_checkpoint(run_dir: Path) -> bool:
+    from scalerl.checkpoint import latest_checkpoint
+
+    return run_dir.is_dir() and latest_checkpoint(run_dir) is not None
+
+
+def _set_aside_orphan_metrics(run_dir: Path, resume: bool, log: Callable[[str], None]) -> None:
+    """A run killed before its first checkpoint restarts from step 0; its old records are
+    renamed (kept, never deleted) so the new ``metrics.jsonl`` has each step once."""
+    metrics = run_dir / "metrics.jsonl"
+    if resume or not metrics.exists():
+        return
+    aside = metrics.with_name("metrics.before-restart.jsonl")
+    metrics.replace(aside)
+    log(f"{run_dir} had records but no checkpoint: restarting, old records kept in {aside.name}")
