@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 import torch
 
@@ -68,22 +69,40 @@ def test_ray_backend_trains_within_the_lag_bound(local_ray, nano_dir, tmp_path):
     assert ray.is_initialized()  # a Ray the caller started is left running
 
 
-def test_generators_pull_published_weights_between_decode_steps(local_ray, nano_dir):
+def _collect_one(backend, publish_from=None, model=None):
+    """Wait for one chunk's groups; if ``publish_from`` is given, keep publishing newer
+    versions (every ~20 ms) while the generator decodes."""
+    version, groups = publish_from, []
+    while not groups:
+        if version is not None:
+            version += 1
+            backend.publish(model, version)
+        groups = backend.collect(timeout=0.02 if version is not None else 5.0)
+    return groups
+
+
+def test_generators_pull_published_weights_and_swap_them_in_flight(local_ray, nano_dir):
     tokenizer = build_task_tokenizer()
     model = build_model("nano", len(tokenizer), tokenizer=tokenizer, seed=1)  # != the saved weights
-    spec = ActorSpec(model_dir=str(nano_dir), task_name="addition", generations=2,
-                     params=SamplingParams(max_new_tokens=6))
+    spec = ActorSpec(model_dir=str(nano_dir), task_name="addition", generations=4,
+                     params=SamplingParams(max_new_tokens=160))
     backend = RayBackend(spec, model, num_generators=1)
     try:
         backend.publish(model, 3)
         backend.submit([PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=3)])
-        groups = []
-        while not groups:
-            groups = backend.collect(timeout=5.0)
-        (group,) = groups
-        # every token was sampled by the published version 3, not the saved (version -1) model
-        assert group.min_version == 3 and group.meta["seq"] == 1
-        assert len(group.completions) == 2
+        (group,) = _collect_one(backend)
+        # the chunk waited for version 3 and every token was sampled by it, not the saved model
+        assert group.min_version == 3 and group.meta["seq"] == 1 and len(group.completions) == 4
+        assert all(set(c.versions.tolist()) == {3} for c in group.completions)
+
+        # PipelineRL in-flight update: versions published while a chunk decodes are pulled
+        # between decode steps, so one completion carries tokens of several versions
+        backend.submit([PromptAssignment(seq=2, prompt_id=1, epoch=0, min_version=3)])
+        (group,) = _collect_one(backend, publish_from=3, model=model)
+        versions = np.concatenate([c.versions for c in group.completions])
+        assert versions.min() >= 3 and len(np.unique(versions)) > 1
+        assert all(np.all(np.diff(c.versions) >= 0) for c in group.completions)  # never backwards
+        assert backend.swaps()[0] >= 1  # counted by the Actor: swaps inside a generate call
     finally:
         backend.close()
 
