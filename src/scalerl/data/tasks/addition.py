@@ -11,6 +11,10 @@ sum). Every step is local, so a 1-3M-parameter model can learn it, yet the think
 long enough (about 12 tokens per column) for forced interruptions (digest §2.9) and length
 truncation to bite. The answer is the first integer after the last ``</think>``.
 
+Default difficulty (1-3 digits, 2 operands): a ~1M-parameter model (``nano``) gets from 0 to
+a 0.1-0.4 sampled pass rate in roughly 200 SFT steps (about a minute on 2 busy CPU cores),
+and the mix of easy 1-digit and hard 3-digit carries leaves headroom for RL.
+
 Problems are generated on the fly, deterministically from ``(seed, split, index)``; a problem
 belongs to validation iff its text hashes into the validation fraction, so the splits never
 overlap, whatever the seed.
@@ -61,7 +65,7 @@ class AdditionTask:
     def __init__(
         self,
         *,
-        min_digits: int = 2,
+        min_digits: int = 1,
         max_digits: int = 3,
         num_operands: int = 2,
         seed: int = 0,

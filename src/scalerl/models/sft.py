@@ -1,0 +1,219 @@
+"""SFT warm-up: teach a fresh model the task format until its pass rate enters a band.
+
+The paper starts RL from an SFT'd 8B model (digest §2.1, "SFT stage"), so RL begins at a
+modest but non-zero pass rate R0. Here we do the same for a tiny model: teacher-forced
+cross-entropy on ``task.demonstration`` (loss on completion tokens only,
+``L = -Σ_t m_t log π(y_t | x, y_<t) / Σ_t m_t``) and, every few steps, the validation pass
+rate sampled at temperature 1; training stops as soon as that rate lies in
+``target_band = (lo, hi)``. RL then starts from R0 ∈ [lo, hi].
+
+The pass-rate probe is swappable (``pass_rate_fn``); the default samples with
+``model.generate``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from scalerl.data.tasks.base import Example, Task
+
+PassRateFn = Callable[[torch.nn.Module, object, Task, int], float]
+"""``(model, tokenizer, task, num_prompts) -> pass rate`` on ``task.validation()[:num_prompts]``."""
+
+
+@dataclass
+class SFTResult:
+    """Outcome of ``sft_warmup``: the measured starting pass rate R0 and how it got there."""
+
+    pass_rate: float
+    """R0: pass rate on the final held-out measurement (``final_eval_size`` problems)."""
+    reached_band: bool
+    steps: int
+    seconds: float
+    history: list[dict] = field(default_factory=list)
+    """One row per probe: step, seconds, loss, pass_rate."""
+    output_dir: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def encode_demonstrations(
+    tokenizer, prompts: Sequence[str], completions: Sequence[str]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ``(input_ids, attention_mask, labels)``, each ``(B, T)``.
+
+    ``labels`` is -100 on prompt and padding tokens, so the loss covers completion + EOS only.
+    """
+    rows, masks = [], []
+    for p, c in zip(prompts, completions):
+        prompt_ids = tokenizer(p).input_ids
+        completion_ids = tokenizer(c, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
+        rows.append(prompt_ids + completion_ids)
+        masks.append([False] * len(prompt_ids) + [True] * len(completion_ids))
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
+    attn = torch.zeros((len(rows), width), dtype=torch.long)
+    loss_mask = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, (r, m) in enumerate(zip(rows, masks)):
+        ids[i, : len(r)] = torch.tensor(r)
+        attn[i, : len(r)] = 1
+        loss_mask[i, : len(m)] = torch.tensor(m)
+    labels = ids.masked_fill(~loss_mask, -100)
+    return ids, attn, labels
+
+
+def _answer_budget(tokenizer, task: Task, examples: Sequence[Example]) -> int:
+    """Room for the longest demonstration plus 50%: enough to finish, short enough to be cheap."""
+    longest = max(len(tokenizer(task.demonstration(e), add_special_tokens=False).input_ids)
+                  for e in examples)
+    return int(longest * 1.5) + 8
+
+
+@torch.no_grad()
+def generate_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: int = 0) -> float:
+    """Pass rate of one completion per prompt, sampled at temperature 1 with ``model.generate``."""
+    examples = task.validation()[:num_prompts]
+    enc = tokenizer([task.prompt(e) for e in examples], return_tensors="pt", padding=True,
+                    padding_side="left")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        out = model.generate(**enc, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                             max_new_tokens=_answer_budget(tokenizer, task, examples),
+                             pad_token_id=tokenizer.pad_token_id,
+                             eos_token_id=tokenizer.eos_token_id)
+    texts = tokenizer.batch_decode(out[:, enc.input_ids.shape[1]:], skip_special_tokens=True)
+    return float(sum(task.reward(t, e) > 0 for t, e in zip(texts, examples)) / len(examples))
+
+
+def engine_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: int = 0) -> float:
+    """Pass rate of one completion per prompt via ``scalerl.rollout`` (the RL generator's path)."""
+    from scalerl.rollout.torch_engine import TorchEngine
+    from scalerl.rollout.validate import validate
+    from scalerl.types import SamplingParams
+
+    examples = task.validation()[:num_prompts]
+    params = SamplingParams(max_new_tokens=_answer_budget(tokenizer, task, examples),
+                            temperature=1.0, seed=seed)
+    engine = TorchEngine(model, tokenizer, seed=seed)  # fresh: the weights changed in place
+    return validate(engine, task, params=params, k=1, num_prompts=num_prompts).mean_at_k
+
+
+def default_pass_rate_fn() -> PassRateFn:
+    """The rollout engine's validation when that package is importable, else ``generate``."""
+    try:
+        import scalerl.rollout.validate  # noqa: F401
+    except ImportError:
+        return generate_pass_rate
+    return engine_pass_rate
+
+
+def _train_batch(task: Task, tokenizer, step: int, batch_size: int):
+    start = step * batch_size
+    exs = [task.train_example((start + j) % task.num_train) for j in range(batch_size)]
+    return encode_demonstrations(tokenizer, [task.prompt(e) for e in exs],
+                                 [task.demonstration(e) for e in exs])
+
+
+def _train_step(model, opt, batch, lr: float) -> float:
+    """One AdamW step on teacher-forced cross-entropy over completion tokens; returns the loss."""
+    ids, attn, labels = batch
+    for group in opt.param_groups:
+        group["lr"] = lr
+    loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return float(loss.detach())
+
+
+def _band_distance(rate: float, lo: float, hi: float) -> float:
+    return max(lo - rate, rate - hi, 0.0)
+
+
+def sft_warmup(
+    task: Task,
+    model: torch.nn.Module,
+    tokenizer,
+    *,
+    target_band: tuple[float, float] = (0.1, 0.4),
+    max_seconds: float = 120.0,
+    max_steps: int = 100_000,
+    lr: float = 3e-3,
+    warmup_steps: int = 20,
+    weight_decay: float = 0.0,
+    batch_size: int = 32,
+    probe_every: int = 25,
+    probe_size: int = 64,
+    final_eval_size: int = 200,
+    seed: int = 0,
+    output_dir: str | Path | None = None,
+    pass_rate_fn: PassRateFn | None = None,
+    log: Callable[[dict], None] | None = None,
+) -> SFTResult:
+    """Train on demonstrations until the sampled validation pass rate enters ``target_band``.
+
+    Every ``probe_every`` steps (every ``probe_every // 4`` once the rate passes ``lo / 2``)
+    the pass rate is probed on ``probe_size`` validation problems; a probe inside the band is
+    confirmed on ``final_eval_size`` problems, and a confirmed rate in the band stops training.
+    An overshoot past ``hi`` rolls back to the probed weights closest to the band and goes on
+    at half the learning rate. At ``max_seconds`` / ``max_steps`` the closest weights are kept.
+    R0 (``SFTResult.pass_rate``) is the ``final_eval_size`` measurement of the returned
+    weights. With ``output_dir``, the model, tokenizer and ``sft_result.json`` are saved there
+    as a Hugging Face model directory.
+    """
+    lo, hi = target_band
+    if not 0.0 <= lo < hi <= 1.0:
+        raise ValueError(f"target_band must satisfy 0 <= lo < hi <= 1, got {target_band}")
+    measure = pass_rate_fn or default_pass_rate_fn()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    t0, history, step, rate = time.monotonic(), [], 0, 0.0
+    best = (math.inf, None, None)  # (distance to band, state_dict, rate on final_eval_size)
+    torch.manual_seed(seed)
+    model.train()
+    while step < max_steps and time.monotonic() - t0 < max_seconds:
+        batch = _train_batch(task, tokenizer, step, batch_size)
+        loss = _train_step(model, opt, batch, lr * min(1.0, (step + 1) / warmup_steps))
+        step += 1
+        every = probe_every if rate < lo / 2 else max(1, probe_every // 4)
+        if step % every:
+            continue
+        model.eval()
+        rate = measure(model, tokenizer, task, probe_size)
+        confirmed = measure(model, tokenizer, task, final_eval_size) if lo <= rate <= hi else None
+        model.train()
+        row = {"step": step, "seconds": time.monotonic() - t0, "loss": loss, "pass_rate": rate,
+               "confirmed_pass_rate": confirmed}
+        history.append(row)
+        if log is not None:
+            log(row)
+        dist = _band_distance(rate if confirmed is None else confirmed, lo, hi)
+        if dist < best[0]:
+            best = (dist, copy.deepcopy(model.state_dict()), confirmed)
+        if dist == 0.0:
+            break
+        if (rate if confirmed is None else confirmed) > hi and best[1] is not None:
+            model.load_state_dict(best[1])  # overshoot: step back and go more gently
+            lr, probe_every = lr / 2, max(1, probe_every // 2)
+    if best[1] is not None:
+        model.load_state_dict(best[1])
+    model.eval()
+    final = best[2] if best[2] is not None else measure(model, tokenizer, task, final_eval_size)
+    result = SFTResult(pass_rate=final, reached_band=lo <= final <= hi, steps=step,
+                       seconds=time.monotonic() - t0, history=history)
+    if output_dir is not None:
+        from scalerl.models.load import save_pretrained
+
+        out = save_pretrained(model, tokenizer, output_dir)
+        result.output_dir = str(out)
+        (out / "sft_result.json").write_text(json.dumps(result.to_dict(), indent=2))
+    return result

@@ -1,0 +1,80 @@
+import json
+
+import pytest
+import torch
+
+from scalerl.data.tasks import get_task
+from scalerl.models import build_model, build_task_tokenizer, load_pretrained
+from scalerl.models.sft import encode_demonstrations, generate_pass_rate, sft_warmup
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_task_tokenizer()
+
+
+def test_loss_covers_completion_and_eos_only(tok):
+    ids, attn, labels = encode_demonstrations(tok, ["add 1+2 =", "add 10+20 ="],
+                                              ["<think> x </think> 3", "</think> 30"])
+    prompt0 = len(tok("add 1+2 =").input_ids)
+    completion0 = len(tok("<think> x </think> 3", add_special_tokens=False).input_ids) + 1
+    assert (labels[0, :prompt0] == -100).all()
+    assert (labels[0, prompt0:prompt0 + completion0] == ids[0, prompt0:prompt0 + completion0]).all()
+    assert labels[0, prompt0 + completion0 - 1] == tok.eos_token_id
+    # Row 1 is shorter: its right padding is masked from both attention and loss.
+    assert attn[1].sum() < attn.shape[1] and (labels[1][attn[1] == 0] == -100).all()
+
+
+class Scripted:
+    """A pass-rate probe that replays fixed numbers (probe and confirmation sizes differ)."""
+
+    def __init__(self, probes, confirms):
+        self.probes, self.confirms, self.calls = list(probes), list(confirms), []
+
+    def __call__(self, model, tokenizer, task, num_prompts):
+        self.calls.append(num_prompts)
+        return (self.probes if num_prompts == 8 else self.confirms).pop(0)
+
+
+def test_overshoot_rolls_back_and_band_needs_confirmation(tok):
+    task = get_task("addition", max_digits=2)
+    model = build_model("nano", len(tok), tokenizer=tok)
+    # Probes every 4 steps: 0.0, then 0.9 (overshoot: roll back), then 0.3 (in band) which the
+    # larger confirmation measures at 0.05 (below): keep going; then 0.2 confirmed at 0.25.
+    fake = Scripted(probes=[0.0, 0.9, 0.3, 0.2], confirms=[0.05, 0.25])
+    res = sft_warmup(task, model, tok, target_band=(0.1, 0.4), probe_every=4, probe_size=8,
+                     final_eval_size=16, batch_size=4, max_seconds=60, pass_rate_fn=fake)
+    assert [r["pass_rate"] for r in res.history] == [0.0, 0.9, 0.3, 0.2]
+    assert [r["confirmed_pass_rate"] for r in res.history] == [None, None, 0.05, 0.25]
+    # Past lo / 2 the cadence is probe_every // 4; the overshoot halves probe_every to 2,
+    # so from step 8 on it probes every max(1, 2 // 4) = 1 step.
+    assert [r["step"] for r in res.history] == [4, 8, 9, 10]
+    assert res.reached_band and res.pass_rate == 0.25 and fake.calls == [8, 8, 8, 16, 8, 16]
+
+
+def test_generate_probe_scores_a_model(tok):
+    task = get_task("addition", max_digits=2, num_validation=4)
+    model = build_model("nano", len(tok), tokenizer=tok)
+    assert generate_pass_rate(model, tok, task, 4) == 0.0  # untrained: random tokens
+
+
+def test_bad_band_is_rejected(tok):
+    with pytest.raises(ValueError, match="target_band"):
+        sft_warmup(get_task("addition"), build_model("nano", len(tok)), tok, target_band=(0.5, 0.2))
+
+
+def test_reaches_the_starting_band_on_the_default_task_and_saves(tok, tmp_path):
+    # Measured ~80 s on this 2-core machine at load average ~4 (other jobs running); the
+    # 120 s budget is the requirement, so a slower run fails here rather than passing late.
+    task = get_task("addition")
+    model = build_model("nano", len(tok), tokenizer=tok, seed=0)
+    res = sft_warmup(task, model, tok, target_band=(0.1, 0.4), max_seconds=120,
+                     output_dir=tmp_path / "sft")
+    assert res.reached_band, res.history[-3:]
+    assert 0.1 <= res.pass_rate <= 0.4 and res.seconds < 130
+    saved = json.loads((tmp_path / "sft" / "sft_result.json").read_text())
+    assert saved["pass_rate"] == res.pass_rate
+    again, tok2 = load_pretrained(tmp_path / "sft")
+    ids = tok2(["add 12+7 ="], return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.equal(again(ids).logits, model(ids).logits)
