@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/scalerl demo
+	$(VENV)/bin/scalerl train --recipe scalerl
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" tests

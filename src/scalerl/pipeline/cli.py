@@ -47,6 +47,10 @@ def handle(args: argparse.Namespace) -> int:
         print(f"scalerl train: {err}", file=sys.stderr)
         return 2
     run_dir = args.resume or args.out or Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.resume is None and (run_dir / "metrics.jsonl").exists():
+        print(f"scalerl train: {run_dir} already holds a run; continue it with --resume {run_dir} "
+              "or choose another --out.", file=sys.stderr)
+        return 2
     from scalerl.pipeline.report import final_report
     from scalerl.pipeline.run import train
 
