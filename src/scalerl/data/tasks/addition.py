@@ -109,14 +109,15 @@ class AdditionTask:
 
     def validation(self) -> list[Example]:
         if self._validation is None:
-            seen, out, i = set(), [], 0
-            # The problem space may be small (1-2 digits): stop once it is exhausted.
-            while len(out) < self.num_validation and i < 50 * self.num_validation:
+            seen, out, i, last_new = set(), [], 0, 0
+            # The problem space may be small (1-digit): stop once draws stop finding new ones.
+            while len(out) < self.num_validation and i - last_new < 500:
                 ex = self._example(1, i)
                 if ex.problem not in seen:
                     seen.add(ex.problem)
                     out.append(Example(id=len(out), problem=ex.problem, answer=ex.answer,
                                        meta=ex.meta))
+                    last_new = i
                 i += 1
             self._validation = out
         return self._validation
