@@ -9,7 +9,9 @@ P x G completions, like TRL does.
 
 from __future__ import annotations
 
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,5 +98,32 @@ def run_scalerl(work: Workload, model_dir: Path, run_dir: Path, *, warmup: int, 
     return Measured(n / seconds, n * mean_len / seconds, mean_len, seconds, steps)
 
 
-def stamp() -> str:
-    return time.strftime("%Y%m%d-%H%M%S")
+def _matmuls(start_at: float, seconds: float) -> float:
+    """Single-thread 256x256 matmuls per second, timed from wall-clock ``start_at``."""
+    import torch
+
+    torch.set_num_threads(1)
+    a = torch.randn(256, 256)
+    while time.time() < start_at:
+        time.sleep(0.01)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ a
+        n += 1
+    return n / seconds
+
+
+def parallel_scaling(seconds: float = 2.0) -> float:
+    """Throughput of two single-thread processes together over one alone, right now.
+
+    This is the machine's own ceiling for overlapping two roles (2.0 on two free cores; less
+    when other work shares them), measured just before the modes run."""
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        # both workers up (torch imported) before anything is timed: each holds one warm-up
+        # task until a common moment, so neither can take the other's
+        list(pool.map(_matmuls, [time.time() + 6.0] * 2, [0.1] * 2))
+        alone = pool.submit(_matmuls, time.time(), seconds).result()
+        start = time.time() + 0.2
+        pair = [pool.submit(_matmuls, start, seconds) for _ in range(2)]
+        return sum(f.result() for f in pair) / alone

@@ -27,7 +27,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 warnings.filterwarnings("ignore", category=FutureWarning)  # transformers 5 renames, not ours
 sys.path.insert(0, str(Path(__file__).parent))
-from _workload import Workload, run_scalerl, save_base_model  # noqa: E402
+from _workload import Workload, parallel_scaling, run_scalerl, save_base_model  # noqa: E402
 
 from scalerl.metrics import read_records  # noqa: E402
 
@@ -60,6 +60,8 @@ def main() -> None:
     print(f"workload: {args.preset} model, addition task, P={work.prompts} x G={work.generations}, "
           f"<= {work.max_new_tokens} new tokens, k={args.k}, backend={args.backend}, "
           f"{args.steps} timed steps after {args.warmup}; {os.cpu_count()} CPUs")
+    print(f"machine parallel scaling now (2 single-thread processes vs 1): {parallel_scaling():.2f}x "
+          "- the most any overlap of two roles can give", flush=True)
     results = {}
     with tempfile.TemporaryDirectory(prefix="scalerl-bench-") as tmp:
         model_dir = save_base_model(args.preset, Path(tmp) / "base")

@@ -6,15 +6,15 @@ per optimiser step, at most L new tokens, temperature 1, no KL, CISPO with eps_m
 sides, every completion in the loss), same number of timed optimiser steps after the same
 warm-up. TRL runs the way it runs on a CPU machine without vLLM: one process that generates
 with ``model.generate`` and then trains; we give it its fastest settings here (no gradient
-checkpointing, one torch thread unless ``--trl-threads``: on 2 shared cores more threads
-only oversubscribe). scalerl runs ``pipeline-rl`` (generator process + learner process,
+checkpointing, and it runs once per ``--trl-threads`` value — 1 and 2 torch threads by default
+— and the ratios are taken against its best run). scalerl runs ``pipeline-rl`` (generator process + learner process,
 1 thread each) and, for reference, ``sync`` (same engine, no overlap).
 
 Completions end at EOS or at L on both sides; the mean length is printed beside completions/s
 so a length difference cannot hide in the ratio.
 
 Usage: python bench/vs_trl.py [--preset nano] [--prompts 4] [--generations 8]
-       [--max-new-tokens 64] [--steps 8] [--warmup 4] [--k 4] [--trl-threads 1]
+       [--max-new-tokens 64] [--steps 8] [--warmup 4] [--k 4] [--trl-threads 1 2]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 warnings.filterwarnings("ignore", category=FutureWarning)  # transformers 5 renames, not ours
 sys.path.insert(0, str(Path(__file__).parent))
-from _workload import Measured, Workload, run_scalerl, save_base_model  # noqa: E402
+from _workload import Measured, Workload, parallel_scaling, run_scalerl, save_base_model  # noqa: E402
 
 
 def run_trl(work: Workload, model_dir: Path, out_dir: Path, *, warmup: int, steps: int,
@@ -95,7 +95,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8, help="timed optimiser steps")
     ap.add_argument("--warmup", type=int, default=4, help="untimed steps first (>= 1)")
     ap.add_argument("--k", type=int, default=4, help="PipelineRL lag bound")
-    ap.add_argument("--trl-threads", type=int, default=1, help="torch threads of the TRL process")
+    ap.add_argument("--trl-threads", type=int, nargs="+", default=[1, 2],
+                    help="torch threads of the TRL process; one TRL run per value, the best is the baseline")
     args = ap.parse_args()
     if args.warmup < 1:
         ap.error("--warmup must be at least 1 (the first step pays one-off start-up costs)")
@@ -104,13 +105,16 @@ def main() -> None:
     print(f"workload: {args.preset} model, addition task, P={work.prompts} x G={work.generations}, "
           f"<= {work.max_new_tokens} new tokens, {args.steps} timed steps after {args.warmup}; "
           f"{os.cpu_count()} CPUs")
+    print(f"machine parallel scaling now (2 single-thread processes vs 1): {parallel_scaling():.2f}x", flush=True)
     results: dict[str, Measured] = {}
     with tempfile.TemporaryDirectory(prefix="scalerl-vs-trl-") as tmp:
         model_dir = save_base_model(args.preset, Path(tmp) / "base")
         runs = {
-            f"TRL GRPOTrainer ({args.trl_threads} thr)": lambda: run_trl(
-                work, model_dir, Path(tmp) / "trl", warmup=args.warmup, steps=args.steps,
-                threads=args.trl_threads),
+            f"TRL GRPOTrainer ({t} thr)": lambda t=t: run_trl(
+                work, model_dir, Path(tmp) / f"trl-{t}", warmup=args.warmup, steps=args.steps, threads=t)
+            for t in args.trl_threads
+        }
+        runs |= {
             "scalerl sync": lambda: run_scalerl(
                 work, model_dir, Path(tmp) / "sync", warmup=args.warmup, steps=args.steps,
                 **{"pipeline.mode": "sync"}),
@@ -122,9 +126,10 @@ def main() -> None:
             results[name] = m = run()
             print(f"  {name:28s} {m.completions_per_s:8.1f} completions/s {m.tokens_per_s:9.0f} tok/s  "
                   f"mean len {m.mean_len:5.1f}  ({m.seconds:.1f} s for {m.steps} steps)", flush=True)
-    trl = next(iter(results.values()))
-    print("ratios vs TRL (completions/s): " + ", ".join(
-        f"{name} {m.completions_per_s / trl.completions_per_s:.2f}x" for name, m in list(results.items())[1:]))
+    best = max((n for n in results if n.startswith("TRL")), key=lambda n: results[n].completions_per_s)
+    trl = results[best].completions_per_s
+    print(f"ratios vs the best TRL run, {best} (completions/s): " + ", ".join(
+        f"{name} {m.completions_per_s / trl:.2f}x" for name, m in results.items() if name.startswith("scalerl")))
 
 
 if __name__ == "__main__":
