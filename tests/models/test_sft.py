@@ -5,7 +5,13 @@ import torch
 
 from scalerl.data.tasks import get_task
 from scalerl.models import build_model, build_task_tokenizer, load_pretrained
-from scalerl.models.sft import encode_demonstrations, generate_pass_rate, sft_warmup
+from scalerl.models.sft import (
+    encode_demonstrations,
+    engine_pass_rate,
+    generate_pass_rate,
+    sft_warmup,
+)
+from scalerl.types import SamplingParams
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +80,8 @@ def test_reaches_the_starting_band_on_the_default_task_and_saves(tok, tmp_path):
     assert 0.1 <= res.pass_rate <= 0.4 and res.seconds < 130
     saved = json.loads((tmp_path / "sft" / "sft_result.json").read_text())
     assert saved["pass_rate"] == res.pass_rate
+    # The probe samples as told: 4 new tokens cannot hold a thinking block and an answer.
+    assert engine_pass_rate(model, tok, task, 50, params=SamplingParams(max_new_tokens=4)) == 0.0
     again, tok2 = load_pretrained(tmp_path / "sft")
     ids = tok2(["add 12+7 ="], return_tensors="pt").input_ids
     with torch.no_grad():

@@ -14,6 +14,7 @@ The pass-rate probe is swappable (``pass_rate_fn``); the default samples with
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import time
@@ -83,7 +84,7 @@ def generate_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: 
     """Pass rate of one completion per prompt, sampled at temperature 1 with ``model.generate``."""
     examples = task.validation()[:num_prompts]
     enc = tokenizer([task.prompt(e) for e in examples], return_tensors="pt", padding=True,
-                    padding_side="left")
+                    padding_side="left").to(next(model.parameters()).device)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         out = model.generate(**enc, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
@@ -94,16 +95,27 @@ def generate_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: 
     return float(sum(task.reward(t, e) > 0 for t, e in zip(texts, examples)) / len(examples))
 
 
-def engine_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: int = 0) -> float:
-    """Pass rate of one completion per prompt via ``scalerl.rollout`` (the RL generator's path)."""
+def engine_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: int = 0,
+                     params=None) -> float:
+    """Pass rate of one completion per prompt via ``scalerl.rollout`` (the RL generator's path).
+
+    ``params`` (``SamplingParams``) lets the caller measure under its RL length control
+    (interruptions, ``max_new_tokens``); the default samples at temperature 1 with room for
+    the longest demonstration and no interruption.
+    """
+    import dataclasses
+
     from scalerl.rollout.torch_engine import TorchEngine
     from scalerl.rollout.validate import validate
     from scalerl.types import SamplingParams
 
     examples = task.validation()[:num_prompts]
-    params = SamplingParams(max_new_tokens=_answer_budget(tokenizer, task, examples),
-                            temperature=1.0, seed=seed)
-    engine = TorchEngine(model, tokenizer, seed=seed)  # fresh: the weights changed in place
+    if params is None:
+        params = SamplingParams(max_new_tokens=_answer_budget(tokenizer, task, examples),
+                                temperature=1.0)
+    params = dataclasses.replace(params, seed=seed)
+    device = next(model.parameters()).device
+    engine = TorchEngine(model, tokenizer, seed=seed, device=device)  # fresh: weights changed
     return validate(engine, task, params=params, k=1, num_prompts=num_prompts).mean_at_k
 
 
@@ -116,11 +128,12 @@ def default_pass_rate_fn() -> PassRateFn:
     return engine_pass_rate
 
 
-def _train_batch(task: Task, tokenizer, step: int, batch_size: int):
+def _train_batch(task: Task, tokenizer, step: int, batch_size: int, device):
     start = step * batch_size
     exs = [task.train_example((start + j) % task.num_train) for j in range(batch_size)]
-    return encode_demonstrations(tokenizer, [task.prompt(e) for e in exs],
-                                 [task.demonstration(e) for e in exs])
+    batch = encode_demonstrations(tokenizer, [task.prompt(e) for e in exs],
+                                  [task.demonstration(e) for e in exs])
+    return tuple(t.to(device) for t in batch)
 
 
 def _train_step(model, opt, batch, lr: float) -> float:
@@ -158,6 +171,7 @@ def sft_warmup(
     seed: int = 0,
     output_dir: str | Path | None = None,
     pass_rate_fn: PassRateFn | None = None,
+    sampling_params=None,
     log: Callable[[dict], None] | None = None,
 ) -> SFTResult:
     """Train on demonstrations until the sampled validation pass rate enters ``target_band``.
@@ -170,18 +184,25 @@ def sft_warmup(
     R0 (``SFTResult.pass_rate``) is the ``final_eval_size`` measurement of the returned
     weights. With ``output_dir``, the model, tokenizer and ``sft_result.json`` are saved there
     as a Hugging Face model directory.
+
+    ``sampling_params`` (a ``SamplingParams``) makes the default probe sample as RL will (its
+    interruptions and ``max_new_tokens``), so R0 is the pass rate RL actually starts from.
+    The model trains on whatever device it is on.
     """
     lo, hi = target_band
     if not 0.0 <= lo < hi <= 1.0:
         raise ValueError(f"target_band must satisfy 0 <= lo < hi <= 1, got {target_band}")
     measure = pass_rate_fn or default_pass_rate_fn()
+    if pass_rate_fn is None and sampling_params is not None:
+        measure = functools.partial(engine_pass_rate, params=sampling_params)
+    device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     t0, history, step, rate = time.monotonic(), [], 0, 0.0
     best = (math.inf, None, None)  # (distance to band, state_dict, rate on final_eval_size)
     torch.manual_seed(seed)
     model.train()
     while step < max_steps and time.monotonic() - t0 < max_seconds:
-        batch = _train_batch(task, tokenizer, step, batch_size)
+        batch = _train_batch(task, tokenizer, step, batch_size, device)
         loss = _train_step(model, opt, batch, lr * min(1.0, (step + 1) / warmup_steps))
         step += 1
         every = probe_every if rate < lo / 2 else max(1, probe_every // 4)
