@@ -23,12 +23,16 @@ changes, so one run scales from ``ray.init()`` on a laptop to a cluster:
 
 Placement: the learner is the driver process (``run.py``). ``ray.init()`` is called only if Ray
 is not running yet; it honours ``RAY_ADDRESS`` (e.g. ``RAY_ADDRESS=auto`` joins a running
-cluster). When the cluster has GPUs, each generator actor reserves one (or an equal share when
-there are more generators than GPUs) and decodes on it.
+cluster), and a caller who needs more (a ``runtime_env`` shipping the code, a namespace) calls
+``ray.init`` first. Every node must be able to import ``scalerl`` and read ``model_dir`` (the
+starting weights; later versions come through the object store). When the cluster has GPUs,
+each generator actor reserves one (or an equal share when there are more generators than
+GPUs) and decodes on it; without GPUs it reserves ``train.threads`` CPUs.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 
@@ -159,7 +163,9 @@ class RayBackend:
         out: list[Group] = []
         for ref in ready:
             self._load[self._pending.pop(ref)] -= 1
-            out.extend(ray.get(ref))
+            # ray.get hands back read-only numpy views of the object store; the learner gets
+            # owned, writable arrays, as from the local backend (and the store can free them)
+            out.extend(copy.deepcopy(ray.get(ref)))
         return out
 
     def swaps(self) -> list[int]:
