@@ -14,7 +14,7 @@ Completions end at EOS or at L on both sides; the mean length is printed beside 
 so a length difference cannot hide in the ratio.
 
 Usage: python bench/vs_trl.py [--preset nano] [--prompts 4] [--generations 8]
-       [--max-new-tokens 64] [--steps 8] [--warmup 4] [--k 4] [--trl-threads 1 2]
+       [--max-new-tokens 64] [--steps 8] [--warmup 4] [--k 4] [--trl-threads 1 2] [--repeats 1]
 """
 
 from __future__ import annotations
@@ -97,6 +97,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=4, help="PipelineRL lag bound")
     ap.add_argument("--trl-threads", type=int, nargs="+", default=[1, 2],
                     help="torch threads of the TRL process; one TRL run per value, the best is the baseline")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="rounds over all runs (interleaved, so load drifts hit every run); best kept")
     args = ap.parse_args()
     if args.warmup < 1:
         ap.error("--warmup must be at least 1 (the first step pays one-off start-up costs)")
@@ -109,26 +111,30 @@ def main() -> None:
     results: dict[str, Measured] = {}
     with tempfile.TemporaryDirectory(prefix="scalerl-vs-trl-") as tmp:
         model_dir = save_base_model(args.preset, Path(tmp) / "base")
+        def fresh(prefix: str) -> Path:  # a new directory per run, repeats included
+            return Path(tempfile.mkdtemp(prefix=prefix, dir=tmp))
+
+        timing = {"warmup": args.warmup, "steps": args.steps}
         runs = {
-            f"TRL GRPOTrainer ({t} thr)": lambda t=t: run_trl(
-                work, model_dir, Path(tmp) / f"trl-{t}", warmup=args.warmup, steps=args.steps, threads=t)
+            f"TRL GRPOTrainer ({t} thr)": lambda t=t: run_trl(work, model_dir, fresh("trl-"), threads=t, **timing)
             for t in args.trl_threads
         }
         runs |= {
-            "scalerl sync": lambda: run_scalerl(
-                work, model_dir, Path(tmp) / "sync", warmup=args.warmup, steps=args.steps,
-                **{"pipeline.mode": "sync"}),
+            "scalerl sync": lambda: run_scalerl(work, model_dir, fresh("sync-"), **timing,
+                                                **{"pipeline.mode": "sync"}),
             f"scalerl pipeline-rl-{args.k}": lambda: run_scalerl(
-                work, model_dir, Path(tmp) / "pipeline", warmup=args.warmup, steps=args.steps,
+                work, model_dir, fresh("pipeline-"), **timing,
                 **{"pipeline.mode": "pipeline-rl", "pipeline.k": args.k}),
         }
-        for name, run in runs.items():
-            results[name] = m = run()
-            print(f"  {name:28s} {m.completions_per_s:8.1f} completions/s {m.tokens_per_s:9.0f} tok/s  "
+        for round_, (name, run) in ((r, item) for r in range(args.repeats) for item in runs.items()):
+            m = run()
+            if name not in results or m.completions_per_s > results[name].completions_per_s:
+                results[name] = m
+            print(f"  {name:28s} #{round_ + 1} {m.completions_per_s:8.1f} completions/s {m.tokens_per_s:9.0f} tok/s  "
                   f"mean len {m.mean_len:5.1f}  ({m.seconds:.1f} s for {m.steps} steps)", flush=True)
     best = max((n for n in results if n.startswith("TRL")), key=lambda n: results[n].completions_per_s)
     trl = results[best].completions_per_s
-    print(f"ratios vs the best TRL run, {best} (completions/s): " + ", ".join(
+    print(f"ratios vs the best TRL run, {best} (completions/s, best of {args.repeats}): " + ", ".join(
         f"{name} {m.completions_per_s / trl:.2f}x" for name, m in results.items() if name.startswith("scalerl")))
 
 
