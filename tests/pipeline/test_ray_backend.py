@@ -121,6 +121,12 @@ def test_a_failing_generator_raises_in_the_learner(local_ray, nano_dir):
         backend.close()
 
 
+def test_more_generators_than_cluster_cpus_is_one_clear_error(local_ray, nano_dir):
+    spec = ActorSpec(model_dir=str(nano_dir), task_name="addition", threads=1)
+    with pytest.raises(RuntimeError, match="lower pipeline.num_generators or train.threads"):
+        RayBackend(spec, torch.nn.Linear(2, 2), num_generators=3)  # 3 x 1 thread > 2 CPUs
+
+
 @pytest.mark.parametrize(("gpus", "generators", "expected"), [(0, 2, 0.0), (4, 2, 1.0), (1, 4, 0.25)])
 def test_gpu_share_per_generator(gpus, generators, expected):
     assert gpus_per_generator(gpus, generators) == expected
