@@ -1,0 +1,67 @@
+"""Validation during training: mean@k arithmetic, a fixed seed for every evaluation, token count."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalerl.data.tasks import Example
+from scalerl.eval import Evaluator
+from scalerl.types import Completion, SamplingParams
+
+
+class CharTokenizer:
+    def encode(self, text):
+        return [ord(c) for c in text]
+
+
+class ThreeProblems:
+    name = "toy"
+
+    def validation(self):
+        return [Example(i, f"p{i}", str(i)) for i in range(3)]
+
+    def prompt(self, example):
+        return example.problem  # 2 characters = 2 tokens
+
+    def reward(self, text, example):
+        return 1.0 if text == example.answer else -1.0
+
+
+class ScriptedEngine:
+    """Answers prompt i correctly on the first ``right[i]`` of its k samples."""
+
+    tokenizer = CharTokenizer()
+
+    def __init__(self, right, k):
+        self.right, self.k, self.seeds = right, k, []
+
+    def generate(self, prompts, params, on_step=None):
+        self.seeds.append(params.seed)
+        out = []
+        for j, prompt in enumerate(prompts):
+            i, sample = divmod(j, self.k)
+            text = str(i) if sample < self.right[i] else "x"
+            out.append(Completion(np.array(prompt), np.array([1, 2, 3]), np.zeros(3, np.float32),
+                                  np.zeros(3, np.int64), np.ones(3, bool), "stop", text=text))
+        return out
+
+
+def test_mean_at_k_pass_at_k_and_tokens():
+    engine = ScriptedEngine(right=[4, 2, 0], k=4)
+    evaluator = Evaluator(engine, CharTokenizer(), ThreeProblems(), SamplingParams(), k=4,
+                          num_prompts=None, seed=123)
+    result = evaluator()
+    # per-prompt pass rates 4/4, 2/4, 0/4 -> mean 0.5; two of three prompts solved at least once
+    assert result["val_pass_rate"] == 0.5
+    assert abs(result["val_pass_at_k"] - 2 / 3) < 1e-12
+    # 12 samples × (2 prompt tokens + 3 completion tokens)
+    assert result["val_tokens"] == 60
+
+
+def test_every_evaluation_uses_the_same_sampling_seed():
+    engine = ScriptedEngine(right=[1, 1, 1], k=2)
+    evaluator = Evaluator(engine, CharTokenizer(), ThreeProblems(), SamplingParams(), k=2,
+                          num_prompts=2, seed=7)
+    evaluator()
+    evaluator()
+    assert engine.seeds == [7, 7]
