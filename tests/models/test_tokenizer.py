@@ -1,13 +1,19 @@
+import string
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scalerl.data.tasks import get_task
 from scalerl.models.tokenizer import build_task_tokenizer
 from scalerl.types import INTERRUPTION_PHRASE
 
+_TOK = build_task_tokenizer()
+
 
 @pytest.fixture(scope="module")
 def tok():
-    return build_task_tokenizer()
+    return _TOK
 
 
 def test_think_tags_are_single_tokens(tok):
@@ -65,3 +71,20 @@ def test_save_and_reload_with_autotokenizer(tok, tmp_path):
     text = "add 12+345 =" + INTERRUPTION_PHRASE
     assert again(text).input_ids == tok(text).input_ids
     assert again.pad_token_id == tok.pad_token_id and again.eos_token_id == tok.eos_token_id
+
+
+_ASCII = "".join(c for c in string.printable if c not in "\x0b\x0c\r")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([*_ASCII, "<think>", "</think>", " time", "add", "Okay"])))
+def test_any_printable_ascii_round_trips(pieces):
+    tok, text = _TOK, "".join(pieces)
+    ids = tok(text, add_special_tokens=False).input_ids
+    assert tok.unk_token_id not in ids and tok.decode(ids) == text
+
+
+def test_extra_words_become_single_tokens():
+    tok = build_task_tokenizer(extra_words=["countdown"])
+    assert tok.convert_ids_to_tokens(tok("go countdown", add_special_tokens=False).input_ids) == [
+        "g", "o", " countdown"]
