@@ -37,7 +37,7 @@ VALIDATION_FRACTION = 0.1
 
 
 def addition_reward(completion_text: str, example: Example) -> float:
-    """1.0 iff the first integer after the last ``</think>`` equals the true sum, else 0.0."""
+    """1.0 iff the first integer after the last ``</think>`` equals ``example.answer``, else 0.0."""
     got = first_integer(strip_thinking(completion_text))
     return float(got is not None and got == int(example.answer))
 
@@ -91,16 +91,25 @@ class AdditionTask:
             out.append(int(rng.integers(lo, 10**n)))
         return out
 
+    # Subclasses (multiplication.py) change these four to pose another column-wise operation.
+    symbol, verb = "+", "add"
+
+    def value(self, operands: list[int]) -> int:
+        return sum(operands)
+
+    def thinking(self, operands: list[int]) -> str:
+        return scratchpad(operands)
+
     def _example(self, split: int, i: int) -> Example:
         # Rejection-sample until the problem lands in the requested side of the hash split.
         for attempt in range(10_000):
             rng = np.random.default_rng([self.seed, split, i, attempt])
             ops = self._operands(rng)
-            problem = "+".join(map(str, ops))
+            problem = self.symbol.join(map(str, ops))
             if in_validation_split(problem, VALIDATION_FRACTION) == (split == 1):
-                return Example(id=i, problem=problem, answer=str(sum(ops)),
+                return Example(id=i, problem=problem, answer=str(self.value(ops)),
                                meta={"operands": tuple(ops)})
-        raise RuntimeError(f"could not draw a split-{split} addition problem; widen the digit range")
+        raise RuntimeError(f"could not draw a split-{split} {self.name} problem; widen the digits")
 
     def train_example(self, i: int) -> Example:
         if not 0 <= i < self.num_train:
@@ -123,11 +132,11 @@ class AdditionTask:
         return self._validation
 
     def prompt(self, example: Example) -> str:
-        return f"add {example.problem} ="
+        return f"{self.verb} {example.problem} ="
 
     def reward(self, completion_text: str, example: Example) -> float:
         return float(self.reward_fn(completion_text, example))
 
     def demonstration(self, example: Example) -> str:
         """The target completion, EOS excluded (the tokenizer's EOS ends it in SFT)."""
-        return f"<think> {scratchpad(list(example.meta['operands']))} </think> {example.answer}"
+        return f"<think> {self.thinking(list(example.meta['operands']))} </think> {example.answer}"

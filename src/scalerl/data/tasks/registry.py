@@ -20,6 +20,10 @@ def _builtin(name: str) -> Callable[..., Task] | None:
         from scalerl.data.tasks.addition import AdditionTask
 
         return AdditionTask
+    if name == "multiplication":
+        from scalerl.data.tasks.multiplication import MultiplicationTask
+
+        return MultiplicationTask
     if name == "math":
         from scalerl.data.tasks.math import MathTask
 
@@ -31,7 +35,7 @@ def _builtin(name: str) -> Callable[..., Task] | None:
     return None
 
 
-BUILTIN_TASKS = ("addition", "math", "code")
+BUILTIN_TASKS = ("addition", "multiplication", "math", "code")
 
 
 def task_names() -> list[str]:
