@@ -38,9 +38,9 @@ class _Frozen(BaseModel):
 class SFTConfig(_Frozen):
     """Supervised warm-up of a freshly built tiny model into a useful starting band."""
 
-    target_band: tuple[float, float] = (0.1, 0.35)
+    target_band: tuple[float, float] = (0.2, 0.4)
     """Stop SFT once the validation pass rate lies in [lo, hi]; RL then has room to climb."""
-    max_seconds: float = 90.0
+    max_seconds: float = 120.0
     """Wall-clock cap on the warm-up; the model at that point is used whatever its pass rate."""
 
 
@@ -65,7 +65,7 @@ class ModelConfig(_Frozen):
 class TaskConfig(_Frozen):
     name: str = "addition"
     """Registered task name (``scalerl.data.tasks.get_task``)."""
-    knobs: dict[str, Any] = Field(default_factory=dict)
+    knobs: dict[str, Any] = Field(default_factory=lambda: {"min_digits": 1, "max_digits": 2})
     """Keyword arguments passed to the task constructor (difficulty, sizes, seed ...)."""
     reward: Literal["binary", "pm1"] = "pm1"
     """Reward form: {0, 1} or the paper's ±1 (digest §2.1); advantages are equal either way."""
@@ -80,10 +80,11 @@ class LengthConfig(_Frozen):
     control: Literal["interrupt", "penalty", "none"] = "interrupt"
     """``interrupt`` injects the end-of-thinking phrase at a random point; ``penalty`` adds
     Eq. 9's ``clip((L_max − |y|)/L_cache − 1, −1, 0)`` to correct traces (loo-lp)."""
-    interrupt_range: tuple[int, int] = (24, 32)
+    interrupt_range: tuple[int, int] = (34, 40)
     """Per sequence, the interruption point is drawn uniformly from these thinking-token counts
-    (the paper's 10k–12k, scaled to the tiny task)."""
-    answer_budget: int = 8
+    (the paper's 10k–12k of a 12k thinking budget, scaled to the tiny task: its correct
+    thinking blocks are at most 28 tokens)."""
+    answer_budget: int = 6
     """Tokens allowed after a forced interruption before the completion is cut."""
     penalty_max_len: int = 40
     """L_max of the length penalty, in completion tokens (paper: 14k)."""
@@ -101,7 +102,7 @@ class LengthConfig(_Frozen):
 
 
 class SamplingConfig(_Frozen):
-    max_new_tokens: int = 48
+    max_new_tokens: int = 66
     """Hard cap on generated tokens per completion; beyond it the completion is truncated."""
     temperature: float = Field(1.0, gt=0)
     """Sampling temperature for training rollouts (the paper gives none; 1.0 samples π)."""
@@ -189,9 +190,10 @@ class CurriculumConfig(_Frozen):
 class OptimConfig(_Frozen):
     """AdamW (digest §2.1): constant LR after a linear warm-up, tiny eps, wd 0.01, no KL."""
 
-    lr: float = Field(3e-4, gt=0)
-    """Peak (constant) learning rate; the paper's 5e-7 is for an 8B model."""
-    warmup_steps: int = Field(5, ge=0)
+    lr: float = Field(2e-4, gt=0)
+    """Peak (constant) learning rate; the paper's 5e-7 is for an 8B model. For the nano model,
+    1e-3 and 5e-4 collapsed within ~50 steps; 2e-4 climbed steadily."""
+    warmup_steps: int = Field(10, ge=0)
     """Linear warm-up length in optimiser steps (paper: 100)."""
     eps: float = 1e-15
     """Adam epsilon, tiny to avoid the epsilon-underflow effective clipping (paper)."""
@@ -234,7 +236,7 @@ class PipelineConfig(_Frozen):
 
 
 class EvalConfig(_Frozen):
-    every: int = Field(5, ge=1)
+    every: int = Field(20, ge=1)
     """Validate every this many optimiser steps (and at step 0 and the last step)."""
     k: int = Field(4, ge=1)
     """Samples per validation prompt: the logged value is mean@k pass rate."""
@@ -256,11 +258,12 @@ class LogConfig(_Frozen):
 
 
 class TrainConfig(_Frozen):
-    steps: int = Field(40, ge=1)
+    steps: int = Field(600, ge=1)
     """Optimiser steps to train for."""
-    max_minutes: float | None = None
-    """Stop early (after a final eval and checkpoint) once this much wall time is spent."""
-    checkpoint_every: int = Field(10, ge=1)
+    max_minutes: float | None = 7.0
+    """Stop RL early (after a final eval and checkpoint) once it has run this many minutes
+    (the SFT warm-up is not counted); None trains for all ``steps``."""
+    checkpoint_every: int = Field(50, ge=1)
     """Write an atomic checkpoint every this many steps (and at the end)."""
     seed: int = 0
     """Seed of model init, prompt order and sampling."""
