@@ -149,6 +149,16 @@ def _train_step(model, opt, batch, lr: float) -> float:
     return float(loss.detach())
 
 
+def _probe(measure, model, tokenizer, task, probe_size: int, confirm_size: int,
+           band: tuple[float, float]) -> tuple[float, float | None]:
+    """(probe pass rate, confirmation on ``confirm_size`` prompts if the probe is in ``band``)."""
+    model.eval()
+    rate = measure(model, tokenizer, task, probe_size)
+    confirmed = measure(model, tokenizer, task, confirm_size) if band[0] <= rate <= band[1] else None
+    model.train()
+    return rate, confirmed
+
+
 def _band_distance(rate: float, lo: float, hi: float) -> float:
     return max(lo - rate, rate - hi, 0.0)
 
@@ -208,10 +218,8 @@ def sft_warmup(
         every = probe_every if rate < lo / 2 else max(1, probe_every // 4)
         if step % every:
             continue
-        model.eval()
-        rate = measure(model, tokenizer, task, probe_size)
-        confirmed = measure(model, tokenizer, task, final_eval_size) if lo <= rate <= hi else None
-        model.train()
+        rate, confirmed = _probe(measure, model, tokenizer, task, probe_size, final_eval_size,
+                                 target_band)
         row = {"step": step, "seconds": time.monotonic() - t0, "loss": loss, "pass_rate": rate,
                "confirmed_pass_rate": confirmed}
         history.append(row)
