@@ -14,15 +14,16 @@ from scalerl.pipeline.run import train
 
 def test_training_raises_the_validation_pass_rate(warm_model_dir, tmp_path):
     cfg = load_config("scalerl", run_overrides(
-        warm_model_dir, **{"pipeline.backend": "inprocess", "train.steps": 40, "eval.every": 20,
-                           "optim.lr": 2e-4, "optim.warmup_steps": 5, "pipeline.prompts_per_step": 8,
-                           "pipeline.generations": 8}))
+        warm_model_dir, **{"pipeline.backend": "inprocess", "train.steps": 60, "eval.every": 20,
+                           "eval.num_prompts": 96, "optim.lr": 2e-4, "optim.warmup_steps": 5,
+                           "pipeline.prompts_per_step": 8, "pipeline.generations": 8}))
     train(cfg, tmp_path)
     records = read_records(tmp_path / "metrics.jsonl")
-    assert [r["step"] for r in records] == list(range(41))
+    assert [r["step"] for r in records] == list(range(61))
     val = [r["val_pass_rate"] for r in records if r.get("val_pass_rate") is not None]
-    assert len(val) == 3
-    assert val[-1] > val[0] + 0.03, val
+    assert len(val) == 4
+    # measured on this setup (seeds 0-2): R0 0.13-0.16, later evaluations +0.06 to +0.12
+    assert sum(val[1:]) / 3 > val[0] + 0.04 and val[-1] > val[0], val
     curve = read_curves(tmp_path / "metrics.jsonl")[0]  # as `scalerl fit` reads it
     assert list(curve.reward) == val and (curve.compute[1:] > curve.compute[:-1]).all()
     assert records[-1]["flops"] > 0 and records[-1]["compute_gpu_hours"] > 0
@@ -41,7 +42,7 @@ def test_local_backend_keeps_every_group_within_the_lag_bound(warm_model_dir, tm
     assert len(records) == 8
     seen = {int(s) for r in records for s in r["staleness_hist"]}
     assert max(seen) <= k
-    assert max(seen) >= 1, "generations never overlapped training: the bound was not exercised"
+    assert max(seen) == k, "the generator never ran k batches ahead: the bound was not exercised"
     assert all(r["staleness_max"] <= k for r in records)
 
 

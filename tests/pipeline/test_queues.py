@@ -20,9 +20,9 @@ def test_staleness_is_learner_version_minus_oldest_token():
         ("sync", 8, 4, 0),
         ("ppo-off-policy", 3, 0, 12),  # k batches of the frozen policy
         ("ppo-off-policy", 3, 1, 0),
-        ("pipeline-rl", 2, 0, 8),  # up to k batches ahead
-        ("pipeline-rl", 2, 5, 3),
-        ("pipeline-rl", 2, 9, 0),
+        ("pipeline-rl", 2, 0, 12),  # the next batch plus k more: trained at most k versions later
+        ("pipeline-rl", 2, 5, 7),
+        ("pipeline-rl", 2, 13, 0),
     ],
 )
 def test_dispatch_quota(mode, k, outstanding, quota):

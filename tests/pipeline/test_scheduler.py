@@ -17,17 +17,18 @@ def test_dispatch_receive_batch_and_redo():
     s = Scheduler(LagPolicy("pipeline-rl", 1, prompts_per_step=2), PromptPool(50, seed=0), chunk=1)
     chunks = s.to_dispatch(learner_version=0)
     sent = [a for c in chunks for a in c]
-    assert len(chunks) == 2 and len(sent) == 2 and s.to_dispatch(0) == []  # quota k·P = 2
-    s.receive([_group_for(sent[0], [0, 0]), _group_for(sent[1], [0, 0])])
-    assert s.outstanding == 2 and not s.inflight
-    assert [g.prompt_id for g in s.next_batch(learner_version=1)] == [a.prompt_id for a in sent]
-    # a group two versions old at learner version 2 breaks k = 1: refused and re-dispatched
+    assert len(chunks) == 4 and len(sent) == 4 and s.to_dispatch(0) == []  # quota (k+1)·P = 4
+    s.receive([_group_for(a, [0, 0]) for a in sent[:2]])
+    assert s.outstanding == 4 and len(s.inflight) == 2
+    assert [g.prompt_id for g in s.next_batch(learner_version=0)] == [a.prompt_id for a in sent[:2]]
     new = [a for c in s.to_dispatch(learner_version=1) for a in c]
-    s.receive([_group_for(new[0], [0, 0]), _group_for(new[1], [1, 1])])
+    assert len(new) == 2 and all(a.min_version == 1 for a in new)
+    # at learner version 2, a group with tokens of version 0 is 2 > k = 1 stale: refused, redone
+    s.receive([_group_for(sent[2], [0, 0]), _group_for(sent[3], [1, 1])])
     assert s.next_batch(learner_version=2) is None
-    assert s.refused == 1 and [a.prompt_id for a in s.redo] == [new[0].prompt_id]
+    assert s.refused == 1 and [a.prompt_id for a in s.redo] == [sent[2].prompt_id]
     again = [a for c in s.to_dispatch(learner_version=2) for a in c]
-    assert again[0].prompt_id == new[0].prompt_id and again[0].min_version == 2
+    assert again[0].prompt_id == sent[2].prompt_id and again[0].min_version == 2
 
 
 def test_state_dict_keeps_queued_groups_and_redispatches_unreturned_prompts():
@@ -39,8 +40,9 @@ def test_state_dict_keeps_queued_groups_and_redispatches_unreturned_prompts():
     fresh.load_state_dict(state)
     assert [g.prompt_id for g in fresh.queue.groups()] == [sent[0].prompt_id]
     redo = [a for c in fresh.to_dispatch(learner_version=3) for a in c]
-    assert sorted(a.seq for a in redo[:3]) == sorted(a.seq for a in sent[1:])
-    assert all(a.min_version == 3 for a in redo[:3])
+    # the queue is full again with the unreturned prompts: nothing new is drawn
+    assert sorted(a.seq for a in redo) == sorted(a.seq for a in sent[1:])
+    assert all(a.min_version == 3 for a in redo)
     # groups of prompts dispatched before the crash still match their (re-)assignment
     fresh.receive([_group_for(sent[1], [3, 3])])
     assert len(fresh.queue) == 2

@@ -9,10 +9,12 @@ in this policy; the loops that move prompts and groups never test the mode thems
 - ``ppo-off-policy`` (k): dispatch k·P prompts with the frozen policy, take k updates on
   them, and publish only when the round is used up. Staleness runs 0 … k−1.
 - ``pipeline-rl`` (k): publish after every step (generators swap weights in flight); keep at
-  most k·P prompts outstanding (dispatched but not yet trained on), so generators can run at
-  most k batches ahead, and the learner waits for P admissible groups. A group whose staleness
-  would exceed k (its tokens older than k versions) is refused and its prompt redone. This is
-  "the trainer waits when k steps ahead of the generators", counted per token.
+  most (k+1)·P prompts outstanding (dispatched but not yet trained on). A prompt dispatched at
+  learner version v starts on weights ≥ v (``PromptAssignment.min_version``) and has at most
+  k batches ahead of it, so it is trained on at version ≤ v + k: staleness ≤ k, reached when
+  the learner is the slower role. The learner waits for P admissible groups; a group whose
+  staleness would still exceed k is refused and its prompt redone. This is "the trainer waits
+  when k steps ahead of the generators", counted per token.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class LagPolicy:
     def dispatch_quota(self, outstanding: int) -> int:
         """How many new prompts may go out now, given ``outstanding`` not yet trained on."""
         if self.mode == "pipeline-rl":
-            return max(0, self.k * self.prompts_per_step - outstanding)
+            return max(0, (self.k + 1) * self.prompts_per_step - outstanding)
         round_size = self.prompts_per_step * (1 if self.mode == "sync" else self.k)
         return round_size if outstanding == 0 else 0
 
