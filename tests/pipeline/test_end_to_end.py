@@ -55,3 +55,15 @@ def test_every_recipe_runs_a_step(recipe, warm_model_dir, tmp_path):
     last = train(cfg, tmp_path)
     assert last["step"] == 1 and last["version"] == 1
     assert (tmp_path / "checkpoint" / "meta.json").is_file()
+
+
+@pytest.mark.parametrize("mode, expected", [("sync", [0] * 6), ("ppo-off-policy", [0, 1, 2] * 2)])
+def test_off_policy_modes_have_their_staleness_pattern(mode, expected, warm_model_dir, tmp_path):
+    cfg = load_config("scalerl", run_overrides(
+        warm_model_dir, **{"pipeline.backend": "inprocess", "pipeline.mode": mode, "pipeline.k": 3,
+                           "train.steps": 6, "eval.every": 100, "eval.num_prompts": 2, "eval.k": 1,
+                           "pipeline.prompts_per_step": 2, "pipeline.generations": 4}))
+    train(cfg, tmp_path)
+    records = read_records(tmp_path / "metrics.jsonl")[1:]
+    # PPO-off-policy-k: k updates on one frozen policy, so the lag cycles 0 … k−1
+    assert [r["staleness_max"] for r in records] == expected
