@@ -70,3 +70,18 @@ def test_sigkill_then_resume_completes_with_contiguous_metrics(warm_model_dir, t
     assert meta["step"] == STEPS
     compute = [r["compute_gpu_hours"] for r in read_records(run / "metrics.jsonl")]
     assert all(b > a for a, b in zip(compute, compute[1:]))  # compute spent carries over the crash
+
+
+def test_resume_without_a_checkpoint_starts_over_cleanly(warm_model_dir, tmp_path):
+    from scalerl.config import load_config
+    from scalerl.pipeline.run import train
+
+    cfg = load_config("scalerl", run_overrides(warm_model_dir, **{
+        "pipeline.backend": "inprocess", "train.steps": 2, "eval.every": 1, "eval.num_prompts": 2,
+        "eval.k": 1, "pipeline.prompts_per_step": 2, "pipeline.generations": 2}))
+    train(cfg, tmp_path)
+    for path in (tmp_path / "checkpoint").iterdir():  # as if killed before the first checkpoint
+        path.unlink()
+    (tmp_path / "checkpoint").rmdir()
+    train(cfg, tmp_path, resume=True)
+    assert [r["step"] for r in read_records(tmp_path / "metrics.jsonl")] == [0, 1, 2]

@@ -57,8 +57,9 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     compute = ComputeMeter(backend.num_devices, count_parameters(model))
     if saved:
         restore(saved[0], learner, pool, scheduler, compute)
-        truncate_after(run_dir / "metrics.jsonl", step)
         log(f"resumed {run_dir} at step {step} (policy version {learner.version})")
+    if resume:  # records past the checkpoint (all of them, without one) are redone
+        truncate_after(run_dir / "metrics.jsonl", step if saved else -1)
     logger = build.make_logger(cfg, run_dir, step)
     record: dict[str, Any] = {}
     try:
