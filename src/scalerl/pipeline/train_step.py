@@ -148,6 +148,9 @@ def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
         "staleness_mean": float(np.mean(stale)),
         "staleness_max": int(max(stale)),
         "staleness_hist": {str(s): stale.count(s) for s in sorted(set(stale))},
+        # completions whose tokens came from more than one policy version (in-flight swaps)
+        "inflight_frac": float(np.mean([c.num_tokens > 0 and c.versions.max() > c.versions.min()
+                                        for c in completions])),
         "trained_tokens": trained_tokens,
         "pool_live": int(pool.live_size),
     }
