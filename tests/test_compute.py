@@ -27,3 +27,10 @@ def test_device_hours_scale_with_devices_and_survive_a_resume():
     snap = resumed.snapshot()
     assert set(snap) >= {"compute_gpu_hours", "flops", "wall_s"}
     assert snap["compute_gpu_hours"] >= 2 * 0.05 / 3600
+
+
+def test_token_rates_between_snapshots():
+    meter = ComputeMeter(devices=1, n_params=1)
+    before = {"wall_s": 1.0, "gen_tokens": 100, "train_tokens": 10}
+    after = {"wall_s": 3.0, "gen_tokens": 500, "train_tokens": 50}
+    assert meter.rates(before, after) == {"gen_tokens_per_s": 200.0, "train_tokens_per_s": 20.0}

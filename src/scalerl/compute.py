@@ -60,6 +60,14 @@ class ComputeMeter:
             "train_tokens": self.train_tokens,
         }
 
+    def rates(self, previous: dict[str, float], current: dict[str, float]) -> dict[str, float]:
+        """Generated and trained tokens per wall second between two snapshots."""
+        dt = max(current["wall_s"] - previous["wall_s"], 1e-9)
+        return {
+            "gen_tokens_per_s": (current["gen_tokens"] - previous["gen_tokens"]) / dt,
+            "train_tokens_per_s": (current["train_tokens"] - previous["train_tokens"]) / dt,
+        }
+
     def state_dict(self) -> dict[str, float]:
         return {"wall_s": self.wall_s, "gen_tokens": self.gen_tokens, "train_tokens": self.train_tokens}
 

@@ -62,6 +62,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
         truncate_after(run_dir / "metrics.jsonl", step if saved else -1)
     logger = build.make_logger(cfg, run_dir, step)
     record: dict[str, Any] = {}
+    previous = compute.snapshot()
     try:
         backend.publish(model, learner.version)
         if step == 0:
@@ -80,7 +81,9 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
                       "refused_stale": scheduler.refused, **metrics}
             if step % cfg.eval.every == 0 or last:
                 record.update(evaluate(evaluator, compute))
-            record.update(compute.snapshot())
+            current = compute.snapshot()
+            record.update(current, **compute.rates(previous, current))
+            previous = current
             logger.write(record)
             if step % cfg.train.checkpoint_every == 0 or last:
                 save_checkpoint(run_dir, snapshot(learner, pool, scheduler, compute),
