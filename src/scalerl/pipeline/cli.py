@@ -10,6 +10,7 @@ recipe or override prints one sentence and exits with code 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -51,6 +52,8 @@ def handle(args: argparse.Namespace) -> int:
         print(f"scalerl train: {run_dir} already holds a run; continue it with --resume {run_dir} "
               "or choose another --out.", file=sys.stderr)
         return 2
+    # transformers' per-load progress bars would interleave with ours (generators inherit this)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from scalerl.pipeline.report import final_report
     from scalerl.pipeline.run import train
 
