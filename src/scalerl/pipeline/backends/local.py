@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import queue
+import time
 import traceback
 
 import torch
@@ -110,12 +111,26 @@ class LocalBackend:
         return message
 
     def close(self) -> None:
+        """Stop the generators promptly: unsent work is dropped, unread groups are drained so
+        no generator blocks flushing its queue at exit."""
+        _drain(self.assign_q)
         for _ in self.procs:
             self.assign_q.put(None)
+        deadline = time.monotonic() + 10
+        while any(p.is_alive() for p in self.procs) and time.monotonic() < deadline:
+            _drain(self.group_q)
+            time.sleep(0.05)
         for proc in self.procs:
-            proc.join(timeout=10)
             if proc.is_alive():
                 proc.terminate()
-                proc.join(timeout=5)
+            proc.join(timeout=5)
         self.assign_q.cancel_join_thread()
         self.group_q.cancel_join_thread()
+
+
+def _drain(q) -> None:
+    try:
+        while True:
+            q.get_nowait()
+    except queue.Empty:
+        pass
