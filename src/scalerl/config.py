@@ -236,11 +236,11 @@ class PipelineConfig(_Frozen):
 
 
 class EvalConfig(_Frozen):
-    every: int = Field(20, ge=1)
+    every: int = Field(25, ge=1)
     """Validate every this many optimiser steps (and at step 0 and the last step)."""
     k: int = Field(4, ge=1)
     """Samples per validation prompt: the logged value is mean@k pass rate."""
-    num_prompts: int | None = 64
+    num_prompts: int | None = 128
     """Held-out prompts used (None: the task's whole validation split)."""
     temperature: float = Field(1.0, gt=0)
     """Validation sampling temperature."""
@@ -258,9 +258,9 @@ class LogConfig(_Frozen):
 
 
 class TrainConfig(_Frozen):
-    steps: int = Field(600, ge=1)
+    steps: int = Field(900, ge=1)
     """Optimiser steps to train for."""
-    max_minutes: float | None = 7.0
+    max_minutes: float | None = 6.5
     """Stop RL early (after a final eval and checkpoint) once it has run this many minutes
     (the SFT warm-up is not counted); None trains for all ``steps``."""
     checkpoint_every: int = Field(50, ge=1)
