@@ -110,3 +110,22 @@ def test_curriculum_records_pass_rates_and_retires_easy_prompts():
                TOKENIZER.pad_token_id)
     assert pool.is_retired(0) and not pool.is_retired(1)
     assert pool.pass_rate(1) == 0.25
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_on_policy_importance_ratios_are_one_at_the_sampling_temperature(temperature):
+    # real rollouts from the same weights: ρ = π_train / π_gen must be 1 for every token, which
+    # holds only if the learner scores softmax(logits / τ) as the engine sampled it
+    from scalerl.rollout.torch_engine import TorchEngine
+    from scalerl.types import SamplingParams
+
+    model = _model()
+    engine = TorchEngine(model, TOKENIZER, fp32_head=True, seed=0)
+    prompts = [TOKENIZER.encode("add 12+7 =")] * 4 + [TOKENIZER.encode("add 3+45 =")] * 4
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=12, temperature=temperature, seed=1))
+    groups = [Group(p, outs[4 * p: 4 * p + 4], np.array([1, -1, 1, -1], dtype=np.float32)) for p in range(2)]
+    overrides = [f"sampling.temperature={temperature}", "length.truncation_is_failure=false",
+                 "length.truncation=keep"]
+    _, metrics = _grads(groups, overrides, model=model)
+    assert metrics["is_ratio_min"] == pytest.approx(1.0, abs=1e-4)
+    assert metrics["is_ratio_max"] == pytest.approx(1.0, abs=1e-4)

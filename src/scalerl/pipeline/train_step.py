@@ -106,7 +106,8 @@ def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
         pos = (starts[:, None] + torch.arange(T)[None, :]).clamp(max=ids.shape[1] - 1)  # (n, T)
         comp_logits = torch.gather(logits, 1, pos[..., None].expand(-1, -1, logits.shape[-1]))  # (n, T, V)
         m = mask[idx]
-        logp = token_logprobs(comp_logits, tokens[idx])  # (n, T)
+        # the generator records log-probs of softmax(logits / τ): score the same distribution
+        logp = token_logprobs(comp_logits, tokens[idx], cfg.sampling.temperature)  # (n, T)
         out = loss_fn(logp, behaviour[idx], adv[idx], m, logits=comp_logits, **hparams)
         loss = torch.where(m, out.per_token * weights[idx], 0.0).sum()
         loss.backward()
