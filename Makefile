@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-EXTRAS := plots,tensorboard,train,ray,dev
+EXTRAS := plots,tensorboard,train,ray,data,dev
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-slow bench lint clean install
