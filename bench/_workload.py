@@ -22,11 +22,11 @@ from scalerl.metrics import read_records
 class Workload:
     preset: str = "nano"
     """``scalerl.models.build_model`` size preset."""
-    prompts: int = 8
+    prompts: int = 2
     """P: prompts per optimiser step."""
     generations: int = 8
     """G: completions per prompt."""
-    max_new_tokens: int = 64
+    max_new_tokens: int = 128
     """Completion budget (no forced interruptions, EOS may end a completion early)."""
     temperature: float = 1.0
     lr: float = 1e-5
@@ -51,6 +51,7 @@ def scalerl_overrides(work: Workload, model_dir: Path, steps: int, **extra) -> l
         "model.base": str(model_dir),
         "pipeline.prompts_per_step": work.prompts,
         "pipeline.generations": work.generations,
+        "pipeline.prompts_per_chunk": work.prompts,  # one step's prompts per engine call, like TRL
         "sampling.max_new_tokens": work.max_new_tokens,
         "sampling.temperature": work.temperature,
         "length.control": "none",

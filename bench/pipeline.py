@@ -11,8 +11,8 @@ Besides completions/s it prints the learner's busy share (1 − waited / window)
 which role limits a mode: PipelineRL can at best hide the cheaper role behind the dearer one,
 so its ceiling over sync is ``(T_gen + T_learn) / max(T_gen, T_learn)`` (2x when balanced).
 
-Usage: python bench/pipeline.py [--preset nano] [--prompts 4] [--generations 8]
-       [--max-new-tokens 64] [--k 4] [--steps 8] [--warmup 4] [--backend local] [--repeats 1]
+Usage: python bench/pipeline.py [--preset nano] [--prompts 2] [--generations 8]
+       [--max-new-tokens 128] [--k 4] [--steps 12] [--warmup 4] [--backend local] [--repeats 1]
 """
 
 from __future__ import annotations
@@ -45,13 +45,13 @@ def learner_busy(run_dir: Path, warmup: int, steps: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="nano")
-    ap.add_argument("--prompts", type=int, default=4, help="P per optimiser step")
+    ap.add_argument("--prompts", type=int, default=2, help="P per optimiser step")
     ap.add_argument("--generations", type=int, default=8, help="G per prompt")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--k", type=int, default=4, help="lag bound of pipeline-rl / round length of ppo-off-policy")
-    ap.add_argument("--steps", type=int, default=8, help="timed optimiser steps (a multiple of k is fairest)")
+    ap.add_argument("--steps", type=int, default=12, help="timed optimiser steps (a multiple of k is fairest)")
     ap.add_argument("--warmup", type=int, default=4, help="untimed steps first (a multiple of k)")
-    ap.add_argument("--chunk", type=int, default=4, help="prompts a generator decodes per engine call")
+    ap.add_argument("--chunk", type=int, help="prompts a generator decodes per engine call (default: P)")
     ap.add_argument("--backend", default="local", choices=["local", "ray"])
     ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--repeats", type=int, default=1,
@@ -72,7 +72,7 @@ def main() -> None:
             m = run_scalerl(
                 work, model_dir, run_dir, warmup=args.warmup, steps=args.steps,
                 **{"pipeline.mode": mode, "pipeline.k": args.k, "pipeline.backend": args.backend,
-                   "pipeline.prompts_per_chunk": args.chunk},
+                   "pipeline.prompts_per_chunk": args.chunk or args.prompts},
             )
             if mode not in results or m.completions_per_s > results[mode].completions_per_s:
                 results[mode] = m

@@ -13,8 +13,8 @@ checkpointing, and it runs once per ``--trl-threads`` value — 1 and 2 torch th
 Completions end at EOS or at L on both sides; the mean length is printed beside completions/s
 so a length difference cannot hide in the ratio.
 
-Usage: python bench/vs_trl.py [--preset nano] [--prompts 4] [--generations 8]
-       [--max-new-tokens 64] [--steps 8] [--warmup 4] [--k 4] [--trl-threads 1 2] [--repeats 1]
+Usage: python bench/vs_trl.py [--preset nano] [--prompts 2] [--generations 8]
+       [--max-new-tokens 128] [--steps 12] [--warmup 4] [--k 4] [--trl-threads 1 2] [--repeats 1]
 """
 
 from __future__ import annotations
@@ -89,10 +89,10 @@ def run_trl(work: Workload, model_dir: Path, out_dir: Path, *, warmup: int, step
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="nano")
-    ap.add_argument("--prompts", type=int, default=4, help="P per optimiser step")
+    ap.add_argument("--prompts", type=int, default=2, help="P per optimiser step")
     ap.add_argument("--generations", type=int, default=8, help="G per prompt")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=8, help="timed optimiser steps")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=12, help="timed optimiser steps")
     ap.add_argument("--warmup", type=int, default=4, help="untimed steps first (>= 1)")
     ap.add_argument("--k", type=int, default=4, help="PipelineRL lag bound")
     ap.add_argument("--trl-threads", type=int, nargs="+", default=[1, 2],
