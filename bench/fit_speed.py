@@ -11,20 +11,9 @@ import time
 import numpy as np
 
 from scalerl.fit import bootstrap, fit_sigmoid, sigmoid
+from scalerl.fit.paper import TABLE1 as PAPER_TABLE1
 
-# Paper App. A.13, Table 1: name, C_mid, B, A (same rows as tests/fit/conftest.py).
-TABLE1 = [
-    ("ScaleRL", 2542.0, 1.92, 0.610),
-    ("ScaleRL-32k", 11272.0, 1.89, 0.645),
-    ("ScaleRL-8gen", 2542.0, 2.44, 0.585),
-    ("ScaleRL-24gen", 3054.0, 2.22, 0.590),
-    ("ScaleRL-32gen", 2936.0, 2.07, 0.595),
-    ("ScaleRL-Scout", 4242.0, 1.65, 0.710),
-    ("ScaleRL-bs512", 2818.0, 1.77, 0.605),
-    ("ScaleRL-bs2048", 10909.0, 1.70, 0.645),
-    ("ScaleRL-math+code-math", 2896.0, 2.05, 0.595),
-    ("ScaleRL-math+code-code", 1675.0, 1.09, 0.615),
-]
+TABLE1 = [tuple(row) for row in PAPER_TABLE1]  # name, C_mid (GPU-hours), B, A
 
 
 def curve(A, B, C_mid, seed, n=80, sigma=0.005, R0=0.3):
