@@ -179,17 +179,20 @@ class LeanDecoder:
         self._check_versions()
         b, nh, nkv, d = tokens.shape[0], self.num_heads, self.num_kv, self.head_dim
         x = self.body.embed_tokens(tokens.unsqueeze(1))  # (B, 1, H)
-        cos = rope[0][positions]  # (B, 1, D): broadcasts over the heads of (B, nh + nkv, D)
-        sin = rope[1][positions]
+        # Row lookups through F.embedding: same values as ``rope[0][positions]``, cheaper call.
+        cos = F.embedding(positions, rope[0])  # (B, 1, D): broadcasts over the heads of (B, nh + nkv, D)
+        sin = F.embedding(positions, rope[1])
         t = kv.length
         attn_mask = mask[:, None, None, : t + 1] if mask is not None else None
+        # Small tensors: per-op dispatch dominates, so narrow/select/copy_ instead of ``[...]``.
         for i, (n1, w_qkv, b_qkv, w_o, b_o, n2, w_gu, b_gu, w_down, b_down, act) in enumerate(self.layers):
             qkv = F.linear(_rms_norm(n1, self.eps, x), w_qkv, b_qkv).view(b, nh + 2 * nkv, d)
-            qk = qkv[:, : nh + nkv]
+            qk = qkv.narrow(1, 0, nh + nkv)
             qk = qk * cos + torch.roll(qk, d // 2, dims=-1) * sin  # RoPE on q and k at once
-            kv.keys[i][:, :, t] = qk[:, nh:]
-            kv.values[i][:, :, t] = qkv[:, nh + nkv :]
-            out = self._attend(qk[:, :nh], kv.keys[i][:, :, : t + 1], kv.values[i][:, :, : t + 1], attn_mask)
+            keys, values = kv.keys[i], kv.values[i]
+            keys.select(2, t).copy_(qk.narrow(1, nh, nkv))
+            values.select(2, t).copy_(qkv.narrow(1, nh + nkv, nkv))
+            out = self._attend(qk.narrow(1, 0, nh), keys.narrow(2, 0, t + 1), values.narrow(2, 0, t + 1), attn_mask)
             x = x + F.linear(out.reshape(b, 1, nh * d), w_o, b_o)
             gate, up = F.linear(_rms_norm(n2, self.eps, x), w_gu, b_gu).chunk(2, dim=-1)
             x = x + F.linear(act(gate) * up, w_down, b_down)
@@ -217,5 +220,7 @@ class LeanDecoder:
         scores = torch.matmul(q.view(b, nkv, nh // nkv, d), k.transpose(-1, -2)) * self.scaling
         if mask is not None:  # (B, nkv, g, T)
             scores = scores.masked_fill(~mask, float("-inf"))
-        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32)
+        if weights.dtype != q.dtype:
+            weights = weights.to(q.dtype)
         return torch.matmul(weights, v)  # (B, nkv, g, D): head order h = kv * g + j
