@@ -28,7 +28,11 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -m slow tests
 
 bench: $(STAMP)
+	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS),bench]"
 	$(PY) bench/fit_speed.py
+	$(PY) bench/generation.py
+	$(PY) bench/pipeline.py
+	$(PY) bench/vs_trl.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
