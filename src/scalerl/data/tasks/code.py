@@ -22,7 +22,7 @@ from pathlib import Path
 
 from scalerl.data.sandbox import DEFAULT_LIMITS, SandboxLimits, run_python
 from scalerl.data.tasks.base import Example, RewardFn, strip_thinking
-from scalerl.data.tasks.records import load_records, split_train_validation
+from scalerl.data.tasks.records import FileTask
 
 DEFAULT_PROMPT = (
     "Write a Python program for the problem. Think inside <think> </think>, then give the "
@@ -94,7 +94,7 @@ def code_reward(completion_text: str, example: Example, *, all_tests: bool = Fal
     return sum(passed) / len(passed)
 
 
-class CodeTask:
+class CodeTask(FileTask):
     """Programming problems from a local file, scored by sandboxed unit tests."""
 
     name = "code"
@@ -116,31 +116,16 @@ class CodeTask:
     ) -> None:
         fields = [problem_field, tests_field] + ([solution_field] if solution_field else [])
 
-        def examples(file) -> list[Example]:
-            out = []
-            for i, rec in enumerate(load_records(file, fields)):
-                meta = {"tests": normalize_tests(rec[tests_field], f"{file} record {i}")}
-                if solution_field:
-                    meta["solution"] = str(rec[solution_field])
-                out.append(Example(id=i, problem=str(rec[problem_field]), answer="", meta=meta))
-            return out
+        def to_example(i: int, rec: dict, file) -> Example:
+            meta = {"tests": normalize_tests(rec[tests_field], f"{file} record {i}")}
+            if solution_field:
+                meta["solution"] = str(rec[solution_field])
+            return Example(id=i, problem=str(rec[problem_field]), answer="", meta=meta)
 
-        val = examples(validation_path) if validation_path is not None else None
-        self._train, self._validation = split_train_validation(
-            examples(path), val, num_validation, seed, str(path))
-        self.num_train = len(self._train)
-        self.prompt_template = prompt_template
+        super().__init__(path, fields, to_example, validation_path=validation_path,
+                         num_validation=num_validation, seed=seed, prompt_template=prompt_template)
         self.all_tests, self.limits = all_tests, limits
         self.reward_fn = reward_fn
-
-    def train_example(self, i: int) -> Example:
-        return self._train[i]
-
-    def validation(self) -> list[Example]:
-        return self._validation
-
-    def prompt(self, example: Example) -> str:
-        return self.prompt_template.format(problem=example.problem)
 
     def reward(self, completion_text: str, example: Example) -> float:
         if self.reward_fn is not None:

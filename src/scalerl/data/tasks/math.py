@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 from scalerl.data.tasks.base import Example, RewardFn, strip_thinking
-from scalerl.data.tasks.records import load_records, split_train_validation
+from scalerl.data.tasks.records import FileTask
 
 DEFAULT_PROMPT = (
     "Solve the problem. Think step by step inside <think> </think>, then write the final "
@@ -46,7 +46,7 @@ def math_reward(completion_text: str, example: Example) -> float:
     return float(verify(gold, pred, **timeout))
 
 
-class MathTask:
+class MathTask(FileTask):
     """Verifiable math problems from a local file; answers checked with Math-Verify."""
 
     name = "math"
@@ -65,32 +65,15 @@ class MathTask:
         reward_fn: RewardFn = math_reward,
     ) -> None:
         fields = [problem_field, answer_field] + ([solution_field] if solution_field else [])
-        records = [self._example(i, r, problem_field, answer_field, solution_field)
-                   for i, r in enumerate(load_records(path, fields))]
-        val = None
-        if validation_path is not None:
-            val = [self._example(i, r, problem_field, answer_field, solution_field)
-                   for i, r in enumerate(load_records(validation_path, fields))]
-        self._train, self._validation = split_train_validation(
-            records, val, num_validation, seed, str(path))
-        self.num_train = len(self._train)
-        self.prompt_template = prompt_template
+
+        def to_example(i: int, rec: dict, file) -> Example:
+            meta = {"solution": str(rec[solution_field])} if solution_field else {}
+            return Example(id=i, problem=str(rec[problem_field]), answer=str(rec[answer_field]),
+                           meta=meta)
+
+        super().__init__(path, fields, to_example, validation_path=validation_path,
+                         num_validation=num_validation, seed=seed, prompt_template=prompt_template)
         self.reward_fn = reward_fn
-
-    @staticmethod
-    def _example(i, rec, problem_field, answer_field, solution_field) -> Example:
-        meta = {"solution": str(rec[solution_field])} if solution_field else {}
-        return Example(id=i, problem=str(rec[problem_field]), answer=str(rec[answer_field]),
-                       meta=meta)
-
-    def train_example(self, i: int) -> Example:
-        return self._train[i]
-
-    def validation(self) -> list[Example]:
-        return self._validation
-
-    def prompt(self, example: Example) -> str:
-        return self.prompt_template.format(problem=example.problem)
 
     def reward(self, completion_text: str, example: Example) -> float:
         return float(self.reward_fn(completion_text, example))

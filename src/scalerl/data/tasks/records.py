@@ -7,7 +7,7 @@ missing field in one sentence.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -96,3 +96,40 @@ def split_train_validation(
         return [Example(i, e.problem, e.answer, e.meta) for i, e in enumerate(examples)]
 
     return reindex(train), reindex(validation)
+
+
+class FileTask:
+    """The file-backed half of a task (math, code): examples, held-out split and prompt.
+
+    ``to_example(i, record, file)`` turns one record into an ``Example``; subclasses add
+    ``reward`` and ``demonstration``.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        fields: Sequence[str],
+        to_example: Callable[[int, dict, str | Path], Example],
+        *,
+        validation_path: str | Path | None,
+        num_validation: int,
+        seed: int,
+        prompt_template: str,
+    ) -> None:
+        def read(file: str | Path) -> list[Example]:
+            return [to_example(i, rec, file) for i, rec in enumerate(load_records(file, fields))]
+
+        val = read(validation_path) if validation_path is not None else None
+        self._train, self._validation = split_train_validation(
+            read(path), val, num_validation, seed, str(path))
+        self.num_train = len(self._train)
+        self.prompt_template = prompt_template
+
+    def train_example(self, i: int) -> Example:
+        return self._train[i]
+
+    def validation(self) -> list[Example]:
+        return self._validation
+
+    def prompt(self, example: Example) -> str:
+        return self.prompt_template.format(problem=example.problem)
