@@ -425,14 +425,6 @@ def load_config(
         raise ConfigError(_explain(err, layers)) from err
 
 
-def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> Config:
-    """Validate an already-merged mapping (a run directory's saved ``config.yaml``)."""
-    try:
-        return Config.model_validate(data)
-    except ValidationError as err:
-        raise ConfigError(_explain(err, [(source, data)])) from err
-
-
 def dump_config(cfg: Config) -> str:
     """The fully-resolved config as YAML, written into every run directory."""
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

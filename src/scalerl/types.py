@@ -100,23 +100,3 @@ class PromptAssignment:
     """Curriculum epoch the prompt was drawn in."""
     min_version: int
     """The generator must hold weights at least this new before it starts decoding."""
-
-
-@dataclass(frozen=True)
-class WeightsPublished:
-    """The learner has published the weights of policy ``version`` (after ``version`` steps)."""
-
-    version: int
-
-
-@dataclass
-class TrainBatch:
-    """P finished groups the learner trains on at ``learner_version``."""
-
-    groups: list[Group]
-    learner_version: int
-
-    @property
-    def staleness(self) -> list[int]:
-        """Per group: learner version minus the oldest token version (digest §2.2)."""
-        return [self.learner_version - g.min_version for g in self.groups]
