@@ -36,6 +36,14 @@ class Workload:
         return self.prompts * self.generations
 
 
+def add_workload_args(ap) -> None:
+    """The workload flags both trainer benches share (model preset, P, G, length)."""
+    ap.add_argument("--preset", default="nano")
+    ap.add_argument("--prompts", type=int, default=2, help="P per optimiser step")
+    ap.add_argument("--generations", type=int, default=8, help="G per prompt")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+
+
 def save_base_model(preset: str, directory: Path, seed: int = 0) -> Path:
     """Build a fresh ``preset`` model with the task tokenizer and save it as an HF directory."""
     from scalerl.models import build_model, build_task_tokenizer, save_pretrained

@@ -27,7 +27,13 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 warnings.filterwarnings("ignore", category=FutureWarning)  # transformers 5 renames, not ours
 sys.path.insert(0, str(Path(__file__).parent))
-from _workload import Workload, parallel_scaling, run_scalerl, save_base_model  # noqa: E402
+from _workload import (  # noqa: E402
+    Workload,
+    add_workload_args,
+    parallel_scaling,
+    run_scalerl,
+    save_base_model,
+)
 
 from scalerl.metrics import read_records  # noqa: E402
 
@@ -44,10 +50,7 @@ def learner_busy(run_dir: Path, warmup: int, steps: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="nano")
-    ap.add_argument("--prompts", type=int, default=2, help="P per optimiser step")
-    ap.add_argument("--generations", type=int, default=8, help="G per prompt")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    add_workload_args(ap)
     ap.add_argument("--k", type=int, default=4, help="lag bound of pipeline-rl / round length of ppo-off-policy")
     ap.add_argument("--steps", type=int, default=12, help="timed optimiser steps (a multiple of k is fairest)")
     ap.add_argument("--warmup", type=int, default=4, help="untimed steps first (a multiple of k)")

@@ -33,7 +33,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 warnings.filterwarnings("ignore", category=FutureWarning)  # transformers 5 renames, not ours
 sys.path.insert(0, str(Path(__file__).parent))
-from _workload import Measured, Workload, parallel_scaling, run_scalerl, save_base_model  # noqa: E402
+from _workload import (  # noqa: E402
+    Measured,
+    Workload,
+    add_workload_args,
+    parallel_scaling,
+    run_scalerl,
+    save_base_model,
+)
 
 
 def run_trl(work: Workload, model_dir: Path, out_dir: Path, *, warmup: int, steps: int,
@@ -88,10 +95,7 @@ def run_trl(work: Workload, model_dir: Path, out_dir: Path, *, warmup: int, step
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", default="nano")
-    ap.add_argument("--prompts", type=int, default=2, help="P per optimiser step")
-    ap.add_argument("--generations", type=int, default=8, help="G per prompt")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    add_workload_args(ap)
     ap.add_argument("--steps", type=int, default=12, help="timed optimiser steps")
     ap.add_argument("--warmup", type=int, default=4, help="untimed steps first (>= 1)")
     ap.add_argument("--k", type=int, default=4, help="PipelineRL lag bound")
