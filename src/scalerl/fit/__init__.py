@@ -29,7 +29,7 @@ from scalerl.fit.law import (
     power_law_d,
     sigmoid,
 )
-from scalerl.fit.uncertainty import BootstrapResult, PooledFit, bootstrap, pooled_fit
+from scalerl.fit.resample import BootstrapResult, PooledFit, bootstrap, pooled_fit
 
 __all__ = [
     "PAPER_A_GRID",

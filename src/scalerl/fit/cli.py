@@ -26,7 +26,7 @@ from scalerl.fit.compare import (
 from scalerl.fit.demo import demo_command
 from scalerl.fit.errors import CurveError
 from scalerl.fit.io import Curve, load_runs
-from scalerl.fit.uncertainty import PooledFit, pooled_fit
+from scalerl.fit.resample import PooledFit, pooled_fit
 
 EXIT_BAD_INPUT = 2
 

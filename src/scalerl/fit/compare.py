@@ -26,7 +26,7 @@ from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import FitResult, PowerLawResult, fit_power_law, fit_sigmoid
 from scalerl.fit.forecast import holdout_forecast
 from scalerl.fit.io import Curve
-from scalerl.fit.uncertainty import BootstrapResult, bootstrap
+from scalerl.fit.resample import BootstrapResult, bootstrap
 
 PARAMS = ("A", "B", "C_mid")
 A_TOL = 1e-9  # grid A values differ by float noise (0.62 - 0.60 = 0.020000000000000018)

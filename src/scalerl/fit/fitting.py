@@ -83,6 +83,7 @@ class FitResult:
     reward: np.ndarray  # (n_points,)
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
     message: str = ""
+    bounded: bool = True  # rewards are pass rates in [0, 1]
 
     def predict(self, C) -> np.ndarray:
         """Eq. 1 with the fitted parameters at compute ``C`` (scalar or array)."""
@@ -350,15 +351,20 @@ def _result(
     notes, box = [], "grid" if method == "paper" else "search box"
     if not converged:
         notes.append(f"{method} fit stopped before converging")
-    if hit:
+    physical = problem.bounded and "A" in hit and A in (bounds["A"][0], bounds["A"][1]) and A in (0.0, 1.0)
+    if physical:  # a pass rate cannot pass 1: the box is not what stops the fit
+        notes.append(f"A ended on {A:g}, a limit of any pass rate, so the data do not bound the ceiling")
+    box_hit = [name for name in hit if not (physical and name == "A")]
+    if box_hit:
         where = "a grid edge" if method == "paper" else "a bound of the search box"
-        notes.append(f"{', '.join(hit)} ended on {where}, so the optimum may lie outside it")
+        notes.append(f"{', '.join(box_hit)} ended on {where}, so the optimum may lie outside it")
     return FitResult(
         A=A, B=B, C_mid=C_mid, R0=R0, method=method, n_points=int(problem.compute.size),
         sse=float(residuals @ residuals), residuals=residuals, converged=converged,
         bounds_hit=hit, r0_fitted=problem.r0 is None, fixed_A=problem.fixed_A,
         compute=problem.compute, reward=problem.reward, bounds=dict(bounds),
         message="; ".join(notes) + "." if notes else f"converged inside the {box}.",
+        bounded=problem.bounded,
     )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from scalerl.fit import law
 from scalerl.fit.errors import CurveError, validate_curve
 from scalerl.fit.fitting import FitResult, fit_sigmoid
-from scalerl.fit.uncertainty import BootstrapResult
+from scalerl.fit.resample import BootstrapResult
 
 __all__ = [
     "Forecast",

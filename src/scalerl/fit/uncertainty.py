@@ -1,18 +1,26 @@
-"""Error bars for a sigmoid fit: bootstrap intervals and the across-seed spread.
+"""Intervals that hold: correlated noise, weak identification and shape error.
 
-The paper reports no confidence intervals; its ±0.02 margin on A comes from the spread
-of three independent ScaleRL runs (§1.4). Here both are available:
+``assess(fit)`` turns one sigmoid fit into every interval the tool reports.
 
-* ``bootstrap`` resamples one curve and refits it many times, giving percentile
-  intervals for A, B, C_mid (and R0 when fitted) and a band for the fitted curve.
-  ``kind="residual"`` adds resampled residuals to the fitted curve (keeps the compute
-  design fixed; residuals are centred and inflated by sqrt(n / (n - p)) to undo the
-  shrinkage of least-squares residuals). ``kind="case"`` resamples (compute, reward)
-  points. Every resample is refitted from the point estimate with one batched
-  Levenberg-Marquardt loop (``scalerl.fit.solver``), so 1000 resamples cost about as
-  much as a handful of single fits.
-* ``pooled_fit`` fits several seeds of one recipe, each alone and all pooled, and
-  reports the across-seed spread of A, B and C_mid.
+1. **Correlated noise** (``scalerl.fit.noise``): residuals are AR(1) in evaluation order;
+   the information of smooth directions is divided by the design effect
+   ``deff = (1 + rho) / (1 - rho)``.
+2. **Weak identification** (``scalerl.fit.profile``): A's interval is the profile-
+   likelihood set ``{A : S(A) <= S_min + Delta}`` with ``Delta = F_{1,dof} sigma^2 deff``,
+   searched over the whole box (A up to 1 for pass rates), so a flat profile gives the
+   whole plausible range instead of a point on a bound. B, C_mid and the expected curve
+   get their intervals by projecting the same region.
+3. **Shape error** (``scalerl.fit.calibrate``): the law is only approximately right, so
+   the predictive interval is widened by a rolling-origin conformal factor: refit on sub-
+   prefixes of the same data, forecast ahead by the same extrapolation ratio, and scale
+   by the level-quantile of the studentised errors (never narrowed).
+
+Two bands, named everywhere: the **band on the expected curve** (where Eq. 1 itself
+lies, if the law holds) and the **predictive interval** for one future evaluation (the
+band, plus evaluation noise ``t_dof * sigma`` in quadrature, times the conformal factor).
+
+The ceiling is **identified** when A's interval is no wider than ``±margin`` (the paper's
+0.02, §1.4); otherwise every output says so, and names the range.
 """
 
 from __future__ import annotations
@@ -21,203 +29,222 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalerl.fit import law, solver
-from scalerl.fit.errors import CurveError
-from scalerl.fit.fitting import FitResult, fit_points, fit_sigmoid, internal_problem
+from scalerl.fit import profile as prof
+from scalerl.fit.fitting import FitResult, internal_problem
+from scalerl.fit.noise import Noise, estimate_noise
 
-__all__ = ["BootstrapResult", "PooledFit", "bootstrap", "pooled_fit"]
+__all__ = ["Calibration", "Uncertainty", "assess", "model_uncertainty"]
 
-PARAMS = ("A", "B", "C_mid", "R0")
+_N_COARSE, _N_FINE = 41, 33  # profile grid over the A box, then across the plausible set
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The rolling-origin conformal factor (``scale >= 1``) and how it was obtained.
+
+    ``calibrated`` is False when the curve is too short for any held-out check; the
+    predictive interval then rests on the noise model alone and ``message`` says why.
+    """
+
+    scale: float = 1.0
+    calibrated: bool = False
+    n_origins: int = 0
+    n_scores: int = 0
+    ratio: float = float("nan")  # the extrapolation ratio it was checked at
+    message: str = "not calibrated"
+
+    def to_dict(self) -> dict:
+        return {
+            "scale": self.scale,
+            "calibrated": self.calibrated,
+            "n_origins": self.n_origins,
+            "n_scores": self.n_scores,
+            "ratio": self.ratio,
+            "message": self.message,
+        }
 
 
 @dataclass(frozen=True, eq=False)
-class BootstrapResult:
-    """Refitted parameters of ``n`` resamples of one fit.
-
-    ``samples`` (n_ok, 4) holds A, B, C_mid, R0 per usable resample (finite SSE);
-    ``n_failed`` resamples gave no finite fit and ``n_unconverged`` hit the iteration
-    limit (kept: they are near a minimum, but their count is reported, never hidden).
-    ``on_bound`` counts, per parameter, the resamples that ended on a bound of the
-    search box: a large count means the interval is cut off by the box.
-    """
+class Uncertainty:
+    """All intervals of one fit at one ``level`` (see the module docstring)."""
 
     fit: FitResult
-    kind: str
     level: float
-    samples: np.ndarray  # (n_ok, 4)
-    n: int
-    n_failed: int
-    n_unconverged: int
-    on_bound: dict[str, int]
-    seed: int | None
+    margin: float
+    noise: Noise
+    profile: prof.Profile
+    delta: float  # SSE rise allowed by the level
+    scale: float  # compute normaliser of the internal coordinates
+    A_plausible: tuple[float, float]
+    calibration: Calibration = Calibration()
 
-    def _q(self, level: float | None) -> tuple[float, float]:
-        level = self.level if level is None else level
-        return (1.0 - level) / 2.0, (1.0 + level) / 2.0
+    # --- the ceiling ---------------------------------------------------------------
 
-    def interval(self, name: str, level: float | None = None) -> tuple[float, float]:
-        """Percentile interval of one parameter ('A', 'B', 'C_mid' or 'R0')."""
-        lo, hi = np.quantile(self.samples[:, PARAMS.index(name)], self._q(level))
-        return float(lo), float(hi)
+    @property
+    def identified(self) -> bool:
+        """A's interval is within ``±margin`` (always True when A was fixed)."""
+        lo, hi = self.A_plausible
+        return (hi - lo) / 2.0 <= self.margin + 1e-12
+
+    @property
+    def verdict(self) -> str:
+        """One sentence on the ceiling, for every table and report."""
+        lo, hi = self.A_plausible
+        pct = f"{self.level:.0%}"
+        if self.fit.fixed_A is not None:
+            return f"ceiling fixed at A = {self.fit.A:.3f}."
+        if self.identified:
+            return f"ceiling identified: A in [{lo:.3f}, {hi:.3f}] at {pct}, within ±{self.margin:g}."
+        return (
+            f"ceiling not identified: any A in [{lo:.3f}, {hi:.3f}] fits as well at {pct}; "
+            "forecasts beyond the data rest on the shape alone."
+        )
+
+    # --- parameters ----------------------------------------------------------------
+
+    @property
+    def _free(self) -> np.ndarray:
+        return np.array([False, True, True, self.fit.r0_fitted])
+
+    @property
+    def _lc(self) -> np.ndarray:
+        return _log_c(self.fit.compute, self.scale)
+
+    def interval(self, name: str) -> tuple[float, float]:
+        """Interval of 'A', 'B' or 'C_mid' at ``level`` (projection of the region)."""
+        if name == "A":
+            return self.A_plausible
+        index = {"B": 1, "C_mid": 2}[name]
+        lo, hi = prof.project(self.profile, self._lc, None, self.delta, free=self._free, target=index)
+        if name == "C_mid":
+            return float(self.scale * np.exp(lo)), float(self.scale * np.exp(hi))
+        return max(lo, self.fit.bounds["B"][0]), hi
 
     @property
     def intervals(self) -> dict[str, tuple[float, float]]:
-        """Intervals at ``level`` for A, B, C_mid, and R0 when it was fitted."""
-        names = PARAMS if self.fit.r0_fitted else PARAMS[:3]
-        if self.fit.fixed_A is not None:
-            names = tuple(n for n in names if n != "A")
-        return {name: self.interval(name) for name in names}
+        names = ("B", "C_mid") if self.fit.fixed_A is not None else ("A", "B", "C_mid")
+        return {n: self.interval(n) for n in names}
 
-    def predictions(self, C) -> np.ndarray:
-        """Eq. 1 for every resample: (n_ok, len(C))."""
-        C = np.atleast_1d(np.asarray(C, dtype=float))
-        A, B, C_mid, R0 = (self.samples[:, i, None] for i in range(4))
-        return law.sigmoid(C[None, :], A, B, C_mid, R0)
+    # --- curves --------------------------------------------------------------------
 
-    def band(self, C, level: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Pointwise percentile band of the fitted curve (the expected reward at C, not a
-        single noisy evaluation of it). Returns lo, hi with the shape of ``C``."""
-        shape = np.shape(C)
-        lo, hi = np.quantile(self.predictions(C), self._q(level), axis=0)
-        return lo.reshape(shape), hi.reshape(shape)
+    def _clip(self, v):
+        return np.clip(v, 0.0, 1.0) if self.fit.bounded else v
+
+    def band(self, C) -> tuple[np.ndarray, np.ndarray]:
+        """Band on the expected curve: where Eq. 1 lies at ``C`` if the law holds."""
+        C = np.asarray(C, dtype=float)
+        lo, hi = prof.project(
+            self.profile, self._lc, _log_c(C.ravel(), self.scale), self.delta,
+            free=self._free, target="curve",
+        )  # fmt: skip
+        centre = self.fit.predict(C.ravel())
+        lo, hi = np.minimum(lo, centre), np.maximum(hi, centre)
+        return self._clip(lo).reshape(C.shape), self._clip(hi).reshape(C.shape)
+
+    def half_widths(self, C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Centre, lower and upper half-widths of the uncalibrated predictive interval."""
+        C = np.asarray(C, dtype=float)
+        lo, hi = prof.project(
+            self.profile, self._lc, _log_c(C.ravel(), self.scale), self.delta,
+            free=self._free, target="curve",
+        )  # fmt: skip
+        centre = self.fit.predict(C.ravel())
+        noise = self.noise.z(self.level) * self.noise.sigma
+        down = np.sqrt(np.maximum(centre - lo, 0.0) ** 2 + noise**2)
+        up = np.sqrt(np.maximum(hi - centre, 0.0) ** 2 + noise**2)
+        return centre.reshape(C.shape), down.reshape(C.shape), up.reshape(C.shape)
+
+    def predictive(self, C) -> tuple[np.ndarray, np.ndarray]:
+        """Predictive interval for one future evaluation at ``C`` (calibrated)."""
+        centre, down, up = self.half_widths(C)
+        k = self.calibration.scale
+        return self._clip(centre - k * down), self._clip(centre + k * up)
 
     def to_dict(self) -> dict:
         return {
-            "kind": self.kind,
             "level": self.level,
-            "n": self.n,
-            "n_failed": self.n_failed,
-            "n_unconverged": self.n_unconverged,
-            "on_bound": dict(self.on_bound),
-            "seed": self.seed,
-            "intervals": {k: [lo, hi] for k, (lo, hi) in self.intervals.items()},
+            "margin": self.margin,
+            "identified": self.identified,
+            "A_plausible": list(self.A_plausible),
+            "verdict": self.verdict,
+            "intervals": {k: list(v) for k, v in self.intervals.items()},
+            "noise": self.noise.to_dict(),
+            "calibration": self.calibration.to_dict(),
         }
 
 
-def bootstrap(
-    result_or_data,
-    n: int = 1000,
-    *,
-    kind: str = "residual",
-    seed: int | None = 0,
-    level: float = 0.95,
-    **fit_kwargs,
-) -> BootstrapResult:
-    """Bootstrap a fit: ``n`` resamples, each refitted from the point estimate.
+def _log_c(C, scale: float) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(C, dtype=float) / scale)
 
-    ``result_or_data`` is a ``FitResult`` or a ``(compute, reward)`` pair, which is
-    first fitted with ``fit_sigmoid(compute, reward, **fit_kwargs)``. The refits keep
-    the fit's R0 rule, fixed A and search box.
+
+def model_uncertainty(
+    fit: FitResult, *, level: float = 0.95, margin: float = 0.02, noise: Noise | None = None
+) -> Uncertainty:
+    """Steps 1 and 2 of the module docstring (no shape-error calibration).
+
+    ``noise`` overrides the noise model read from the fit's own residuals (the rolling-
+    origin check passes the whole curve's, a better estimate than a short prefix's).
     """
-    if kind not in ("residual", "case"):
-        raise CurveError(f"unknown bootstrap kind {kind!r}; use 'residual' or 'case'.")
-    if not 0 < level < 1 or n < 1:
-        raise CurveError(f"bootstrap needs n >= 1 and 0 < level < 1, got n={n}, level={level}.")
-    fit = result_or_data
-    if not isinstance(fit, FitResult):
-        fit = fit_sigmoid(*result_or_data, **fit_kwargs)
     scale = float(fit.compute.max())
     lc, lower, upper = internal_problem(fit.compute, fit.bounds, scale)
-    free = np.array([fit.fixed_A is None, True, True, fit.r0_fitted])
-    theta0 = np.array([fit.A, fit.B, np.log(fit.C_mid / scale), fit.R0])
-    rng = np.random.default_rng(seed)
-    m = fit.n_points
-    idx = rng.integers(0, m, size=(n, m))
-    if kind == "residual":
-        p = int(free.sum())
-        res = (fit.residuals - fit.residuals.mean()) * np.sqrt(m / max(m - p, 1))
-        y, lc_b = fit.predict(fit.compute) + res[idx], lc  # (n, m), (m,)
+    r0 = None if fit.r0_fitted else fit.R0
+    p = 2 + fit.r0_fitted + (fit.fixed_A is None)
+    noise = estimate_noise(fit.residuals, p) if noise is None else noise
+    delta = noise.threshold(level)
+    theta_fit = np.array([fit.A, fit.B, np.log(fit.C_mid / scale), fit.R0])
+    if fit.fixed_A is not None:
+        a_values = np.array([fit.A])
     else:
-        y, lc_b = fit.reward[idx], lc[idx]  # (n, m), (n, m)
-    theta, sse, conv = solver.batched_lm(
-        lc_b, y, np.tile(theta0, (n, 1)), free, lower, upper, max_iter=100
-    )
-    ok = np.isfinite(sse) & np.isfinite(theta).all(axis=1)
-    theta = theta[ok]
-    tol = 1e-6 * (1.0 + np.abs(theta))
-    at_bound = free & ((theta - lower <= tol) | (upper - theta <= tol))
-    samples = theta.copy()
-    samples[:, 2] = scale * np.exp(theta[:, 2])
-    return BootstrapResult(
-        fit=fit,
-        kind=kind,
-        level=level,
-        samples=samples,
-        n=n,
-        n_failed=int((~ok).sum()),
-        n_unconverged=int((ok & ~conv).sum()),
-        on_bound={name: int(k) for name, k in zip(PARAMS, at_bound.sum(axis=0)) if k},
-        seed=seed,
-    )
+        a_values = prof.a_grid(*_a_range(fit, lower, upper), _N_COARSE)
+    theta, sse = prof.profile_fits(lc, fit.reward, a_values, r0=r0, lower=lower, upper=upper)
+    profile = _merge(a_values, theta[0], sse[0], theta_fit, fit.sse)
+    if fit.fixed_A is None:  # resolve the plausible set's edges on a finer grid
+        lo, hi = profile.interval(delta)
+        step = (a_values[-1] - a_values[0]) / max(a_values.size - 1, 1)
+        fine = prof.a_grid(max(lower[0], lo - step), min(upper[0], hi + step), _N_FINE)
+        theta, sse = prof.profile_fits(lc, fit.reward, fine, r0=r0, lower=lower, upper=upper)
+        profile = _merge(
+            np.concatenate([profile.a_values, fine]),
+            np.concatenate([profile.theta, theta[0]]),
+            np.concatenate([profile.sse, sse[0]]),
+            theta_fit, fit.sse,
+        )  # fmt: skip
+    A_plausible = profile.interval(delta) if fit.fixed_A is None else (fit.A, fit.A)
+    return Uncertainty(fit, level, margin, noise, profile, delta, scale, A_plausible)
 
 
-@dataclass(frozen=True, eq=False)
-class PooledFit:
-    """Several seeds of one recipe: the pooled fit, each seed's fit, and their spread.
+def assess(
+    fit: FitResult, *, level: float = 0.95, margin: float = 0.02, horizon: float = 2.0
+) -> Uncertainty:
+    """All three steps: the model-based intervals, calibrated for extrapolating up to
+    ``horizon`` times the fit's last compute (2: the paper's half-budget forecast)."""
+    from scalerl.fit.calibrate import rolling_origin
 
-    ``spread[name]`` is half the range (max - min) / 2 of a parameter across seeds: the
-    paper's "A varied by at most ±0.015" (§1.4) is this number for A. ``std`` is the
-    across-seed standard deviation (ddof=1).
-    """
-
-    fit: FitResult
-    per_seed: tuple[FitResult, ...]
-
-    def _values(self, name: str) -> np.ndarray:
-        return np.array([getattr(f, name) for f in self.per_seed])
-
-    @property
-    def mean(self) -> dict[str, float]:
-        return {k: float(self._values(k).mean()) for k in PARAMS[:3]}
-
-    @property
-    def std(self) -> dict[str, float]:
-        return {k: float(self._values(k).std(ddof=1)) for k in PARAMS[:3]}
-
-    @property
-    def spread(self) -> dict[str, float]:
-        return {k: float(np.ptp(self._values(k)) / 2.0) for k in PARAMS[:3]}
-
-    def to_dict(self) -> dict:
-        return {
-            "pooled": self.fit.to_dict(),
-            "per_seed": [f.to_dict() for f in self.per_seed],
-            "mean": self.mean,
-            "std": self.std,
-            "spread": self.spread,
-        }
+    unc = model_uncertainty(fit, level=level, margin=margin)
+    return _with_calibration(unc, rolling_origin(fit, horizon=horizon, level=level))
 
 
-_POOL_KEYS = (
-    "fixed_A",
-    "bounded",
-    "method",
-    "a_grid",
-    "c_mid_grid",
-    "a_bounds",
-    "b_bounds",
-    "c_mid_bounds",
-)
+def _with_calibration(unc: Uncertainty, calibration: Calibration) -> Uncertainty:
+    from dataclasses import replace
+
+    return replace(unc, calibration=calibration)
 
 
-def pooled_fit(curves, **fit_kwargs) -> PooledFit:
-    """Fit each seed's ``(compute, reward)`` curve alone and all of them pooled.
+def _a_range(fit: FitResult, lower: np.ndarray, upper: np.ndarray) -> tuple[float, float]:
+    """The A values worth profiling: from the lowest observed reward (a rising curve's
+    ceiling is never below it by more than noise) to the top of the box."""
+    y = np.append(fit.reward, fit.R0)
+    lo = max(lower[0], float(y.min()))
+    hi = upper[0] if np.isfinite(upper[0]) else float(y.max() + 2.0 * np.ptp(y) + 1e-6)
+    lo = min(lo, fit.A)
+    return lo, max(hi, fit.A)
 
-    Each seed is fitted with ``fit_sigmoid(**fit_kwargs)`` (same R0 rule and cut). The
-    pooled fit uses every seed's fit points together; R0 is the mean of the seeds' fixed
-    R0 values, or fitted if any seed fitted it.
-    """
-    curves = list(curves.values()) if isinstance(curves, dict) else list(curves)
-    if len(curves) < 2:
-        raise CurveError(f"a pooled fit needs at least 2 seeds, got {len(curves)}.")
-    per_seed = tuple(
-        fit_sigmoid(c, r, **{"source": f"seed {i}", **fit_kwargs})
-        for i, (c, r) in enumerate(curves)
-    )
-    compute = np.concatenate([f.compute for f in per_seed])
-    reward = np.concatenate([f.reward for f in per_seed])
-    order = np.argsort(compute, kind="stable")
-    r0 = None if any(f.r0_fitted for f in per_seed) else float(np.mean([f.R0 for f in per_seed]))
-    pooled_kwargs = {k: v for k, v in fit_kwargs.items() if k in _POOL_KEYS}
-    pooled = fit_points(compute[order], reward[order], r0=r0, **pooled_kwargs)
-    return PooledFit(fit=pooled, per_seed=per_seed)
+
+def _merge(a_values, theta, sse, theta_fit, sse_fit) -> prof.Profile:
+    """Grid slices plus the unconstrained fit, sorted by A."""
+    a = np.append(a_values, theta_fit[0])
+    th = np.vstack([theta, theta_fit[None]])
+    s = np.append(sse, sse_fit)
+    order = np.argsort(a, kind="stable")
+    return prof.Profile(a[order], th[order], s[order], float(min(s.min(), sse_fit)))

@@ -1,0 +1,185 @@
+"""Do the forecast intervals cover what they claim? The calibration benchmark of issue 8.
+
+    .venv/bin/python bench/forecast_calibration.py [--seeds 4] [--markdown]
+
+The suite:
+
+* synthetic curves from Eq. 1 (A 0.55-0.75, B 1.3-2.5, C_mid 1.5k-5k, R0 0.25-0.40, an
+  evaluation every 200 GPU-hours up to 16k) with realistic evaluation noise:
+  ``iid`` (sigma 0.005, 0.015, 0.03), ``ar1`` (rho 0.5 and 0.8, marginal sigma 0.01 and
+  0.02: the policy moves slowly between evaluations), ``evalset`` (one per-eval-set offset
+  of sd 0.02 on every point, step 0 included, plus iid sigma 0.01 or 0.02);
+* ``unreachable``: the same with C_mid 20k-40k, so the data never see the bend and the
+  ceiling is out of their reach;
+* ``demo``: real runs of this trainer, ``make demo``'s recipe with seeds 0, 1, 2
+  (``bench/data/demo_seed*.jsonl``, eval records of ``metrics.jsonl``).
+
+Each curve is fitted on its first 25% and 50% of compute (``fit_sigmoid`` defaults: R0
+from the step-0 point) and scored on the rest: coverage of the 95% predictive interval on
+the held-out points and on the final point, the median interval width, the median
+absolute forecast error at the final budget against the last value carried forward and
+the App. A.4 power law, and, for synthetic curves whose fit says "identified", how often
+A's interval holds the true A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scalerl.fit import fit_power_law, fit_sigmoid, sigmoid  # noqa: E402
+from scalerl.fit.errors import CurveError  # noqa: E402
+from scalerl.fit.uncertainty import assess  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data"
+GRID = np.arange(0, 16001, 200.0)
+FRACS = (0.25, 0.5)
+LEVEL = 0.95
+
+
+@dataclass
+class Curve:
+    group: str
+    name: str
+    compute: np.ndarray
+    reward: np.ndarray
+    true_A: float | None
+
+
+def _noise(kind: str, sigma: float, rho: float, n: int, rng) -> np.ndarray:
+    if kind == "ar1":
+        e = np.empty(n)
+        e[0] = rng.normal(0, sigma)
+        for i in range(1, n):
+            e[i] = rho * e[i - 1] + rng.normal(0, sigma * np.sqrt(1 - rho**2))
+        return e
+    e = rng.normal(0, sigma, n)
+    return e + rng.normal(0, 0.02) if kind == "evalset" else e
+
+
+def synthetic(seeds: int) -> list[Curve]:
+    specs = [("iid", s, 0.0) for s in (0.005, 0.015, 0.03)]
+    specs += [("ar1", s, r) for s in (0.01, 0.02) for r in (0.5, 0.8)]
+    specs += [("evalset", s, 0.0) for s in (0.01, 0.02)]
+    curves = []
+    for kind, sigma, rho in specs:
+        for seed in range(seeds):
+            rng = np.random.default_rng(hash((kind, sigma, rho, seed)) % 2**32)
+            A, B, C_mid, R0 = rng.uniform(0.55, 0.75), rng.uniform(1.3, 2.5), rng.uniform(1500, 5000), rng.uniform(0.25, 0.4)
+            y = np.clip(sigmoid(GRID, A, B, C_mid, R0) + _noise(kind, sigma, rho, GRID.size, rng), 0, 1)
+            curves.append(Curve(kind, f"{kind} s={sigma} rho={rho} #{seed}", GRID, y, A))
+    for sigma in (0.01, 0.02):
+        for seed in range(seeds):
+            rng = np.random.default_rng(1000 + seed + int(sigma * 1000))
+            A, B, C_mid, R0 = rng.uniform(0.55, 0.75), rng.uniform(1.3, 2.5), rng.uniform(20000, 40000), rng.uniform(0.25, 0.4)
+            y = np.clip(sigmoid(GRID, A, B, C_mid, R0) + rng.normal(0, sigma, GRID.size), 0, 1)
+            curves.append(Curve("unreachable", f"unreachable s={sigma} #{seed}", GRID, y, A))
+    return curves
+
+
+def real() -> list[Curve]:
+    curves = []
+    for path in sorted(DATA.glob("demo_seed*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        c = np.array([r["compute_gpu_hours"] for r in rows])
+        y = np.array([r["val_pass_rate"] for r in rows])
+        curves.append(Curve("demo", path.stem, c - c[0], y, None))  # compute 0 = the step-0 eval
+    return curves
+
+
+@dataclass
+class Score:
+    covered: np.ndarray  # per held-out point
+    final_covered: bool
+    width: float  # median over held-out points
+    err_sigmoid: float
+    err_last: float
+    err_power: float
+    identified: bool
+    A_covered: bool | None
+
+
+def score(curve: Curve, frac: float) -> Score | None:
+    c, y = curve.compute, curve.reward
+    cut = frac * c[-1]
+    k = c <= cut
+    try:
+        fit = fit_sigmoid(c[k], y[k])
+    except CurveError:
+        return None
+    unc = assess(fit, level=LEVEL, horizon=c[-1] / cut)
+    held_c, held_y = c[~k], y[~k]
+    lo, hi = unc.predictive(held_c)
+    covered = (held_y >= lo) & (held_y <= hi)
+    power = fit_power_law(c[k], y[k])
+    final = float(held_y[-1])
+    A_lo, A_hi = unc.A_plausible
+    A_cov = None if curve.true_A is None or not unc.identified else bool(A_lo <= curve.true_A <= A_hi)
+    return Score(
+        covered, bool(covered[-1]), float(np.median(hi - lo)),
+        abs(float(fit.predict(held_c[-1])) - final), abs(float(y[k][-1]) - final),
+        abs(float(power.predict(held_c[-1])) - final), unc.identified, A_cov,
+    )  # fmt: skip
+
+
+def summarise(rows: list[Score]) -> dict:
+    ident = [s for s in rows if s.identified]
+    a_cov = [s.A_covered for s in rows if s.A_covered is not None]
+    return {
+        "n": len(rows),
+        "held": float(np.mean(np.concatenate([s.covered for s in rows]))),
+        "final": float(np.mean([s.final_covered for s in rows])),
+        "width": float(np.median([s.width for s in rows])),
+        "width_ident": float(np.median([s.width for s in ident])) if ident else float("nan"),
+        "identified": len(ident),
+        "err": float(np.median([s.err_sigmoid for s in rows])),
+        "err_last": float(np.median([s.err_last for s in rows])),
+        "err_power": float(np.median([s.err_power for s in rows])),
+        "A_cov": f"{sum(a_cov)}/{len(a_cov)}" if a_cov else "-",
+    }
+
+
+HEADER = ("curves", "fit on", "n", "held-out cov.", "final cov.", "median width",
+          "width (identified)", "identified", "final err", "last value", "power law", "true A in interval")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=4, help="synthetic curves per noise setting")
+    ap.add_argument("--no-scaling", action="store_true", help="skip the parallel-scaling probe")
+    args = ap.parse_args()
+    if not args.no_scaling:
+        from _workload import parallel_scaling
+
+        print(f"machine parallel scaling now (2 single-thread processes vs 1): {parallel_scaling():.2f}x")
+    curves = synthetic(args.seeds) + real()
+    groups = ["iid", "ar1", "evalset", "unreachable", "synthetic (all)", "demo"]
+    t0 = time.perf_counter()
+    table = []
+    for frac in FRACS:
+        scored = [(c.group, s) for c in curves if (s := score(c, frac)) is not None]
+        for g in groups:
+            rows = [s for grp, s in scored if grp == g or (g == "synthetic (all)" and grp != "demo")]
+            if rows:
+                table.append((g, frac, summarise(rows)))
+    seconds = time.perf_counter() - t0
+    print(f"{len(curves)} curves x {len(FRACS)} cut-offs scored in {seconds:.1f} s; nominal level {LEVEL:.0%}")
+    print("| " + " | ".join(HEADER) + " |")
+    print("|" + "---|" * len(HEADER))
+    for g, frac, s in table:
+        cells = (g, f"{frac:.0%}", str(s["n"]), f"{s['held']:.1%}", f"{s['final']:.1%}", f"{s['width']:.3f}",
+                 f"{s['width_ident']:.3f}", f"{s['identified']}/{s['n']}", f"{s['err']:.3f}",
+                 f"{s['err_last']:.3f}", f"{s['err_power']:.3f}", s["A_cov"])  # fmt: skip
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The profile of the sum of squares over the asymptote A, and what it implies.
+
+For each A on a grid the other parameters (B, m = log C_mid / scale, and R0 when fitted)
+are refitted with A held fixed:
+
+    S(A) = min_{B, m, R0} sum_i (y_i - R(C_i; A, B, m, R0))^2.
+
+The A values whose ``S(A)`` rises at most ``Delta`` above the minimum (``Noise.threshold``)
+fit the data as well as the best fit at the stated level: that set is the profile-
+likelihood interval of A. A flat profile up to the bound A = 1 is the data's way of saying
+that the ceiling is not identified.
+
+Any other quantity ``g(theta)`` (the expected reward at a budget, B, C_mid) gets its
+interval by projecting the same region ``{theta : S(theta) <= S_min + Delta}``: in the slice
+at each grid A the region is, to second order, the ellipsoid
+``delta' J'J delta <= Delta - (S(A) - S_min)`` around the slice's best fit (Gauss-Newton
+Hessian of the sum of squares), over which ``g`` ranges by
+``+- sqrt(budget * grad' (J'J)^-1 grad)``. The union over the slices is the interval.
+Everything is batched: many A values (and many simulated curves) share one Levenberg-
+Marquardt loop (``scalerl.fit.solver``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from scalerl.fit import solver
+
+__all__ = ["Profile", "a_grid", "profile_fits", "project"]
+
+_N_B, _N_M = 12, 30  # seed grid per A value
+_RIDGE = 1e-10  # keeps J'J invertible where a slice is flat in one direction
+
+
+@dataclass(frozen=True, eq=False)
+class Profile:
+    """``S(A)`` on a grid, with the slice fits.
+
+    a_values (K,); theta (K, 4) internal coordinates of each slice's best fit; sse (K,);
+    ``sse_min`` is the smallest SSE found, by the unconstrained fit or on the grid.
+    """
+
+    a_values: np.ndarray  # (K,)
+    theta: np.ndarray  # (K, 4)
+    sse: np.ndarray  # (K,)
+    sse_min: float
+
+    def plausible(self, delta: float) -> np.ndarray:
+        """Mask (K,) of the grid A values within ``delta`` of the minimum."""
+        return self.sse <= self.sse_min + delta
+
+    def interval(self, delta: float) -> tuple[float, float]:
+        """The A range within ``delta``, interpolated at the threshold crossings."""
+        ok = self.plausible(delta)
+        if not ok.any():  # grid coarser than a very sharp minimum: the best grid point
+            k = int(np.argmin(self.sse))
+            return float(self.a_values[k]), float(self.a_values[k])
+        level = self.sse_min + delta
+        first, last = np.flatnonzero(ok)[[0, -1]]
+        return self._cross(first, first - 1, level), self._cross(last, last + 1, level)
+
+    def _cross(self, inside: int, outside: int, level: float) -> float:
+        a, s = self.a_values, self.sse
+        if outside < 0 or outside >= a.size:
+            return float(a[inside])  # the set reaches the end of the grid (a bound)
+        t = (level - s[inside]) / max(s[outside] - s[inside], 1e-300)
+        return float(a[inside] + np.clip(t, 0.0, 1.0) * (a[outside] - a[inside]))
+
+
+def a_grid(lo: float, hi: float, n: int) -> np.ndarray:
+    return np.linspace(lo, hi, n) if hi > lo else np.array([lo])
+
+
+def profile_fits(lc, y, a_values, *, r0, lower, upper) -> tuple[np.ndarray, np.ndarray]:
+    """Slice fits at fixed A for one or many curves on the same design.
+
+    lc (n,) log(C / scale); y (n,) or (R, n); a_values (K,); ``r0`` a float (fixed) or
+    None (fitted); lower/upper (4,) the box in internal coordinates.
+    Returns theta (R, K, 4) and sse (R, K) (R = 1 for a single curve).
+    """
+    y = np.atleast_2d(np.asarray(y, dtype=float))  # (R, n)
+    a_values = np.asarray(a_values, dtype=float)
+    R, K = y.shape[0], a_values.size
+    seeds = _seeds(lc, y, a_values, r0, lower, upper).reshape(R * K, 4)
+    free = np.array([False, True, True, r0 is None])
+    y_rep = np.repeat(y, K, axis=0)  # (R*K, n)
+    theta, sse, _ = solver.batched_lm(lc, y_rep, seeds, free, lower, upper, max_iter=100)
+    return theta.reshape(R, K, 4), sse.reshape(R, K)
+
+
+def _seeds(lc, y, a_values, r0, lower, upper) -> np.ndarray:
+    """Best (B, m) seed per (curve, A) from a grid, with R0 in closed form: (R, K, 4).
+
+    For fixed (B, m) the model is ``R0 t + A s`` with ``s = expit(B (lc - m))`` and
+    ``t = 1 - s``, so the SSE of every (curve, A, B, m) follows from a few moments of s, t
+    and y, without forming the (R, K, nb, nm, n) predictions.
+    """
+    b_lo, b_hi = max(lower[1], 0.05), min(upper[1], 20.0)
+    b_values = np.geomspace(b_lo, max(b_hi, b_lo), _N_B)
+    m_values = np.linspace(lower[2], upper[2], _N_M)
+    s = expit(b_values[:, None, None] * (lc - m_values[:, None])[None])  # (nb, nm, n)
+    t = 1.0 - s
+    ss, tt, ts = (s * s).sum(-1), (t * t).sum(-1), (t * s).sum(-1)  # (nb, nm)
+    sy = np.einsum("bmn,rn->rbm", s, y)  # (R, nb, nm)
+    ty = np.einsum("bmn,rn->rbm", t, y)
+    yy = (y * y).sum(-1)[:, None, None, None]  # (R, 1, 1, 1)
+    A = a_values[None, :, None, None]  # (1, K, 1, 1)
+    sy, ty = sy[:, None], ty[:, None]  # (R, 1, nb, nm)
+    if r0 is None:
+        R0 = np.clip((ty - A * ts) / np.maximum(tt, 1e-300), lower[3], upper[3])
+    else:
+        R0 = np.full(np.broadcast_shapes(sy.shape, A.shape), float(r0))
+    sse = R0**2 * tt + A**2 * ss + yy + 2 * R0 * A * ts - 2 * R0 * ty - 2 * A * sy
+    R, K = y.shape[0], a_values.size
+    flat = sse.reshape(R, K, -1)
+    best = np.argmin(flat, axis=-1)  # (R, K)
+    bi, mi = np.unravel_index(best, ss.shape)
+    r0_best = np.take_along_axis(np.broadcast_to(R0, sse.shape).reshape(R, K, -1), best[..., None], -1)[..., 0]
+    theta = np.empty((R, K, 4))
+    theta[..., 0] = a_values[None, :]
+    theta[..., 1] = b_values[bi]
+    theta[..., 2] = m_values[mi]
+    theta[..., 3] = r0_best
+    return theta
+
+
+def project(
+    profile: Profile, lc_data, lc_query, delta: float, *, free: np.ndarray, target
+) -> tuple[np.ndarray, np.ndarray]:
+    """Range of a function of theta over the region ``S <= S_min + delta`` (module doc).
+
+    lc_data (n,) the fit design; lc_query (q,) where ``target`` is evaluated; ``free``
+    (4,) the slice parameters (B, m and R0 when fitted; never A). ``target`` is
+    ``"curve"`` (the expected reward at lc_query) or a parameter index (1 = B, 2 = m).
+    Returns lo, hi with shape (q,) for the curve, or scalars for a parameter.
+    """
+    ok = profile.plausible(delta)
+    if not ok.any():
+        ok = profile.sse <= profile.sse.min()
+    th = profile.theta[ok]  # (k, 4)
+    budget = np.maximum(profile.sse_min + delta - profile.sse[ok], 0.0)  # (k,)
+    idx = np.flatnonzero(free)
+    J = solver.jacobian(th, np.broadcast_to(lc_data, (th.shape[0], np.size(lc_data))))[..., idx]
+    H = np.einsum("kni,knj->kij", J, J)
+    H = H + _RIDGE * np.maximum(np.einsum("kii->k", H), 1e-12)[:, None, None] * np.eye(idx.size)
+    if target == "curve":
+        lq = np.broadcast_to(np.atleast_1d(lc_query), (th.shape[0], np.size(lc_query)))
+        value = solver.model(th, lq)  # (k, q)
+        g = solver.jacobian(th, lq)[..., idx]  # (k, q, p)
+    else:
+        value = th[:, target][:, None]  # (k, 1)
+        g = np.zeros((th.shape[0], 1, idx.size))
+        g[..., list(idx).index(target)] = 1.0
+    Hinv_g = np.linalg.solve(H[:, None], g[..., None])[..., 0]  # (k, q, p)
+    var = np.einsum("kqp,kqp->kq", g, Hinv_g)
+    w = np.sqrt(budget[:, None] * np.maximum(var, 0.0))
+    lo, hi = (value - w).min(axis=0), (value + w).max(axis=0)
+    if target != "curve":
+        return float(lo[0]), float(hi[0])
+    return lo, hi
