@@ -18,12 +18,10 @@ the interval is widened when the past would have fallen outside it, never narrow
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from scalerl.fit.fitting import FitResult, _Problem, fit_problem
-from scalerl.fit.noise import estimate_noise
+from scalerl.fit.noise import Noise
 from scalerl.fit.uncertainty import Calibration, model_uncertainty
 
 __all__ = ["rolling_origin"]
@@ -34,8 +32,10 @@ MIN_EXTRA_POINTS = 3  # a sub-fit needs this many points beyond its free paramet
 MIN_SCORES = 4
 
 
-def rolling_origin(fit: FitResult, *, horizon: float, level: float) -> Calibration:
-    """The conformal factor of ``fit`` for forecasts up to ``horizon`` x its last compute."""
+def rolling_origin(fit: FitResult, *, noise: Noise, horizon: float, level: float) -> Calibration:
+    """The conformal factor of ``fit`` for forecasts up to ``horizon`` x its last compute.
+
+    ``noise`` is the whole curve's noise model (``Uncertainty.noise``)."""
     C, y = fit.compute, fit.reward
     p = 2 + fit.r0_fitted + (fit.fixed_A is None)
     need = max(p + MIN_EXTRA_POINTS, 6)
@@ -45,7 +45,6 @@ def rolling_origin(fit: FitResult, *, horizon: float, level: float) -> Calibrati
     first = max(1.0 / ratio, C[need - 1] / C[-1])
     if first >= LAST_ORIGIN:
         return Calibration(message=_short(C.size, need + 2))
-    whole = estimate_noise(fit.residuals, p)  # the noise is a property of the run, not the prefix
     scores, origins = [], 0
     for frac in np.unique(np.geomspace(first, LAST_ORIGIN, N_ORIGINS)):
         cut = frac * C[-1]
@@ -53,9 +52,10 @@ def rolling_origin(fit: FitResult, *, horizon: float, level: float) -> Calibrati
         held = ~sub & (C <= ratio * cut)
         if sub.sum() < need or not held.any():
             continue
-        problem = _Problem(C[sub], y[sub], None if fit.r0_fitted else fit.R0, fit.fixed_A, fit.bounded)
+        r0 = None if fit.r0_fitted else fit.R0
+        problem = _Problem(C[sub], y[sub], r0, fit.fixed_A, fit.bounded, fit.r0_point)
         subfit = fit_problem(problem, fit.bounds)
-        noise = replace(whole, n=int(sub.sum()))
+        # the run's noise model, not the prefix's: the noise is a property of the run
         centre, down, up = model_uncertainty(subfit, level=level, noise=noise).half_widths(C[held])
         err = y[held] - centre
         h = np.where(err > 0, up, down)

@@ -84,6 +84,7 @@ class FitResult:
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
     message: str = ""
     bounded: bool = True  # rewards are pass rates in [0, 1]
+    r0_point: float | None = None  # compute of the evaluation R0 was read from, if any
 
     def predict(self, C) -> np.ndarray:
         """Eq. 1 with the fitted parameters at compute ``C`` (scalar or array)."""
@@ -124,6 +125,7 @@ class _Problem:
     r0: float | None  # None: fitted
     fixed_A: float | None
     bounded: bool
+    r0_point: float | None = None  # compute of the evaluation R0 was read from
 
     @property
     def n_free(self) -> int:
@@ -215,19 +217,21 @@ def _select_points(c, r, r0, min_compute, fixed_A, bounded, source) -> _Problem:
     if r0 is None:
         r0_value = float(r[0]) if c[0] == 0 else None
         keep[0] = c[0] != 0
+        r0_point = 0.0 if c[0] == 0 else None
     elif isinstance(r0, str):
         if r0 not in ("first", "fit"):
             raise CurveError(f"{where}r0 must be a number, 'first', 'fit' or None, not {r0!r}.")
         r0_value = float(r[0]) if r0 == "first" else None
         keep[0] = r0 == "fit"
+        r0_point = float(c[0]) if r0 == "first" else None
     else:
-        r0_value = float(r0)
+        r0_value, r0_point = float(r0), None
         if not np.isfinite(r0_value) or (bounded and not 0 <= r0_value <= 1):
             raise CurveError(f"{where}r0={r0_value:g} is not a finite pass rate in [0, 1].")
     if fixed_A is not None and not np.isfinite(fixed_A):
         raise CurveError(f"{where}fixed_A={fixed_A} is not a finite number.")
     keep &= c >= min_compute
-    problem = _Problem(c[keep], r[keep], r0_value, fixed_A, bounded)
+    problem = _Problem(c[keep], r[keep], r0_value, fixed_A, bounded, r0_point)
     n = problem.compute.size
     if n < problem.n_free:
         raise CurveError(
@@ -364,7 +368,7 @@ def _result(
         bounds_hit=hit, r0_fitted=problem.r0 is None, fixed_A=problem.fixed_A,
         compute=problem.compute, reward=problem.reward, bounds=dict(bounds),
         message="; ".join(notes) + "." if notes else f"converged inside the {box}.",
-        bounded=problem.bounded,
+        bounded=problem.bounded, r0_point=problem.r0_point,
     )  # fmt: skip
 
 

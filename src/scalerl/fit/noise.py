@@ -68,16 +68,26 @@ class Noise:
         return {"sigma": self.sigma, "rho": self.rho, "deff": self.deff, "dof": self.dof}
 
 
-def estimate_noise(residuals: np.ndarray, p: int) -> Noise:
+def estimate_noise(residuals: np.ndarray, p: int, reward: np.ndarray | None = None) -> Noise:
     """AR(1) noise from a fit's residuals (n,) in compute order and its free-parameter count.
 
     The lag-1 estimate of a short series is biased low; the Marriott-Pope correction
     ``rho + (1 + 3 rho) / n`` undoes most of it (it assumes an estimated mean, which a
     fitted curve subsumes).
+
+    ``sigma`` is never below the model-free difference estimate of the evaluations'
+    scatter, ``1.4826 * MAD(diff(reward, 2)) / sqrt(6)`` (second differences cancel the
+    local trend; the median absolute deviation keeps a jump in the curve from counting as
+    noise; Gasser, Sroka & Jennen-Steinmetz 1986 in robust form): a 4-parameter
+    sigmoid through a handful of points absorbs their noise and would otherwise claim a
+    precision the evaluations never had.
     """
     r = np.asarray(residuals, dtype=float)
     n = r.size
     sigma = float(np.sqrt(r @ r / max(n - p, 1)))
+    if reward is not None and np.size(reward) >= 4:
+        d = np.diff(np.asarray(reward, dtype=float), 2)  # Var = 6 sigma^2 for iid noise
+        sigma = max(sigma, float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(6.0)))
     rho = 0.0
     if n >= MIN_RHO_POINTS and r @ r > 0:
         c = r - r.mean()

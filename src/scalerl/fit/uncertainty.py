@@ -25,12 +25,12 @@ The ceiling is **identified** when A's interval is no wider than ``±margin`` (t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from scalerl.fit import profile as prof
-from scalerl.fit.fitting import FitResult, internal_problem
+from scalerl.fit.fitting import FitResult, _Problem, fit_problem, internal_problem
 from scalerl.fit.noise import Noise, estimate_noise
 
 __all__ = ["Calibration", "Uncertainty", "assess", "model_uncertainty"]
@@ -71,6 +71,7 @@ class Uncertainty:
     fit: FitResult
     level: float
     margin: float
+    data: FitResult  # the fit the region is built on (``inference_fit``)
     noise: Noise
     profile: prof.Profile
     delta: float  # SSE rise allowed by the level
@@ -81,10 +82,19 @@ class Uncertainty:
     # --- the ceiling ---------------------------------------------------------------
 
     @property
+    def box_limited(self) -> tuple[str, ...]:
+        """B or C_mid on a bound of the search box: the best fit is a step (B) or a curve
+        whose bend lies far outside the data (C_mid), and the region is cut by the box."""
+        hit = set(self.fit.bounds_hit) | set(self.data.bounds_hit)
+        return tuple(n for n in ("B", "C_mid") if n in hit)
+
+    @property
     def identified(self) -> bool:
-        """A's interval is within ``±margin`` (always True when A was fixed)."""
+        """A's interval is within ``±margin`` and not cut by the box (True when A was fixed)."""
+        if self.fit.fixed_A is not None:
+            return True
         lo, hi = self.A_plausible
-        return (hi - lo) / 2.0 <= self.margin + 1e-12
+        return (hi - lo) / 2.0 <= self.margin + 1e-12 and not self.box_limited
 
     @property
     def verdict(self) -> str:
@@ -95,6 +105,13 @@ class Uncertainty:
             return f"ceiling fixed at A = {self.fit.A:.3f}."
         if self.identified:
             return f"ceiling identified: A in [{lo:.3f}, {hi:.3f}] at {pct}, within ±{self.margin:g}."
+        if self.box_limited and (hi - lo) / 2.0 <= self.margin:
+            what = " and ".join(self.box_limited)
+            return (
+                f"ceiling not identified: A in [{lo:.3f}, {hi:.3f}] only because {what} ended on "
+                "a bound of the search box (a step, or a bend far outside the data); forecasts "
+                "beyond the data rest on the shape alone."
+            )
         return (
             f"ceiling not identified: any A in [{lo:.3f}, {hi:.3f}] fits as well at {pct}; "
             "forecasts beyond the data rest on the shape alone."
@@ -104,11 +121,11 @@ class Uncertainty:
 
     @property
     def _free(self) -> np.ndarray:
-        return np.array([False, True, True, self.fit.r0_fitted])
+        return np.array([False, True, True, self.data.r0_fitted])
 
     @property
     def _lc(self) -> np.ndarray:
-        return _log_c(self.fit.compute, self.scale)
+        return _log_c(self.data.compute, self.scale)
 
     def interval(self, name: str) -> tuple[float, float]:
         """Interval of 'A', 'B' or 'C_mid' at ``level`` (projection of the region)."""
@@ -178,40 +195,62 @@ def _log_c(C, scale: float) -> np.ndarray:
         return np.log(np.asarray(C, dtype=float) / scale)
 
 
+def inference_fit(fit: FitResult) -> FitResult:
+    """The fit the intervals are built on.
+
+    When R0 was read from an evaluation (the step-0 point), that evaluation is as noisy as
+    any other: fixing R0 to it exactly would let one noisy point decide whether a flat
+    start can still rise later. The intervals therefore put the point back as data and fit
+    R0 with the rest; the reported point estimate keeps the paper's fixed R0.
+    """
+    if fit.r0_point is None or fit.r0_fitted:
+        return fit
+    compute = np.insert(fit.compute, 0, fit.r0_point)
+    reward = np.insert(fit.reward, 0, fit.R0)
+    problem = _Problem(compute, reward, None, fit.fixed_A, fit.bounded)
+    return fit_problem(problem, fit.bounds)
+
+
 def model_uncertainty(
     fit: FitResult, *, level: float = 0.95, margin: float = 0.02, noise: Noise | None = None
 ) -> Uncertainty:
     """Steps 1 and 2 of the module docstring (no shape-error calibration).
 
-    ``noise`` overrides the noise model read from the fit's own residuals (the rolling-
-    origin check passes the whole curve's, a better estimate than a short prefix's).
+    ``noise`` overrides the noise model read from the residuals (the rolling-origin check
+    passes the whole curve's, a better estimate than a short prefix's).
     """
-    scale = float(fit.compute.max())
-    lc, lower, upper = internal_problem(fit.compute, fit.bounds, scale)
-    r0 = None if fit.r0_fitted else fit.R0
-    p = 2 + fit.r0_fitted + (fit.fixed_A is None)
-    noise = estimate_noise(fit.residuals, p) if noise is None else noise
+    data = inference_fit(fit)
+    scale = float(data.compute.max())
+    lc, lower, upper = internal_problem(data.compute, data.bounds, scale)
+    r0 = None if data.r0_fitted else data.R0
+    p = 2 + data.r0_fitted + (data.fixed_A is None)
+    if noise is None:
+        noise = estimate_noise(data.residuals, p, data.reward)
+    else:
+        noise = replace(noise, n=data.n_points, p=p)
     delta = noise.threshold(level)
-    theta_fit = np.array([fit.A, fit.B, np.log(fit.C_mid / scale), fit.R0])
+    theta_fit = np.array([data.A, data.B, np.log(data.C_mid / scale), data.R0])
     if fit.fixed_A is not None:
         a_values = np.array([fit.A])
     else:
-        a_values = prof.a_grid(*_a_range(fit, lower, upper), _N_COARSE)
-    theta, sse = prof.profile_fits(lc, fit.reward, a_values, r0=r0, lower=lower, upper=upper)
-    profile = _merge(a_values, theta[0], sse[0], theta_fit, fit.sse)
+        a_values = prof.a_grid(*_a_range(data, lower, upper), _N_COARSE)
+    theta, sse = prof.profile_fits(lc, data.reward, a_values, r0=r0, lower=lower, upper=upper)
+    profile = _merge(a_values, theta[0], sse[0], theta_fit, data.sse)
     if fit.fixed_A is None:  # resolve the plausible set's edges on a finer grid
         lo, hi = profile.interval(delta)
         step = (a_values[-1] - a_values[0]) / max(a_values.size - 1, 1)
         fine = prof.a_grid(max(lower[0], lo - step), min(upper[0], hi + step), _N_FINE)
-        theta, sse = prof.profile_fits(lc, fit.reward, fine, r0=r0, lower=lower, upper=upper)
+        theta, sse = prof.profile_fits(lc, data.reward, fine, r0=r0, lower=lower, upper=upper)
         profile = _merge(
             np.concatenate([profile.a_values, fine]),
             np.concatenate([profile.theta, theta[0]]),
             np.concatenate([profile.sse, sse[0]]),
-            theta_fit, fit.sse,
+            theta_fit, data.sse,
         )  # fmt: skip
     A_plausible = profile.interval(delta) if fit.fixed_A is None else (fit.A, fit.A)
-    return Uncertainty(fit, level, margin, noise, profile, delta, scale, A_plausible)
+    if fit.fixed_A is None:  # the reported estimate always lies in its own interval
+        A_plausible = (min(A_plausible[0], fit.A), max(A_plausible[1], fit.A))
+    return Uncertainty(fit, level, margin, data, noise, profile, delta, scale, A_plausible)
 
 
 def assess(
@@ -222,12 +261,7 @@ def assess(
     from scalerl.fit.calibrate import rolling_origin
 
     unc = model_uncertainty(fit, level=level, margin=margin)
-    return _with_calibration(unc, rolling_origin(fit, horizon=horizon, level=level))
-
-
-def _with_calibration(unc: Uncertainty, calibration: Calibration) -> Uncertainty:
-    from dataclasses import replace
-
+    calibration = rolling_origin(fit, noise=unc.noise, horizon=horizon, level=level)
     return replace(unc, calibration=calibration)
 
 
