@@ -9,9 +9,7 @@ from scalerl.fit.fitting import (
     PAPER_A_GRID,
     PAPER_C_MID_GRID,
     FitResult,
-    PowerLawResult,
     fit_points,
-    fit_power_law,
     fit_sigmoid,
 )
 from scalerl.fit.forecast import (
@@ -29,19 +27,25 @@ from scalerl.fit.law import (
     power_law_d,
     sigmoid,
 )
+from scalerl.fit.options import FitOptions
+from scalerl.fit.power_law import PowerLawResult, fit_power_law
 from scalerl.fit.resample import BootstrapResult, PooledFit, bootstrap, pooled_fit
+from scalerl.fit.uncertainty import Uncertainty, assess
 
 __all__ = [
     "PAPER_A_GRID",
     "PAPER_C_MID_GRID",
     "BootstrapResult",
     "CurveError",
+    "FitOptions",
     "FitResult",
     "Forecast",
     "HoldoutForecast",
     "PooledFit",
     "PowerLawResult",
     "Reach",
+    "Uncertainty",
+    "assess",
     "bootstrap",
     "compute_for_reward",
     "compute_to_reach",

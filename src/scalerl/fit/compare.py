@@ -23,9 +23,10 @@ from typing import Literal
 import numpy as np
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.fitting import FitResult, PowerLawResult, fit_power_law, fit_sigmoid
+from scalerl.fit.fitting import FitResult, fit_sigmoid
 from scalerl.fit.forecast import holdout_forecast
 from scalerl.fit.io import Curve
+from scalerl.fit.power_law import PowerLawResult, fit_power_law
 from scalerl.fit.resample import BootstrapResult, bootstrap
 
 PARAMS = ("A", "B", "C_mid")

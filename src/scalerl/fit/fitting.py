@@ -42,11 +42,9 @@ __all__ = [
     "PAPER_A_GRID",
     "PAPER_C_MID_GRID",
     "FitResult",
-    "PowerLawResult",
     "fit_points",
-    "fit_power_law",
+    "fit_problem",
     "fit_sigmoid",
-    "internal_problem",
 ]
 
 PAPER_A_GRID = np.array([round(0.450 + 0.005 * i, 3) for i in range(71)])  # App. A.5: 0.450..0.800
@@ -268,22 +266,10 @@ def _fast_bounds(problem, a_grid, c_grid, user_grid, a_bounds, b_bounds, c_mid_b
     }
 
 
-def internal_problem(compute, bounds, scale: float):
-    """Map original units to solver coordinates: lc (n,), lower (4,), upper (4,).
-
-    ``m = log(C_mid / scale)``; see ``scalerl.fit.solver``.
-    """
-    with np.errstate(divide="ignore"):
-        lc = np.log(np.asarray(compute, dtype=float) / scale)
-    lo = [bounds["A"][0], bounds["B"][0], np.log(bounds["C_mid"][0] / scale), bounds["R0"][0]]
-    hi = [bounds["A"][1], bounds["B"][1], np.log(bounds["C_mid"][1] / scale), bounds["R0"][1]]
-    return lc, np.array(lo, dtype=float), np.array(hi, dtype=float)
-
-
 def fit_problem(problem: _Problem, bounds: dict) -> FitResult:
     """Fast mode on validated points: grid seeds -> batched LM -> least_squares polish."""
     scale = float(problem.compute.max())
-    lc, lower, upper = internal_problem(problem.compute, bounds, scale)
+    lc, lower, upper = solver.to_internal(problem.compute, bounds, scale)
     y = problem.reward
     free = np.array([problem.fixed_A is None, True, True, problem.r0 is None])
     b_lo, b_hi = max(lower[1], 0.05), min(upper[1], 20.0)
@@ -344,8 +330,7 @@ def _result(
     problem, theta, scale, method, converged, free, lower, upper, bounds, C_mid=None
 ) -> FitResult:
     """Build the FitResult from internal coordinates, flagging parameters on a bound."""
-    tol = 1e-6 * (1.0 + np.abs(theta))
-    on_bound = free & ((theta - lower <= tol) | (upper - theta <= tol))
+    on_bound = solver.on_bound(theta, lower, upper, free)
     hit = tuple(name for name, h in zip(NAMES, on_bound) if h)
     A, B, m, R0 = (float(v) for v in theta)
     # Paper mode passes C_mid itself so that it stays exactly a grid value.
@@ -403,7 +388,7 @@ def _fit_paper(problem: _Problem, a_grid: np.ndarray, c_grid: np.ndarray) -> Fit
         "C_mid": (float(c_grid[0]), float(c_grid[-1])),
         "R0": (0.0, 1.0) if problem.bounded else (-np.inf, np.inf),
     }
-    _, lower, upper = internal_problem(C, bounds, scale)
+    _, lower, upper = solver.to_internal(C, bounds, scale)
     # Grid edges count as bounds only where the grid has more than one value.
     free = np.array([a_values.size > 1, False, c_grid.size > 1, False])
     theta = np.array([A, B, np.log(C_mid / scale), R0])
@@ -434,89 +419,3 @@ def _paper_pair(C, y, A: float, C_mid: float, r0: float | None):
     except RuntimeError:
         return None
     return A, float(B), C_mid, float(R0)
-
-
-@dataclass(frozen=True, eq=False)
-class PowerLawResult:
-    """A fitted App. A.4 power law ``R = A - D / C^B`` on the points with ``C >= c0``."""
-
-    A: float
-    D: float
-    B: float
-    c0: float
-    n_points: int
-    sse: float
-    residuals: np.ndarray  # (n_points,)
-    converged: bool
-    bounds_hit: tuple[str, ...]
-    compute: np.ndarray  # (n_points,)
-    reward: np.ndarray  # (n_points,)
-
-    def predict(self, C) -> np.ndarray:
-        return law.power_law(C, self.A, self.D, self.B)
-
-    def to_dict(self) -> dict:
-        keys = ("A", "D", "B", "c0", "n_points", "sse", "converged")
-        return {k: getattr(self, k) for k in keys} | {"bounds_hit": list(self.bounds_hit)}
-
-
-def fit_power_law(
-    compute,
-    reward,
-    *,
-    c0: float | None = None,
-    bounded: bool = True,
-    b_bounds: tuple[float, float] = (1e-3, 10.0),
-    source: str | None = None,
-) -> PowerLawResult:
-    """Least-squares fit of ``R = A - D / C^B`` for ``C >= c0`` (App. A.4).
-
-    ``c0=None`` uses every point with positive compute (the law is undefined at 0).
-    A is bounded to [0, 1] when ``bounded`` (the paper's 1.5k-50k power-law fit reads
-    A = 1.0, i.e. it hits that bound), D >= 0, B in ``b_bounds``. Like the fast sigmoid
-    fit: for fixed B the law is linear in (A, D), so B is searched on a grid with (A, D)
-    in closed form, then (A, D, B) are polished together by ``least_squares``.
-    """
-    c, r = validate_curve(compute, reward, bounded=bounded, source=source)
-    c0 = float(c[c > 0].min()) if c0 is None and np.any(c > 0) else float(c0 or 0.0)
-    keep = (c >= c0) & (c > 0)
-    C, y = c[keep], r[keep]
-    if C.size < 3:
-        where = f"{source}: " if source else ""
-        raise CurveError(
-            f"{where}only {C.size} point(s) have compute >= c0={c0:g}; the power law needs 3."
-        )
-    scale = float(C.max())
-    x = C / scale  # D' = D / scale^B in these units
-    a_lo, a_hi = (0.0, 1.0) if bounded else (-np.inf, np.inf)
-    lower, upper = np.array([a_lo, 0.0, b_bounds[0]]), np.array([a_hi, np.inf, b_bounds[1]])
-    b_values = np.geomspace(*b_bounds, 80)
-    basis = np.power(x[None, :], -b_values[:, None])  # (nb, n)
-    seeds = []
-    for B, u in zip(b_values, basis):
-        (A, D), *_ = np.linalg.lstsq(np.stack([np.ones_like(u), -u], 1), y, rcond=None)
-        seeds.append([np.clip(A, a_lo, a_hi), max(D, 0.0), B])
-    seeds = np.array(seeds)
-    sse = [float(np.sum((s[0] - s[1] * x ** -s[2] - y) ** 2)) for s in seeds]
-    p0 = np.clip(seeds[int(np.argmin(sse))], lower + 1e-12, upper - 1e-12)
-
-    def jac(p):
-        u = x ** -p[2]
-        return np.stack([np.ones_like(u), -u, p[1] * u * np.log(x)], 1)
-
-    sol = least_squares(
-        lambda p: p[0] - p[1] * x ** -p[2] - y, p0, jac=jac, bounds=(lower, upper),
-        method="trf", x_scale="jac", ftol=1e-12, xtol=1e-12, gtol=1e-12,
-    )  # fmt: skip
-    A, Dn, B = sol.x
-    tol = 1e-6 * (1 + np.abs(sol.x))
-    hit = tuple(
-        n for n, v, lo, hi, t in zip(("A", "D", "B"), sol.x, lower, upper, tol)
-        if v - lo <= t or hi - v <= t
-    )  # fmt: skip
-    D = float(Dn * scale**B)
-    residuals = y - law.power_law(C, A, D, B)
-    return PowerLawResult(
-        A=float(A), D=D, B=float(B), c0=c0, n_points=int(C.size), sse=float(residuals @ residuals),
-        residuals=residuals, converged=bool(sol.status > 0), bounds_hit=hit, compute=C, reward=y,
-    )  # fmt: skip

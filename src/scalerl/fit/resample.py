@@ -27,7 +27,7 @@ import numpy as np
 
 from scalerl.fit import law, solver
 from scalerl.fit.errors import CurveError
-from scalerl.fit.fitting import FitResult, fit_points, fit_sigmoid, internal_problem
+from scalerl.fit.fitting import FitResult, fit_points, fit_sigmoid
 
 __all__ = ["BootstrapResult", "PooledFit", "bootstrap", "pooled_fit"]
 
@@ -121,7 +121,7 @@ def bootstrap(
     if not isinstance(fit, FitResult):
         fit = fit_sigmoid(*result_or_data, **fit_kwargs)
     scale = float(fit.compute.max())
-    lc, lower, upper = internal_problem(fit.compute, fit.bounds, scale)
+    lc, lower, upper = solver.to_internal(fit.compute, fit.bounds, scale)
     free = np.array([fit.fixed_A is None, True, True, fit.r0_fitted])
     theta0 = np.array([fit.A, fit.B, np.log(fit.C_mid / scale), fit.R0])
     rng = np.random.default_rng(seed)
@@ -138,8 +138,7 @@ def bootstrap(
     )
     ok = np.isfinite(sse) & np.isfinite(theta).all(axis=1)
     theta = theta[ok]
-    tol = 1e-6 * (1.0 + np.abs(theta))
-    at_bound = free & ((theta - lower <= tol) | (upper - theta <= tol))
+    at_bound = solver.on_bound(theta, lower, upper, free)
     samples = theta.copy()
     samples[:, 2] = scale * np.exp(theta[:, 2])
     return BootstrapResult(

@@ -20,6 +20,25 @@ from scipy.special import expit
 
 A_, B_, M_, R0_ = 0, 1, 2, 3  # positions in theta
 N_PARAMS = 4
+BOUND_RTOL = 1e-6  # a parameter this close (relative) to a box edge is on it
+
+
+def to_internal(compute, bounds: dict, scale: float):
+    """Original units -> solver coordinates: lc (n,), lower (4,), upper (4,).
+
+    ``bounds`` maps 'A', 'B', 'C_mid', 'R0' to (lo, hi); ``m = log(C_mid / scale)``.
+    """
+    with np.errstate(divide="ignore"):
+        lc = np.log(np.asarray(compute, dtype=float) / scale)
+    lo = [bounds["A"][0], bounds["B"][0], np.log(bounds["C_mid"][0] / scale), bounds["R0"][0]]
+    hi = [bounds["A"][1], bounds["B"][1], np.log(bounds["C_mid"][1] / scale), bounds["R0"][1]]
+    return lc, np.array(lo, dtype=float), np.array(hi, dtype=float)
+
+
+def on_bound(theta: np.ndarray, lower: np.ndarray, upper: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Which free parameters sit on a box edge: theta (..., p) -> (..., p) bool."""
+    tol = BOUND_RTOL * (1.0 + np.abs(theta))
+    return free & ((theta - lower <= tol) | (upper - theta <= tol))
 
 
 def model(theta: np.ndarray, lc: np.ndarray) -> np.ndarray:

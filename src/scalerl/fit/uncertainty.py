@@ -30,7 +30,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scalerl.fit import profile as prof
-from scalerl.fit.fitting import FitResult, _Problem, fit_problem, internal_problem
+from scalerl.fit import solver
+from scalerl.fit.fitting import FitResult, _Problem, fit_problem
 from scalerl.fit.noise import Noise, estimate_noise
 
 __all__ = ["Calibration", "Uncertainty", "assess", "model_uncertainty"]
@@ -221,7 +222,7 @@ def model_uncertainty(
     """
     data = inference_fit(fit)
     scale = float(data.compute.max())
-    lc, lower, upper = internal_problem(data.compute, data.bounds, scale)
+    lc, lower, upper = solver.to_internal(data.compute, data.bounds, scale)
     r0 = None if data.r0_fitted else data.R0
     p = 2 + data.r0_fitted + (data.fixed_A is None)
     if noise is None:

@@ -1,0 +1,59 @@
+"""``FitOptions``: how a curve is fitted, as one typed value.
+
+Every entry point that fits (``compare``, ``forecast``, ``uncertainty``, the CLI, the
+trainer's live forecast) takes one ``FitOptions`` instead of threading untyped keyword
+arguments, so the R0 rule, the early-window cut and the search box are the same for a
+run's fit, its sub-prefix refits and its fixed-A refits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from scalerl.fit.errors import CurveError
+from scalerl.fit.fitting import FitResult, fit_sigmoid
+
+__all__ = ["FitOptions"]
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """Arguments of ``fit_sigmoid`` (see it for each one's meaning) plus the reporting
+    level and margin.
+
+    ``level`` is the coverage every interval claims (0.95). ``margin`` is the half-width
+    within which a ceiling counts as identified and two ceilings count as equal (the
+    paper's ±0.02 from three ScaleRL seeds, §1.4).
+    """
+
+    r0: float | str | None = None
+    min_compute: float = 0.0
+    method: str = "fast"
+    bounded: bool = True
+    a_grid: tuple[float, ...] | None = None
+    c_mid_grid: tuple[float, ...] | None = None
+    a_bounds: tuple[float, float] | None = None
+    b_bounds: tuple[float, float] = (0.01, 50.0)
+    c_mid_bounds: tuple[float, float] | None = None
+    level: float = 0.95
+    margin: float = 0.02
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.level < 1.0:
+            raise CurveError(f"level must lie in (0, 1), got {self.level:g}.")
+        if not self.margin >= 0.0:
+            raise CurveError(f"margin must be 0 or more, got {self.margin:g}.")
+        if not self.min_compute >= 0.0:
+            raise CurveError(f"min_compute must be 0 or more, got {self.min_compute:g}.")
+
+    def fit(self, compute, reward, *, source: str | None = None, fixed_A: float | None = None) -> FitResult:
+        """``fit_sigmoid`` with these options (and optionally the asymptote fixed)."""
+        return fit_sigmoid(
+            compute, reward, r0=self.r0, min_compute=self.min_compute, method=self.method,
+            a_grid=self.a_grid, c_mid_grid=self.c_mid_grid, fixed_A=fixed_A,
+            bounded=self.bounded, a_bounds=self.a_bounds, b_bounds=self.b_bounds,
+            c_mid_bounds=self.c_mid_bounds, source=source,
+        )  # fmt: skip
+
+    def with_(self, **changes) -> FitOptions:
+        return replace(self, **changes)
