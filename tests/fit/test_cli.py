@@ -51,7 +51,7 @@ def _wandb(d, c):
 def test_fit_every_format_recovers_table1_and_writes_json_and_png(tmp_path, curve, writer, capsys):
     args = writer(tmp_path, curve)
     out_json, out_png = tmp_path / "o" / "fit.json", tmp_path / "o" / "fit.png"
-    rc = main(["fit", *args, "--bootstrap", "20", "--target-compute", "32000",
+    rc = main(["fit", *args, "--no-budget", "--target-compute", "32000",
                "--target-reward", "0.9", "--json", str(out_json), "--plot", str(out_png)])  # fmt: skip
     assert rc == 0
     stdout = capsys.readouterr().out
@@ -72,7 +72,7 @@ def test_fit_paper_method_uses_the_app_a5_grid(tmp_path, curve):
     path = write_csv(tmp_path / "run.csv", *curve)
     out = tmp_path / "fit.json"
     assert (
-        main(["fit", str(path), "--method", "paper", "--bootstrap", "0", "--json", str(out)]) == 0
+        main(["fit", str(path), "--method", "paper", "--no-budget", "--json", str(out)]) == 0
     )
     fit = json.loads(out.read_text())["runs"][0]["fit"]
     assert fit["method"] == "paper"
@@ -84,18 +84,23 @@ def test_fit_holdout_on_half_the_budget(tmp_path, curve, capsys):
     path = write_csv(tmp_path / "run.csv", *curve)
     out = tmp_path / "fit.json"
     assert (
-        main(["fit", str(path), "--fit-frac", "0.5", "--bootstrap", "0", "--json", str(out)]) == 0
+        main(["fit", str(path), "--fit-frac", "0.5", "--no-budget", "--json", str(out)]) == 0
     )
-    assert "Held-out forecast error" in capsys.readouterr().out
+    stdout = capsys.readouterr().out
+    assert "Held-out forecast" in stdout and "x = gpu_hours, y = val_pass_rate" in stdout
     (run,) = json.loads(out.read_text())["runs"]
     assert run["holdout"]["fit_until"] == 8000 and run["holdout"]["n_heldout"] == 20
     assert run["holdout"]["rmse"] < 0.01 and run["fit"]["max_compute"] == 8000
+    final = run["holdout"]["final"]
+    assert final["compute"] == 16000 and final["pred_lo"] <= final["predicted"] <= final["pred_hi"]
+    assert final["covered"] == (final["pred_lo"] <= final["observed"] <= final["pred_hi"])
+    assert isinstance(run["fit"]["identified"], bool) and len(run["fit"]["A_plausible"]) == 2
 
 
 def test_fit_pool_seeds_reports_pooled_fit_and_spread(tmp_path, capsys):
     paths = [str(write_csv(tmp_path / f"seed{i}.csv", *synthetic_curve(seed=i))) for i in range(3)]
     out = tmp_path / "pool.json"
-    assert main(["fit", *paths, "--pool", "--bootstrap", "10", "--json", str(out)]) == 0
+    assert main(["fit", *paths, "--pool", "--no-budget", "--json", str(out)]) == 0
     assert "Across-seed spread (half range) over 3 seeds: A ±" in capsys.readouterr().out
     data = json.loads(out.read_text())
     assert [r["run"] for r in data["runs"]] == ["seed0", "seed1", "seed2", "pooled (3 seeds)"]
@@ -109,22 +114,23 @@ def test_compare_writes_figure_html_markdown_json(tmp_path, capsys):
     for name, A, B in (("scalerl", 0.61, 2.1), ("loo-dapo", 0.60, 1.6)):
         paths.append(str(write_csv(tmp_path / f"{name}.csv", *synthetic_curve(A=A, B=B))))
     o = tmp_path / "out"
-    rc = main(["compare", *paths, "--bootstrap", "10", "--baseline", "scalerl", "--fit-frac", "0.5",
+    rc = main(["compare", *paths, "--no-budget", "--baseline", "scalerl", "--fit-frac", "0.5",
                "--plot", str(o / "c.png"), "--html", str(o / "r.html"),
                "--markdown", str(o / "r.md"), "--json", str(o / "c.json")])  # fmt: skip
     assert rc == 0
     stdout = capsys.readouterr().out
-    assert "Verdict: scalerl wins on efficiency" in stdout and "Leave-one-out table" in stdout
+    assert "Verdict (efficiency): scalerl wins on efficiency" in stdout and "Leave-one-out table" in stdout
     assert Image.open(o / "c.png").size == plot.SIZE_PX
     page = (o / "r.html").read_text()
     assert "data:image/png;base64," in page and "https://" not in page and "http://" not in page
     data = json.loads((o / "c.json").read_text())
     assert data["verdict"]["winner"] == "scalerl" and len(data["extrapolation"]) == 2
+    assert data["verdict"]["decided_by"] == "efficiency" and data["verdict"]["reasons"]
     assert (o / "r_efficiency.png").is_file()
 
 
 def test_demo_fit_writes_its_outputs(tmp_path, capsys):
-    assert main(["demo-fit", "--out", str(tmp_path), "--bootstrap", "10"]) == 0
+    assert main(["demo-fit", "--out", str(tmp_path)]) == 0
     stdout = capsys.readouterr().out
     assert "SYNTHETIC" in stdout and "wins on the asymptote" in stdout
     for name in ("forecast.png", "compare.png", "efficiency.png", "compare.html", "summary.json"):
@@ -158,7 +164,7 @@ BAD_CSV = {
 def test_bad_curve_files_exit_2_with_one_sentence(tmp_path, name, capsys):
     content, expected = BAD_CSV[name]
     (tmp_path / name).write_text(content)
-    assert main(["fit", str(tmp_path / name), "--bootstrap", "0"]) == 2
+    assert main(["fit", str(tmp_path / name), "--no-budget"]) == 2
     err = capsys.readouterr().err
     assert expected in err and err.count("\n") == 1 and "Traceback" not in err
 
@@ -171,17 +177,17 @@ def test_bad_curve_files_exit_2_with_one_sentence(tmp_path, name, capsys):
         (["fit", "{d}/ok.csv", "--fit-frac", "1.5"], "--fit-frac must lie in (0, 1]"),
         (["fit", "{d}/ok.csv", "--y", "acc"], "has no reward column 'acc'"),
         (
-            ["fit", "{d}/ok.csv", "--plot", "{d}/ok.csv/x.png", "--bootstrap", "0"],
+            ["fit", "{d}/ok.csv", "--plot", "{d}/ok.csv/x.png", "--no-budget"],
             "a file stands where its folder should be",
         ),
         (["compare", "{d}/ok.csv", "{d}/ok.csv"], "compare needs at least two runs, got 1."),
         (["compare", "{d}/ok.csv", "{d}/missing.csv"], "missing.csv does not exist."),
-        (["demo-fit", "--out", "{d}/ok.csv/demo", "--bootstrap", "0"], "cannot write"),
+        (["demo-fit", "--out", "{d}/ok.csv/demo"], "cannot write"),
         (["fit", "{d}/ok.csv", "--pool"], "--pool needs at least two runs (seeds), got 1."),
         (["fit", "{d}/ok*.csv", "--pool", "--fit-frac", "0.5"], "use it without --fit-frac"),
         (["compare", "{d}/ok.csv", "--margin", "-1"], "--margin must be 0 or more"),
         (
-            ["compare", "{d}/ok.csv", "{d}/ok2.csv", "--baseline", "zzz", "--bootstrap", "0"],
+            ["compare", "{d}/ok.csv", "{d}/ok2.csv", "--baseline", "zzz", "--no-budget"],
             "baseline 'zzz' is not one of the runs",
         ),  # fmt: skip
     ],

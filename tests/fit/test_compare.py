@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalerl.fit.compare import compare_runs, decide, extrapolation_errors, loo_table
+from scalerl.fit.compare import compare_runs, decide, extrapolation_errors, fit_run, loo_table
 from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import fit_sigmoid
 from scalerl.fit.io import Curve
+from scalerl.fit.options import FitOptions
 
 from ._files import synthetic_curve
 
@@ -41,10 +42,10 @@ def test_outside_margin_higher_A_wins_even_with_lower_B():
 def test_margin_is_inclusive_despite_float_noise():
     # 0.62 - 0.60 = 0.020000000000000018 in floats; the paper's |dA| <= 0.02 must hold
     a, b = run("a", 0.62, 2.0), run("b", 0.60, 1.7, seed=1)
-    fits = {c.name: fit_sigmoid(c.compute, c.reward, fixed_A=A) for c, A in ((a, 0.62), (b, 0.60))}
-    verdict, refits = decide(fits, {"a": a, "b": b}, margin=0.02)
+    runs = [fit_run(c, fit=fit_sigmoid(c.compute, c.reward, fixed_A=A)) for c, A in ((a, 0.62), (b, 0.60))]
+    verdict, refits = decide(runs, {"a": a, "b": b}, options=FitOptions(margin=0.02))
     assert verdict.decided_by == "efficiency" and verdict.shared_A == pytest.approx(0.61)
-    verdict, _ = decide(fits, {"a": a, "b": b}, margin=0.019)
+    verdict, _ = decide(runs, {"a": a, "b": b}, options=FitOptions(margin=0.019))
     assert (verdict.decided_by, verdict.winner) == ("asymptote", "a")
 
 
@@ -54,7 +55,7 @@ def test_many_runs_only_contenders_within_margin_of_best_are_refitted():
         run("close", 0.605, 2.2, seed=1),
         run("far", 0.55, 3.0, seed=2),
     ]
-    result = compare_runs(runs, bootstrap_n=20)
+    result = compare_runs(runs)
     v = result.verdict
     assert set(v.contenders) == {"best_A", "close"} and v.winner == "close"
     assert set(result.refits) == {"best_A", "close"}
@@ -96,3 +97,33 @@ def test_compare_needs_two_distinct_runs():
         compare_runs([run("a", 0.6, 2.0)])
     with pytest.raises(CurveError, match="both named 'a'"):
         compare_runs([run("a", 0.6, 2.0), run("a", 0.6, 2.0, seed=1)])
+
+
+def test_a_run_against_its_own_prefix_is_undecided_and_says_what_the_data_decide():
+    full = run("full", 0.61, 1.92, noise=0.01, n=81)
+    prefix = Curve("prefix", full.compute[:13], full.reward[:13], "prefix.csv")  # first 15%
+    result = compare_runs([prefix, full])
+    v = result.verdict
+    assert not result.runs[0].identified
+    assert (v.decided_by, v.winner) == ("undecided", None)
+    assert any("not identified" in r for r in v.reasons)
+    assert any("What the data decide" in r for r in v.reasons)
+    assert any("differ by" in r and "not comparable" in r for r in v.reasons)  # 6.7x ranges
+    assert v.equal_compute["compute"] == pytest.approx(prefix.compute[-1])
+    data = v.to_dict()
+    assert data["decided_by"] == "undecided" and isinstance(data["reasons"], list)
+
+
+def test_paper_mode_cannot_flip_an_undecided_comparison_into_a_verdict():
+    full = run("full", 0.61, 1.92, noise=0.01, n=81)
+    prefix = Curve("prefix", full.compute[:13], full.reward[:13], "prefix.csv")
+    v = compare_runs([prefix, full], options=FitOptions(method="paper")).verdict
+    assert v.decided_by == "undecided"
+
+
+def test_an_identified_ceiling_above_every_other_interval_wins_even_if_another_is_unidentified():
+    high = run("high", 0.75, 2.0, noise=0.003, n=81)
+    low_full = run("low", 0.40, 1.0, C_mid=20000.0, noise=0.003, n=81)  # bend far past the data
+    v = compare_runs([high, low_full]).verdict
+    lo_high = v.to_dict()
+    assert v.decided_by == "asymptote" and v.winner == "high", lo_high

@@ -7,6 +7,7 @@ import pytest
 
 from scalerl.fit import (
     CurveError,
+    FitOptions,
     bootstrap,
     compute_to_reach,
     fit_sigmoid,
@@ -26,11 +27,11 @@ def fit_and_boot():
 
 def test_predict_at_with_and_without_bootstrap(fit_and_boot):
     fit, boot = fit_and_boot
-    value, lo, hi = predict_at(fit, 16000.0)
+    value, lo, hi, pred_lo, pred_hi = predict_at(fit, 16000.0)
     assert value == pytest.approx(float(fit.predict(16000.0))) and np.isnan(lo) and np.isnan(hi)
-    value, lo, hi = predict_at(fit, 16000.0, boot)
-    assert lo < value < hi and hi - lo < 0.02
-    values, los, his = predict_at(fit, np.array([8000.0, 16000.0]), boot)
+    value, lo, hi, pred_lo, pred_hi = predict_at(fit, 16000.0, boot)
+    assert lo < value < hi and hi - lo < 0.02 and np.isnan(pred_lo)  # a bootstrap has no predictive
+    values, los, his, *_ = predict_at(fit, np.array([8000.0, 16000.0]), boot)
     assert values.shape == (2,) and (los < values).all() and (values < his).all()
 
 
@@ -63,7 +64,7 @@ def test_holdout_forecast_on_an_exact_curve_has_no_error():
 
 def test_holdout_forecast_scores_a_noisy_curve():
     C, R = make_curve(0.645, 1.70, 10909.0, seed=32)
-    hold = holdout_forecast(C, R, fit_until=30000.0, min_compute=1500.0)
+    hold = holdout_forecast(C, R, fit_until=30000.0, options=FitOptions(min_compute=1500.0))
     assert hold.fit.compute.min() >= 1500.0 and hold.fit_until == 30000.0
     err = hold.predicted - hold.reward
     assert hold.rmse == pytest.approx(np.sqrt(np.mean(err**2)))

@@ -22,7 +22,7 @@ def comparison_parts():
         Curve("base", *synthetic_curve(B=2.0), "base.csv"),
         Curve("<b>var</b>", *synthetic_curve(B=1.6, seed=1), "var.csv"),  # must be escaped
     ]
-    comparison = compare_runs(curves, bootstrap_n=10)
+    comparison = compare_runs(curves)
     loo = loo_table(curves, baseline="base")
     extrapolation = [extrapolation_errors(c) for c in curves]
     return comparison, loo, extrapolation

@@ -28,7 +28,6 @@ def register(subparsers) -> None:
                    help="override applied to every variant, e.g. --set train.steps=60 (repeatable)")
     p.add_argument("--out", type=Path, help="sweep folder (default: runs/sweep-TIMESTAMP)")
     p.add_argument("--x", help="compute axis of the fits (default compute_gpu_hours; 'flops' is hardware-free)")
-    p.add_argument("--bootstrap", type=int, default=0, metavar="N", help="bootstrap resamples per fit")
     p.add_argument("--report-only", action="store_true", help="skip training; compare the runs in OUT")
     p.set_defaults(func=handle)
 
@@ -52,7 +51,7 @@ def handle(args: argparse.Namespace) -> int:
     for v in variants:
         runs.setdefault(Path(v.recipe).stem, []).append(v.run_dir)
     try:
-        written = write_report(runs, out, x=args.x, bootstrap=args.bootstrap)
+        written = write_report(runs, out, x=args.x)
     except (CurveError, OSError) as err:
         print(f"scalerl sweep: no comparison report: {err}", file=sys.stderr)
         return 2

@@ -35,7 +35,7 @@ def pooled_curve(name: str, metrics_files: Sequence[Path], *, x: str | None = No
 
 
 def write_report(runs: dict[str, list[Path]], out: Path, *, x: str | None = None,
-                 margin: float = 0.02, bootstrap: int = 0, baseline: str | None = "scalerl") -> list[Path]:
+                 margin: float = 0.02, baseline: str | None = "scalerl") -> list[Path]:
     """Compare the recipes in ``runs`` (name -> its seeds' run dirs); write
     ``out/report.md`` (+ figures), ``out/report.html`` and ``out/comparison.json``.
 
@@ -47,7 +47,9 @@ def write_report(runs: dict[str, list[Path]], out: Path, *, x: str | None = None
     from scalerl.fit import report
 
     curves = [pooled_curve(name, [Path(d) / "metrics.jsonl" for d in dirs], x=x) for name, dirs in runs.items()]
-    comparison = compare_runs(curves, margin=margin, bootstrap_n=bootstrap)
+    from scalerl.fit.options import FitOptions
+
+    comparison = compare_runs(curves, options=FitOptions(margin=margin))
     base = baseline if baseline in runs else None
     loo = loo_table(curves, baseline=base) if base else None
     figures = report.comparison_figures(comparison, loo if loo is not None else loo_table(curves))

@@ -28,7 +28,7 @@ from scalerl.fit.law import (
     sigmoid,
 )
 from scalerl.fit.options import FitOptions
-from scalerl.fit.power_law import PowerLawResult, fit_power_law
+from scalerl.fit.powerlaw import PowerLawResult, fit_power_law
 from scalerl.fit.resample import BootstrapResult, PooledFit, bootstrap, pooled_fit
 from scalerl.fit.uncertainty import Uncertainty, assess
 

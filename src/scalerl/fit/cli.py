@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ from scalerl.fit.compare import (
 from scalerl.fit.demo import demo_command
 from scalerl.fit.errors import CurveError
 from scalerl.fit.io import Curve, load_runs
+from scalerl.fit.options import FitOptions
 from scalerl.fit.resample import PooledFit, pooled_fit
 
 EXIT_BAD_INPUT = 2
@@ -42,7 +43,7 @@ def _r0(text: str) -> float | str:
         ) from None
 
 
-def _add_curve_options(p: argparse.ArgumentParser, *, bootstrap: int) -> None:
+def _add_curve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "runs", nargs="+", metavar="RUN", help="CSV, JSONL, W&B CSV or TensorBoard logs (globs ok)"
     )
@@ -78,13 +79,25 @@ def _add_curve_options(p: argparse.ArgumentParser, *, bootstrap: int) -> None:
         help="fast continuous fit, or the paper's App. A.5 grid",
     )
     p.add_argument(
-        "--bootstrap",
-        type=int,
-        default=bootstrap,
-        metavar="N",
-        help=f"bootstrap resamples for intervals, 0 for none (default {bootstrap})",
+        "--level",
+        type=float,
+        default=0.95,
+        metavar="P",
+        help="coverage every interval claims (default 0.95)",
     )
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument(
+        "--margin",
+        type=float,
+        default=0.02,
+        metavar="M",
+        help="a ceiling is identified when A's interval is within ±M; two ceilings are equal "
+        "within M (paper: 0.02)",
+    )
+    p.add_argument(
+        "--no-budget",
+        action="store_true",
+        help="skip the budget advice (compute needed to pin A; ~1 s per run)",
+    )
 
 
 def register(subparsers) -> None:
@@ -92,7 +105,7 @@ def register(subparsers) -> None:
     p = _one_line_errors(
         subparsers.add_parser("fit", help="fit the ScaleRL sigmoid to runs and forecast")
     )
-    _add_curve_options(p, bootstrap=200)
+    _add_curve_options(p)
     p.add_argument(
         "--fit-frac",
         type=float,
@@ -123,13 +136,13 @@ def register(subparsers) -> None:
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the fits as JSON")
     p.add_argument("--plot", type=Path, metavar="FILE", help="write the figure as PNG")
+    p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
     p.set_defaults(func=_guard(fit_command))
 
     p = _one_line_errors(
         subparsers.add_parser("compare", help="compare runs with the paper's A-margin rule")
     )
-    _add_curve_options(p, bootstrap=100)
-    p.add_argument("--margin", type=float, default=0.02, help="A margin of the rule (paper: 0.02)")
+    _add_curve_options(p)
     p.add_argument("--baseline", help="run name for the leave-one-out table (Fig. 7)")
     p.add_argument(
         "--fit-frac",
@@ -148,7 +161,6 @@ def register(subparsers) -> None:
         subparsers.add_parser("demo-fit", help="forecasting demo on the bundled synthetic curves")
     )
     p.add_argument("--out", type=Path, default=Path("out/demo-fit"), help="output folder")
-    p.add_argument("--bootstrap", type=int, default=100, metavar="N")
     p.set_defaults(func=_guard(demo_command))
 
 
@@ -183,8 +195,18 @@ def _load(args: argparse.Namespace) -> list[Curve]:
     return load_runs(args.runs, x=args.x, y=args.y, step_to_compute=args.step_to_compute)
 
 
-def _fit_kwargs(args: argparse.Namespace) -> dict:
-    return {"r0": args.r0, "min_compute": args.min_compute, "method": args.method}
+def options_from(args: argparse.Namespace) -> FitOptions:
+    """The fit options the flags name; a bad level or margin is one sentence."""
+    if not 0.0 < args.level < 1.0:
+        raise CurveError(f"--level must lie in (0, 1), got {args.level:g}.")
+    if args.margin < 0:
+        raise CurveError(f"--margin must be 0 or more, got {args.margin:g}.")
+    if args.min_compute < 0:
+        raise CurveError(f"--min-compute must be 0 or more, got {args.min_compute:g}.")
+    return FitOptions(
+        r0=args.r0, min_compute=args.min_compute, method=args.method,
+        level=args.level, margin=args.margin,
+    )  # fmt: skip
 
 
 def _check_fraction(value: float | None, name: str, *, allow_one: bool) -> None:
@@ -196,60 +218,40 @@ def _check_fraction(value: float | None, name: str, *, allow_one: bool) -> None:
         raise CurveError(f"{name} must lie in (0, {upper}, got {value:g}.")
 
 
+def _columns(console, curves: list[Curve]) -> None:
+    """Say which columns were read: the first thing to check when a fit looks wrong."""
+    for c in curves:
+        console.print(f"{c.source}: x = {c.x}, y = {c.y} ({len(c)} points)", markup=False)
+
+
 # --- scalerl fit -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class _FitOutcome:
-    run: RunFit
-    holdout: forecast.HoldoutForecast | None
-    forecasts: list[tuple[float, forecast.Forecast]]
-    reaches: list[forecast.Reach]
-
-    def to_dict(self) -> dict:
-        run = self.run
-        return {
-            "run": run.name,
-            "source": run.curve.source,
-            "x": run.curve.x,
-            "y": run.curve.y,
-            "fit": run.fit.to_dict(),
-            "intervals": {k: list(v) for k, v in run.intervals.items()},
-            "bootstrap": run.boot.to_dict() if run.boot is not None else None,
-            "forecasts": [
-                {"compute": c, "reward": f.value, "lo": f.lo, "hi": f.hi} for c, f in self.forecasts
-            ],
-            "compute_to_reach": [vars(r) for r in self.reaches],
-            "holdout": self.holdout.to_dict() if self.holdout is not None else None,
-        }
-
-
-def _fit_one(curve: Curve, args: argparse.Namespace) -> _FitOutcome:
-    kwargs = _fit_kwargs(args)
+def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions) -> report.FitOutcome:
     holdout = None
+    horizon = 2.0
     if args.fit_frac < 1.0:
         holdout = forecast.holdout_forecast(
-            curve.compute, curve.reward, fit_frac=args.fit_frac, source=curve.source, **kwargs
+            curve.compute, curve.reward, fit_frac=args.fit_frac, options=options, source=curve.source
         )
-    run = fit_run(
-        curve,
-        bootstrap_n=args.bootstrap,
-        seed=args.seed,
-        fit=holdout.fit if holdout is not None else None,
-        **kwargs,
-    )
+        horizon = holdout.extrapolation_ratio
+    fit = holdout.fit if holdout is not None else None
+    last = float((fit.compute if fit is not None else curve.compute).max())
+    if args.target_compute and last > 0:
+        horizon = max(horizon, max(args.target_compute) / last)
+    run = fit_run(curve, options=options, fit=fit, horizon=horizon, budget=not args.no_budget)
     return _with_forecasts(run, holdout, args)
 
 
-def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace) -> _FitOutcome:
-    forecasts = [(c, forecast.predict_at(run.fit, c, run.boot)) for c in args.target_compute]
-    reaches = [forecast.compute_to_reach(run.fit, r, run.boot) for r in args.target_reward]
-    return _FitOutcome(run, holdout, forecasts, reaches)
+def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace) -> report.FitOutcome:
+    forecasts = [(c, forecast.predict_at(run.fit, c, run.unc)) for c in args.target_compute]
+    reaches = [forecast.compute_to_reach(run.fit, r, run.unc) for r in args.target_reward]
+    return report.FitOutcome(run, holdout, forecasts, reaches)
 
 
-def _pooled(curves: list[Curve], args: argparse.Namespace) -> tuple[_FitOutcome, PooledFit]:
+def _pooled(curves: list[Curve], args, options: FitOptions) -> tuple[report.FitOutcome, PooledFit]:
     """Seeds of one recipe fitted together (``pooled_fit``); forecasts use the pooled fit."""
-    pooled = pooled_fit([(c.compute, c.reward) for c in curves], **_fit_kwargs(args))
+    pooled = pooled_fit([(c.compute, c.reward) for c in curves], options)
     order = np.argsort(np.concatenate([c.compute for c in curves]), kind="stable")
     merged = Curve(
         f"pooled ({len(curves)} seeds)",
@@ -259,7 +261,7 @@ def _pooled(curves: list[Curve], args: argparse.Namespace) -> tuple[_FitOutcome,
         curves[0].x,
         curves[0].y,
     )
-    run = fit_run(merged, bootstrap_n=args.bootstrap, seed=args.seed, fit=pooled.fit)
+    run = fit_run(merged, options=options, fit=pooled.fit, budget=not args.no_budget)
     return _with_forecasts(run, None, args), pooled
 
 
@@ -272,94 +274,52 @@ def _spread_sentence(pooled: PooledFit) -> str:
     )
 
 
-def _reach_row(run: RunFit, reach: forecast.Reach) -> tuple[str, str, str, str]:
-    """Run, target, compute needed (or why none), bootstrap interval."""
-    if not reach.reachable:
-        needed = f"unreachable: target above A={run.fit.A:.3f}"
-    elif reach.compute == 0:
-        needed = f"0 (already met: R0={run.fit.R0:.3f})"
-    else:
-        needed = report.fmt(reach.compute)
-    interval = report.interval_text(reach.lo, reach.hi)
-    if reach.p_unreachable > 0:
-        interval += f"; {reach.p_unreachable:.0%} of resamples never reach it"
-    return run.name, report.fmt(reach.target), needed, interval
-
-
-def _forecast_tables(outcomes: list[_FitOutcome]) -> list[report.Table]:
-    tables = []
-    rows = [
-        (o.run.name, report.fmt(c), report.fmt(f.value), report.interval_text(f.lo, f.hi))
-        for o in outcomes
-        for c, f in o.forecasts
-    ]
-    if rows:
-        header = ("run", "target compute", "forecast reward", "interval")
-        tables.append(report.Table("Forecast at target compute", header, tuple(rows)))
-    rows = [_reach_row(o.run, r) for o in outcomes for r in o.reaches]
-    if rows:
-        header = ("run", "target reward", "compute to reach", "interval")
-        tables.append(report.Table("Compute to reach a target reward", header, tuple(rows)))
-    rows = [
-        (
-            o.run.name,
-            report.fmt(h.fit_until),
-            str(h.compute.size),
-            f"{h.rmse:.4f}",
-            f"{h.max_error:.4f}",
-            f"{h.final_error:+.4f}",
-        )
-        for o in outcomes
-        if (h := o.holdout) is not None
-    ]
-    if rows:
-        header = ("run", "fitted up to", "held-out n", "RMSE", "max |error|", "final error")
-        caption = "Held-out forecast error (predicted - observed)"
-        tables.append(report.Table(caption, header, tuple(rows)))
-    return tables
-
-
-def fit_figure(outcomes: list[_FitOutcome]):
+def fit_figure(outcomes: list[report.FitOutcome]):
     """One run: the paper-style fit figure; several: the comparison figure."""
     if len(outcomes) == 1:
         run = outcomes[0].run
-        ax = plot.plot_fit(run.fit, run.curve, band=run.band)
+        ax = plot.plot_fit(run.fit, run.curve, unc=run.unc)
         ax.set_title(f"{run.name}: sigmoid fit (solid) and extrapolation (dashed)")
         return ax
     runs = [o.run for o in outcomes]
     return plot.plot_comparison(
         {r.name: r.fit for r in runs},
         {r.name: r.curve for r in runs},
-        bands={r.name: r.band for r in runs if r.band is not None},
+        bands={r.name: r.band for r in runs},
     )
 
 
 def fit_command(args: argparse.Namespace) -> int:
-    """``scalerl fit``: fit each run, print the table, forecasts, holdout errors."""
+    """``scalerl fit``: fit each run, print the table, verdicts, forecasts, hold-out scores."""
     _check_fraction(args.fit_frac, "--fit-frac", allow_one=True)
-    if args.bootstrap < 0:
-        raise CurveError(f"--bootstrap must be 0 or more, got {args.bootstrap}.")
+    options = options_from(args)
     if args.pool and args.fit_frac < 1.0:
         raise CurveError("--pool fits whole runs; use it without --fit-frac.")
     curves = _load(args)
     if args.pool and len(curves) < 2:
         raise CurveError(f"--pool needs at least two runs (seeds), got {len(curves)}.")
-    outcomes = [_fit_one(curve, args) for curve in curves]
+    console = report.console()
+    _columns(console, curves)
+    outcomes = [_fit_one(curve, args, options) for curve in curves]
     pooled = None
     if args.pool:
-        pooled_outcome, pooled = _pooled(curves, args)
+        pooled_outcome, pooled = _pooled(curves, args, options)
         outcomes.append(pooled_outcome)
-    console = report.console()
     runs = [o.run for o in outcomes]
     caption = "Sigmoid fits (Eq. 1)" + (
         f", on the first {args.fit_frac:g} of compute" if args.fit_frac < 1 else ""
     )
-    interval = f"; intervals: 95% bootstrap, n={args.bootstrap}" if args.bootstrap else ""
-    for table in [report.fits_table(runs, caption + interval), *_forecast_tables(outcomes)]:
+    caption += f"; intervals at {options.level:.0%}"
+    for table in [report.fits_table(runs, caption), *report.forecast_tables(outcomes)]:
         console.print(report.rich_table(table))
     if pooled is not None:
         console.print(_spread_sentence(pooled), markup=False)
     for o in outcomes:
+        console.print(f"{o.run.name}: {o.run.unc.verdict}", markup=False)
+        if o.run.budget_checked and not o.run.identified:
+            console.print(f"{o.run.name}: to pin A to ±{options.margin:g}: {o.run.budget_text}.", markup=False)
+        if not o.run.unc.calibration.calibrated:
+            console.print(f"{o.run.name}: {o.run.unc.calibration.message}.", markup=False)
         if o.run.fit.bounds_hit or not o.run.fit.converged:
             console.print(f"warning: {o.run.name}: {o.run.fit.message}", markup=False)
     if args.json:
@@ -367,9 +327,15 @@ def fit_command(args: argparse.Namespace) -> int:
         if pooled is not None:
             data["pooled"] = pooled.to_dict()
         console.print(f"wrote {report.write_json(args.json, data)}", markup=False)
-    if args.plot:
-        png = plot.png_bytes(fit_figure(outcomes[-1:] if pooled is not None else outcomes))
-        console.print(f"wrote {report.write(args.plot, png)}", markup=False)
+    shown = outcomes[-1:] if pooled is not None else outcomes
+    if args.plot or args.html:
+        png = plot.png_bytes(fit_figure(shown))
+        if args.plot:
+            console.print(f"wrote {report.write(args.plot, png)}", markup=False)
+        if args.html:
+            figure = report.Figure("Fit, band on the expected curve and predictive interval", png, "fit.png")
+            page = report.to_html(report.fit_report(outcomes, caption, [figure]))
+            console.print(f"wrote {report.write(args.html, page)}", markup=False)
     return 0
 
 
@@ -378,32 +344,30 @@ def fit_command(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace, curves: list[Curve]):
     """Comparison, LOO table and (with --fit-frac) extrapolation scores."""
-    if args.margin < 0:
-        raise CurveError(f"--margin must be 0 or more, got {args.margin:g}.")
-    if args.bootstrap < 0:
-        raise CurveError(f"--bootstrap must be 0 or more, got {args.bootstrap}.")
+    options = options_from(args)
     _check_fraction(args.fit_frac, "--fit-frac", allow_one=False)
-    kwargs = _fit_kwargs(args)
-    comparison = compare_runs(
-        curves, margin=args.margin, bootstrap_n=args.bootstrap, seed=args.seed, **kwargs
-    )
-    loo = loo_table(curves, baseline=args.baseline, **kwargs)
+    comparison = compare_runs(curves, options=options, budget=not args.no_budget)
+    loo = loo_table(curves, baseline=args.baseline, options=options)
     extrapolation = []
     if args.fit_frac is not None:
-        extrapolation = [extrapolation_errors(c, fit_frac=args.fit_frac, **kwargs) for c in curves]
+        extrapolation = [extrapolation_errors(c, fit_frac=args.fit_frac, options=options) for c in curves]
     return comparison, loo, extrapolation
 
 
 def compare_command(args: argparse.Namespace) -> int:
     """``scalerl compare``: table, verdict, and the figure / HTML / Markdown / JSON."""
-    comparison, loo, extrapolation = _compare(args, _load(args))
+    curves = _load(args)
+    console = report.console()
+    _columns(console, curves)
+    comparison, loo, extrapolation = _compare(args, curves)
     rep = report.comparison_report(
         comparison, loo=loo if args.baseline else None, extrapolation=extrapolation
     )
-    console = report.console()
     for table in rep.tables:
         console.print(report.rich_table(table))
-    console.print(f"Verdict: {comparison.verdict.sentence}", markup=False)
+    for sentence in report.ceiling_sentences(comparison.runs):
+        console.print(sentence, markup=False)
+    console.print(f"Verdict ({comparison.verdict.decided_by}): {comparison.verdict.sentence}", markup=False)
     if not (args.plot or args.html or args.markdown):
         figures = []
     else:
@@ -419,6 +383,7 @@ def compare_command(args: argparse.Namespace) -> int:
         written += report.write_markdown(args.markdown, rep)
     if args.json:
         data = comparison.to_dict() | {"loo": loo.to_dict()}
+        data["runs"] = [r.fit_dict() | {"run": r.name} for r in comparison.runs]
         data["extrapolation"] = [s.to_dict() for s in extrapolation]
         written.append(report.write_json(args.json, data))
     for path in written:

@@ -1,11 +1,19 @@
-"""Compare runs the way the paper does (§1.4, §3.3, App. A.4).
+"""Compare runs the way the paper does (§1.4, §3.3, App. A.4), and only as far as the
+data allow.
 
-- :func:`compare_runs`: fit every run (with bootstrap intervals when asked) and apply the
-  paper's rule. For two runs: if ``|A1 - A2| <= margin`` (0.02, from the ±0.015 spread of
-  three independent ScaleRL runs), refit both with A fixed to their mean and the higher
-  B wins; otherwise the higher A wins. For more runs the same rule picks among the
-  *contenders*, the runs whose A is within ``margin`` of the best A: one contender wins on
-  its asymptote; several are refitted at their mean A and the highest B wins.
+- :func:`compare_runs`: fit every run with its honest intervals and apply the paper's
+  rule. For two runs: if ``|A1 - A2| <= margin`` (0.02, from the ±0.015 spread of three
+  independent ScaleRL runs), refit both with A fixed to their mean and the higher B wins;
+  otherwise the higher A wins. For more runs the same rule picks among the *contenders*,
+  the runs whose A is within ``margin`` of the best A.
+
+  The rule needs ceilings the data pin down. When a contender's ceiling is not identified
+  (``Uncertainty.identified``), or the shared A of the refit sits on a bound of the box,
+  no winner is named: the verdict is ``"undecided"`` and says what the data do decide,
+  the expected reward at the largest compute every run reached, with its band. One
+  exception keeps clear cases clear: an identified ceiling whose whole interval lies
+  above every other run's interval wins on the asymptote. Runs whose compute ranges
+  differ by more than 2x get a warning: their B values are not comparable.
 - :func:`loo_table`: the Fig. 7 leave-one-out table: C_mid, B, A of the baseline and each
   variant, and B refitted with A fixed to the mean A of all runs (the efficiency plot's
   slopes).
@@ -23,37 +31,61 @@ from typing import Literal
 import numpy as np
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.fitting import FitResult, fit_sigmoid
-from scalerl.fit.forecast import holdout_forecast
+from scalerl.fit.fitting import FitResult
+from scalerl.fit.forecast import budget_to_pin_A, holdout_forecast
 from scalerl.fit.io import Curve
-from scalerl.fit.power_law import PowerLawResult, fit_power_law
-from scalerl.fit.resample import BootstrapResult, bootstrap
+from scalerl.fit.options import FitOptions
+from scalerl.fit.powerlaw import PowerLawResult, fit_power_law
+from scalerl.fit.uncertainty import Uncertainty, assess
 
 PARAMS = ("A", "B", "C_mid")
 A_TOL = 1e-9  # grid A values differ by float noise (0.62 - 0.60 = 0.020000000000000018)
+RANGE_RATIO = 2.0  # compute ranges further apart than this make B incomparable
 
 
 @dataclass(frozen=True, eq=False)
 class RunFit:
-    """One run's fit, its bootstrap intervals (empty without bootstrap) and band."""
+    """One run's fit, its intervals (``unc``) and, when asked, the budget to pin A."""
 
     name: str
     curve: Curve
     fit: FitResult
-    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
-    boot: BootstrapResult | None = None  # None without bootstrap
+    unc: Uncertainty
+    budget: float | None = None  # budget_to_pin_A (multiple of the compute so far)
+    budget_checked: bool = False
+
+    @property
+    def intervals(self) -> dict[str, tuple[float, float]]:
+        return self.unc.intervals
 
     @property
     def band(self):
-        """``C -> (lo, hi)`` bootstrap band of the fitted curve, or None."""
-        return self.boot.band if self.boot is not None else None
+        """``C -> (lo, hi)``: the band on the expected curve."""
+        return self.unc.band
+
+    @property
+    def identified(self) -> bool:
+        return self.unc.identified
+
+    @property
+    def budget_text(self) -> str:
+        if not self.budget_checked:
+            return "-"
+        if self.budget is None:
+            return "not within 100x"
+        if self.budget <= 1.0:
+            return "pinned now"
+        return f"about {self.budget:g}x the compute so far"
 
     def row(self) -> dict:
-        """Table row: parameters, their intervals, fit quality flags."""
+        """Table row: parameters, their intervals, the ceiling verdict, fit flags."""
         row = {"run": self.name, **{p: getattr(self.fit, p) for p in (*PARAMS, "R0")}}
         for p in PARAMS:
             row[f"{p}_interval"] = list(self.intervals[p]) if p in self.intervals else None
         row |= {
+            "identified": self.identified,
+            "A_plausible": list(self.unc.A_plausible),
+            "ceiling": self.unc.verdict,
             "n_points": self.fit.n_points,
             "sse": self.fit.sse,
             "converged": self.fit.converged,
@@ -61,36 +93,43 @@ class RunFit:
         }
         return row
 
+    def fit_dict(self) -> dict:
+        """``fit`` of the JSON contract: the fit, identification and budget advice."""
+        return self.fit.to_dict() | {
+            "identified": self.identified,
+            "A_plausible": list(self.unc.A_plausible),
+            "ceiling": self.unc.verdict,
+            "budget_to_pin_A": self.budget,
+            "budget_advice": self.budget_text,
+        }
+
 
 @dataclass(frozen=True)
 class Verdict:
-    """Which run scales better under the paper's rule, and why."""
+    """Which run scales better under the paper's rule, why, or why the data cannot say.
 
-    winner: str
-    decided_by: Literal["asymptote", "efficiency"]
+    ``winner`` is None when ``decided_by == "undecided"``; ``reasons`` are sentences
+    (the rule's decision, or why it was withheld, and warnings); ``equal_compute`` is
+    the expected reward of each run at ``compute``, the largest compute all runs reached,
+    as ``name -> (value, lo, hi)``.
+    """
+
+    winner: str | None
+    decided_by: Literal["asymptote", "efficiency", "undecided"]
     margin: float
     contenders: tuple[str, ...]  # runs whose A is within margin of the best A
     delta_A: float  # best A minus the next-best A over all runs (0 for a single run)
     shared_A: float | None  # mean A of the contenders, when B decided
     refit_B: dict[str, float]  # B of each contender refitted at shared_A
+    reasons: tuple[str, ...] = ()
+    equal_compute: dict = field(default_factory=dict)
 
     @property
     def sentence(self) -> str:
-        if self.decided_by == "asymptote":
-            return (
-                f"{self.winner} wins on the asymptote: its A is higher than every other "
-                f"run's by more than the {self.margin:g} margin (next best is "
-                f"{self.delta_A:.3f} lower)."
-            )
-        others = ", ".join(f"{n} {b:.3f}" for n, b in self.refit_B.items() if n != self.winner)
-        return (
-            f"{self.winner} wins on efficiency: the A values of {', '.join(self.contenders)} "
-            f"lie within the {self.margin:g} margin, and refitted at their mean "
-            f"A = {self.shared_A:.3f} its B = {self.refit_B[self.winner]:.3f} is the highest "
-            f"(vs {others})."
-        )
+        return " ".join(self.reasons)
 
     def to_dict(self) -> dict:
+        eq = self.equal_compute
         return {
             "winner": self.winner,
             "decided_by": self.decided_by,
@@ -99,7 +138,12 @@ class Verdict:
             "delta_A": self.delta_A,
             "shared_A": self.shared_A,
             "refit_B": dict(self.refit_B),
+            "reasons": list(self.reasons),
             "sentence": self.sentence,
+            "equal_compute": {
+                "compute": eq.get("compute"),
+                "runs": {n: {"value": v, "lo": lo, "hi": hi} for n, (v, lo, hi) in eq.get("runs", {}).items()},
+            },
         }
 
 
@@ -107,7 +151,7 @@ class Verdict:
 class Comparison:
     runs: list[RunFit]
     verdict: Verdict
-    refits: dict[str, FitResult]  # the fixed-A refits of the contenders (empty on asymptote)
+    refits: dict[str, FitResult]  # the fixed-A refits of the contenders (empty otherwise)
 
     def rows(self) -> list[dict]:
         rows = [r.row() for r in self.runs]
@@ -123,47 +167,130 @@ class Comparison:
 def fit_run(
     curve: Curve,
     *,
-    bootstrap_n: int = 0,
-    bootstrap_kind: str = "residual",
-    seed: int = 0,
+    options: FitOptions | None = None,
     fit: FitResult | None = None,
-    **fit_kwargs,
+    horizon: float = 2.0,
+    budget: bool = False,
 ) -> RunFit:
-    """Fit one curve (``fit_kwargs`` go to ``fit_sigmoid``; or pass an existing ``fit``),
-    bootstrapping it when ``bootstrap_n > 0``."""
+    """Fit one curve (or take ``fit``) and assess its intervals for forecasts up to
+    ``horizon`` x its last compute; ``budget`` adds the budget-to-pin-A advice."""
+    options = FitOptions() if options is None else options
     if fit is None:
-        fit = fit_sigmoid(curve.compute, curve.reward, source=curve.source, **fit_kwargs)
-    if bootstrap_n <= 0:
-        return RunFit(curve.name, curve, fit)
-    boot = bootstrap(fit, n=bootstrap_n, kind=bootstrap_kind, seed=seed)
-    return RunFit(curve.name, curve, fit, boot.intervals, boot)
+        fit = options.fit(curve.compute, curve.reward, source=curve.source)
+    unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon)
+    advice = budget_to_pin_A(unc) if budget else None
+    return RunFit(curve.name, curve, fit, unc, advice, budget)
 
 
-def refit_at(curve: Curve, A: float, **fit_kwargs) -> FitResult:
+def refit_at(curve: Curve, A: float, options: FitOptions | None = None) -> FitResult:
     """``curve`` refitted with the asymptote fixed to ``A`` (the paper's B comparison)."""
-    kwargs = {k: v for k, v in fit_kwargs.items() if k != "fixed_A"}
-    return fit_sigmoid(curve.compute, curve.reward, fixed_A=A, source=curve.source, **kwargs)
+    options = FitOptions() if options is None else options
+    return options.fit(curve.compute, curve.reward, fixed_A=A, source=curve.source)
+
+
+def equal_compute(runs: Sequence[RunFit]) -> dict:
+    """Each run's expected reward (and band) at the largest compute every run reached."""
+    C = float(min(r.curve.compute.max() for r in runs))
+    out = {}
+    for r in runs:
+        lo, hi = r.unc.band(np.array([C]))
+        out[r.name] = (float(r.fit.predict(C)), float(lo[0]), float(hi[0]))
+    return {"compute": C, "runs": out}
+
+
+def _equal_compute_sentence(eq: dict) -> str:
+    runs = eq["runs"]
+    parts = ", ".join(f"{n} {v:.3f} [{lo:.3f}, {hi:.3f}]" for n, (v, lo, hi) in runs.items())
+    best = max(runs, key=lambda n: runs[n][0])
+    ahead = all(runs[best][1] > hi for n, (_, _, hi) in runs.items() if n != best)
+    verdict = (
+        f"{best} is ahead at equal compute (its band lies above the others')"
+        if ahead
+        else "their bands overlap, so the runs are not distinguishable at equal compute"
+    )
+    return f"What the data decide: at compute {eq['compute']:.4g} the expected rewards are {parts}; {verdict}."
+
+
+def _range_warning(runs: Sequence[RunFit]) -> str | None:
+    tops = {r.name: float(r.curve.compute.max()) for r in runs}
+    ratio = max(tops.values()) / max(min(tops.values()), 1e-300)
+    if ratio <= RANGE_RATIO:
+        return None
+    return (
+        f"Warning: the runs' compute ranges differ by {ratio:.1f}x (more than {RANGE_RATIO:g}x), "
+        "so their B values are not comparable."
+    )
 
 
 def decide(
-    fits: dict[str, FitResult], curves: dict[str, Curve], *, margin: float = 0.02, **fit_kwargs
+    runs: Sequence[RunFit], curves: dict[str, Curve], *, options: FitOptions | None = None
 ) -> tuple[Verdict, dict[str, FitResult]]:
-    """The §1.4 rule over any number of runs; returns the verdict and the fixed-A refits."""
-    if not fits:
+    """The §1.4 rule over any number of runs, withheld where the data cannot support it
+    (module docstring); returns the verdict and the fixed-A refits."""
+    options = FitOptions() if options is None else options
+    margin = options.margin
+    if not runs:
         raise CurveError("there is no run to compare.")
-    ranked = sorted(fits, key=lambda n: fits[n].A, reverse=True)
-    best_A = fits[ranked[0]].A
-    delta_A = best_A - fits[ranked[1]].A if len(ranked) > 1 else 0.0
-    contenders = tuple(n for n in ranked if best_A - fits[n].A <= margin + A_TOL)
+    by_name = {r.name: r for r in runs}
+    ranked = sorted(by_name, key=lambda n: by_name[n].fit.A, reverse=True)
+    best_A = by_name[ranked[0]].fit.A
+    delta_A = best_A - by_name[ranked[1]].fit.A if len(ranked) > 1 else 0.0
+    contenders = tuple(n for n in ranked if best_A - by_name[n].fit.A <= margin + A_TOL)
+    eq = equal_compute(runs)
+    warning = _range_warning(runs)
+    extra = (warning,) if warning else ()
+
+    def undecided(why: list[str]) -> tuple[Verdict, dict]:
+        reasons = (*why, _equal_compute_sentence(eq), *extra)
+        return Verdict(None, "undecided", margin, contenders, delta_A, None, {}, reasons, eq), {}
+
+    unidentified = [n for n in ranked if not by_name[n].identified]
+    clear = _clear_asymptote(by_name, ranked, margin) if unidentified else None
+    if clear is not None:
+        lo = by_name[clear].unc.A_plausible[0]
+        why = (
+            f"{clear} wins on the asymptote: its ceiling is identified and its whole interval "
+            f"(from {lo:.3f}) lies above every other run's plausible A."
+        )
+        return Verdict(clear, "asymptote", margin, (clear,), delta_A, None, {}, (why, *extra), eq), {}
+    if unidentified:
+        why = [f"No verdict: the ceiling of {n} is not identified ({by_name[n].unc.verdict})" for n in unidentified]
+        return undecided(why)
     if len(contenders) == 1:
-        verdict = Verdict(ranked[0], "asymptote", margin, contenders, delta_A, None, {})
-        return verdict, {}
-    shared_A = float(np.mean([fits[n].A for n in contenders]))
-    refits = {n: refit_at(curves[n], shared_A, **fit_kwargs) for n in contenders}
+        why = (
+            f"{ranked[0]} wins on the asymptote: its A is higher than every other run's by more "
+            f"than the {margin:g} margin (next best is {delta_A:.3f} lower)."
+        )
+        return Verdict(ranked[0], "asymptote", margin, contenders, delta_A, None, {}, (why, *extra), eq), {}
+    shared_A = float(np.mean([by_name[n].fit.A for n in contenders]))
+    refits = {n: refit_at(curves[n], shared_A, options) for n in contenders}
+    lo_box, hi_box = refits[contenders[0]].bounds["A"]
+    if min(shared_A - lo_box, hi_box - shared_A) <= 1e-9:
+        return undecided([f"No verdict: the shared A = {shared_A:.3f} sits on a bound of the search box."])
     refit_B = {n: refits[n].B for n in contenders}
     winner = max(contenders, key=lambda n: refit_B[n])
-    verdict = Verdict(winner, "efficiency", margin, contenders, delta_A, shared_A, refit_B)
+    others = ", ".join(f"{n} {b:.3f}" for n, b in refit_B.items() if n != winner)
+    why = (
+        f"{winner} wins on efficiency: the A values of {', '.join(contenders)} lie within the "
+        f"{margin:g} margin, and refitted at their mean A = {shared_A:.3f} its "
+        f"B = {refit_B[winner]:.3f} is the highest (vs {others})."
+    )
+    verdict = Verdict(winner, "efficiency", margin, contenders, delta_A, shared_A, refit_B, (why, *extra), eq)
     return verdict, refits
+
+
+def _clear_asymptote(by_name: dict[str, RunFit], ranked: list[str], margin: float) -> str | None:
+    """An identified run whose A interval lies above every other run's plausible A, by
+    more than the margin at the point estimates, or None."""
+    for name in ranked:
+        run = by_name[name]
+        if not run.identified:
+            continue
+        lo = run.unc.A_plausible[0]
+        others = [by_name[o] for o in ranked if o != name]
+        if all(lo > o.unc.A_plausible[1] and run.fit.A - o.fit.A > margin for o in others):
+            return name
+    return None
 
 
 def _check_names(curves: Sequence[Curve]) -> None:
@@ -174,24 +301,14 @@ def _check_names(curves: Sequence[Curve]) -> None:
 
 
 def compare_runs(
-    curves: Sequence[Curve],
-    *,
-    margin: float = 0.02,
-    bootstrap_n: int = 0,
-    bootstrap_kind: str = "residual",
-    seed: int = 0,
-    **fit_kwargs,
+    curves: Sequence[Curve], *, options: FitOptions | None = None, budget: bool = False
 ) -> Comparison:
     """Fit each run, then apply the paper's compare rule (module docstring)."""
     if len(curves) < 2:
         raise CurveError(f"compare needs at least two runs, got {len(curves)}.")
     _check_names(curves)
-    runs = [
-        fit_run(c, bootstrap_n=bootstrap_n, bootstrap_kind=bootstrap_kind, seed=seed, **fit_kwargs)
-        for c in curves
-    ]
-    fits = {r.name: r.fit for r in runs}
-    verdict, refits = decide(fits, {c.name: c for c in curves}, margin=margin, **fit_kwargs)
+    runs = [fit_run(c, options=options, budget=budget) for c in curves]
+    verdict, refits = decide(runs, {c.name: c for c in curves}, options=options)
     return Comparison(runs, verdict, refits)
 
 
@@ -223,20 +340,20 @@ class LooTable:
         return {"baseline": self.baseline, "shared_A": self.shared_A, "rows": self.rows()}
 
 
-def loo_table(curves: Sequence[Curve], baseline: str | None = None, **fit_kwargs) -> LooTable:
+def loo_table(
+    curves: Sequence[Curve], baseline: str | None = None, options: FitOptions | None = None
+) -> LooTable:
     """Leave-one-out table; ``baseline`` names the reference run (default: the first)."""
+    options = FitOptions() if options is None else options
     _check_names(curves)
     names = [c.name for c in curves]
     baseline = names[0] if baseline is None else baseline
     if baseline not in names:
         raise CurveError(f"baseline {baseline!r} is not one of the runs: {', '.join(names)}.")
     by_name = {c.name: c for c in curves}
-    fits = {
-        n: fit_sigmoid(c.compute, c.reward, source=c.source, **fit_kwargs)
-        for n, c in by_name.items()
-    }
+    fits = {n: options.fit(c.compute, c.reward, source=c.source) for n, c in by_name.items()}
     shared_A = float(np.mean([f.A for f in fits.values()]))
-    refits = {n: refit_at(by_name[n], shared_A, **fit_kwargs) for n in names}
+    refits = {n: refit_at(by_name[n], shared_A, options) for n in names}
     return LooTable(baseline, shared_A, fits, refits)
 
 
@@ -283,28 +400,24 @@ def _score(predicted: np.ndarray, actual: np.ndarray, A: float) -> LawScore:
 
 
 def extrapolation_errors(
-    curve: Curve, *, fit_frac: float = 0.5, min_compute: float = 0.0, **fit_kwargs
+    curve: Curve, *, fit_frac: float = 0.5, options: FitOptions | None = None
 ) -> ExtrapolationScore:
     """Fit sigmoid and power law on compute <= fit_frac * max compute; score the rest.
 
     The power law uses the same points with positive compute (it is undefined at C = 0)
     from ``min_compute`` on, i.e. its C0 is the first fitted point's compute (App. A.4).
     """
+    options = FitOptions() if options is None else options
     hold = holdout_forecast(
-        curve.compute,
-        curve.reward,
-        fit_frac=fit_frac,
-        min_compute=min_compute,
-        source=curve.source,
-        **fit_kwargs,
+        curve.compute, curve.reward, fit_frac=fit_frac, options=options, source=curve.source
     )
     prefix = curve.compute <= hold.fit_until
-    c0 = min_compute if min_compute > 0 else None
+    c0 = options.min_compute if options.min_compute > 0 else None
     power = fit_power_law(
         curve.compute[prefix],
         curve.reward[prefix],
         c0=c0,
-        bounded=fit_kwargs.get("bounded", True),
+        bounded=options.bounded,
         source=curve.source,
     )
     return ExtrapolationScore(

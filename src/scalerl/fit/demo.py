@@ -26,23 +26,25 @@ def _example(name: str) -> Curve:
     return curve
 
 
-def _demo_forecast(console, out: Path, n_boot: int) -> dict:
+def _demo_forecast(console, out: Path) -> dict:
     """Fit the first half of the budget, forecast the end, check against the full run."""
     half = _example("synthetic_scalerl_seed0_half.jsonl")
     full = _example("synthetic_scalerl_seed0.csv")
-    run = fit_run(half, bootstrap_n=n_boot)
+    run = fit_run(half, horizon=2.0)
     budget = float(full.compute[-1])
-    pred = forecast.predict_at(run.fit, budget, run.boot)
+    pred = forecast.predict_at(run.fit, budget, run.unc)
     measured = float(np.mean(full.reward[-5:]))  # the last 5 evaluations, to average noise
-    ax = plot.plot_fit(run.fit, full, band=run.band)
+    ax = plot.plot_fit(run.fit, full, unc=run.unc)
     ax.set_title(f"Fitted on {half.compute[-1]:.0f} GPU-h (dots); held-out to {budget:.0f} (x)")
     figure = report.write(out / "forecast.png", plot.png_bytes(ax))
     console.print(
         report.rich_table(report.fits_table([run], "1. Fit on the half budget (8k GPU-h)"))
     )
     console.print(
-        f"Forecast at {budget:.0f} GPU-h: {pred.value:.3f} {report.interval_text(pred.lo, pred.hi)}; "
-        f"measured (mean of the last 5 evaluations): {measured:.3f}.",
+        f"Forecast at {budget:.0f} GPU-h: {pred.value:.3f}, band on the expected curve "
+        f"{report.interval_text(pred.lo, pred.hi)}, predictive interval "
+        f"{report.interval_text(pred.pred_lo, pred.pred_hi)}; measured (mean of the last 5 "
+        f"evaluations): {measured:.3f}. {run.unc.verdict}",
         markup=False,
     )
     score = extrapolation_errors(full, fit_frac=0.5)
@@ -50,19 +52,21 @@ def _demo_forecast(console, out: Path, n_boot: int) -> dict:
     return {
         "fit_half": run.fit.to_dict(),
         "intervals": {k: list(v) for k, v in run.intervals.items()},
-        "forecast": {"compute": budget, "reward": pred.value, "lo": pred.lo, "hi": pred.hi},
+        "forecast": {"compute": budget, "reward": pred.value, "lo": pred.lo, "hi": pred.hi,
+                     "pred_lo": pred.pred_lo, "pred_hi": pred.pred_hi},
+        "ceiling": run.unc.to_dict(),
         "measured_final": measured,
         "extrapolation": score.to_dict(),
         "figure": str(figure),
     }
 
 
-def _demo_compare(console, out: Path, n_boot: int) -> dict:
+def _demo_compare(console, out: Path) -> dict:
     """ScaleRL against the LOO-like variants (A within the margin: B decides), and
     against ScaleRL-32k (A outside the margin: A decides)."""
     names = ["scalerl_seed0", "loo-dapo", "loo-savg", "loo-8op", "loo-fp32"]
     curves = [_example(f"synthetic_{n}.csv") for n in names]
-    comparison = compare_runs(curves, bootstrap_n=n_boot)
+    comparison = compare_runs(curves)
     loo = loo_table(curves, baseline=curves[0].name)
     rep = report.comparison_report(
         comparison,
@@ -95,8 +99,8 @@ def demo_command(args: argparse.Namespace) -> int:
     )
     out = args.out
     summary = {
-        "forecast": _demo_forecast(console, out, args.bootstrap),
-        "compare": _demo_compare(console, out, args.bootstrap),
+        "forecast": _demo_forecast(console, out),
+        "compare": _demo_compare(console, out),
     }
     path = report.write_json(out / "summary.json", summary)
     console.print(

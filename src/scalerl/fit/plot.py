@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from scalerl.fit.fitting import FitResult
     from scalerl.fit.io import Curve
+    from scalerl.fit.uncertainty import Uncertainty
 
 DPI = 100
 SIZE_PX = (900, 560)  # width, height in pixels
@@ -67,61 +68,86 @@ def plot_fit(
     *,
     heldout: Curve | None = None,
     band: Band | None = None,
+    unc: Uncertainty | None = None,
     ax: Axes | None = None,
     label: str | None = None,
     color=None,
     extend_to: float | None = None,
     annotate_asymptote: bool = True,
+    legend_extras: bool = True,
 ) -> Axes:
     """One run: points, Eq. 1 solid over the fitted range and dashed beyond, A dotted.
 
-    ``curve`` points inside the fitted compute range are dots, points past it (and all of
-    ``heldout``) are crosses. ``band(C) -> (lo, hi)`` shades a bootstrap prediction band.
-    The dashed extrapolation reaches ``extend_to`` (default: the last point shown, or
-    ``EXTEND`` times the fitted range when there is none past it).
+    ``curve`` points inside the fitted compute range are dots ("fitted points"), points
+    past it (and all of ``heldout``) are crosses ("held-out points"); a vertical line marks
+    the fit cut-off when any point lies past it. ``unc`` shades the band on the expected
+    curve and, lighter, the predictive interval, and marks a ceiling that is not identified
+    or that sits on a bound; ``band(C) -> (lo, hi)`` (e.g. a bootstrap's) shades a band
+    when no ``unc`` is given. The dashed extrapolation reaches ``extend_to`` (default: the
+    last point shown, or ``EXTEND`` times the fitted range when there is none past it).
+    ``legend_extras=False`` keeps only the curve's label in the legend (comparisons).
     """
     ax = ax if ax is not None else new_axes()
+
+    def named(text: str) -> str:
+        return text if legend_extras else f"_{text}"  # matplotlib skips "_" labels
+
     color = color if color is not None else _colour(len(ax.lines) // 3)
     fit_c = fit.compute[fit.compute > 0]
     lo_c, hi_c = float(fit_c.min()), float(fit.compute.max())
-    shown = [hi_c]
+    shown, past = [hi_c], []
     if curve is not None:
         c, r = _positive(curve.compute, curve.reward)
         inside = c <= hi_c * (1 + 1e-12)
-        ax.scatter(c[inside], r[inside], s=14, color=color, alpha=0.75, zorder=3)
-        ax.scatter(c[~inside], r[~inside], s=30, marker="x", color=color, zorder=3)
+        ax.scatter(c[inside], r[inside], s=14, color=color, alpha=0.75, zorder=3, label=named("fitted points"))
+        past.append((c[~inside], r[~inside]))
         shown.append(float(c.max()) if c.size else hi_c)
     if heldout is not None:
         c, r = _positive(heldout.compute, heldout.reward)
-        c, r = c[c > hi_c], r[c > hi_c]
-        ax.scatter(c, r, s=30, marker="x", color=color, zorder=3)
+        past.append((c[c > hi_c], r[c > hi_c]))
         shown.append(float(c.max()) if c.size else hi_c)
+    held_c = np.concatenate([c for c, _ in past]) if past else np.empty(0)
+    if held_c.size:
+        held_r = np.concatenate([r for _, r in past])
+        ax.scatter(held_c, held_r, s=30, marker="x", color=color, zorder=3, label=named("held-out points"))
     end = extend_to if extend_to is not None else max(max(shown), EXTEND * hi_c)
     inner = np.geomspace(lo_c, hi_c, 200)
     outer = np.geomspace(hi_c, max(end, hi_c * 1.0001), 200)
     text = label if label is not None else f"A={fit.A:.3f}, B={fit.B:.2f}, C_mid={fit.C_mid:.4g}"
     ax.plot(inner, fit.predict(inner), "-", color=color, lw=2, label=text)
     ax.plot(outer, fit.predict(outer), "--", color=color, lw=2)
+    grid = np.concatenate([inner, outer[1:]])
+    if unc is not None:
+        lo, hi = unc.predictive(grid)
+        ax.fill_between(grid, lo, hi, color=color, alpha=0.10, lw=0, label=named(f"predictive interval ({unc.level:.0%})"))
+        band = unc.band
     if band is not None:
-        grid = np.concatenate([inner, outer[1:]])
         lo, hi = band(grid)
-        ax.fill_between(grid, lo, hi, color=color, alpha=0.18, lw=0)
-    ax.axhline(fit.A, ls=":", color=color, lw=1.2)
-    if annotate_asymptote:
-        ax.annotate(
-            f"A = {fit.A:.3f}",
-            (lo_c, fit.A),
-            xytext=(2, 3),
-            textcoords="offset points",
-            color=color,
-            fontsize=9,
-            va="bottom",
-        )
+        ax.fill_between(grid, lo, hi, color=color, alpha=0.22, lw=0, label=named("band on the expected curve"))
+    _asymptote(ax, fit, unc, color, lo_c, annotate_asymptote)
+    if held_c.size:
+        ax.axvline(hi_c, color="0.5", lw=0.8, ls="-.", label=named(f"fit cut-off ({hi_c:.4g})"))
     _style(ax, curve)
     bottom, top = ax.get_ylim()
-    ax.set_ylim(bottom, max(top, fit.A + 0.06 * (top - bottom)))  # room for the A label
+    ax.set_ylim(bottom, max(top, min(fit.A, 1.02) + 0.06 * (top - bottom)))  # room for the A label
     ax.legend(fontsize=8, loc="lower right")
     return ax
+
+
+def _asymptote(ax, fit, unc, color, x: float, annotate: bool) -> None:
+    """The dotted A line, labelled; "not identified" / "on a bound" when it is."""
+    identified = unc is None or unc.identified
+    ax.axhline(fit.A, ls=":" if identified else (0, (1, 4)), color=color, lw=1.2)
+    if not annotate:
+        return
+    text = f"A = {fit.A:.3f}"
+    if unc is not None and not identified:
+        lo, hi = unc.A_plausible
+        text += f" (NOT identified: any A in [{lo:.2f}, {hi:.2f}])"
+        ax.axhspan(lo, min(hi, 1.0), color=color, alpha=0.05, lw=0)
+    elif "A" in fit.bounds_hit:
+        text += " (on a bound)"
+    ax.annotate(text, (x, fit.A), xytext=(2, 3), textcoords="offset points", color=color, fontsize=9, va="bottom")
 
 
 def _style(ax: Axes, curve: Curve | None = None) -> None:
@@ -158,6 +184,7 @@ def plot_comparison(
             label=f"{name}: A={fit.A:.3f}, B={fit.B:.2f}",
             extend_to=end,
             annotate_asymptote=False,
+            legend_extras=False,
         )
     ax.legend(fontsize=8, loc="lower right")
     if title:

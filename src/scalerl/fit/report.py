@@ -22,6 +22,7 @@ import numpy as np
 from scalerl.fit import plot
 from scalerl.fit.compare import Comparison, ExtrapolationScore, LooTable, RunFit
 from scalerl.fit.errors import CurveError
+from scalerl.fit.forecast import Forecast, HoldoutForecast, Reach
 
 
 @dataclass(frozen=True)
@@ -73,27 +74,149 @@ def flags(run: RunFit) -> str:
     return ", ".join(out) or "ok"
 
 
+def ceiling_text(run: RunFit) -> str:
+    """The identification verdict in a few words, for a table cell."""
+    lo, hi = run.unc.A_plausible
+    if run.fit.fixed_A is not None:
+        return "fixed"
+    if run.identified:
+        return f"identified [{lo:.3f}, {hi:.3f}]"
+    return f"NOT identified: any A in [{lo:.3f}, {hi:.3f}]"
+
+
 def fits_table(runs: Sequence[RunFit], caption: str, refit_B: dict[str, float] | None = None):
-    """A, B, C_mid with intervals, R0, points, SSE, flags; optionally the shared-A B."""
-    header = ["run", "A", "B", "C_mid", "R0", "n", "SSE", "flags"]
+    """A, B, C_mid with intervals, R0, points, the ceiling verdict, budget advice, flags;
+    optionally the shared-A B."""
+    header = ["run", "A", "B", "C_mid", "R0", "n", "ceiling", "to pin A", "flags"]
     if refit_B:
-        header.insert(7, "B at shared A")
+        header.insert(6, "B at shared A")
     rows = []
     for r in runs:
+        iv = r.intervals
         row = [
             r.name,
-            with_interval(r.fit.A, r.intervals.get("A")),
-            with_interval(r.fit.B, r.intervals.get("B")),
-            with_interval(r.fit.C_mid, r.intervals.get("C_mid")),
+            with_interval(r.fit.A, iv.get("A")),
+            with_interval(r.fit.B, iv.get("B")),
+            with_interval(r.fit.C_mid, iv.get("C_mid")),
             fmt(r.fit.R0),
             str(r.fit.n_points),
-            f"{r.fit.sse:.3g}",
+            ceiling_text(r),
+            r.budget_text,
             flags(r),
         ]
         if refit_B:
-            row.insert(7, fmt(refit_B.get(r.name)))
+            row.insert(6, fmt(refit_B.get(r.name)))
         rows.append(tuple(row))
     return Table(caption, tuple(header), tuple(rows))
+
+
+def ceiling_sentences(runs: Sequence[RunFit]) -> tuple[str, ...]:
+    """One sentence per run whose ceiling is not identified, and each calibration note."""
+    out = [f"{r.name}: {r.unc.verdict}" for r in runs if not r.identified]
+    out += [f"{r.name}: {r.unc.calibration.message}." for r in runs if not r.unc.calibration.calibrated]
+    return tuple(out)
+
+
+# --- scalerl fit --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class FitOutcome:
+    """One run of ``scalerl fit``: its fit, hold-out score, forecasts and reaches."""
+
+    run: RunFit
+    holdout: HoldoutForecast | None
+    forecasts: list[tuple[float, Forecast]]
+    reaches: list[Reach]
+
+    def to_dict(self) -> dict:
+        run = self.run
+        return {
+            "run": run.name,
+            "source": run.curve.source,
+            "x": run.curve.x,
+            "y": run.curve.y,
+            "fit": run.fit_dict(),
+            "intervals": {k: list(v) for k, v in run.intervals.items()},
+            "uncertainty": run.unc.to_dict(),
+            "forecasts": [
+                {"compute": c, "reward": f.value, "lo": f.lo, "hi": f.hi,
+                 "pred_lo": f.pred_lo, "pred_hi": f.pred_hi}
+                for c, f in self.forecasts
+            ],  # fmt: skip
+            "compute_to_reach": [vars(r) for r in self.reaches],
+            "holdout": self.holdout.to_dict() if self.holdout is not None else None,
+        }
+
+
+def _reach_row(run: RunFit, reach: Reach) -> tuple[str, str, str, str]:
+    """Run, target, compute needed (or why none), interval."""
+    if not reach.reachable:
+        needed = f"unreachable: target above A={run.fit.A:.3f}"
+    elif reach.compute == 0:
+        needed = f"0 (already met: R0={run.fit.R0:.3f})"
+    else:
+        needed = fmt(reach.compute)
+    interval = interval_text(reach.lo, reach.hi)
+    if reach.p_unreachable > 0:
+        interval += f"; {reach.p_unreachable:.0%} of resamples never reach it"
+    lo, hi = run.unc.A_plausible
+    if lo < reach.target <= hi:
+        interval += "; may never be reached (inside A's interval)"
+    return run.name, fmt(reach.target), needed, interval
+
+
+def forecast_tables(outcomes: Sequence[FitOutcome]) -> list[Table]:
+    """Forecasts at target compute, compute to reach targets, and hold-out scores."""
+    tables = []
+    rows = [
+        (o.run.name, fmt(c), fmt(f.value), interval_text(f.lo, f.hi), interval_text(f.pred_lo, f.pred_hi))
+        for o in outcomes
+        for c, f in o.forecasts
+    ]
+    if rows:
+        header = ("run", "target compute", "forecast reward", "band on expected curve", "predictive interval")
+        tables.append(Table("Forecast at target compute", header, tuple(rows)))
+    rows = [_reach_row(o.run, r) for o in outcomes for r in o.reaches]
+    if rows:
+        header = ("run", "target reward", "compute to reach", "interval")
+        tables.append(Table("Compute to reach a target reward", header, tuple(rows)))
+    rows = []
+    for o in outcomes:
+        if (h := o.holdout) is None:
+            continue
+        f = h.final
+        rows.append((
+            o.run.name, fmt(h.fit_until), str(h.compute.size), f"{h.rmse:.4f}", f"{h.final_error:+.4f}",
+            f"{h.coverage:.0%}", f"{f['observed']:.3f} in [{f['pred_lo']:.3f}, {f['pred_hi']:.3f}]: "
+            + ("covered" if f["covered"] else "NOT covered"),
+        ))  # fmt: skip
+    if rows:
+        header = ("run", "fitted up to", "held-out n", "RMSE", "final error", "in predictive interval", "final point")
+        caption = "Held-out forecast (predicted - observed)"
+        tables.append(Table(caption, header, tuple(rows)))
+    return tables
+
+
+def fit_report(outcomes: Sequence[FitOutcome], caption: str, figures: Sequence[Figure] = ()) -> Report:
+    """``scalerl fit --html``: the fits, the ceiling verdicts, forecasts and figures."""
+    runs = [o.run for o in outcomes]
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    paragraphs = (
+        *(f"{r.name}: {r.unc.verdict}" for r in runs),
+        *(f"{r.name}: {r.unc.calibration.message}." for r in runs),
+        f"{BANDS} Generated {stamp}.",
+    )
+    tables = (fits_table(runs, caption), *forecast_tables(outcomes))
+    return Report("scalerl fit", paragraphs, tables, tuple(figures))
+
+
+BANDS = (
+    "Intervals are at 95% unless stated: A's is the profile-likelihood range that fits as well as "
+    "the best fit (AR(1) evaluation noise); the band on the expected curve is where Eq. 1 lies if "
+    "the law holds; the predictive interval holds one future evaluation, calibrated on the run's "
+    "own earlier forecasts."
+)
 
 
 def loo_rows_table(loo: LooTable) -> Table:
@@ -150,17 +273,23 @@ def comparison_report(
     verdict = comparison.verdict
     refit_B = verdict.refit_B if verdict.decided_by == "efficiency" else None
     tables = [fits_table(comparison.runs, "Sigmoid fits (Eq. 1)", refit_B)]
+    eq = verdict.equal_compute
+    if eq:
+        rows = tuple((n, fmt(eq["compute"]), fmt(v), interval_text(lo, hi)) for n, (v, lo, hi) in eq["runs"].items())
+        header = ("run", "compute", "expected reward", "band")
+        tables.append(Table("Reward at equal compute (largest compute all runs reached)", header, rows))
     if loo is not None:
         tables.append(loo_rows_table(loo))
     if extrapolation:
         tables.append(extrapolation_table(extrapolation))
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     paragraphs = (
-        f"Verdict: {verdict.sentence}",
+        f"Verdict ({verdict.decided_by}): {verdict.sentence}",
+        *ceiling_sentences(comparison.runs),
         "Rule (paper §1.4): the runs whose A lies within the margin of the best A are "
         "refitted with A fixed to their mean A, and the highest B (efficiency) wins; if no "
-        "other run is within the margin, the highest A wins. Intervals are 95% bootstrap "
-        f"percentiles where shown. Generated {stamp}.",
+        "other run is within the margin, the highest A wins. No verdict is drawn from a "
+        f"ceiling the data do not identify. {BANDS} Generated {stamp}.",
     )
     return Report(title, paragraphs, tuple(tables), tuple(figures))
 

@@ -27,7 +27,8 @@ import numpy as np
 
 from scalerl.fit import law, solver
 from scalerl.fit.errors import CurveError
-from scalerl.fit.fitting import FitResult, fit_points, fit_sigmoid
+from scalerl.fit.fitting import FitResult, fit_points
+from scalerl.fit.options import FitOptions
 
 __all__ = ["BootstrapResult", "PooledFit", "bootstrap", "pooled_fit"]
 
@@ -105,12 +106,12 @@ def bootstrap(
     kind: str = "residual",
     seed: int | None = 0,
     level: float = 0.95,
-    **fit_kwargs,
+    options: FitOptions | None = None,
 ) -> BootstrapResult:
     """Bootstrap a fit: ``n`` resamples, each refitted from the point estimate.
 
     ``result_or_data`` is a ``FitResult`` or a ``(compute, reward)`` pair, which is
-    first fitted with ``fit_sigmoid(compute, reward, **fit_kwargs)``. The refits keep
+    first fitted with ``options`` (default ``FitOptions()``). The refits keep
     the fit's R0 rule, fixed A and search box.
     """
     if kind not in ("residual", "case"):
@@ -119,7 +120,7 @@ def bootstrap(
         raise CurveError(f"bootstrap needs n >= 1 and 0 < level < 1, got n={n}, level={level}.")
     fit = result_or_data
     if not isinstance(fit, FitResult):
-        fit = fit_sigmoid(*result_or_data, **fit_kwargs)
+        fit = (FitOptions() if options is None else options).fit(*result_or_data)
     scale = float(fit.compute.max())
     lc, lower, upper = solver.to_internal(fit.compute, fit.bounds, scale)
     free = np.array([fit.fixed_A is None, True, True, fit.r0_fitted])
@@ -191,36 +192,29 @@ class PooledFit:
         }
 
 
-_POOL_KEYS = (
-    "fixed_A",
-    "bounded",
-    "method",
-    "a_grid",
-    "c_mid_grid",
-    "a_bounds",
-    "b_bounds",
-    "c_mid_bounds",
-)
-
-
-def pooled_fit(curves, **fit_kwargs) -> PooledFit:
+def pooled_fit(curves, options: FitOptions | None = None) -> PooledFit:
     """Fit each seed's ``(compute, reward)`` curve alone and all of them pooled.
 
-    Each seed is fitted with ``fit_sigmoid(**fit_kwargs)`` (same R0 rule and cut). The
+    Each seed is fitted with ``options`` (same R0 rule and cut). The
     pooled fit uses every seed's fit points together; R0 is the mean of the seeds' fixed
     R0 values, or fitted if any seed fitted it.
     """
+    options = FitOptions() if options is None else options
     curves = list(curves.values()) if isinstance(curves, dict) else list(curves)
     if len(curves) < 2:
         raise CurveError(f"a pooled fit needs at least 2 seeds, got {len(curves)}.")
     per_seed = tuple(
-        fit_sigmoid(c, r, **{"source": f"seed {i}", **fit_kwargs})
+        options.fit(c, r, source=f"seed {i}")
         for i, (c, r) in enumerate(curves)
     )
     compute = np.concatenate([f.compute for f in per_seed])
     reward = np.concatenate([f.reward for f in per_seed])
     order = np.argsort(compute, kind="stable")
     r0 = None if any(f.r0_fitted for f in per_seed) else float(np.mean([f.R0 for f in per_seed]))
-    pooled_kwargs = {k: v for k, v in fit_kwargs.items() if k in _POOL_KEYS}
-    pooled = fit_points(compute[order], reward[order], r0=r0, **pooled_kwargs)
+    o = options
+    pooled = fit_points(
+        compute[order], reward[order], r0=r0, bounded=o.bounded, method=o.method,
+        a_grid=o.a_grid, c_mid_grid=o.c_mid_grid, a_bounds=o.a_bounds, b_bounds=o.b_bounds,
+        c_mid_bounds=o.c_mid_bounds,
+    )  # fmt: skip
     return PooledFit(fit=pooled, per_seed=per_seed)
