@@ -246,6 +246,26 @@ class EvalConfig(_Frozen):
     """Validation sampling temperature."""
 
 
+class ForecastConfig(_Frozen):
+    """The live forecast: Eq. 1 refitted on the run so far after every evaluation."""
+
+    enabled: bool = True
+    """Refit the law after every evaluation (in a background thread, off the learner's
+    critical path) and log ``forecast_*`` fields; ``scalerl fit`` reproduces them."""
+    min_points: int = Field(6, ge=4)
+    """Evaluations after step 0 before the first forecast (fewer cannot hold the law's
+    three parameters plus a noise estimate)."""
+    min_compute: float = Field(0.0, ge=0)
+    """Fit only evaluations from this compute on (device-hours; the paper drops its first
+    ~1.5k of 16k GPU-hours, §1.3); as ``scalerl fit --min-compute``."""
+    target: float | None = Field(None, gt=0, le=1)
+    """A validation pass rate to forecast the compute for (``forecast_compute_to_target``)."""
+    level: float = Field(0.95, gt=0, lt=1)
+    """Coverage of every forecast interval."""
+    margin: float = Field(0.02, ge=0)
+    """A ceiling is identified when A's interval is within ±margin (paper: 0.02, §1.4)."""
+
+
 class LogConfig(_Frozen):
     tensorboard: bool = True
     """Also write TensorBoard event files under ``RUN_DIR/tb``."""
@@ -269,6 +289,12 @@ class TrainConfig(_Frozen):
     """Seed of model init, prompt order and sampling."""
     threads: int = Field(1, ge=1)
     """torch threads per role process (1 lets two roles overlap on two cores)."""
+    stop_if_ceiling_below: float | None = Field(None, gt=0, le=1)
+    """Stop early (after a checkpoint) once the live forecast identifies the ceiling and
+    its whole interval lies below this pass rate. Never on an unidentified ceiling."""
+    stop_if_target_unreachable: bool = False
+    """Stop early once the live forecast identifies the ceiling and its whole interval lies
+    below ``forecast.target``."""
 
 
 class Config(_Frozen):
@@ -289,6 +315,7 @@ class Config(_Frozen):
     optim: OptimConfig = OptimConfig()
     pipeline: PipelineConfig = PipelineConfig()
     eval: EvalConfig = EvalConfig()
+    forecast: ForecastConfig = ForecastConfig()
     log: LogConfig = LogConfig()
     train: TrainConfig = TrainConfig()
 
@@ -299,6 +326,8 @@ class Config(_Frozen):
             raise ValueError("length.interrupt_range must satisfy 0 < lo <= hi")
         if self.length.control == "interrupt" and hi >= self.sampling.max_new_tokens:
             raise ValueError("length.interrupt_range must end below sampling.max_new_tokens")
+        if self.train.stop_if_target_unreachable and self.forecast.target is None:
+            raise ValueError("train.stop_if_target_unreachable needs forecast.target")
         return self
 
 

@@ -58,6 +58,11 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def read_evaluations(path: Path) -> list[dict[str, Any]]:
+    """The records of a metrics file that carry a validation pass rate, in order."""
+    return [r for r in read_records(path) if r.get("val_pass_rate") is not None]
+
+
 def truncate_after(path: Path, step: int) -> None:
     """Atomically keep only the records with ``step <= step`` (the resume point)."""
     path = Path(path)
@@ -123,12 +128,13 @@ class ProgressBar:
         self.progress = Progress(
             TextColumn(f"[bold]{name}[/] step {{task.completed}}/{{task.total}}"),
             BarColumn(),
-            TextColumn("reward {task.fields[reward]}  val {task.fields[val]}"),
+            TextColumn("reward {task.fields[reward]}  val {task.fields[val]}  {task.fields[forecast]}"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
         )
-        self.task = self.progress.add_task("train", total=total, completed=start, reward="-", val="-")
+        self.task = self.progress.add_task("train", total=total, completed=start, reward="-", val="-",
+                                           forecast="")
         self.progress.start()
 
     def write(self, record: dict[str, Any]) -> None:
@@ -137,10 +143,23 @@ class ProgressBar:
             fields["reward"] = f"{record['reward_mean']:+.3f}"
         if record.get("val_pass_rate") is not None:
             fields["val"] = f"{record['val_pass_rate']:.3f}"
+        if record.get("forecast_A") is not None:
+            fields["forecast"] = forecast_text(record)
         self.progress.update(self.task, **fields)
 
     def close(self) -> None:
         self.progress.stop()
+
+
+def forecast_text(record: dict[str, Any]) -> str:
+    """The live forecast in a few characters: A with its interval ("?" when the ceiling is
+    not identified) and the predictive interval at the run's own budget."""
+    mark = "" if record["forecast_identified"] else "? (not identified)"
+    return (
+        f"A {record['forecast_A']:.2f} [{record['forecast_A_lo']:.2f}, {record['forecast_A_hi']:.2f}]{mark}"
+        f"  at end {record['forecast_final']:.2f} [{record['forecast_final_lo']:.2f}, "
+        f"{record['forecast_final_hi']:.2f}]"
+    )
 
 
 class MetricsLogger:

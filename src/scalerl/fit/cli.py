@@ -114,6 +114,13 @@ def register(subparsers) -> None:
         help="fit on this fraction of each run's compute budget and score the rest",
     )
     p.add_argument(
+        "--max-compute",
+        type=float,
+        default=None,
+        metavar="C",
+        help="use only points with compute <= C (a run cut at a step, as its live forecast saw it)",
+    )
+    p.add_argument(
         "--target-compute",
         type=float,
         action="append",
@@ -218,6 +225,13 @@ def _check_fraction(value: float | None, name: str, *, allow_one: bool) -> None:
         raise CurveError(f"{name} must lie in (0, {upper}, got {value:g}.")
 
 
+def _cut(curve: Curve, max_compute: float) -> Curve:
+    cut = curve.head(max_compute)
+    if len(cut) == 0:
+        raise CurveError(f"{curve.source}: no point has compute <= --max-compute {max_compute:g}.")
+    return cut
+
+
 def _columns(console, curves: list[Curve]) -> None:
     """Say which columns were read: the first thing to check when a fit looks wrong."""
     for c in curves:
@@ -235,10 +249,8 @@ def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions) -> rep
             curve.compute, curve.reward, fit_frac=args.fit_frac, options=options, source=curve.source
         )
         horizon = holdout.extrapolation_ratio
-    fit = holdout.fit if holdout is not None else None
-    last = float((fit.compute if fit is not None else curve.compute).max())
-    if args.target_compute and last > 0:
-        horizon = max(horizon, max(args.target_compute) / last)
+    fit = holdout.fit if holdout is not None else options.fit(curve.compute, curve.reward, source=curve.source)
+    horizon = max(horizon, forecast.horizon_for(float(fit.compute.max()), args.target_compute))
     run = fit_run(curve, options=options, fit=fit, horizon=horizon, budget=not args.no_budget)
     return _with_forecasts(run, holdout, args)
 
@@ -296,6 +308,8 @@ def fit_command(args: argparse.Namespace) -> int:
     if args.pool and args.fit_frac < 1.0:
         raise CurveError("--pool fits whole runs; use it without --fit-frac.")
     curves = _load(args)
+    if args.max_compute is not None:
+        curves = [_cut(c, args.max_compute) for c in curves]
     if args.pool and len(curves) < 2:
         raise CurveError(f"--pool needs at least two runs (seeds), got {len(curves)}.")
     console = report.console()

@@ -28,6 +28,8 @@ __all__ = [
     "budget_to_pin_A",
     "compute_to_reach",
     "holdout_forecast",
+    "horizon_for",
+    "live_forecast",
     "predict_at",
 ]
 
@@ -312,3 +314,47 @@ def _simulated_half_width(unc: Uncertainty, data: FitResult, m: float, rng) -> f
     sim = model_uncertainty(fit_problem(problem, data.bounds), level=unc.level, margin=unc.margin)
     lo, hi = sim.A_plausible
     return (hi - lo) / 2.0 if not sim.box_limited else np.inf
+
+
+# --- the live forecast of a training run ---------------------------------------------
+
+
+def horizon_for(last_compute: float, targets=(), default: float = 2.0) -> float:
+    """Extrapolation ratio to calibrate for: the farthest target over the last fitted
+    compute, and at least ``default`` (the paper's half-budget forecast)."""
+    targets = [float(t) for t in targets]
+    if not targets or last_compute <= 0:
+        return default
+    return max(default, max(targets) / last_compute)
+
+
+def live_forecast(
+    compute, reward, *, budget: float, target: float | None, options: FitOptions, source: str | None = None
+) -> dict:
+    """The ``forecast_*`` fields ``scalerl train`` logs after an evaluation.
+
+    Fits the curve so far with ``options``; ``budget`` is the compute the run will have
+    spent at its last step. ``scalerl fit METRICS --max-compute <forecast_fit_until>
+    --target-compute <forecast_budget> [--target-reward <target>] --r0 first`` reproduces
+    every value.
+    """
+    fit = options.fit(compute, reward, source=source)
+    unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon_for(fit.compute.max(), [budget]))
+    final = predict_at(fit, budget, unc)
+    lo, hi = unc.A_plausible
+    fields = {
+        "forecast_fit_until": float(fit.compute.max()),
+        "forecast_budget": float(budget),
+        "forecast_A": fit.A,
+        "forecast_A_lo": lo,
+        "forecast_A_hi": hi,
+        "forecast_identified": unc.identified,
+        "forecast_final": final.value,
+        "forecast_final_lo": final.pred_lo,
+        "forecast_final_hi": final.pred_hi,
+        "forecast_verdict": unc.verdict,
+    }
+    if target is not None:
+        reach = compute_to_reach(fit, target, unc)
+        fields["forecast_compute_to_target"] = reach.compute if reach.reachable else None
+    return fields

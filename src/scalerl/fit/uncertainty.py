@@ -134,9 +134,12 @@ class Uncertainty:
             return self.A_plausible
         index = {"B": 1, "C_mid": 2}[name]
         lo, hi = prof.project(self.profile, self._lc, None, self.delta, free=self._free, target=index)
+        box_lo, box_hi = self.fit.bounds[name]  # the region never leaves the search box
         if name == "C_mid":
+            lo = max(lo, np.log(box_lo / self.scale))
+            hi = min(hi, np.log(box_hi / self.scale))
             return float(self.scale * np.exp(lo)), float(self.scale * np.exp(hi))
-        return max(lo, self.fit.bounds["B"][0]), hi
+        return float(max(lo, box_lo)), float(min(hi, box_hi))
 
     @property
     def intervals(self) -> dict[str, tuple[float, float]]:

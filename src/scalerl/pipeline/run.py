@@ -2,7 +2,8 @@
 
 build (or load) the model -> task, prompt pool, learner, queue policy -> generators (backend)
 -> evaluate R0 -> loop { wait for P admissible groups, train, publish weights, log, evaluate,
-checkpoint } -> fit the sigmoid law to the run's own validation curve.
+refit the law in the background (the live forecast), checkpoint, stop early if the forecast
+says the run cannot reach its goal } -> fit the sigmoid law to the run's own validation curve.
 
 Resuming (``resume=True``) restores the newest checkpoint of ``run_dir`` — model, optimiser,
 RNG, curriculum, queued groups, undelivered prompts (re-dispatched), step, version, compute —
@@ -21,7 +22,8 @@ from scalerl.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_
 from scalerl.compute import ComputeMeter
 from scalerl.config import Config, dump_config
 from scalerl.eval import Evaluator
-from scalerl.metrics import truncate_after
+from scalerl.live_forecast import LiveForecast
+from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build
 from scalerl.pipeline.learner import Learner
 from scalerl.pipeline.queues import LagPolicy
@@ -61,6 +63,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     if resume:  # records past the checkpoint (all of them, without one) are redone
         truncate_after(run_dir / "metrics.jsonl", step if saved else -1)
     logger = build.make_logger(cfg, run_dir, step)
+    forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if saved else ())
     record: dict[str, Any] = {}
     previous = compute.snapshot()
     try:
@@ -68,6 +71,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
         if step == 0:
             record = {"step": 0, **evaluate(evaluator, compute), **compute.snapshot()}
             logger.write(record)
+            forecaster.observe(record)
         deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
         while step < cfg.train.steps:
             batch, waited = next_batch(scheduler, backend, learner.version, compute)
@@ -84,13 +88,21 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
             current = compute.snapshot()
             record.update(current, **compute.rates(previous, current))
             previous = current
+            forecaster.observe(record)
+            record.update(forecaster.poll(wait=last))
+            stop = forecaster.stop_reason(record)
+            if stop:
+                record["stopped_early"] = stop
             logger.write(record)
-            if step % cfg.train.checkpoint_every == 0 or last:
+            if step % cfg.train.checkpoint_every == 0 or last or stop:
                 save_checkpoint(run_dir, snapshot(learner, pool, scheduler, compute),
                                 {"step": step, "version": learner.version, "recipe": cfg.name})
-            if last:
+            if stop:
+                log(stop)
+            if last or stop:
                 break
     finally:
+        forecaster.close()
         backend.close()
         logger.close()
     return record

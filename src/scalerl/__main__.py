@@ -1,0 +1,5 @@
+import sys
+
+from scalerl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,101 @@
+"""The live forecast of ``scalerl train``: Eq. 1 refitted on the run so far, off the
+learner's critical path, and the optional early stop it allows.
+
+After every evaluation the validation curve so far is handed to one background thread,
+which fits the law and assesses its intervals (``scalerl.fit.forecast.live_forecast``).
+The learner never waits for it: the fields join the first metrics record written after
+the fit finishes, with ``forecast_step`` naming the evaluation they were fitted up to
+(and ``forecast_fit_until`` its compute, so ``scalerl fit --max-compute`` reproduces
+them). Only the run's last record waits, so that a run ends with its latest forecast.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from scalerl.config import Config
+
+X, Y = "compute_gpu_hours", "val_pass_rate"
+
+
+class LiveForecast:
+    """Collects evaluations, refits in the background, and says when to stop."""
+
+    def __init__(self, cfg: Config, past=()) -> None:
+        """``past``: the evaluation records a resumed run already has."""
+        self.cfg = cfg.forecast
+        self.train = cfg.train
+        self.total_steps = cfg.train.steps
+        self.points: list[tuple[float, float]] = [(float(r[X]), float(r[Y])) for r in past]
+        self._step = int(past[-1]["step"]) if past else 0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast")
+        self._pending: Future | None = None
+        self._stale = False  # an evaluation arrived while a fit was running
+
+    def observe(self, record: dict[str, Any]) -> None:
+        """Take an evaluation record (step, compute, pass rate) and refit when possible."""
+        if not self.cfg.enabled or record.get(Y) is None:
+            return
+        self.points.append((float(record[X]), float(record[Y])))
+        self._step = int(record["step"])
+        if self._pending is not None and not self._pending.done():
+            self._stale = True
+            return
+        self._submit()
+
+    def _submit(self) -> None:
+        if len(self.points) - 1 < self.cfg.min_points or self._step <= 0:
+            return
+        compute, reward = zip(*self.points)
+        budget = compute[-1] * self.total_steps / self._step  # compute grows ~linearly in steps
+        self._pending = self._pool.submit(_fit, list(compute), list(reward), budget, self._step, self.cfg)
+        self._stale = False
+
+    def poll(self, *, wait: bool = False) -> dict[str, Any]:
+        """Fields of a finished forecast (empty when none is ready); ``wait`` blocks."""
+        if self._pending is None or not (wait or self._pending.done()):
+            return {}
+        fields = self._pending.result()
+        self._pending = None
+        if self._stale:
+            self._submit()
+            if wait:
+                return self.poll(wait=True)
+        return fields
+
+    def stop_reason(self, fields: dict[str, Any]) -> str | None:
+        """One sentence when the forecast says the run cannot reach what it is for."""
+        if not fields.get("forecast_identified"):
+            return None  # never on a ceiling the data do not pin down
+        lo, hi = fields["forecast_A_lo"], fields["forecast_A_hi"]
+        floor = self.train.stop_if_ceiling_below
+        if floor is not None and hi < floor:
+            return (
+                f"stopping early: the forecast identifies the ceiling A in [{lo:.3f}, {hi:.3f}], "
+                f"entirely below train.stop_if_ceiling_below = {floor:g}."
+            )
+        target = self.cfg.target
+        if self.train.stop_if_target_unreachable and target is not None and hi < target:
+            return (
+                f"stopping early: the forecast identifies the ceiling A in [{lo:.3f}, {hi:.3f}], "
+                f"so forecast.target = {target:g} is out of reach."
+            )
+        return None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _fit(compute: list[float], reward: list[float], budget: float, step: int, cfg) -> dict[str, Any]:
+    """Runs in the forecast thread; a curve the law cannot fit yet gives a reason, not a crash."""
+    from scalerl.fit.errors import CurveError
+    from scalerl.fit.forecast import live_forecast
+    from scalerl.fit.options import FitOptions
+
+    options = FitOptions(r0="first", min_compute=cfg.min_compute, level=cfg.level, margin=cfg.margin)
+    try:
+        fields = live_forecast(compute, reward, budget=budget, target=cfg.target, options=options)
+    except CurveError as err:
+        return {"forecast_step": step, "forecast_error": str(err)}
+    return {"forecast_step": step, **fields}

@@ -1,0 +1,98 @@
+"""The live forecast of ``scalerl train``: fields in a real run, reproduced by ``scalerl fit``;
+the early stop fires on a run that plateaus low and never on an unidentified ceiling."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import run_overrides
+
+from scalerl.cli import main
+from scalerl.config import load_config
+from scalerl.live_forecast import LiveForecast
+from scalerl.metrics import read_records
+from scalerl.pipeline import run as run_module
+from scalerl.pipeline.run import train
+
+FIELDS = ("forecast_A", "forecast_A_lo", "forecast_A_hi", "forecast_identified", "forecast_final",
+          "forecast_final_lo", "forecast_final_hi", "forecast_compute_to_target")  # fmt: skip
+
+
+def small_run(model_dir, **extra):
+    return load_config("scalerl", run_overrides(model_dir, **{
+        "pipeline.backend": "inprocess", "train.steps": 40, "eval.every": 4, "eval.num_prompts": 32,
+        "eval.k": 2, "pipeline.prompts_per_step": 4, "pipeline.generations": 4,
+        "forecast.min_points": 6, "forecast.target": 0.5, **extra}))  # fmt: skip
+
+
+def test_live_forecast_fields_appear_and_scalerl_fit_reproduces_them(warm_model_dir, tmp_path, capsys):
+    # a stop threshold the noisy 40-step curve cannot identify: the run must not stop
+    train(small_run(warm_model_dir, **{"train.stop_if_ceiling_below": 0.99}), tmp_path)
+    records = read_records(tmp_path / "metrics.jsonl")
+    assert records[-1]["step"] == 40 and "stopped_early" not in records[-1]
+    with_forecast = [r for r in records if "forecast_step" in r]
+    assert with_forecast and with_forecast[-1] is records[-1]  # the last record waits for its fit
+    evals = {r["step"] for r in records if r.get("val_pass_rate") is not None}
+    for r in with_forecast:
+        assert r["forecast_step"] in evals and r["forecast_step"] <= r["step"]
+        assert all(k in r for k in FIELDS)
+        assert r["forecast_A_lo"] <= r["forecast_A"] <= r["forecast_A_hi"]
+        assert r["forecast_final_lo"] <= r["forecast_final"] <= r["forecast_final_hi"]
+    last = records[-1]
+    out = tmp_path / "fit.json"
+    argv = ["fit", str(tmp_path / "metrics.jsonl"), "--max-compute", repr(last["forecast_fit_until"]),
+            "--target-compute", repr(last["forecast_budget"]), "--target-reward", "0.5",
+            "--r0", "first", "--no-budget", "--json", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    (run,) = json.loads(out.read_text())["runs"]
+    (fc,) = run["forecasts"]
+    assert run["fit"]["A"] == pytest.approx(last["forecast_A"], abs=1e-9)
+    assert run["fit"]["A_plausible"] == pytest.approx([last["forecast_A_lo"], last["forecast_A_hi"]], abs=1e-9)
+    assert run["fit"]["identified"] == last["forecast_identified"]
+    assert [fc["reward"], fc["pred_lo"], fc["pred_hi"]] == pytest.approx(
+        [last["forecast_final"], last["forecast_final_lo"], last["forecast_final_hi"]], abs=1e-9)
+    (reach,) = run["compute_to_reach"]
+    expected = last["forecast_compute_to_target"]
+    assert (reach["compute"] if reach["reachable"] else None) == (
+        pytest.approx(expected, rel=1e-9) if expected is not None else None)
+
+
+def test_early_stop_fires_on_a_run_built_to_plateau_low(warm_model_dir, tmp_path, monkeypatch, capsys):
+    """Real training; the validation curve is replaced by one that saturates at 0.30 with
+    little noise, so the forecast can identify its ceiling well below the threshold."""
+    calls = {"n": 0}
+    rng = np.random.default_rng(0)
+
+    def plateau(evaluator, compute):
+        i = calls["n"]
+        calls["n"] += 1
+        compute.add_generation(1000)
+        return {"val_pass_rate": 0.15 + 0.15 * (1 - np.exp(-i / 2.0)) + rng.normal(0, 0.002)}
+
+    monkeypatch.setattr(run_module, "evaluate", plateau)
+    cfg = small_run(warm_model_dir, **{"train.steps": 120, "train.stop_if_ceiling_below": 0.6,
+                                       "forecast.margin": 0.05})  # fmt: skip
+    train(cfg, tmp_path)
+    records = read_records(tmp_path / "metrics.jsonl")
+    last = records[-1]
+    assert "stopped_early" in last, [r.get("forecast_A_hi") for r in records if "forecast_step" in r]
+    assert last["stopped_early"].startswith("stopping early: the forecast identifies the ceiling")
+    assert last["forecast_identified"] and last["forecast_A_hi"] < 0.6
+    meta = json.loads((tmp_path / "checkpoint" / "meta.json").read_text())
+    assert meta["step"] == last["step"]  # it stopped after a checkpoint of that step
+    assert "stopping early" in capsys.readouterr().out
+
+
+def test_stop_rules_never_stop_on_an_unidentified_ceiling():
+    cfg = load_config("scalerl", ["train.stop_if_ceiling_below=0.6", "forecast.target=0.7",
+                                  "train.stop_if_target_unreachable=true"])  # fmt: skip
+    live = LiveForecast(cfg)
+    low = {"forecast_identified": False, "forecast_A_lo": 0.2, "forecast_A_hi": 0.3}
+    assert live.stop_reason(low) is None
+    assert live.stop_reason({}) is None
+    assert "below train.stop_if_ceiling_below = 0.6" in live.stop_reason(low | {"forecast_identified": True})
+    mid = {"forecast_identified": True, "forecast_A_lo": 0.62, "forecast_A_hi": 0.66}
+    assert "forecast.target = 0.7 is out of reach" in live.stop_reason(mid)
+    live.close()
