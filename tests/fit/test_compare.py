@@ -123,7 +123,9 @@ def test_paper_mode_cannot_flip_an_undecided_comparison_into_a_verdict():
 
 def test_an_identified_ceiling_above_every_other_interval_wins_even_if_another_is_unidentified():
     high = run("high", 0.75, 2.0, noise=0.003, n=81)
-    low_full = run("low", 0.40, 1.0, C_mid=20000.0, noise=0.003, n=81)  # bend far past the data
-    v = compare_runs([high, low_full]).verdict
-    lo_high = v.to_dict()
-    assert v.decided_by == "asymptote" and v.winner == "high", lo_high
+    low = run("low", 0.40, 2.0, C_mid=3000.0, noise=0.01)  # measured: A in [0.394, 0.448]
+    result = compare_runs([high, low])
+    assert result.runs[0].identified and not result.runs[1].identified
+    assert result.runs[1].unc.A_plausible[1] < result.runs[0].unc.A_plausible[0]
+    v = result.verdict
+    assert v.decided_by == "asymptote" and v.winner == "high", v.to_dict()

@@ -52,6 +52,11 @@ PAPER_C_MID_GRID = np.linspace(100.0, 40000.0, 100)  # App. A.5: GPU-hours
 NAMES = ("A", "B", "C_mid", "R0")
 FLAT_TOL = 1e-6  # a curve whose rewards span less than this carries no shape
 _N_B, _N_M, _N_SEEDS = 25, 60, 8  # fast-mode grid size and number of polished seeds
+B_BOUNDS = (0.01, 10.0)
+"""Default box for B. At B = 10 the curve climbs from 10% to 90% of its gain within a
+factor exp(4.4 / B) = 1.55 of compute: beyond that a "sigmoid" is a step, which no RL curve
+of the paper shows (its B values lie in 1.2-2.5) and which, fitted to one noisy jump, would
+claim a ceiling reached the moment the data end."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,7 +147,7 @@ def fit_sigmoid(
     fixed_A: float | None = None,
     bounded: bool = True,
     a_bounds: tuple[float, float] | None = None,
-    b_bounds: tuple[float, float] = (0.01, 50.0),
+    b_bounds: tuple[float, float] = B_BOUNDS,
     c_mid_bounds: tuple[float, float] | None = None,
     source: str | None = None,
 ) -> FitResult:
@@ -181,7 +186,7 @@ def fit_points(
     a_grid=None,
     c_mid_grid=None,
     a_bounds: tuple[float, float] | None = None,
-    b_bounds: tuple[float, float] = (0.01, 50.0),
+    b_bounds: tuple[float, float] = B_BOUNDS,
     c_mid_bounds: tuple[float, float] | None = None,
 ) -> FitResult:
     """Fit Eq. 1 to exactly these points, with R0 fixed (float) or fitted (None).
@@ -243,6 +248,11 @@ def _select_points(c, r, r0, min_compute, fixed_A, bounded, source) -> _Problem:
             "sigmoid to fit."
         )
     return problem
+
+
+def default_box(problem: _Problem) -> dict:
+    """The fast-mode search box ``fit_sigmoid`` uses when no bound is given."""
+    return _fast_bounds(problem, PAPER_A_GRID, PAPER_C_MID_GRID, False, None, B_BOUNDS, None)
 
 
 def _fast_bounds(problem, a_grid, c_grid, user_grid, a_bounds, b_bounds, c_mid_bounds):

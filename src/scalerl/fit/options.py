@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.fitting import FitResult, fit_sigmoid
+from scalerl.fit.fitting import B_BOUNDS, FitResult, fit_sigmoid
 
 __all__ = ["FitOptions"]
 
@@ -33,7 +33,7 @@ class FitOptions:
     a_grid: tuple[float, ...] | None = None
     c_mid_grid: tuple[float, ...] | None = None
     a_bounds: tuple[float, float] | None = None
-    b_bounds: tuple[float, float] = (0.01, 50.0)
+    b_bounds: tuple[float, float] = B_BOUNDS
     c_mid_bounds: tuple[float, float] | None = None
     level: float = 0.95
     margin: float = 0.02

@@ -31,7 +31,7 @@ import numpy as np
 
 from scalerl.fit import profile as prof
 from scalerl.fit import solver
-from scalerl.fit.fitting import FitResult, _Problem, fit_problem
+from scalerl.fit.fitting import FitResult, _Problem, default_box, fit_problem
 from scalerl.fit.noise import Noise, estimate_noise
 
 __all__ = ["Calibration", "Uncertainty", "assess", "model_uncertainty"]
@@ -86,7 +86,9 @@ class Uncertainty:
     def box_limited(self) -> tuple[str, ...]:
         """B or C_mid on a bound of the search box: the best fit is a step (B) or a curve
         whose bend lies far outside the data (C_mid), and the region is cut by the box."""
-        hit = set(self.fit.bounds_hit) | set(self.data.bounds_hit)
+        hit = set(self.data.bounds_hit)
+        if self.fit.method == "fast":  # a paper-grid edge is not the box the region searched
+            hit |= set(self.fit.bounds_hit)
         return tuple(n for n in ("B", "C_mid") if n in hit)
 
     @property
@@ -134,7 +136,7 @@ class Uncertainty:
             return self.A_plausible
         index = {"B": 1, "C_mid": 2}[name]
         lo, hi = prof.project(self.profile, self._lc, None, self.delta, free=self._free, target=index)
-        box_lo, box_hi = self.fit.bounds[name]  # the region never leaves the search box
+        box_lo, box_hi = self.data.bounds[name]  # the region never leaves the search box
         if name == "C_mid":
             lo = max(lo, np.log(box_lo / self.scale))
             hi = min(hi, np.log(box_hi / self.scale))
@@ -206,13 +208,19 @@ def inference_fit(fit: FitResult) -> FitResult:
     any other: fixing R0 to it exactly would let one noisy point decide whether a flat
     start can still rise later. The intervals therefore put the point back as data and fit
     R0 with the rest; the reported point estimate keeps the paper's fixed R0.
+
+    A paper-mode fit searched A only on 0.450..0.800; its region is searched over the
+    whole fast-mode box (A up to 1 for pass rates), or the grid would hide how far A can go.
     """
-    if fit.r0_point is None or fit.r0_fitted:
+    paper = fit.method == "paper"
+    if (fit.r0_point is None or fit.r0_fitted) and not paper:
         return fit
-    compute = np.insert(fit.compute, 0, fit.r0_point)
-    reward = np.insert(fit.reward, 0, fit.R0)
-    problem = _Problem(compute, reward, None, fit.fixed_A, fit.bounded)
-    return fit_problem(problem, fit.bounds)
+    compute, reward, r0 = fit.compute, fit.reward, None if fit.r0_fitted else fit.R0
+    if fit.r0_point is not None and not fit.r0_fitted:
+        compute, reward, r0 = np.insert(compute, 0, fit.r0_point), np.insert(reward, 0, fit.R0), None
+    problem = _Problem(compute, reward, r0, fit.fixed_A, fit.bounded)
+    bounds = default_box(problem) if paper else fit.bounds
+    return fit_problem(problem, bounds)
 
 
 def model_uncertainty(
