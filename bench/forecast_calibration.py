@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scalerl.fit import fit_power_law, fit_sigmoid, sigmoid  # noqa: E402
+from scalerl.fit import bootstrap, fit_power_law, fit_sigmoid, sigmoid  # noqa: E402
 from scalerl.fit.errors import CurveError  # noqa: E402
 from scalerl.fit.uncertainty import assess  # noqa: E402
 
@@ -117,17 +117,22 @@ class Score:
     err_power: float
     identified: bool
     A_covered: bool | None
+    boot_covered: np.ndarray  # per held-out point, by the residual bootstrap's band (before)
+    seconds: float  # fit + assess (with calibration)
+    boot_seconds: float  # 1000-resample residual bootstrap
 
 
 def score(curve: Curve, frac: float) -> Score | None:
     c, y = curve.compute, curve.reward
     cut = frac * c[-1]
     k = c <= cut
+    t0 = time.perf_counter()
     try:
         fit = fit_sigmoid(c[k], y[k], min_compute=EARLY * c[-1])
     except CurveError:
         return None
     unc = assess(fit, level=LEVEL, horizon=c[-1] / cut)
+    seconds = time.perf_counter() - t0
     held_c, held_y = c[~k], y[~k]
     lo, hi = unc.predictive(held_c)
     covered = (held_y >= lo) & (held_y <= hi)
@@ -135,10 +140,15 @@ def score(curve: Curve, frac: float) -> Score | None:
     final = float(held_y[-1])
     A_lo, A_hi = unc.A_plausible
     A_cov = None if curve.true_A is None or not unc.identified else bool(A_lo <= curve.true_A <= A_hi)
+    t0 = time.perf_counter()
+    boot = bootstrap(fit, 1000, seed=0)  # what the tool reported before issue 8
+    b_lo, b_hi = boot.band(held_c)
+    boot_seconds = time.perf_counter() - t0
     return Score(
         covered, bool(covered[-1]), float(np.median(hi - lo)),
         abs(float(fit.predict(held_c[-1])) - final), abs(float(y[k][-1]) - final),
         abs(float(power.predict(held_c[-1])) - final), unc.identified, A_cov,
+        (held_y >= b_lo) & (held_y <= b_hi), seconds, boot_seconds,
     )  # fmt: skip
 
 
@@ -156,11 +166,13 @@ def summarise(rows: list[Score]) -> dict:
         "err_last": float(np.median([s.err_last for s in rows])),
         "err_power": float(np.median([s.err_power for s in rows])),
         "A_cov": f"{sum(a_cov)}/{len(a_cov)}" if a_cov else "-",
+        "boot": float(np.mean(np.concatenate([s.boot_covered for s in rows]))),
     }
 
 
 HEADER = ("curves", "fit on", "n", "held-out cov.", "final cov.", "median width",
-          "width (identified)", "identified", "final err", "last value", "power law", "true A in interval")  # fmt: skip
+          "width (identified)", "identified", "final err", "last value", "power law", "true A in interval",
+          "bootstrap band cov. (before)")  # fmt: skip
 
 
 def main() -> None:
@@ -175,21 +187,25 @@ def main() -> None:
     curves = synthetic(args.seeds) + real()
     groups = ["iid", "ar1", "evalset", "saturating", "unreachable", "synthetic (all)", "demo"]
     t0 = time.perf_counter()
-    table = []
+    table, times, boot_times = [], [], []
     for frac in FRACS:
         scored = [(c.group, s) for c in curves if (s := score(c, frac)) is not None]
+        times += [s.seconds for _, s in scored]
+        boot_times += [s.boot_seconds for _, s in scored]
         for g in groups:
             rows = [s for grp, s in scored if grp == g or (g == "synthetic (all)" and grp != "demo")]
             if rows:
                 table.append((g, frac, summarise(rows)))
     seconds = time.perf_counter() - t0
     print(f"{len(curves)} curves x {len(FRACS)} cut-offs scored in {seconds:.1f} s; nominal level {LEVEL:.0%}")
+    print(f"time per curve: honest intervals (fit + profile + calibration) {np.median(times):.3f} s, "
+          f"1000-resample bootstrap {np.median(boot_times):.3f} s (median)")
     print("| " + " | ".join(HEADER) + " |")
     print("|" + "---|" * len(HEADER))
     for g, frac, s in table:
         cells = (g, f"{frac:.0%}", str(s["n"]), f"{s['held']:.1%}", f"{s['final']:.1%}", f"{s['width']:.3f}",
                  f"{s['width_ident']:.3f}", f"{s['identified']}/{s['n']}", f"{s['err']:.3f}",
-                 f"{s['err_last']:.3f}", f"{s['err_power']:.3f}", s["A_cov"])  # fmt: skip
+                 f"{s['err_last']:.3f}", f"{s['err_power']:.3f}", s["A_cov"], f"{s['boot']:.1%}")  # fmt: skip
         print("| " + " | ".join(cells) + " |")
 
 

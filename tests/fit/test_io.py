@@ -183,3 +183,33 @@ def test_missing_file_and_empty_glob(tmp_path):
         load_runs([tmp_path / "nope.csv"])
     with pytest.raises(CurveError, match="no file matches"):
         load_runs(str(tmp_path / "*.csv"))
+
+
+def test_tensorboard_run_dir_with_several_event_files_is_merged_by_step(tmp_path):
+    """A restart writes a second event file whose steps overlap the first: later file wins."""
+    run = tmp_path / "restarted"
+    first = [(s, "compute_gpu_hours", s / 10) for s in range(0, 60, 10)]
+    first += [(s, "val_pass_rate", 0.30 + s / 1000) for s in range(0, 60, 10)]
+    write_tb_events(run, first)
+    again = [(s, "compute_gpu_hours", s / 10) for s in range(30, 110, 10)]
+    again += [(s, "val_pass_rate", 0.40 + s / 1000) for s in range(30, 110, 10)]
+    write_tb_events(run, again)
+    assert len([p for p in run.iterdir() if "tfevents" in p.name]) == 2
+    (c,) = read_curves(run)
+    np.testing.assert_allclose(c.compute, np.arange(0, 110, 10) / 10)
+    expected = [0.30 + s / 1000 for s in (0, 10, 20)] + [0.40 + s / 1000 for s in range(30, 110, 10)]
+    np.testing.assert_allclose(c.reward, expected, rtol=1e-6)
+
+
+def test_step0_record_without_the_compute_column_starts_at_zero(tmp_path):
+    path = tmp_path / "tokens.jsonl"
+    rows = [{"step": 0, "pass_rate": 0.3}] + [
+        {"step": s, "tokens": 1000 * s, "pass_rate": 0.3 + s / 100} for s in (1, 2, 3)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (c,) = read_curves(path, x="tokens")
+    np.testing.assert_allclose(c.compute, [0, 1000, 2000, 3000])
+    rows.insert(2, {"step": 2, "pass_rate": 0.31})  # a later row without it is still an error
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(CurveError, match="has 'pass_rate' but no 'tokens' value"):
+        read_curves(path, x="tokens")

@@ -14,6 +14,7 @@ from scalerl.config import load_config
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_records
 from scalerl.pipeline import run as run_module
+from scalerl.pipeline.report import final_report
 from scalerl.pipeline.run import train
 
 FIELDS = ("forecast_A", "forecast_A_lo", "forecast_A_hi", "forecast_identified", "forecast_final",
@@ -57,6 +58,12 @@ def test_live_forecast_fields_appear_and_scalerl_fit_reproduces_them(warm_model_
     expected = last["forecast_compute_to_target"]
     assert (reach["compute"] if reach["reachable"] else None) == (
         pytest.approx(expected, rel=1e-9) if expected is not None else None)
+    # the training report shows the forecast and its verdict, not only the fit
+    cfg = small_run(warm_model_dir)
+    final_report(tmp_path, cfg, log=lambda *_: None)
+    text = (tmp_path / "report.md").read_text()
+    assert "- ceiling: ceiling " in text and "predictive interval for one evaluation" in text
+    assert "compute to pin A" in text and "last live forecast (fitted up to step 40)" in text
 
 
 def test_early_stop_fires_on_a_run_built_to_plateau_low(warm_model_dir, tmp_path, monkeypatch, capsys):

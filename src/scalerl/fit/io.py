@@ -189,6 +189,8 @@ def _build(
         if _empty(y_cell):
             continue
         y_val = _number(y_cell, at, choice.y)
+        if _empty(x_cell) and not compute:
+            x_cell = 0.0  # the first evaluation, before any compute was counted (step 0)
         if _empty(x_cell):
             raise CurveError(f"{at}: has '{choice.y}' but no '{choice.x}' value.")
         x_val = _number(x_cell, at, choice.x) * choice.factor
@@ -348,7 +350,27 @@ def read_jsonl(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True
 
 
 def _tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """tag -> (steps, values) for every scalar tag (TF1 simple_value and TF2 tensor form)."""
+    """tag -> (steps, values), merged over every event file of a run directory.
+
+    A restarted run (or an evaluator writing its own file) leaves several event files in
+    one directory, whose steps overlap. Files are read one by one in name order (their
+    names start with the write time) and merged by step, the later file winning; within a
+    file, too, a step logged twice keeps its last value.
+    """
+    files = sorted(p for p in path.iterdir() if "tfevents" in p.name) if path.is_dir() else [path]
+    merged: dict[str, dict[int, float]] = {}
+    for file in files:
+        for tag, (steps, values) in _tb_file_scalars(file).items():
+            merged.setdefault(tag, {}).update(zip(steps.tolist(), values.tolist()))
+    out = {}
+    for tag, by_step in merged.items():
+        steps = np.array(sorted(by_step))
+        out[tag] = (steps, np.array([by_step[s] for s in steps.tolist()]))
+    return out
+
+
+def _tb_file_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """tag -> (steps, values) of one event file (TF1 simple_value and TF2 tensor form)."""
     from tensorboard.backend.event_processing import event_accumulator as ea
     from tensorboard.util import tensor_util
 

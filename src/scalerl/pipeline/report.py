@@ -2,8 +2,9 @@
 
 Reads ``RUN_DIR/metrics.jsonl`` through ``scalerl.fit.io`` exactly as ``scalerl fit`` does
 (x = ``compute_gpu_hours``, y = ``val_pass_rate``), fits Eq. 1 with R0 fixed to the first
-point (the pass rate of the starting policy), prints the curve, and writes
-``RUN_DIR/fit.png`` and ``RUN_DIR/report.md``.
+point (the pass rate of the starting policy), assesses it (is the ceiling identified? the
+forecast at twice the run's compute with its band and predictive interval; the compute
+that would pin A), prints that, and writes ``RUN_DIR/fit.png`` and ``RUN_DIR/report.md``.
 """
 
 from __future__ import annotations
@@ -35,23 +36,58 @@ def final_report(run_dir: str | Path, cfg, log=print):
     log(f"validation pass rate: {r0:.3f} at step 0 -> {last:.3f} at step {records[-1]['step']} "
         f"({last - r0:+.3f})")
     log(line)
-    figure = _figure(fit, curve, run_dir / "fit.png", cfg.name)
-    _write_markdown(run_dir / "report.md", cfg, records, fit, line, figure)
+    unc, outlook = _outlook(fit, cfg, read_records(metrics))
+    for sentence in outlook:
+        log(sentence)
+    figure = _figure(fit, curve, unc, run_dir / "fit.png", cfg.name)
+    _write_markdown(run_dir / "report.md", cfg, records, fit, [line, *outlook], figure)
     log(f"report: {run_dir / 'report.md'}")
     return fit
 
 
-def _figure(fit, curve, path: Path, title: str) -> Path | None:
+def _outlook(fit, cfg, all_records: list[dict]):
+    """The forecast of the finished run, in sentences: ceiling verdict, the reward at twice
+    its compute (both bands), the compute that would pin A, and the last live forecast."""
+    from scalerl.fit.forecast import budget_to_pin_A, predict_at
+    from scalerl.fit.uncertainty import assess
+
+    unc = assess(fit, level=cfg.forecast.level, margin=cfg.forecast.margin, horizon=2.0)
+    budget = 2.0 * float(fit.compute.max())
+    f = predict_at(fit, budget, unc)
+    pin = budget_to_pin_A(unc)
+    pin_text = ("pinned now" if pin == 1.0 else f"about {pin:g}x this run's compute" if pin
+                else "not within 100x this run's compute")
+    out = [
+        f"ceiling: {unc.verdict}",
+        f"forecast at twice this run's compute ({budget:.4g} device-hours): {f.value:.3f}; band on "
+        f"the expected curve [{f.lo:.3f}, {f.hi:.3f}]; predictive interval for one evaluation "
+        f"[{f.pred_lo:.3f}, {f.pred_hi:.3f}] ({unc.calibration.message})",
+        f"compute to pin A to ±{unc.margin:g}: {pin_text}",
+    ]
+    live = [r for r in all_records if "forecast_A" in r]
+    if live:
+        r = live[-1]
+        out.append(f"last live forecast (fitted up to step {r['forecast_step']}): A {r['forecast_A']:.3f} "
+                   f"[{r['forecast_A_lo']:.3f}, {r['forecast_A_hi']:.3f}], "
+                   f"{'identified' if r['forecast_identified'] else 'not identified'}; "
+                   f"at this run's budget {r['forecast_final']:.3f} [{r['forecast_final_lo']:.3f}, "
+                   f"{r['forecast_final_hi']:.3f}]")
+    if any("stopped_early" in r for r in all_records):
+        out.append(next(r["stopped_early"] for r in all_records if "stopped_early" in r))
+    return unc, out
+
+
+def _figure(fit, curve, unc, path: Path, title: str) -> Path | None:
     try:
         from scalerl.fit import plot
     except ImportError:  # matplotlib is the optional ``plots`` extra
         return None
-    ax = plot.plot_fit(fit, curve)
+    ax = plot.plot_fit(fit, curve, unc=unc)
     ax.set_title(f"{title}: validation pass rate vs device-hours")
     return plot.save(ax, path)
 
 
-def _write_markdown(path: Path, cfg, records: list[dict], fit, line: str, figure: Path | None) -> None:
+def _write_markdown(path: Path, cfg, records: list[dict], fit, lines: list[str], figure: Path | None) -> None:
     last = records[-1]
     rows = "\n".join(
         f"| {r['step']} | {r['compute_gpu_hours']:.5f} | {r.get('flops', 0):.3g} | {r['val_pass_rate']:.3f} |"
@@ -63,7 +99,7 @@ def _write_markdown(path: Path, cfg, records: list[dict], fit, line: str, figure
 
 - steps: {last['step']}; device-hours: {last['compute_gpu_hours']:.5f}; FLOPs: {last.get('flops', 0):.3g}
 - validation pass rate (mean@{cfg.eval.k}): {records[0]['val_pass_rate']:.3f} -> {last['val_pass_rate']:.3f}
-- {line}
+{chr(10).join(f"- {line}" for line in lines)}
 - A = {fit.A:.3f}, B = {fit.B:.3f}, C_mid = {fit.C_mid:.4g}, R0 = {fit.R0:.3f}
 
 {f'![fit]({figure.name})' if figure is not None else '(matplotlib not installed: no figure)'}
