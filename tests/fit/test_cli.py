@@ -186,6 +186,10 @@ def test_bad_curve_files_exit_2_with_one_sentence(tmp_path, name, capsys):
         (["fit", "{d}/ok.csv", "--pool"], "--pool needs at least two runs (seeds), got 1."),
         (["fit", "{d}/ok*.csv", "--pool", "--fit-frac", "0.5"], "use it without --fit-frac"),
         (["compare", "{d}/ok.csv", "--margin", "-1"], "--margin must be 0 or more"),
+        (["fit", "{d}/ok.csv", "--level", "95"], "--level must lie in (0, 1), got 95."),
+        (["fit", "{d}/ok.csv", "--margin", "-0.1"], "--margin must be 0 or more"),
+        (["fit", "{d}/ok.csv", "--min-compute", "-5"], "--min-compute must be 0 or more"),
+        (["fit", "{d}/ok.csv", "--max-compute", "-1"], "no point has compute <= --max-compute -1"),
         (
             ["compare", "{d}/ok.csv", "{d}/ok2.csv", "--baseline", "zzz", "--no-budget"],
             "baseline 'zzz' is not one of the runs",
@@ -219,3 +223,38 @@ def test_subprocess_bad_input_has_no_traceback_and_fit_imports_no_torch(tmp_path
     probe = "import sys, scalerl.fit.cli, scalerl.fit.plot; print(sorted({'torch', 'matplotlib'} & set(sys.modules)))"  # fmt: skip
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"  # fit never needs torch; matplotlib only when plotting
+
+
+def test_fit_json_contract_budget_advice_and_both_bands(tmp_path, capsys):
+    c, r = synthetic_curve(n=41)
+    path = write_csv(tmp_path / "half.csv", c[c <= 8000], r[c <= 8000])
+    out = tmp_path / "fit.json"
+    assert main(["fit", str(path), "--target-compute", "16000", "--json", str(out),
+                 "--html", str(tmp_path / "fit.html")]) == 0  # fmt: skip
+    stdout = capsys.readouterr().out
+    (run,) = json.loads(out.read_text())["runs"]
+    fit = run["fit"]
+    assert set(fit) >= {"identified", "A_plausible", "budget_to_pin_A"}
+    assert fit["A_plausible"][0] <= fit["A"] <= fit["A_plausible"][1]
+    assert fit["budget_to_pin_A"] is None or fit["budget_to_pin_A"] >= 1.0
+    (fc,) = run["forecasts"]
+    assert fc["pred_lo"] <= fc["lo"] <= fc["reward"] <= fc["hi"] <= fc["pred_hi"]
+    assert "ceiling" in stdout and "to pin A" in stdout
+    page = (tmp_path / "fit.html").read_text()
+    assert "data:image/png;base64," in page and "band on the expected curve" in page
+
+
+def test_a_curve_too_short_to_calibrate_still_fits_and_says_so(tmp_path, capsys):
+    c, r = synthetic_curve(n=41)
+    path = write_csv(tmp_path / "short.csv", c[:8], r[:8])
+    assert main(["fit", str(path), "--no-budget"]) == 0
+    stdout = capsys.readouterr().out
+    assert "interval not calibrated" in stdout and "too few for a held-out check" in stdout
+
+
+def test_python_dash_m_scalerl_is_the_scalerl_command(tmp_path):
+    path = write_csv(tmp_path / "ok.csv", *synthetic_curve(n=21))
+    proc = subprocess.run([sys.executable, "-m", "scalerl", "fit", str(path), "--no-budget"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Sigmoid fits (Eq. 1)" in proc.stdout

@@ -74,3 +74,30 @@ def test_comparison_and_efficiency_figures(tmp_path):
     points = np.asarray(eff.collections[0].get_offsets())
     assert np.median(np.abs(points[:, 1] - table.refits["B1.6"].B * points[:, 0])) < 0.5
     assert_png(plot.save(eff, tmp_path / "eff.png"), plot.SIZE_PX)
+
+
+def test_plot_fit_marks_an_unidentified_ceiling_the_cutoff_and_both_bands(half_fit):
+    from scalerl.fit.uncertainty import assess
+
+    _, full = half_fit
+    early = full.compute <= 2000  # a quarter-way prefix: the ceiling is not identified
+    fit = fit_sigmoid(full.compute[early], full.reward[early])
+    unc = assess(fit)
+    assert not unc.identified
+    ax = plot.plot_fit(fit, full, unc=unc)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    for wanted in ("fitted points", "held-out points", "band on the expected curve"):
+        assert wanted in labels
+    assert any(t.startswith("predictive interval") for t in labels)
+    assert any(t.startswith("fit cut-off") for t in labels)
+    assert any("NOT identified" in t.get_text() for t in ax.texts)
+    cut = [ln for ln in ax.lines if ln.get_label().startswith("fit cut-off")]
+    assert cut and list(cut[0].get_xdata()) == [2000.0, 2000.0]
+
+
+def test_plot_fit_marks_a_ceiling_on_its_bound():
+    c, r = synthetic_curve(n=41)
+    fit = fit_sigmoid(c, r, a_bounds=(0.0, 0.5))  # the box stops A below the data's ceiling
+    assert "A" in fit.bounds_hit
+    ax = plot.plot_fit(fit, Curve("run", c, r, "run.csv"))
+    assert any("(on a bound)" in t.get_text() for t in ax.texts)
