@@ -144,3 +144,10 @@ def test_options_validate_their_values():
         FitOptions(level=95)
     with pytest.raises(ValueError, match="margin must be 0 or more"):
         FitOptions(margin=-0.1)
+
+
+def test_a_falling_curve_is_never_an_identified_ceiling():
+    c, r = curve(A=0.20, R0=0.45, C_mid=1500.0, sigma=0.005, seed=8)  # a collapsing run
+    unc = assess(fit_sigmoid(c, r))
+    assert unc.falling and not unc.identified
+    assert "the curve falls" in unc.verdict

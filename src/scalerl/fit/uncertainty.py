@@ -92,12 +92,19 @@ class Uncertainty:
         return tuple(n for n in ("B", "C_mid") if n in hit)
 
     @property
+    def falling(self) -> bool:
+        """The fitted curve ends more than ``margin`` below its start: the run got worse,
+        which the law (a run that improves with compute) does not describe."""
+        return self.fit.fixed_A is None and self.fit.A < self.fit.R0 - self.margin
+
+    @property
     def identified(self) -> bool:
-        """A's interval is within ``±margin`` and not cut by the box (True when A was fixed)."""
+        """A's interval is within ``±margin``, not cut by the box, and the curve does not
+        fall (True when A was fixed)."""
         if self.fit.fixed_A is not None:
             return True
         lo, hi = self.A_plausible
-        return (hi - lo) / 2.0 <= self.margin + 1e-12 and not self.box_limited
+        return (hi - lo) / 2.0 <= self.margin + 1e-12 and not self.box_limited and not self.falling
 
     @property
     def verdict(self) -> str:
@@ -106,6 +113,12 @@ class Uncertainty:
         pct = f"{self.level:.0%}"
         if self.fit.fixed_A is not None:
             return f"ceiling fixed at A = {self.fit.A:.3f}."
+        if self.falling:
+            return (
+                f"ceiling not identified: the curve falls (A = {self.fit.A:.3f} below R0 = "
+                f"{self.fit.R0:.3f}); the run got worse, which the law does not describe, so "
+                "its forecasts are not to be trusted."
+            )
         if self.identified:
             return f"ceiling identified: A in [{lo:.3f}, {hi:.3f}] at {pct}, within ±{self.margin:g}."
         if self.box_limited and (hi - lo) / 2.0 <= self.margin:
