@@ -397,7 +397,7 @@ def compare_command(args: argparse.Namespace) -> int:
         written += report.write_markdown(args.markdown, rep)
     if args.json:
         data = comparison.to_dict() | {"loo": loo.to_dict()}
-        data["runs"] = [r.fit_dict() | {"run": r.name} for r in comparison.runs]
+        data["runs"] = [row | {"fit": r.fit_dict()} for row, r in zip(data["runs"], comparison.runs)]
         data["extrapolation"] = [s.to_dict() for s in extrapolation]
         written.append(report.write_json(args.json, data))
     for path in written:

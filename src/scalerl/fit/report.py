@@ -151,7 +151,10 @@ class FitOutcome:
 
 def _reach_row(run: RunFit, reach: Reach) -> tuple[str, str, str, str]:
     """Run, target, compute needed (or why none), interval."""
-    if not reach.reachable:
+    lo, hi = run.unc.A_plausible
+    if not reach.reachable and reach.target <= hi:
+        needed = f"beyond the fitted A={run.fit.A:.3f}, inside A's interval (up to {hi:.3f})"
+    elif not reach.reachable:
         needed = f"unreachable: target above A={run.fit.A:.3f}"
     elif reach.compute == 0:
         needed = f"0 (already met: R0={run.fit.R0:.3f})"
@@ -160,7 +163,6 @@ def _reach_row(run: RunFit, reach: Reach) -> tuple[str, str, str, str]:
     interval = interval_text(reach.lo, reach.hi)
     if reach.p_unreachable > 0:
         interval += f"; {reach.p_unreachable:.0%} of resamples never reach it"
-    lo, hi = run.unc.A_plausible
     if lo < reach.target <= hi:
         interval += "; may never be reached (inside A's interval)"
     return run.name, fmt(reach.target), needed, interval
