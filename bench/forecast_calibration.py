@@ -82,18 +82,21 @@ def synthetic(seeds: int) -> list[Curve]:
             A, B, C_mid, R0 = rng.uniform(0.55, 0.75), rng.uniform(1.3, 2.5), rng.uniform(1500, 5000), rng.uniform(0.25, 0.4)
             y = np.clip(sigmoid(GRID, A, B, C_mid, R0) + _noise(kind, sigma, rho, GRID.size, rng), 0, 1)
             curves.append(Curve(kind, f"{kind} s={sigma} rho={rho} #{seed}", GRID, y, A))
-    for sigma in (0.005, 0.01):
+    curves += _iid_family("saturating", (0.005, 0.01), (800, 2000), seeds, 2000)
+    curves += _iid_family("unreachable", (0.01, 0.02), (20000, 40000), seeds, 1000)
+    return curves
+
+
+def _iid_family(group: str, sigmas, c_mid_range, seeds: int, seed_base: int) -> list[Curve]:
+    """iid-noise curves whose C_mid is drawn from ``c_mid_range`` (where the bend lies)."""
+    curves = []
+    for sigma in sigmas:
         for seed in range(seeds):
-            rng = np.random.default_rng(2000 + seed + int(sigma * 1000))
-            A, B, C_mid, R0 = rng.uniform(0.55, 0.75), rng.uniform(1.3, 2.5), rng.uniform(800, 2000), rng.uniform(0.25, 0.4)
+            rng = np.random.default_rng(seed_base + seed + int(sigma * 1000))
+            A, B = rng.uniform(0.55, 0.75), rng.uniform(1.3, 2.5)
+            C_mid, R0 = rng.uniform(*c_mid_range), rng.uniform(0.25, 0.4)  # the draws' order fixes the suite
             y = np.clip(sigmoid(GRID, A, B, C_mid, R0) + rng.normal(0, sigma, GRID.size), 0, 1)
-            curves.append(Curve("saturating", f"saturating s={sigma} #{seed}", GRID, y, A))
-    for sigma in (0.01, 0.02):
-        for seed in range(seeds):
-            rng = np.random.default_rng(1000 + seed + int(sigma * 1000))
-            A, B, C_mid, R0 = rng.uniform(0.55, 0.75), rng.uniform(1.3, 2.5), rng.uniform(20000, 40000), rng.uniform(0.25, 0.4)
-            y = np.clip(sigmoid(GRID, A, B, C_mid, R0) + rng.normal(0, sigma, GRID.size), 0, 1)
-            curves.append(Curve("unreachable", f"unreachable s={sigma} #{seed}", GRID, y, A))
+            curves.append(Curve(group, f"{group} s={sigma} #{seed}", GRID, y, A))
     return curves
 
 

@@ -166,8 +166,8 @@ class Uncertainty:
     def _clip(self, v):
         return np.clip(v, 0.0, 1.0) if self.fit.bounded else v
 
-    def band(self, C) -> tuple[np.ndarray, np.ndarray]:
-        """Band on the expected curve: where Eq. 1 lies at ``C`` if the law holds."""
+    def _projected(self, C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The fit at ``C`` and the region's range there (unclipped), each shaped like C."""
         C = np.asarray(C, dtype=float)
         lo, hi = prof.project(
             self.profile, self._lc, _log_c(C.ravel(), self.scale), self.delta,
@@ -175,20 +175,20 @@ class Uncertainty:
         )  # fmt: skip
         centre = self.fit.predict(C.ravel())
         lo, hi = np.minimum(lo, centre), np.maximum(hi, centre)
-        return self._clip(lo).reshape(C.shape), self._clip(hi).reshape(C.shape)
+        return centre.reshape(C.shape), lo.reshape(C.shape), hi.reshape(C.shape)
+
+    def band(self, C) -> tuple[np.ndarray, np.ndarray]:
+        """Band on the expected curve: where Eq. 1 lies at ``C`` if the law holds."""
+        _, lo, hi = self._projected(C)
+        return self._clip(lo), self._clip(hi)
 
     def half_widths(self, C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Centre, lower and upper half-widths of the uncalibrated predictive interval."""
-        C = np.asarray(C, dtype=float)
-        lo, hi = prof.project(
-            self.profile, self._lc, _log_c(C.ravel(), self.scale), self.delta,
-            free=self._free, target="curve",
-        )  # fmt: skip
-        centre = self.fit.predict(C.ravel())
+        centre, lo, hi = self._projected(C)
         noise = self.noise.z(self.level) * self.noise.sigma
-        down = np.sqrt(np.maximum(centre - lo, 0.0) ** 2 + noise**2)
-        up = np.sqrt(np.maximum(hi - centre, 0.0) ** 2 + noise**2)
-        return centre.reshape(C.shape), down.reshape(C.shape), up.reshape(C.shape)
+        down = np.sqrt((centre - lo) ** 2 + noise**2)
+        up = np.sqrt((hi - centre) ** 2 + noise**2)
+        return centre, down, up
 
     def predictive(self, C) -> tuple[np.ndarray, np.ndarray]:
         """Predictive interval for one future evaluation at ``C`` (calibrated)."""
