@@ -91,36 +91,68 @@ def profile_fits(lc, y, a_values, *, r0, lower, upper) -> tuple[np.ndarray, np.n
     return theta.reshape(R, K, 4), sse.reshape(R, K)
 
 
-def _seeds(lc, y, a_values, r0, lower, upper) -> np.ndarray:
-    """Best (B, m) seed per (curve, A) from a grid, with R0 in closed form: (R, K, 4).
+def cell_fits(lc, y, a_values, m_values, *, r0, lower, upper) -> tuple[np.ndarray, np.ndarray]:
+    """Fits with A and m = log(C_mid / scale) both held, on an (A, m) grid: theta (K*M, 4)
+    and sse (K*M,) for one curve y (n,).
+
+    Slices at fixed A alone are refitted near their own best m; a curve that is flat over
+    the data and bends just past them (an unreached ceiling) is another basin of the same
+    slice. Holding m on a grid over the whole box visits every basin.
+    """
+    y = np.atleast_2d(np.asarray(y, dtype=float))
+    sse, R0, b_values, m_values = _grid_sse(lc, y, a_values, r0, lower, upper, m_values)
+    K, M = np.size(a_values), np.size(m_values)
+    flat = sse[0]  # (K, nb, M)
+    bi = np.argmin(flat, axis=1)  # (K, M)
+    r0_best = np.take_along_axis(np.broadcast_to(R0[0], flat.shape), bi[:, None, :], 1)[:, 0]
+    seeds = np.empty((K, M, 4))
+    seeds[..., 0] = np.asarray(a_values)[:, None]
+    seeds[..., 1] = b_values[bi]
+    seeds[..., 2] = m_values[None, :]
+    seeds[..., 3] = r0_best
+    seeds = seeds.reshape(K * M, 4)
+    free = np.array([False, True, False, r0 is None])
+    y_rep = np.broadcast_to(y, (K * M, y.shape[1]))
+    theta, sse_fit, _ = solver.batched_lm(lc, y_rep, seeds, free, lower, upper, max_iter=60)
+    return theta, sse_fit
+
+
+def _grid_sse(lc, y, a_values, r0, lower, upper, m_values=None):
+    """SSE of every (curve, A, B, m) on a grid, R0 in closed form when fitted.
 
     For fixed (B, m) the model is ``R0 t + A s`` with ``s = expit(B (lc - m))`` and
-    ``t = 1 - s``, so the SSE of every (curve, A, B, m) follows from a few moments of s, t
-    and y, without forming the (R, K, nb, nm, n) predictions.
+    ``t = 1 - s``, so the SSE follows from a few moments of s, t and y, without forming
+    the (R, K, nb, nm, n) predictions. Returns sse and R0 (R, K, nb, nm), b_values, m_values.
     """
     b_lo, b_hi = max(lower[1], 0.05), min(upper[1], 20.0)
     b_values = np.geomspace(b_lo, max(b_hi, b_lo), _N_B)
-    m_values = np.linspace(lower[2], upper[2], _N_M)
+    if m_values is None:
+        m_values = np.linspace(lower[2], upper[2], _N_M)
     s = expit(b_values[:, None, None] * (lc - m_values[:, None])[None])  # (nb, nm, n)
     t = 1.0 - s
     ss, tt, ts = (s * s).sum(-1), (t * t).sum(-1), (t * s).sum(-1)  # (nb, nm)
-    sy = np.einsum("bmn,rn->rbm", s, y)  # (R, nb, nm)
-    ty = np.einsum("bmn,rn->rbm", t, y)
+    sy = np.einsum("bmn,rn->rbm", s, y)[:, None]  # (R, 1, nb, nm)
+    ty = np.einsum("bmn,rn->rbm", t, y)[:, None]
     yy = (y * y).sum(-1)[:, None, None, None]  # (R, 1, 1, 1)
-    A = a_values[None, :, None, None]  # (1, K, 1, 1)
-    sy, ty = sy[:, None], ty[:, None]  # (R, 1, nb, nm)
+    A = np.asarray(a_values, dtype=float)[None, :, None, None]  # (1, K, 1, 1)
     if r0 is None:
         R0 = np.clip((ty - A * ts) / np.maximum(tt, 1e-300), lower[3], upper[3])
     else:
         R0 = np.full(np.broadcast_shapes(sy.shape, A.shape), float(r0))
     sse = R0**2 * tt + A**2 * ss + yy + 2 * R0 * A * ts - 2 * R0 * ty - 2 * A * sy
-    R, K = y.shape[0], a_values.size
+    return sse, np.broadcast_to(R0, sse.shape), b_values, m_values
+
+
+def _seeds(lc, y, a_values, r0, lower, upper) -> np.ndarray:
+    """Best (B, m) seed per (curve, A) from the grid (``_grid_sse``): (R, K, 4)."""
+    sse, R0, b_values, m_values = _grid_sse(lc, y, a_values, r0, lower, upper)
+    R, K = sse.shape[:2]
     flat = sse.reshape(R, K, -1)
     best = np.argmin(flat, axis=-1)  # (R, K)
-    bi, mi = np.unravel_index(best, ss.shape)
-    r0_best = np.take_along_axis(np.broadcast_to(R0, sse.shape).reshape(R, K, -1), best[..., None], -1)[..., 0]
+    bi, mi = np.unravel_index(best, sse.shape[2:])
+    r0_best = np.take_along_axis(R0.reshape(R, K, -1), best[..., None], -1)[..., 0]
     theta = np.empty((R, K, 4))
-    theta[..., 0] = a_values[None, :]
+    theta[..., 0] = np.asarray(a_values)[None, :]
     theta[..., 1] = b_values[bi]
     theta[..., 2] = m_values[mi]
     theta[..., 3] = r0_best
@@ -128,36 +160,63 @@ def _seeds(lc, y, a_values, r0, lower, upper) -> np.ndarray:
 
 
 def project(
-    profile: Profile, lc_data, lc_query, delta: float, *, free: np.ndarray, target
+    profile: Profile, lc_data, y, lc_query, delta: float, *, free: np.ndarray, target, lower, upper
 ) -> tuple[np.ndarray, np.ndarray]:
     """Range of a function of theta over the region ``S <= S_min + delta`` (module doc).
 
-    lc_data (n,) the fit design; lc_query (q,) where ``target`` is evaluated; ``free``
-    (4,) the slice parameters (B, m and R0 when fitted; never A). ``target`` is
-    ``"curve"`` (the expected reward at lc_query) or a parameter index (1 = B, 2 = m).
-    Returns lo, hi with shape (q,) for the curve, or scalars for a parameter.
+    lc_data, y (n,) the fit points; lc_query (q,) where ``target`` is evaluated; ``free``
+    (4,) the slice parameters (B, m and R0 when fitted; never A); lower/upper (4,) the box.
+    ``target`` is ``"curve"`` (the expected reward at lc_query) or a parameter index
+    (1 = B, 2 = m). Returns lo, hi with shape (q,) for the curve, or scalars for a parameter.
+
+    The second-order step ``delta* = +-sqrt(budget / g'H^-1 g) H^-1 g`` to each slice's
+    extreme is only a proposal: it is clipped into the box and its real sum of squares is
+    checked, stepping back (x2 .. x1/8, else the slice's own fit) until it lies in the
+    region. Every reported extreme is thus a curve that fits as well as the level allows,
+    even where a slice is flat in some direction and the quadratic model would run off.
     """
     ok = profile.plausible(delta)
     if not ok.any():
         ok = profile.sse <= profile.sse.min()
     th = profile.theta[ok]  # (k, 4)
-    budget = np.maximum(profile.sse_min + delta - profile.sse[ok], 0.0)  # (k,)
+    limit = profile.sse_min + delta
+    budget = np.maximum(limit - profile.sse[ok], 0.0)  # (k,)
     idx = np.flatnonzero(free)
     J = solver.jacobian(th, np.broadcast_to(lc_data, (th.shape[0], np.size(lc_data))))[..., idx]
     H = np.einsum("kni,knj->kij", J, J)
     H = H + _RIDGE * np.maximum(np.einsum("kii->k", H), 1e-12)[:, None, None] * np.eye(idx.size)
-    if target == "curve":
-        lq = np.broadcast_to(np.atleast_1d(lc_query), (th.shape[0], np.size(lc_query)))
-        value = solver.model(th, lq)  # (k, q)
-        g = solver.jacobian(th, lq)[..., idx]  # (k, q, p)
+    curve = isinstance(target, str)
+    lq = np.atleast_1d(np.asarray(lc_query, dtype=float)) if curve else np.zeros(1)
+    if curve:
+        g = solver.jacobian(th, np.broadcast_to(lq, (th.shape[0], lq.size)))[..., idx]  # (k, q, p)
     else:
-        value = th[:, target][:, None]  # (k, 1)
         g = np.zeros((th.shape[0], 1, idx.size))
-        g[..., list(idx).index(target)] = 1.0
+        if target in idx:  # else the target is held in these slices: their own values
+            g[..., list(idx).index(target)] = 1.0
     Hinv_g = np.linalg.solve(H[:, None], g[..., None])[..., 0]  # (k, q, p)
-    var = np.einsum("kqp,kqp->kq", g, Hinv_g)
-    w = np.sqrt(budget[:, None] * np.maximum(var, 0.0))
-    lo, hi = (value - w).min(axis=0), (value + w).max(axis=0)
-    if target != "curve":
+    var = np.maximum(np.einsum("kqp,kqp->kq", g, Hinv_g), 1e-300)
+    step = Hinv_g * np.sqrt(budget[:, None] / var)[..., None]  # (k, q, p)
+
+    def value(theta):  # theta (k, q, 4) -> the target at each candidate's own query point
+        if not curve:
+            return theta[..., target]
+        A, B, m, R0 = (theta[..., i] for i in range(4))
+        return R0 + (A - R0) * expit(B * (lq[None, :] - m))
+
+    base = np.broadcast_to(th[:, None, :], step.shape[:2] + (4,))
+    centre = value(base)
+    lo, hi = centre.min(axis=0), centre.max(axis=0)
+    for sign in (1.0, -1.0):
+        best = centre.copy()
+        found = np.zeros(centre.shape, dtype=bool)
+        for t in (2.0, 1.0, 0.5, 0.25, 0.125):
+            cand = base.copy()
+            cand[..., idx] = np.clip(base[..., idx] + sign * t * step, lower[idx], upper[idx])
+            resid = solver.model(cand, lc_data) - y  # (k, q, n)
+            inside = (np.einsum("kqn,kqn->kq", resid, resid) <= limit) & ~found
+            best = np.where(inside, value(cand), best)
+            found |= inside
+        lo, hi = np.minimum(lo, best.min(axis=0)), np.maximum(hi, best.max(axis=0))
+    if not curve:
         return float(lo[0]), float(hi[0])
     return lo, hi

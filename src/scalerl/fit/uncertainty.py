@@ -37,6 +37,7 @@ from scalerl.fit.noise import Noise, estimate_noise
 __all__ = ["Calibration", "Uncertainty", "assess", "model_uncertainty"]
 
 _N_COARSE, _N_FINE = 41, 33  # profile grid over the A box, then across the plausible set
+_N_CELL_A, _N_CELL_M = 17, 24  # the (A, C_mid) grid across the plausible set
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class Uncertainty:
     delta: float  # SSE rise allowed by the level
     scale: float  # compute normaliser of the internal coordinates
     A_plausible: tuple[float, float]
+    cells: prof.Profile | None = None  # fits on an (A, C_mid) grid: every basin of the region
     calibration: Calibration = Calibration()
 
     # --- the ceiling ---------------------------------------------------------------
@@ -143,12 +145,20 @@ class Uncertainty:
     def _lc(self) -> np.ndarray:
         return _log_c(self.data.compute, self.scale)
 
+    @property
+    def _lower(self) -> np.ndarray:
+        return solver.to_internal(self.data.compute, self.data.bounds, self.scale)[1]
+
+    @property
+    def _upper(self) -> np.ndarray:
+        return solver.to_internal(self.data.compute, self.data.bounds, self.scale)[2]
+
     def interval(self, name: str) -> tuple[float, float]:
         """Interval of 'A', 'B' or 'C_mid' at ``level`` (projection of the region)."""
         if name == "A":
             return self.A_plausible
         index = {"B": 1, "C_mid": 2}[name]
-        lo, hi = prof.project(self.profile, self._lc, None, self.delta, free=self._free, target=index)
+        lo, hi = (float(v) for v in self._project(None, index))
         box_lo, box_hi = self.data.bounds[name]  # the region never leaves the search box
         if name == "C_mid":
             lo = max(lo, np.log(box_lo / self.scale))
@@ -166,13 +176,25 @@ class Uncertainty:
     def _clip(self, v):
         return np.clip(v, 0.0, 1.0) if self.fit.bounded else v
 
+    def _project(self, lc_query, target) -> tuple:
+        """Range of ``target`` over the region: the A slices and the (A, C_mid) cells."""
+        lo, hi = prof.project(
+            self.profile, self._lc, self.data.reward, lc_query, self.delta,
+            free=self._free, target=target, lower=self._lower, upper=self._upper,
+        )  # fmt: skip
+        if self.cells is not None:
+            c_lo, c_hi = prof.project(
+                self.cells, self._lc, self.data.reward, lc_query, self.delta,
+                free=self._free & (np.arange(4) != 2), target=target,
+                lower=self._lower, upper=self._upper,
+            )  # fmt: skip
+            lo, hi = np.minimum(lo, c_lo), np.maximum(hi, c_hi)
+        return lo, hi
+
     def _projected(self, C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The fit at ``C`` and the region's range there (unclipped), each shaped like C."""
         C = np.asarray(C, dtype=float)
-        lo, hi = prof.project(
-            self.profile, self._lc, _log_c(C.ravel(), self.scale), self.delta,
-            free=self._free, target="curve",
-        )  # fmt: skip
+        lo, hi = self._project(_log_c(C.ravel(), self.scale), "curve")
         centre = self.fit.predict(C.ravel())
         lo, hi = np.minimum(lo, centre), np.maximum(hi, centre)
         return centre.reshape(C.shape), lo.reshape(C.shape), hi.reshape(C.shape)
@@ -275,7 +297,16 @@ def model_uncertainty(
     A_plausible = profile.interval(delta) if fit.fixed_A is None else (fit.A, fit.A)
     if fit.fixed_A is None:  # the reported estimate always lies in its own interval
         A_plausible = (min(A_plausible[0], fit.A), max(A_plausible[1], fit.A))
-    return Uncertainty(fit, level, margin, data, noise, profile, delta, scale, A_plausible)
+    cells = _cells(lc, data.reward, A_plausible, profile, r0, lower, upper)
+    return Uncertainty(fit, level, margin, data, noise, profile, delta, scale, A_plausible, cells)
+
+
+def _cells(lc, y, A_plausible, profile: prof.Profile, r0, lower, upper) -> prof.Profile:
+    """(A, C_mid) grid fits across A's plausible range and the whole C_mid box."""
+    a_values = prof.a_grid(*A_plausible, _N_CELL_A)
+    m_values = np.linspace(lower[2], upper[2], _N_CELL_M)
+    theta, sse = prof.cell_fits(lc, y, a_values, m_values, r0=r0, lower=lower, upper=upper)
+    return prof.Profile(theta[:, 0], theta, sse, min(profile.sse_min, float(sse.min())))
 
 
 def assess(
