@@ -311,7 +311,9 @@ def _simulated_half_width(unc: Uncertainty, data: FitResult, m: float, rng) -> f
         np.concatenate([C, new]), np.concatenate([data.reward, y_new]),
         None if data.r0_fitted else data.R0, None, data.bounded,
     )  # fmt: skip
-    sim = model_uncertainty(fit_problem(problem, data.bounds), level=unc.level, margin=unc.margin)
+    sim = model_uncertainty(
+        fit_problem(problem, data.bounds), level=unc.level, margin=unc.margin, cells=False
+    )
     lo, hi = sim.A_plausible
     return (hi - lo) / 2.0 if not sim.box_limited else np.inf
 

@@ -259,12 +259,14 @@ def inference_fit(fit: FitResult) -> FitResult:
 
 
 def model_uncertainty(
-    fit: FitResult, *, level: float = 0.95, margin: float = 0.02, noise: Noise | None = None
+    fit: FitResult, *, level: float = 0.95, margin: float = 0.02, noise: Noise | None = None,
+    cells: bool = True,
 ) -> Uncertainty:
     """Steps 1 and 2 of the module docstring (no shape-error calibration).
 
     ``noise`` overrides the noise model read from the residuals (the rolling-origin check
-    passes the whole curve's, a better estimate than a short prefix's).
+    passes the whole curve's, a better estimate than a short prefix's). ``cells=False``
+    skips the (A, C_mid) grid, which only the bands need (A's interval does not).
     """
     data = inference_fit(fit)
     scale = float(data.compute.max())
@@ -297,8 +299,8 @@ def model_uncertainty(
     A_plausible = profile.interval(delta) if fit.fixed_A is None else (fit.A, fit.A)
     if fit.fixed_A is None:  # the reported estimate always lies in its own interval
         A_plausible = (min(A_plausible[0], fit.A), max(A_plausible[1], fit.A))
-    cells = _cells(lc, data.reward, A_plausible, profile, r0, lower, upper)
-    return Uncertainty(fit, level, margin, data, noise, profile, delta, scale, A_plausible, cells)
+    grid = _cells(lc, data.reward, A_plausible, profile, r0, lower, upper) if cells else None
+    return Uncertainty(fit, level, margin, data, noise, profile, delta, scale, A_plausible, grid)
 
 
 def _cells(lc, y, A_plausible, profile: prof.Profile, r0, lower, upper) -> prof.Profile:
