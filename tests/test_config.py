@@ -93,3 +93,14 @@ def test_bad_yaml_and_unknown_recipe(tmp_path):
 def test_cross_field_check_is_reported():
     with pytest.raises(ConfigError, match="interrupt_range"):
         load_config("scalerl", ["length.interrupt_range=[60, 70]"])
+
+
+def test_forecast_and_early_stop_options_validate():
+    with pytest.raises(ConfigError, match=r"'train.stop_if_ceiling_below'.*less than or equal to 1"):
+        load_config("scalerl", ["train.stop_if_ceiling_below=1.5"])
+    with pytest.raises(ConfigError, match=r"'forecast.level'"):
+        load_config("scalerl", ["forecast.level=95"])
+    with pytest.raises(ConfigError, match="stop_if_target_unreachable needs forecast.target"):
+        load_config("scalerl", ["train.stop_if_target_unreachable=true"])
+    cfg = load_config("scalerl", ["forecast.target=0.6", "train.stop_if_target_unreachable=true"])
+    assert cfg.forecast.target == 0.6 and cfg.forecast.enabled

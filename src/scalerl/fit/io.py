@@ -12,7 +12,8 @@ Formats, picked by file name:
 - ``*.jsonl`` / ``*.ndjson``: one JSON object per line, as ``scalerl train`` writes them
   (``{"step": 10, "compute_gpu_hours": 0.01, "flops": ..., "val_pass_rate": 0.31}``).
   Records without the reward field (training-step records) are skipped.
-- TensorBoard event files (a file named ``*tfevents*`` or a directory holding them):
+- TensorBoard event files (``scalerl.fit.tensorboard``; a file named ``*tfevents*`` or a
+  directory holding them, several files of one run merged by step, the later file winning):
   scalar tags are the columns; the x tag is joined to the reward tag by step (linear
   interpolation in step where the x tag was logged at other steps).
 
