@@ -88,7 +88,11 @@ class LiveForecast:
 
 
 def _fit(compute: list[float], reward: list[float], budget: float, step: int, cfg) -> dict[str, Any]:
-    """Runs in the forecast thread; a curve the law cannot fit yet gives a reason, not a crash."""
+    """Runs in the forecast thread; a curve the law cannot fit yet gives a reason, not a crash.
+
+    Any other failure is logged as ``forecast_error`` too: the forecast is a diagnostic, and
+    a bug in it must never end a training run hours in.
+    """
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import live_forecast
     from scalerl.fit.options import FitOptions
@@ -98,4 +102,6 @@ def _fit(compute: list[float], reward: list[float], budget: float, step: int, cf
         fields = live_forecast(compute, reward, budget=budget, target=cfg.target, options=options)
     except CurveError as err:
         return {"forecast_step": step, "forecast_error": str(err)}
+    except Exception as err:  # noqa: BLE001 - see the docstring
+        return {"forecast_step": step, "forecast_error": f"{type(err).__name__}: {err}"}
     return {"forecast_step": step, **fields}

@@ -127,7 +127,7 @@ class ProgressBar:
 
         self.progress = Progress(
             TextColumn(f"[bold]{name}[/] step {{task.completed}}/{{task.total}}"),
-            BarColumn(),
+            BarColumn(bar_width=16),
             TextColumn("reward {task.fields[reward]}  val {task.fields[val]}  {task.fields[forecast]}"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
@@ -153,12 +153,11 @@ class ProgressBar:
 
 def forecast_text(record: dict[str, Any]) -> str:
     """The live forecast in a few characters: A with its interval ("?" when the ceiling is
-    not identified) and the predictive interval at the run's own budget."""
-    mark = "" if record["forecast_identified"] else "? (not identified)"
+    not identified) and the forecast at the run's own budget with its predictive interval."""
+    mark = "" if record["forecast_identified"] else "?"
     return (
-        f"A {record['forecast_A']:.2f} [{record['forecast_A_lo']:.2f}, {record['forecast_A_hi']:.2f}]{mark}"
-        f"  at end {record['forecast_final']:.2f} [{record['forecast_final_lo']:.2f}, "
-        f"{record['forecast_final_hi']:.2f}]"
+        f"A {record['forecast_A']:.2f}{mark} [{record['forecast_A_lo']:.2f}-{record['forecast_A_hi']:.2f}]"
+        f" end {record['forecast_final']:.2f} [{record['forecast_final_lo']:.2f}-{record['forecast_final_hi']:.2f}]"
     )
 
 

@@ -58,7 +58,7 @@ def _outlook(fit, cfg, all_records: list[dict]):
     pin_text = ("pinned now" if pin == 1.0 else f"about {pin:g}x this run's compute" if pin
                 else "not within 100x this run's compute")
     out = [
-        f"ceiling: {unc.verdict}",
+        unc.verdict,
         f"forecast at twice this run's compute ({budget:.4g} device-hours): {f.value:.3f}; band on "
         f"the expected curve [{f.lo:.3f}, {f.hi:.3f}]; predictive interval for one evaluation "
         f"[{f.pred_lo:.3f}, {f.pred_hi:.3f}] ({unc.calibration.message})",
