@@ -129,3 +129,14 @@ def test_an_identified_ceiling_above_every_other_interval_wins_even_if_another_i
     assert result.runs[1].unc.A_plausible[1] < result.runs[0].unc.A_plausible[0]
     v = result.verdict
     assert v.decided_by == "asymptote" and v.winner == "high", v.to_dict()
+
+
+def test_no_efficiency_verdict_from_a_shared_A_on_the_bound():
+    runs = []
+    for name, B, seed in (("a", 2.0, 0), ("b", 1.6, 1)):  # both saturate at a pass rate of 1
+        runs.append(run(name, 1.0, B, C_mid=1500.0, noise=0.003, seed=seed))
+    result = compare_runs(runs)
+    assert any("A" in r.fit.bounds_hit for r in result.runs)
+    v = result.verdict
+    assert v.decided_by == "undecided" and v.winner is None
+    assert any("sits on a bound of the search box" in r for r in v.reasons)

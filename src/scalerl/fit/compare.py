@@ -41,6 +41,7 @@ from scalerl.fit.uncertainty import Uncertainty, assess
 PARAMS = ("A", "B", "C_mid")
 A_TOL = 1e-9  # grid A values differ by float noise (0.62 - 0.60 = 0.020000000000000018)
 RANGE_RATIO = 2.0  # compute ranges further apart than this make B incomparable
+SHARED_A_EDGE = 1e-3  # a shared A this close to a box edge counts as on it
 
 
 @dataclass(frozen=True, eq=False)
@@ -265,8 +266,13 @@ def decide(
     shared_A = float(np.mean([by_name[n].fit.A for n in contenders]))
     refits = {n: refit_at(curves[n], shared_A, options) for n in contenders}
     lo_box, hi_box = refits[contenders[0]].bounds["A"]
-    if min(shared_A - lo_box, hi_box - shared_A) <= 1e-9:
-        return undecided([f"No verdict: the shared A = {shared_A:.3f} sits on a bound of the search box."])
+    on_edge = [n for n in contenders if "A" in by_name[n].fit.bounds_hit]
+    if on_edge or min(shared_A - lo_box, hi_box - shared_A) <= SHARED_A_EDGE:
+        return undecided([
+            f"No verdict: the shared A = {shared_A:.3f} sits on a bound of the search box "
+            f"[{lo_box:g}, {hi_box:g}]" + (f" ({', '.join(on_edge)} fitted A on it)" if on_edge else "")
+            + ", so B refitted there compares curves the box, not the data, shaped."
+        ])  # fmt: skip
     refit_B = {n: refits[n].B for n in contenders}
     winner = max(contenders, key=lambda n: refit_B[n])
     others = ", ".join(f"{n} {b:.3f}" for n, b in refit_B.items() if n != winner)
