@@ -53,6 +53,8 @@ def test_mean_at_k_pass_at_k_and_tokens():
     result = evaluator()
     # per-prompt pass rates 4/4, 2/4, 0/4 -> mean 0.5; two of three prompts solved at least once
     assert result["val_pass_rate"] == 0.5
+    # standard error over prompts: sd(1, 0.5, 0; ddof=1) = 0.5, / sqrt(3)
+    assert abs(result["val_stderr"] - 0.5 / 3**0.5) < 1e-12
     assert abs(result["val_pass_at_k"] - 2 / 3) < 1e-12
     # 12 samples × (2 prompt tokens + 3 completion tokens)
     assert result["val_tokens"] == 60

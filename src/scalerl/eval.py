@@ -32,6 +32,7 @@ class Evaluator:
                           k=self.k, num_prompts=self.num_prompts)
         return {
             "val_pass_rate": result.mean_at_k,
+            "val_stderr": result.stderr,  # over prompts: a prompt's k samples are correlated
             "val_pass_at_k": float((result.pass_rates > 0).mean()),
             "val_truncation_rate": result.truncation_rate,
             "val_len": result.mean_length,

@@ -90,7 +90,8 @@ def _figure(fit, curve, unc, path: Path, title: str) -> Path | None:
 def _write_markdown(path: Path, cfg, records: list[dict], fit, lines: list[str], figure: Path | None) -> None:
     last = records[-1]
     rows = "\n".join(
-        f"| {r['step']} | {r['compute_gpu_hours']:.5f} | {r.get('flops', 0):.3g} | {r['val_pass_rate']:.3f} |"
+        f"| {r['step']} | {r['compute_gpu_hours']:.5f} | {r.get('flops', 0):.3g} | {r['val_pass_rate']:.3f} "
+        f"| {_se(r)} |"
         for r in records
     )
     text = f"""# {cfg.name}: training report
@@ -98,14 +99,20 @@ def _write_markdown(path: Path, cfg, records: list[dict], fit, lines: list[str],
 {cfg.description}
 
 - steps: {last['step']}; device-hours: {last['compute_gpu_hours']:.5f}; FLOPs: {last.get('flops', 0):.3g}
-- validation pass rate (mean@{cfg.eval.k}): {records[0]['val_pass_rate']:.3f} -> {last['val_pass_rate']:.3f}
+- validation pass rate (mean@{cfg.eval.k} on {cfg.eval.num_prompts or 'all'} prompts): {records[0]['val_pass_rate']:.3f} -> {last['val_pass_rate']:.3f} (standard error over prompts {_se(last)})
 {chr(10).join(f"- {line}" for line in lines)}
 - A = {fit.A:.3f}, B = {fit.B:.3f}, C_mid = {fit.C_mid:.4g}, R0 = {fit.R0:.3f}
 
 {f'![fit]({figure.name})' if figure is not None else '(matplotlib not installed: no figure)'}
 
-| step | device-hours | FLOPs | val pass rate |
-|---:|---:|---:|---:|
+| step | device-hours | FLOPs | val pass rate | its standard error |
+|---:|---:|---:|---:|---:|
 {rows}
 """
     path.write_text(text)
+
+
+def _se(record: dict) -> str:
+    """The evaluation's standard error over prompts (``val_stderr``), when it was recorded."""
+    value = record.get("val_stderr")
+    return "-" if value is None else f"{value:.3f}"

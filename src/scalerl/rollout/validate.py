@@ -28,6 +28,18 @@ class ValidationResult:
     """Mean completion length in tokens (injected interruption tokens included)."""
     num_samples: int
 
+    @property
+    def stderr(self) -> float:
+        """Standard error of ``mean_at_k``: ``sd(pass_rates, ddof=1) / sqrt(P)``.
+
+        The prompts are the independent units: the k samples of one prompt share its
+        difficulty and are correlated, so treating the P*k samples as independent (the
+        binomial ``sqrt(p (1 - p) / (P k))``) would understate the error. Averaging within
+        each prompt first is the cluster-robust estimate. NaN for a single prompt.
+        """
+        P = self.pass_rates.size
+        return float(self.pass_rates.std(ddof=1) / np.sqrt(P)) if P > 1 else float("nan")
+
     def to_dict(self) -> dict[str, float]:
         return {
             "val_mean_at_k": self.mean_at_k,
