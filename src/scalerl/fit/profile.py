@@ -159,9 +159,27 @@ def _seeds(lc, y, a_values, r0, lower, upper) -> np.ndarray:
     return theta
 
 
+_CHUNK = 2_000_000  # candidate-by-point elements per step of ``project`` (memory bound)
+
+
 def project(
     profile: Profile, lc_data, y, lc_query, delta: float, *, free: np.ndarray, target, lower, upper
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Range of a function of theta over the region (``_project_chunk``), query points taken
+    in chunks so that long curves and dense plot grids stay within a bounded memory."""
+    if not isinstance(target, str):
+        return _project_chunk(profile, lc_data, y, None, delta, free, target, lower, upper)
+    lq = np.atleast_1d(np.asarray(lc_query, dtype=float))
+    k = max(int(profile.plausible(delta).sum()), 1)
+    step = max(1, _CHUNK // (k * max(np.size(lc_data), 1)))
+    parts = [
+        _project_chunk(profile, lc_data, y, lq[i : i + step], delta, free, target, lower, upper)
+        for i in range(0, lq.size, step)
+    ]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _project_chunk(profile, lc_data, y, lc_query, delta, free, target, lower, upper):
     """Range of a function of theta over the region ``S <= S_min + delta`` (module doc).
 
     lc_data, y (n,) the fit points; lc_query (q,) where ``target`` is evaluated; ``free``
