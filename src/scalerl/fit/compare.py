@@ -255,8 +255,7 @@ def decide(
         )
         return Verdict(clear, "asymptote", margin, (clear,), delta_A, None, {}, (why, *extra), eq), {}
     if unidentified:
-        why = [f"No verdict: the ceiling of {n} is not identified ({by_name[n].unc.verdict})" for n in unidentified]
-        return undecided(why)
+        return undecided([f"No verdict: the ceiling of {n} is not identified ({_why(by_name[n].unc)})." for n in unidentified])
     if len(contenders) == 1:
         why = (
             f"{ranked[0]} wins on the asymptote: its A is higher than every other run's by more "
@@ -283,6 +282,16 @@ def decide(
     )
     verdict = Verdict(winner, "efficiency", margin, contenders, delta_A, shared_A, refit_B, (why, *extra), eq)
     return verdict, refits
+
+
+def _why(unc: Uncertainty) -> str:
+    """Why a ceiling is not identified, in a few words."""
+    lo, hi = unc.A_plausible
+    if unc.falling:
+        return "its curve falls"
+    if unc.box_limited and (hi - lo) / 2.0 <= unc.margin:
+        return f"{' and '.join(unc.box_limited)} ended on a bound of the search box"
+    return f"any A in [{lo:.3f}, {hi:.3f}] fits as well"
 
 
 def _clear_asymptote(by_name: dict[str, RunFit], ranked: list[str], margin: float) -> str | None:
