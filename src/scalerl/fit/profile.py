@@ -14,10 +14,14 @@ Any other quantity ``g(theta)`` (the expected reward at a budget, B, C_mid) gets
 interval by projecting the same region ``{theta : S(theta) <= S_min + Delta}``: in the slice
 at each grid A the region is, to second order, the ellipsoid
 ``delta' J'J delta <= Delta - (S(A) - S_min)`` around the slice's best fit (Gauss-Newton
-Hessian of the sum of squares), over which ``g`` ranges by
-``+- sqrt(budget * grad' (J'J)^-1 grad)``. The union over the slices is the interval.
-Everything is batched: many A values (and many simulated curves) share one Levenberg-
-Marquardt loop (``scalerl.fit.solver``).
+Hessian of the sum of squares), whose extreme in ``g`` lies at
+``+- sqrt(budget / grad' (J'J)^-1 grad) (J'J)^-1 grad``. That step is only a proposal: it is
+clipped into the box and kept only if its real sum of squares is within the threshold
+(stepping back otherwise), so every extreme reported is a curve that truly fits. Slices
+at fixed A are also taken at fixed C_mid on a grid (``cell_fits``), because a curve flat over
+the data that bends just past them is another basin of the same A. The union over all
+slices is the interval. Everything is batched: many A values (and many simulated curves)
+share one Levenberg-Marquardt loop (``scalerl.fit.solver``).
 """
 
 from __future__ import annotations
