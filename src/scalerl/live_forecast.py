@@ -11,6 +11,7 @@ them). Only the run's last record waits, so that a run ends with its latest fore
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -26,15 +27,18 @@ class LiveForecast:
         """``past``: the evaluation records a resumed run already has."""
         self.cfg = cfg.forecast
         self.train = cfg.train
-        self.total_steps = cfg.train.steps
         self.points: list[tuple[float, float]] = [(float(r[X]), float(r[Y])) for r in past]
         self._step = int(past[-1]["step"]) if past else 0
+        self._start: tuple[float, int, float] | None = None  # (compute, step, time) of this session
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast")
         self._pending: Future | None = None
+        self._ready: dict[str, Any] | None = None  # finished, not yet handed out
         self._stale = False  # an evaluation arrived while a fit was running
 
     def observe(self, record: dict[str, Any]) -> None:
-        """Take an evaluation record (step, compute, pass rate) and refit when possible."""
+        """Take a metrics record; an evaluation (step, compute, pass rate) triggers a refit."""
+        if self._start is None and record.get(X) is not None:
+            self._start = (float(record[X]), int(record["step"]), time.monotonic())
         if not self.cfg.enabled or record.get(Y) is None:
             return
         self.points.append((float(record[X]), float(record[Y])))
@@ -42,26 +46,48 @@ class LiveForecast:
         if self._pending is not None and not self._pending.done():
             self._stale = True
             return
+        self._collect()
         self._submit()
+
+    def budget(self) -> float:
+        """Compute the run will have spent when it ends: at ``train.steps``, or at the
+        ``train.max_minutes`` deadline if that comes first, at this session's rate so far."""
+        compute, step = self.points[-1][0], self._step
+        if self._start is None or step <= self._start[1]:
+            return compute * self.train.steps / max(step, 1)
+        c0, s0, t0 = self._start
+        per_step = (compute - c0) / (step - s0)
+        budget = compute + per_step * max(self.train.steps - step, 0)
+        if self.train.max_minutes is not None:
+            elapsed = max(time.monotonic() - t0, 1e-9)
+            left = max(60.0 * self.train.max_minutes - elapsed, 0.0)
+            budget = min(budget, compute + (compute - c0) / elapsed * left)
+        return float(budget)
 
     def _submit(self) -> None:
         if len(self.points) - 1 < self.cfg.min_points or self._step <= 0:
             return
         compute, reward = zip(*self.points)
-        budget = compute[-1] * self.total_steps / self._step  # compute grows ~linearly in steps
-        self._pending = self._pool.submit(_fit, list(compute), list(reward), budget, self._step, self.cfg)
+        self._pending = self._pool.submit(_fit, list(compute), list(reward), self.budget(), self._step, self.cfg)
         self._stale = False
 
+    def _collect(self) -> None:
+        """Keep a finished fit's fields until ``poll`` hands them out."""
+        if self._pending is not None and self._pending.done():
+            self._ready = self._pending.result()
+            self._pending = None
+
     def poll(self, *, wait: bool = False) -> dict[str, Any]:
-        """Fields of a finished forecast (empty when none is ready); ``wait`` blocks."""
-        if self._pending is None or not (wait or self._pending.done()):
-            return {}
-        fields = self._pending.result()
-        self._pending = None
-        if self._stale:
+        """Fields of the newest finished forecast (empty when none is ready); ``wait``
+        blocks until the forecast of the latest evaluation is done."""
+        if wait and self._pending is not None:
+            self._pending.result()
+        self._collect()
+        if self._stale and self._pending is None:
             self._submit()
             if wait:
                 return self.poll(wait=True)
+        fields, self._ready = self._ready or {}, None
         return fields
 
     def stop_reason(self, fields: dict[str, Any]) -> str | None:

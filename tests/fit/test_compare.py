@@ -140,3 +140,10 @@ def test_no_efficiency_verdict_from_a_shared_A_on_the_bound():
     v = result.verdict
     assert v.decided_by == "undecided" and v.winner is None
     assert any("sits on a bound of the search box" in r for r in v.reasons)
+
+
+def test_paper_mode_reaches_an_efficiency_verdict_on_identified_runs():
+    steep, flat = run("steep", 0.600, 2.3), run("flat", 0.612, 1.5, seed=1)
+    result = compare_runs([flat, steep], options=FitOptions(method="paper"))
+    assert all(r.identified for r in result.runs)
+    assert (result.verdict.decided_by, result.verdict.winner) == ("efficiency", "steep")

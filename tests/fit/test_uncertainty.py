@@ -151,3 +151,25 @@ def test_a_falling_curve_is_never_an_identified_ceiling():
     unc = assess(fit_sigmoid(c, r))
     assert unc.falling and not unc.identified
     assert "the curve falls" in unc.verdict
+
+
+def test_every_interval_holds_its_own_estimate_even_for_a_paper_grid_fit():
+    c, r = curve(A=0.9, C_mid=2500.0, sigma=0.005, seed=9)  # A beyond the paper grid's 0.80
+    fit = fit_sigmoid(c, r, method="paper")
+    unc = assess(fit)
+    for name in ("A", "B", "C_mid"):
+        lo, hi = unc.interval(name)
+        assert lo <= getattr(fit, name) <= hi, name
+    assert unc.A_plausible[1] > 0.8  # the region searched the whole box, not the grid
+
+
+def test_compute_to_reach_interval_holds_its_estimate():
+    from scalerl.fit import compute_to_reach
+
+    c, r = curve(seed=10, upto=8000.0)
+    fit = fit_sigmoid(c, r)
+    unc = assess(fit)
+    start = compute_to_reach(fit, fit.R0 - 0.01, unc)
+    assert start.compute == 0.0 and start.lo == 0.0
+    mid = compute_to_reach(fit, 0.5 * (fit.R0 + fit.A), unc)
+    assert mid.lo <= mid.compute <= mid.hi

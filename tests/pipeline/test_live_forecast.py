@@ -105,3 +105,39 @@ def test_stop_rules_never_stop_on_an_unidentified_ceiling():
     mid = {"forecast_identified": True, "forecast_A_lo": 0.62, "forecast_A_hi": 0.66}
     assert "forecast.target = 0.7 is out of reach" in live.stop_reason(mid)
     live.close()
+
+
+def test_budget_is_the_compute_at_the_deadline_when_it_comes_before_the_last_step(monkeypatch):
+    import scalerl.live_forecast as lf
+
+    now = {"t": 0.0}
+    monkeypatch.setattr(lf.time, "monotonic", lambda: now["t"])
+    cfg = load_config("scalerl", ["train.steps=100", "train.max_minutes=1"])
+    live = LiveForecast(cfg)
+    live.observe({"step": 0, "compute_gpu_hours": 0.0, "val_pass_rate": 0.3})
+    now["t"] = 30.0
+    live.observe({"step": 10, "compute_gpu_hours": 1.0, "val_pass_rate": 0.35})
+    # by steps: 1 + 0.1 x 90 = 10; by the 60 s deadline: 1 + (1 / 30 s) x 30 s = 2
+    assert live.budget() == pytest.approx(2.0)
+    cfg = load_config("scalerl", ["train.steps=100", "train.max_minutes=null"])
+    live2 = LiveForecast(cfg)
+    live2.observe({"step": 0, "compute_gpu_hours": 0.0, "val_pass_rate": 0.3})
+    live2.observe({"step": 10, "compute_gpu_hours": 1.0, "val_pass_rate": 0.35})
+    assert live2.budget() == pytest.approx(10.0)
+    live.close()
+    live2.close()
+
+
+def test_a_finished_forecast_is_never_dropped_by_the_next_evaluation():
+    cfg = load_config("scalerl", ["forecast.min_points=4", "train.steps=100"])
+    live = LiveForecast(cfg)
+    c = np.linspace(0.0, 1.0, 8)
+    r = 0.3 + 0.3 * c / (0.3 + c)
+    for i in range(5):  # 4 evaluations after step 0: the first fit starts at step 40
+        live.observe({"step": 10 * i, "compute_gpu_hours": c[i], "val_pass_rate": r[i]})
+    live._pending.result()  # that fit has finished and nobody has polled it
+    live.observe({"step": 50, "compute_gpu_hours": c[5], "val_pass_rate": r[5]})
+    assert live.poll(wait=False)["forecast_step"] == 40  # kept, whatever the thread's timing
+    assert live.poll(wait=True)["forecast_step"] == 50
+    assert live.poll(wait=False) == {}
+    live.close()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalerl.fit.fitting import FitResult, _Problem, fit_problem
+from scalerl.fit.fitting import FitResult, _Problem, default_box, fit_problem
 from scalerl.fit.noise import Noise
 from scalerl.fit.uncertainty import Calibration, model_uncertainty
 
@@ -47,14 +47,15 @@ def rolling_origin(fit: FitResult, *, noise: Noise, horizon: float, level: float
         return Calibration(message=_short(C.size, need + 2))
     scores, origins = [], 0
     for frac in np.unique(np.geomspace(first, LAST_ORIGIN, N_ORIGINS)):
-        cut = frac * C[-1]
+        cut = frac * C[-1] * (1.0 + 1e-12)  # the first origin's own point, despite rounding
         sub = C <= cut
         held = ~sub & (C <= ratio * cut)
         if sub.sum() < need or not held.any():
             continue
         r0 = None if fit.r0_fitted else fit.R0
         problem = _Problem(C[sub], y[sub], r0, fit.fixed_A, fit.bounded, fit.r0_point)
-        subfit = fit_problem(problem, fit.bounds)
+        # a paper-grid fit's box is the grid; its region (and so these refits) use the full box
+        subfit = fit_problem(problem, default_box(problem) if fit.method == "paper" else fit.bounds)
         # the run's noise model, not the prefix's: the noise is a property of the run
         centre, down, up = model_uncertainty(subfit, level=level, noise=noise).half_widths(C[held])
         err = y[held] - centre

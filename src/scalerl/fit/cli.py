@@ -210,6 +210,12 @@ def options_from(args: argparse.Namespace) -> FitOptions:
         raise CurveError(f"--margin must be 0 or more, got {args.margin:g}.")
     if args.min_compute < 0:
         raise CurveError(f"--min-compute must be 0 or more, got {args.min_compute:g}.")
+    for c in getattr(args, "target_compute", ()):
+        if not np.isfinite(c) or c <= 0:
+            raise CurveError(f"--target-compute must be a positive compute, got {c:g}.")
+    for r in getattr(args, "target_reward", ()):
+        if not np.isfinite(r) or not 0.0 <= r <= 1.0:
+            raise CurveError(f"--target-reward must be a pass rate in [0, 1], got {r:g}.")
     return FitOptions(
         r0=args.r0, min_compute=args.min_compute, method=args.method,
         level=args.level, margin=args.margin,

@@ -264,7 +264,9 @@ def decide(
         return Verdict(ranked[0], "asymptote", margin, contenders, delta_A, None, {}, (why, *extra), eq), {}
     shared_A = float(np.mean([by_name[n].fit.A for n in contenders]))
     refits = {n: refit_at(curves[n], shared_A, options) for n in contenders}
-    lo_box, hi_box = refits[contenders[0]].bounds["A"]
+    # the box the runs' own fits searched (a fixed-A refit's box is the point itself)
+    lo_box = max(by_name[n].fit.bounds["A"][0] for n in contenders)
+    hi_box = min(by_name[n].fit.bounds["A"][1] for n in contenders)
     on_edge = [n for n in contenders if "A" in by_name[n].fit.bounds_hit]
     if on_edge or min(shared_A - lo_box, hi_box - shared_A) <= SHARED_A_EDGE:
         return undecided([

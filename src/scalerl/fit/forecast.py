@@ -103,6 +103,8 @@ def compute_to_reach(
     lo = hi = p_unreachable = np.nan
     if isinstance(boot, Uncertainty):
         lo, hi = _reach_interval(boot, target)
+        if np.isfinite(C):  # the estimate always lies in its own interval
+            lo, hi = min(lo, C), max(hi, C)
         a_lo, a_hi = boot.A_plausible
         if target > a_hi:
             reason += f"; above A's whole interval [{a_lo:.3g}, {a_hi:.3g}], so unreachable"
@@ -260,9 +262,10 @@ def budget_to_pin_A(unc: Uncertainty, *, n_sims: int = 8, seed: int = 0) -> floa
     Each continuation extends the run at its recent evaluation spacing, draws the new
     evaluations from the fitted curve plus the fitted AR(1) noise, refits everything
     (noise, profile over A) and reads A's interval, exactly as a real run would be read
-    later. Past ``MAX_NEW_POINTS`` new evaluations, blocks of ``t`` consecutive ones are
-    drawn as their mean (noise sd ``sigma / sqrt(t)``), which keeps the cost bounded and
-    the information (to first order) the same. Multiples are searched by bisection.
+    later (its C_mid box reaching as far past the longer data as the run's does). Past
+    ``MAX_NEW_POINTS`` new evaluations, blocks of ``t`` consecutive ones are drawn as their
+    mean, with the sd and correlation block means of that AR(1) noise have
+    (``block_noise``), which keeps the cost bounded. Multiples are searched by bisection.
     """
     if unc.identified:
         return 1.0
@@ -289,6 +292,22 @@ def budget_to_pin_A(unc: Uncertainty, *, n_sims: int = 8, seed: int = 0) -> floa
     return options[hi]
 
 
+def block_noise(sigma: float, rho: float, t: int) -> tuple[float, float]:
+    """Marginal sd and lag-1 correlation of the means of consecutive blocks of ``t`` points
+    of an AR(1) series (marginal sd ``sigma``, lag-1 correlation ``rho``).
+
+    ``Var(mean) = sigma^2 / t * (1 + 2 sum_{k<t} (1 - k/t) rho^k)`` and the covariance of
+    neighbouring block means is ``sigma^2 rho ((1 - rho^t) / (1 - rho))^2 / t^2``.
+    """
+    if t <= 1:
+        return sigma, rho
+    k = np.arange(1, t)
+    var = sigma**2 / t * (1.0 + 2.0 * np.sum((1.0 - k / t) * rho**k))
+    geo = (1.0 - rho**t) / (1.0 - rho) if rho < 1 else float(t)
+    cov = sigma**2 * rho * geo**2 / t**2
+    return float(np.sqrt(var)), float(min(cov / var, 0.999))
+
+
 def _simulated_half_width(unc: Uncertainty, data: FitResult, m: float, rng) -> float:
     C = data.compute
     tail = np.diff(C[-min(10, C.size) :])
@@ -296,9 +315,7 @@ def _simulated_half_width(unc: Uncertainty, data: FitResult, m: float, rng) -> f
     new = np.arange(C[-1] + step, m * C[-1] + step / 2, step)
     block = max(1, int(np.ceil(new.size / MAX_NEW_POINTS)))
     new = new[block - 1 :: block]
-    noise = unc.noise
-    sd = noise.sigma / np.sqrt(block)
-    rho = noise.rho**block
+    sd, rho = block_noise(unc.noise.sigma, unc.noise.rho, block)
     e = np.empty(new.size)
     prev = rng.normal(0.0, sd)
     for i in range(new.size):  # AR(1) with marginal sd ``sd``
@@ -311,8 +328,11 @@ def _simulated_half_width(unc: Uncertainty, data: FitResult, m: float, rng) -> f
         np.concatenate([C, new]), np.concatenate([data.reward, y_new]),
         None if data.r0_fitted else data.R0, None, data.bounded,
     )  # fmt: skip
+    bounds = dict(data.bounds)  # a later fit's box reaches as far past its data as this one's
+    lo, hi = bounds["C_mid"]
+    bounds["C_mid"] = (lo, max(hi, hi * new[-1] / C[-1]))
     sim = model_uncertainty(
-        fit_problem(problem, data.bounds), level=unc.level, margin=unc.margin, cells=False
+        fit_problem(problem, bounds), level=unc.level, margin=unc.margin, cells=False
     )
     lo, hi = sim.A_plausible
     return (hi - lo) / 2.0 if not sim.box_limited else np.inf
@@ -336,9 +356,9 @@ def live_forecast(
     """The ``forecast_*`` fields ``scalerl train`` logs after an evaluation.
 
     Fits the curve so far with ``options``; ``budget`` is the compute the run will have
-    spent at its last step. ``scalerl fit METRICS --max-compute <forecast_fit_until>
-    --target-compute <forecast_budget> [--target-reward <target>] --r0 first`` reproduces
-    every value.
+    spent at its end. ``scalerl fit METRICS --r0 first --max-compute <forecast_fit_until>
+    --target-compute <forecast_budget> [--target-reward <target>] [--min-compute,
+    --level, --margin as configured]`` reproduces every value.
     """
     fit = options.fit(compute, reward, source=source)
     unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon_for(fit.compute.max(), [budget]))

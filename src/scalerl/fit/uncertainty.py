@@ -163,8 +163,11 @@ class Uncertainty:
         if name == "C_mid":
             lo = max(lo, np.log(box_lo / self.scale))
             hi = min(hi, np.log(box_hi / self.scale))
-            return float(self.scale * np.exp(lo)), float(self.scale * np.exp(hi))
-        return float(max(lo, box_lo)), float(min(hi, box_hi))
+            lo, hi = float(self.scale * np.exp(lo)), float(self.scale * np.exp(hi))
+        else:
+            lo, hi = float(max(lo, box_lo)), float(min(hi, box_hi))
+        point = getattr(self.fit, name)  # the reported estimate always lies in its own interval
+        return min(lo, point), max(hi, point)
 
     @property
     def intervals(self) -> dict[str, tuple[float, float]]:
