@@ -65,6 +65,7 @@ def test_live_forecast_fields_appear_and_scalerl_fit_reproduces_them(warm_model_
     text = (tmp_path / "report.md").read_text()
     assert re.search(r"^- ceiling (not )?identified", text, re.M) and "predictive interval for one" in text
     assert "compute to pin A" in text and "last live forecast (fitted up to step 40)" in text
+    assert "fit-to-half check: fitted on the first half" in text
     assert "| its standard error |" in text and all(r["val_stderr"] > 0 for r in records if "val_stderr" in r)
 
 

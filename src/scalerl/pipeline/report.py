@@ -37,6 +37,7 @@ def final_report(run_dir: str | Path, cfg, log=print):
         f"({last - r0:+.3f})")
     log(line)
     unc, outlook = _outlook(fit, cfg, read_records(metrics))
+    outlook.append(_half_check(curve, cfg))
     for sentence in outlook:
         log(sentence)
     figure = _figure(fit, curve, unc, run_dir / "fit.png", cfg.name)
@@ -75,6 +76,28 @@ def _outlook(fit, cfg, all_records: list[dict]):
     if any("stopped_early" in r for r in all_records):
         out.append(next(r["stopped_early"] for r in all_records if "stopped_early" in r))
     return unc, out
+
+
+def _half_check(curve, cfg) -> str:
+    """The paper's fit-to-half check (§1.5) on the run itself: fit the first half of its
+    compute, forecast its end with the predictive interval, compare with what happened."""
+    from scalerl.fit.errors import CurveError
+    from scalerl.fit.forecast import holdout_forecast
+    from scalerl.fit.options import FitOptions
+
+    options = FitOptions(r0="first", min_compute=cfg.forecast.min_compute, level=cfg.forecast.level,
+                         margin=cfg.forecast.margin)
+    try:
+        hold = holdout_forecast(curve.compute, curve.reward, fit_frac=0.5, options=options,
+                                source=curve.source)
+    except CurveError as err:
+        return f"fit-to-half check: not possible ({err})"
+    f = hold.final
+    verdict = "covered" if f["covered"] else "NOT covered"
+    return (f"fit-to-half check: fitted on the first half of the compute, the forecast at the end is "
+            f"{f['predicted']:.3f}, predictive interval [{f['pred_lo']:.3f}, {f['pred_hi']:.3f}]; "
+            f"observed {f['observed']:.3f}: {verdict} ({hold.coverage:.0%} of the second half's "
+            f"evaluations inside their intervals)")
 
 
 def _figure(fit, curve, unc, path: Path, title: str) -> Path | None:
