@@ -127,7 +127,7 @@ class ProgressBar:
 
         self.progress = Progress(
             TextColumn(f"[bold]{name}[/] step {{task.completed}}/{{task.total}}"),
-            BarColumn(bar_width=16),
+            BarColumn(bar_width=10),
             TextColumn("reward {task.fields[reward]}  val {task.fields[val]}  {task.fields[forecast]}"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
@@ -153,11 +153,11 @@ class ProgressBar:
 
 def forecast_text(record: dict[str, Any]) -> str:
     """The live forecast in a few characters: A with its interval ("?" when the ceiling is
-    not identified) and the forecast at the run's own budget with its predictive interval."""
+    not identified) and the forecast at the run's own budget (its interval is in the record)."""
     mark = "" if record["forecast_identified"] else "?"
     return (
         f"A {record['forecast_A']:.2f}{mark} [{record['forecast_A_lo']:.2f}-{record['forecast_A_hi']:.2f}]"
-        f" end {record['forecast_final']:.2f} [{record['forecast_final_lo']:.2f}-{record['forecast_final_hi']:.2f}]"
+        f" end {record['forecast_final']:.2f}"
     )
 
 
