@@ -1,6 +1,8 @@
 """Paper-mode (App. A.5 grid, 7100 curve_fit calls) vs fast-mode sigmoid fits, side by side
 in one run, on noisy curves built from Table 1's parameters; then 1000-resample bootstrap
-times. Usage: python bench/fit_speed.py [--rows N] [--repeats K]
+times; then a 1e6-point curve (a per-sample log): fit (binned to 2000 means), honest
+intervals and a 1000-resample bootstrap, with the process's peak RSS.
+Usage: python bench/fit_speed.py [--rows N] [--repeats K] [--big N]
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=len(TABLE1))
     ap.add_argument("--repeats", type=int, default=5, help="fast/bootstrap: best of K runs")
+    ap.add_argument("--big", type=int, default=1_000_000, help="points of the long curve (0: skip)")
     args = ap.parse_args()
     print(f"{'curve':24s} {'paper s':>8s} {'fast ms':>8s} {'ratio':>7s} {'SSE paper':>10s} "
           f"{'SSE fast':>10s}  |dA| paper/fast")  # fmt: skip
@@ -55,6 +58,30 @@ def main() -> None:
         tb, boot = timed(lambda kind=kind: bootstrap(fit, 1000, kind=kind, seed=0), args.repeats)
         lo, hi = boot.intervals["A"]
         print(f"bootstrap 1000 {kind:8s}: {tb:.3f} s  (A 95% CI [{lo:.4f}, {hi:.4f}])")
+    if args.big:
+        long_curve(args.big)
+
+
+def long_curve(n: int) -> None:
+    import resource
+
+    from scalerl.fit import assess
+
+    C = np.linspace(0.0, 16000.0, n)
+    noise = np.random.default_rng(1).normal(0.0, 0.05, n)  # per-sample scale noise
+    R = np.clip(sigmoid(C, 0.61, 1.92, 2542.0, 0.3) + noise, 0.0, 1.0)
+    t = time.perf_counter()
+    fit = fit_sigmoid(C, R)
+    t_fit = time.perf_counter() - t
+    unc = assess(fit)
+    t_unc = time.perf_counter() - t - t_fit
+    boot = bootstrap(fit, 1000, seed=0)
+    t_all = time.perf_counter() - t
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    lo, hi = unc.A_plausible
+    print(f"{n:,}-point curve: fit {t_fit:.2f} s ({fit.message}), intervals {t_unc:.2f} s, "
+          f"+ bootstrap 1000: {t_all:.2f} s in all; peak RSS {rss:.2f} GB; A {fit.A:.4f} in "
+          f"[{lo:.4f}, {hi:.4f}] (bootstrap [{boot.interval('A')[0]:.4f}, {boot.interval('A')[1]:.4f}])")
 
 
 if __name__ == "__main__":

@@ -241,3 +241,25 @@ def test_power_law_asymptote_matches_sigmoid_only_at_high_compute():
 def test_power_law_needs_three_points():
     with pytest.raises(CurveError, match="needs 3"):
         fit_power_law([0.0, 100.0, 200.0, 300.0], [0.1, 0.2, 0.3, 0.4], c0=250.0)
+
+
+def test_bin_points_means_consecutive_groups():
+    from scalerl.fit.fitting import bin_points
+
+    c, r = bin_points([1.0, 2.0, 3.0, 4.0, 5.0], [0.1, 0.3, 0.5, 0.7, 0.9], 2)
+    # groups of ceil(5 / 2) = 3: (1, 2, 3) and (4, 5)
+    np.testing.assert_allclose(c, [2.0, 4.5])
+    np.testing.assert_allclose(r, [0.3, 0.8])
+
+
+def test_a_long_curve_is_binned_and_says_so():
+    C = np.linspace(0.0, 16000.0, 20001)
+    rng = np.random.default_rng(0)
+    R = np.clip(sigmoid(C, 0.61, 1.92, 2542.0, 0.3) + rng.normal(0, 0.05, C.size), 0, 1)
+    fit = fit_sigmoid(C, R)
+    assert fit.n_points == 2000 and fit.binned_from == 20000  # the step-0 point fixes R0
+    assert "2000 means of consecutive points of the 20000 given" in fit.message
+    assert fit.A == pytest.approx(0.61, abs=0.01) and fit.to_dict()["binned_from"] == 20000
+    assert fit_sigmoid(C[:500], R[:500]).binned_from is None
+    with pytest.raises(CurveError, match="max_points must be 1 or more"):
+        fit_sigmoid(C, R, max_points=0)

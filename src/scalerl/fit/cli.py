@@ -206,9 +206,9 @@ def options_from(args: argparse.Namespace) -> FitOptions:
     """The fit options the flags name; a bad level or margin is one sentence."""
     if not 0.0 < args.level < 1.0:
         raise CurveError(f"--level must lie in (0, 1), got {args.level:g}.")
-    if args.margin < 0:
+    if not args.margin >= 0:  # also NaN
         raise CurveError(f"--margin must be 0 or more, got {args.margin:g}.")
-    if args.min_compute < 0:
+    if not args.min_compute >= 0:
         raise CurveError(f"--min-compute must be 0 or more, got {args.min_compute:g}.")
     for c in getattr(args, "target_compute", ()):
         if not np.isfinite(c) or c <= 0:
@@ -340,8 +340,8 @@ def fit_command(args: argparse.Namespace) -> int:
             console.print(f"{o.run.name}: to pin A to ±{options.margin:g}: {o.run.budget_text}.", markup=False)
         if not o.run.unc.calibration.calibrated:
             console.print(f"{o.run.name}: {o.run.unc.calibration.message}.", markup=False)
-        if o.run.fit.bounds_hit or not o.run.fit.converged:
-            console.print(f"warning: {o.run.name}: {o.run.fit.message}", markup=False)
+        if o.run.fit.bounds_hit or not o.run.fit.converged or o.run.fit.binned_from:
+            console.print(f"note: {o.run.name}: {o.run.fit.message}", markup=False)
     if args.json:
         data = {"runs": [o.to_dict() for o in outcomes]}
         if pooled is not None:

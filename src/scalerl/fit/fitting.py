@@ -29,7 +29,7 @@ read before the cut, so a cut curve can still use its step-0 reward.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.ndimage import minimum_filter
@@ -52,6 +52,10 @@ PAPER_C_MID_GRID = np.linspace(100.0, 40000.0, 100)  # App. A.5: GPU-hours
 NAMES = ("A", "B", "C_mid", "R0")
 FLAT_TOL = 1e-6  # a curve whose rewards span less than this carries no shape
 _N_B, _N_M, _N_SEEDS = 25, 60, 8  # fast-mode grid size and number of polished seeds
+MAX_POINTS = 2000
+"""Curves with more fit points are binned (``bin_points``): the fit's cost and memory grow
+with n times its grids, and a per-step or per-sample log carries no more shape than 2000
+consecutive means of it do."""
 B_BOUNDS = (0.01, 10.0)
 """Default box for B. At B = 10 the curve climbs from 10% to 90% of its gain within a
 factor exp(4.4 / B) = 1.55 of compute: beyond that a "sigmoid" is a step, which no RL curve
@@ -88,6 +92,7 @@ class FitResult:
     message: str = ""
     bounded: bool = True  # rewards are pass rates in [0, 1]
     r0_point: float | None = None  # compute of the evaluation R0 was read from, if any
+    binned_from: int | None = None  # the number of fit points before binning, if binned
 
     def predict(self, C) -> np.ndarray:
         """Eq. 1 with the fitted parameters at compute ``C`` (scalar or array)."""
@@ -116,6 +121,7 @@ class FitResult:
             "max_compute": float(self.compute.max()),
             "bounds": {k: [float(lo), float(hi)] for k, (lo, hi) in self.bounds.items()},
             "message": self.message,
+            "binned_from": self.binned_from,
         }
 
 
@@ -129,6 +135,7 @@ class _Problem:
     fixed_A: float | None
     bounded: bool
     r0_point: float | None = None  # compute of the evaluation R0 was read from
+    binned_from: int | None = None  # fit points before ``bin_points``
 
     @property
     def n_free(self) -> int:
@@ -150,6 +157,7 @@ def fit_sigmoid(
     b_bounds: tuple[float, float] = B_BOUNDS,
     c_mid_bounds: tuple[float, float] | None = None,
     source: str | None = None,
+    max_points: int | None = MAX_POINTS,
 ) -> FitResult:
     """Fit ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)`` (Eq. 1) by least squares.
 
@@ -165,6 +173,9 @@ def fit_sigmoid(
     1/100 of the smallest positive fit compute to 100x the largest, widened to contain
     ``c_mid_grid`` when that grid was given or when the default GPU-hour grid overlaps
     the data's compute span (so it is ignored for FLOPs or tokens).
+    More than ``max_points`` fit points (after the R0 rule and the cut) are binned into
+    that many means of consecutive points (``bin_points``; None never bins); the result
+    says so in ``binned_from`` and ``message``.
     Raises ``CurveError`` for a curve that cannot be fitted (see ``validate_curve``).
     """
     if method not in ("fast", "paper"):
@@ -172,7 +183,25 @@ def fit_sigmoid(
         raise CurveError(f"{where}unknown fit method {method!r}; use 'fast' or 'paper'.")
     c, r = validate_curve(compute, reward, bounded=bounded, source=source)
     problem = _select_points(c, r, r0, min_compute, fixed_A, bounded, source)
+    if max_points is not None and problem.compute.size > max_points:
+        bc, br = bin_points(problem.compute, problem.reward, max_points)
+        problem = replace(problem, compute=bc, reward=br, binned_from=int(problem.compute.size))
     return _fit(problem, method, a_grid, c_mid_grid, a_bounds, b_bounds, c_mid_bounds)
+
+
+def bin_points(compute, reward, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Means of consecutive groups of points, at most ``max_points`` of them: (m,), (m,).
+
+    Groups hold ``ceil(n / max_points)`` points each (the last may hold fewer), so the
+    evaluation cadence, and with it the AR(1) structure the intervals model, is kept.
+    """
+    if max_points < 1:
+        raise CurveError(f"max_points must be 1 or more, got {max_points}.")
+    c, r = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
+    size = int(np.ceil(c.size / max_points))
+    starts = np.arange(0, c.size, size)
+    counts = np.diff(np.append(starts, c.size))
+    return np.add.reduceat(c, starts) / counts, np.add.reduceat(r, starts) / counts
 
 
 def fit_points(
@@ -348,6 +377,9 @@ def _result(
     pred = law.sigmoid(problem.compute, A, B, C_mid, R0)
     residuals = problem.reward - pred
     notes, box = [], "grid" if method == "paper" else "search box"
+    if problem.binned_from is not None:
+        notes.append(f"fitted on {problem.compute.size} means of consecutive points of the "
+                     f"{problem.binned_from} given")
     if not converged:
         notes.append(f"{method} fit stopped before converging")
     physical = problem.bounded and "A" in hit and A in (bounds["A"][0], bounds["A"][1]) and A in (0.0, 1.0)
@@ -363,7 +395,7 @@ def _result(
         bounds_hit=hit, r0_fitted=problem.r0 is None, fixed_A=problem.fixed_A,
         compute=problem.compute, reward=problem.reward, bounds=dict(bounds),
         message="; ".join(notes) + "." if notes else f"converged inside the {box}.",
-        bounded=problem.bounded, r0_point=problem.r0_point,
+        bounded=problem.bounded, r0_point=problem.r0_point, binned_from=problem.binned_from,
     )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.fitting import B_BOUNDS, FitResult, fit_sigmoid
+from scalerl.fit.fitting import B_BOUNDS, MAX_POINTS, FitResult, fit_sigmoid
 
 __all__ = ["FitOptions"]
 
@@ -35,12 +35,15 @@ class FitOptions:
     a_bounds: tuple[float, float] | None = None
     b_bounds: tuple[float, float] = B_BOUNDS
     c_mid_bounds: tuple[float, float] | None = None
+    max_points: int | None = MAX_POINTS
     level: float = 0.95
     margin: float = 0.02
 
     def __post_init__(self) -> None:
         if not 0.0 < self.level < 1.0:
             raise CurveError(f"level must lie in (0, 1), got {self.level:g}.")
+        if self.max_points is not None and self.max_points < 10:
+            raise CurveError(f"max_points must be 10 or more (or None), got {self.max_points}.")
         if not self.margin >= 0.0:
             raise CurveError(f"margin must be 0 or more, got {self.margin:g}.")
         if not self.min_compute >= 0.0:
@@ -52,7 +55,7 @@ class FitOptions:
             compute, reward, r0=self.r0, min_compute=self.min_compute, method=self.method,
             a_grid=self.a_grid, c_mid_grid=self.c_mid_grid, fixed_A=fixed_A,
             bounded=self.bounded, a_bounds=self.a_bounds, b_bounds=self.b_bounds,
-            c_mid_bounds=self.c_mid_bounds, source=source,
+            c_mid_bounds=self.c_mid_bounds, source=source, max_points=self.max_points,
         )  # fmt: skip
 
     def with_(self, **changes) -> FitOptions:

@@ -71,6 +71,8 @@ def flags(run: RunFit) -> str:
     out = [f"{p} at bound" for p in run.fit.bounds_hit]
     if not run.fit.converged:
         out.append("not converged")
+    if run.fit.binned_from is not None:
+        out.append(f"binned {run.fit.binned_from:,} -> {run.fit.n_points:,}")
     return ", ".join(out) or "ok"
 
 
