@@ -263,7 +263,6 @@ def decide(
         )
         return Verdict(ranked[0], "asymptote", margin, contenders, delta_A, None, {}, (why, *extra), eq), {}
     shared_A = float(np.mean([by_name[n].fit.A for n in contenders]))
-    refits = {n: refit_at(curves[n], shared_A, options) for n in contenders}
     # the box the runs' own fits searched (a fixed-A refit's box is the point itself)
     lo_box = max(by_name[n].fit.bounds["A"][0] for n in contenders)
     hi_box = min(by_name[n].fit.bounds["A"][1] for n in contenders)
@@ -274,6 +273,7 @@ def decide(
             f"[{lo_box:g}, {hi_box:g}]" + (f" ({', '.join(on_edge)} fitted A on it)" if on_edge else "")
             + ", so B refitted there compares curves the box, not the data, shaped."
         ])  # fmt: skip
+    refits = {n: refit_at(curves[n], shared_A, options) for n in contenders}
     refit_B = {n: refits[n].B for n in contenders}
     winner = max(contenders, key=lambda n: refit_B[n])
     others = ", ".join(f"{n} {b:.3f}" for n, b in refit_B.items() if n != winner)

@@ -146,12 +146,9 @@ class Uncertainty:
         return _log_c(self.data.compute, self.scale)
 
     @property
-    def _lower(self) -> np.ndarray:
-        return solver.to_internal(self.data.compute, self.data.bounds, self.scale)[1]
-
-    @property
-    def _upper(self) -> np.ndarray:
-        return solver.to_internal(self.data.compute, self.data.bounds, self.scale)[2]
+    def _box(self) -> tuple[np.ndarray, np.ndarray]:
+        """The search box in internal coordinates: lower (4,), upper (4,)."""
+        return solver.to_internal(self.data.compute, self.data.bounds, self.scale)[1:]
 
     def interval(self, name: str) -> tuple[float, float]:
         """Interval of 'A', 'B' or 'C_mid' at ``level`` (projection of the region)."""
@@ -181,15 +178,15 @@ class Uncertainty:
 
     def _project(self, lc_query, target) -> tuple:
         """Range of ``target`` over the region: the A slices and the (A, C_mid) cells."""
+        lower, upper = self._box
         lo, hi = prof.project(
             self.profile, self._lc, self.data.reward, lc_query, self.delta,
-            free=self._free, target=target, lower=self._lower, upper=self._upper,
+            free=self._free, target=target, lower=lower, upper=upper,
         )  # fmt: skip
         if self.cells is not None:
             c_lo, c_hi = prof.project(
                 self.cells, self._lc, self.data.reward, lc_query, self.delta,
-                free=self._free & (np.arange(4) != 2), target=target,
-                lower=self._lower, upper=self._upper,
+                free=self._free & (np.arange(4) != 2), target=target, lower=lower, upper=upper,
             )  # fmt: skip
             lo, hi = np.minimum(lo, c_lo), np.maximum(hi, c_hi)
         return lo, hi

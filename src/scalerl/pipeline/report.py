@@ -22,7 +22,8 @@ def final_report(run_dir: str | Path, cfg, log=print):
 
     run_dir = Path(run_dir)
     metrics = run_dir / "metrics.jsonl"
-    records = [r for r in read_records(metrics) if r.get("val_pass_rate") is not None]
+    every = read_records(metrics)
+    records = [r for r in every if r.get("val_pass_rate") is not None]
     try:
         curve = read_curves(metrics)[0]
         fit = fit_sigmoid(curve.compute, curve.reward, r0="first", source=str(metrics))
@@ -36,7 +37,7 @@ def final_report(run_dir: str | Path, cfg, log=print):
     log(f"validation pass rate: {r0:.3f} at step 0 -> {last:.3f} at step {records[-1]['step']} "
         f"({last - r0:+.3f})")
     log(line)
-    unc, outlook = _outlook(fit, cfg, read_records(metrics))
+    unc, outlook = _outlook(fit, cfg, every)
     outlook.append(_half_check(curve, cfg))
     for sentence in outlook:
         log(sentence)
