@@ -112,6 +112,19 @@ def test_curriculum_records_pass_rates_and_retires_easy_prompts():
     assert pool.pass_rate(1) == 0.25
 
 
+def test_a_pass_rate_of_exactly_nine_tenths_retires_the_prompt():
+    # G = 10 with 9 correct: 9/10 must equal the threshold 0.9, not float32's 0.89999998
+    cfg = load_config("scalerl")
+    model = _model()
+    opt = CaptureGrads(model.parameters())
+    pool = PromptPool(10, seed=0, retire_threshold=0.9)
+    groups = _batch([[1] * 9 + [-1], [1] * 8 + [-1] * 2])
+    train_step(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), groups, cfg, pool, 0,
+               TOKENIZER.pad_token_id)
+    assert pool.pass_rate(0) == 0.9 and pool.is_retired(0)
+    assert pool.pass_rate(1) == 0.8 and not pool.is_retired(1)
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_on_policy_importance_ratios_are_one_at_the_sampling_temperature(temperature):
     # real rollouts from the same weights: ρ = π_train / π_gen must be 1 for every token, which

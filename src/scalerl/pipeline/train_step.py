@@ -60,8 +60,9 @@ def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
         rewards = torch.where(truncated, rewards.new_tensor(-1.0 if cfg.task.reward == "pm1" else 0.0), rewards)
     correct = rewards > 0  # (P, G): pass/fail in {0,1} and ±1 forms alike
 
-    # 1. curriculum (pass rate of the training rollouts, the prompt's most recent visit)
-    for g, passed in zip(groups, correct.float().mean(dim=1).tolist()):
+    # 1. curriculum (pass rate of the training rollouts, the prompt's most recent visit), in
+    # float64 so that k/G is the exact decimal: float32 9/10 is 0.89999998 and misses 0.9
+    for g, passed in zip(groups, correct.double().mean(dim=1).tolist()):
         pool.record(g.prompt_id, passed)
 
     # 2. reward shaping: length penalty (App. A.10 Eq. 9) instead of interruptions
