@@ -1,40 +1,70 @@
+"""The sandbox runs ordinary programs, returns plain-data call results and enforces limits.
+Attacks on the reward and on isolation are in ``test_sandbox_escapes.py``."""
+
 import os
 import time
 
 import pytest
 
-from scalerl.data.sandbox import SandboxLimits, run_python
+from scalerl.data.sandbox import SandboxLimits, run_cases, run_python
+from scalerl.data.sandbox_ns import isolation
 
 FAST = SandboxLimits(timeout_s=2.0)
+NS = pytest.mark.skipif(not isolation().namespaces, reason=f"no kernel namespaces: {isolation().missing}")
 
 
 def test_ordinary_program_reads_stdin_and_writes_stdout():
     r = run_python("import collections\nn = int(input())\nprint(n * 2)", stdin="21\n")
-    assert r.reported and r.loaded and r.stdout == "42\n" and not r.timed_out
+    assert r.finished and r.stdout == "42\n"
 
 
-def test_assert_mode_scores_each_snippet():
-    r = run_python("def f(x):\n    return x + 1", tests=["assert f(1) == 2", "assert f(1) == 3"],
-                   mode="asserts")
-    assert r.results == [True, False]
+def test_calls_return_plain_data_and_anything_else_fails():
+    src = ("import collections\ndef f(x):\n    return {'k': (x, [x + 0.5, None], {1, 2})}\n"
+           "def g():\n    return collections.OrderedDict()\ndef h():\n    raise ValueError('no')\n"
+           "def big():\n    return 10 ** 5000\ndef nan():\n    return float('nan')")
+    r = run_python(src, calls=[["f", "(1,)", "{}"], ["g", "()", "{}"], ["h", "()", "{}"],
+                               ["missing", "()", "{}"], ["big", "()", "{}"], ["nan", "()", "{}"],
+                               ["f", "()", "{'x': -2}"]])
+    assert r.values[0] == (True, {"k": (1, [1.5, None], {1, 2})})
+    assert r.values[1:6] == [(False, None)] * 5  # dict subclass, raise, missing, >4300 digits, nan
+    assert r.values[6] == (True, {"k": (-2, [-1.5, None], {1, 2})})
 
 
-def test_infinite_loop_is_stopped_at_the_wall_clock_limit():
-    t0 = time.monotonic()
+def test_a_program_that_raises_reports_no_values():
+    r = run_python("def f():\n    return 1\nraise RuntimeError('boom')", calls=[["f", "()", "{}"]])
+    assert not r.finished and r.exit_code == 1 and r.values == [(False, None)] and "boom" in r.stderr
+
+
+def test_infinite_loop_is_stopped_at_the_budget():
     r = run_python("while True:\n    pass", limits=FAST)
-    assert r.timed_out and not r.reported and time.monotonic() - t0 < 6
+    assert r.timed_out and not r.finished and r.exit_code is None
 
 
 def test_sleeping_program_is_killed_too():
+    t0 = time.monotonic()
     r = run_python("import time\ntime.sleep(60)", limits=SandboxLimits(timeout_s=1.0))
-    assert r.timed_out and r.seconds < 4
+    assert r.timed_out and time.monotonic() - t0 < 50  # killed, not waited for
+
+
+def test_cases_share_one_budget_and_stop_at_the_first_timeout():
+    src = "import time\nn = int(input())\nif n == 1:\n    time.sleep(60)\nprint(n)"
+    t0 = time.monotonic()
+    rs = run_cases(src, ["0", "1", "2", "3"], SandboxLimits(timeout_s=1.0, parallel=1))
+    assert rs[0].finished and rs[0].stdout == "0\n"
+    assert rs[1].timed_out and rs[2] is None and rs[3] is None  # never started
+    assert time.monotonic() - t0 < 50
+
+
+def test_cases_run_in_parallel():
+    rs = run_cases("print(int(input()) * 3)", [str(i) for i in range(6)], SandboxLimits(parallel=3))
+    assert [r.stdout for r in rs] == [f"{3 * i}\n" for i in range(6)]
 
 
 def test_memory_bomb_is_refused():
     r = run_python("x = bytearray(4 * 10**9)\nprint('allocated')", limits=FAST)
-    assert "allocated" not in r.stdout and not r.loaded
+    assert "allocated" not in r.stdout and not r.finished
     r = run_python("x = []\nwhile True:\n    x.append(bytearray(10**7))", limits=FAST)
-    assert not r.loaded
+    assert not r.finished
 
 
 @pytest.mark.parametrize("bomb", [
@@ -45,7 +75,7 @@ def test_memory_bomb_is_refused():
 ])
 def test_process_creation_is_blocked(bomb):
     r = run_python(bomb, limits=FAST)
-    assert r.reported and not r.loaded and not r.timed_out
+    assert not r.finished and not r.timed_out and "PermissionError" in r.stderr
 
 
 def test_reads_outside_the_sandbox_are_blocked():
@@ -54,36 +84,28 @@ def test_reads_outside_the_sandbox_are_blocked():
                 "import os\nprint(os.listdir('/'))",
                 "import pathlib\nprint(pathlib.Path('/etc/hostname').read_text())"):
         r = run_python(src, limits=FAST)
-        assert not r.loaded and "root:" not in r.stdout and "PermissionError" in r.stderr
+        assert not r.finished and "root:" not in r.stdout and "PermissionError" in r.stderr
 
 
 def test_writes_stay_inside_the_sandbox_directory(tmp_path):
     r = run_python("open('scratch.txt', 'w').write('ok')\nprint(open('scratch.txt').read())")
-    assert r.loaded and r.stdout == "ok\n"
+    assert r.finished and r.stdout == "ok\n"
     target = tmp_path / "escaped.txt"
     r = run_python(f"open({str(target)!r}, 'w').write('x')", limits=FAST)
-    assert not r.loaded and not target.exists()
+    assert not r.finished and not target.exists()
 
 
 def test_network_is_blocked():
     src = "import socket\ns = socket.socket()\ns.connect(('127.0.0.1', 22))"
     r = run_python(src, limits=FAST)
-    assert not r.loaded and "PermissionError" in r.stderr
+    assert not r.finished and "PermissionError" in r.stderr
 
 
 def test_program_cannot_disable_the_audit_hook():
     src = ("import sys\nhook = sys._getframe(1).f_locals['hook']\n"
            "hook.__defaults__ = (None,)\nprint(open('/etc/passwd').read())")
     r = run_python(src, limits=FAST)
-    assert not r.loaded and "root:" not in r.stdout
-
-
-def test_forged_verdicts_and_early_exit_do_not_pass():
-    r = run_python("import sys\nprint('\\nabcdefL111')\nsys.exit(0)",
-                   tests=["assert False"], mode="asserts", limits=FAST)
-    assert r.results == [False]
-    r = run_python("import os\nos._exit(0)", tests=["assert True"], mode="asserts", limits=FAST)
-    assert not r.reported and r.results == []
+    assert not r.finished and "root:" not in r.stdout
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="privilege drop needs root")
@@ -94,4 +116,23 @@ def test_runs_as_nobody_when_trainer_is_root():
 
 def test_output_flood_is_capped():
     r = run_python("print('x' * 10**8)", limits=SandboxLimits(max_output_bytes=1 << 16))
-    assert len(r.stdout) <= 1 << 16 and not r.loaded
+    assert len(r.stdout) <= 1 << 16 and not r.finished
+
+
+@NS
+def test_kernel_layer_alone_contains_a_program_past_the_audit_hook(tmp_path):
+    # without the audit hook, the namespaces still hide the host's files and network
+    (tmp_path / "host.txt").write_text("host secret")
+    src = (f"import os, socket\nprint(os.path.exists({str(tmp_path / 'host.txt')!r}), os.path.exists('/proc/1'),"
+           " os.path.exists('/etc/passwd'), os.getpid())\n"
+           "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=1)\nexcept OSError as e:\n"
+           "    print('net', e.errno)\n")
+    r = run_python(src, limits=SandboxLimits(audit_hook=False))
+    assert r.finished, r.stderr
+    flags, net = r.stdout.splitlines()
+    assert flags == "False False False 1" and net.startswith("net")
+
+
+def test_isolation_is_described_in_one_line():
+    line = isolation().describe()
+    assert "\n" not in line and ("kernel namespaces" in line if isolation().namespaces else "WARNING" in line)

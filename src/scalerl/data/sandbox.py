@@ -1,31 +1,36 @@
-"""Run untrusted Python in a separate, locked-down process and report what it did.
+"""Run untrusted Python in separate, locked-down processes and report what they did.
 
-The code task's programs are written by the policy, so they never run in the trainer's
-process. Each run gets, in layers (any one may be unavailable; the others still hold):
+The code task's programs are written by the policy, which is optimised to find any way to a
+reward. So the program never shares an interpreter with the verdict, the expected outputs or
+any secret: the child only runs the program and reports its stdout, its exit status and, for
+function tests, the plain-data results of calls the trainer chose (``scalerl.data.asserts``).
+The trainer compares.
 
-1. a fresh temporary directory as its working directory, removed afterwards;
-2. ``python -I -S -B`` (no user site, no site-packages, no environment, no bytecode);
-3. a new session / process group, killed as a whole (``os.killpg``) on timeout and after exit;
-4. resource limits: address space (memory), CPU seconds, number of processes, file size
-   (stdout/stderr go to size-capped files), open files, no core dumps;
-5. when the trainer runs as root: a private network namespace (``unshare(CLONE_NEWNET)``,
-   only a downed loopback) and privileges dropped to ``nobody`` (uid/gid 65534);
-6. an audit hook in the child (``sandbox_boot.py``) that blocks sockets, fork/exec/spawn,
-   frame introspection, ctypes, and any file access outside its directory except reads of
-   the standard library.
+Layers, outermost first (``sandbox_ns.isolation()`` says which the machine allows, and the
+run log names it):
 
-This is defence in depth for reward computation, not a hardened container (use gVisor or
-nsjail for hostile multi-tenant code).
+1. kernel namespaces (``sandbox_ns``): own PID namespace (descendants die with the program),
+   mount namespace (a read-only minimal root, a size-capped writable tmpfs, no /proc, no
+   project files), network namespace, ``nobody`` or no capabilities, and parent-death
+   signals so a killed trainer takes its programs with it;
+2. resource limits: address space, CPU seconds, file size (stdout, stderr and results are
+   size-capped memfds), open files, processes, no core dumps;
+3. ``python -I -S -B`` with a bare environment, and an audit hook (``sandbox_boot.py``) that
+   blocks sockets, new processes, ctypes and file access outside the work directory.
+
+Without namespaces, layers 2–3 hold, plus a new process group killed as a whole, and as root
+a private network namespace and ``nobody``. This is defence in depth for reward computation;
+for hostile multi-tenant code use gVisor or nsjail.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
 import json
 import os
 import resource
-import secrets
 import shutil
 import signal
 import stat
@@ -35,11 +40,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
-NOBODY = 65534
-CLONE_NEWNET = 0x40000000
-_BOOT = (Path(__file__).with_name("sandbox_boot.py")).read_text()
+from scalerl.data.sandbox_ns import NOBODY, isolation, ns_argv, python_path
+
+CLONE_NEWNET, PR_SET_PDEATHSIG = 0x40000000, 1
+_BOOT = "# scalerl-sandbox\n" + Path(__file__).with_name("sandbox_boot.py").read_text()
+_ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8", "SCALERL_SANDBOX": "1"}
 # Loaded once in the parent: the pre-exec hook must not import (the import lock may be held
 # by another thread at fork time).
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -47,17 +54,24 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Per-run limits. ``timeout_s`` is wall-clock; CPU time is capped at the same value."""
+    """Limits of one completion's runs."""
 
     timeout_s: float = 5.0
+    """Wall-clock budget for all of one completion's runs together (its stdin/stdout cases run
+    in parallel inside it; the first to reach it stops the rest). Each run's CPU time is
+    capped at the same value."""
     memory_mb: int = 512
     max_output_bytes: int = 1 << 20
-    """Cap on stdout (and stderr) file size; a program that writes more fails its run."""
+    """Cap on stdout, stderr and the results channel; a program that writes more fails."""
+    disk_mb: int = 64
+    """Size of the program's writable directory (a tmpfs, with kernel namespaces)."""
     max_processes: int = 64
-    drop_privileges: bool = True
-    """Run as nobody (only possible, and only needed, when the trainer is root)."""
-    isolate_network: bool = True
-    """Private network namespace (root only); the audit hook blocks sockets regardless."""
+    parallel: int = 0
+    """Runs of one completion at once; 0 means one per CPU core."""
+    namespaces: bool = True
+    """Use kernel namespaces when the machine allows them (see ``sandbox_ns``)."""
+    audit_hook: bool = True
+    """The inner Python layer. Off only to test the kernel layer on its own."""
 
 
 DEFAULT_LIMITS = SandboxLimits()
@@ -72,49 +86,53 @@ class SandboxResult:
     exit_code: int | None
     timed_out: bool
     seconds: float
-    results: list[bool] = field(default_factory=list)
-    """Per-test outcomes reported by the trusted bootstrap (assert mode)."""
-    loaded: bool = False
-    """The bootstrap's verdict that the program itself ran to the end without error."""
-    reported: bool = False
-    """The bootstrap's nonce-signed report was found (False: killed, crashed or timed out)."""
+    values: list[tuple[bool, Any]] = field(default_factory=list)
+    """Per requested call: (True, the returned plain data) or (False, None) if it raised,
+    returned something else, or was never reached."""
+
+    @property
+    def finished(self) -> bool:
+        """The program ran to its end and exited with status 0."""
+        return self.exit_code == 0 and not self.timed_out
 
 
 def _world_executable(path: str) -> bool:
     p = Path(path).resolve()
-    for part in [p, *p.parents]:
-        mode = part.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            return False
-    return bool(p.stat().st_mode & stat.S_IROTH)
+    return all(part.stat().st_mode & stat.S_IXOTH for part in [p, *p.parents]) and bool(
+        p.stat().st_mode & stat.S_IROTH)
 
 
-def sandbox_python() -> str:
-    """An interpreter the dropped user can execute: ours if world-accessible, else the system's."""
-    candidates = [os.path.realpath(sys.executable), shutil.which("python3") or "",
-                  "/usr/bin/python3", "/usr/local/bin/python3"]
+def _fallback_python() -> str:
+    """Without namespaces, an interpreter the dropped user can execute."""
+    candidates = [os.path.realpath(sys.executable), shutil.which("python3") or "", "/usr/bin/python3"]
     if os.geteuid() != 0:
         return candidates[0]
-    for c in candidates:
-        if c and os.path.exists(c) and _world_executable(c):
-            return c
-    return candidates[0]
+    return next((c for c in candidates if c and os.path.exists(c) and _world_executable(c)), candidates[0])
 
 
-def _preexec(limits: SandboxLimits, workdir: str, drop: bool, isolate: bool):
-    mem = limits.memory_mb * 1024 * 1024
-    cpu = int(limits.timeout_s) + 1
+def _rlimits(limits: SandboxLimits) -> dict[int, int]:
+    return {resource.RLIMIT_AS: limits.memory_mb << 20, resource.RLIMIT_CPU: int(limits.timeout_s) + 1,
+            resource.RLIMIT_FSIZE: limits.max_output_bytes, resource.RLIMIT_NOFILE: 64,
+            resource.RLIMIT_CORE: 0, resource.RLIMIT_NPROC: limits.max_processes}
 
-    def setup() -> None:  # runs in the child between fork and exec: no imports, no allocation
-        if isolate:
+
+def _prlimit_argv(limits: SandboxLimits) -> list[str]:
+    names = {resource.RLIMIT_AS: "as", resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize",
+             resource.RLIMIT_NOFILE: "nofile", resource.RLIMIT_CORE: "core", resource.RLIMIT_NPROC: "nproc"}
+    return ["prlimit", *(f"--{names[k]}={v}" for k, v in _rlimits(limits).items()), "--"]
+
+
+def _preexec(limits: SandboxLimits, workdir: str, root: bool):
+    """Fallback layers, set in the child between fork and exec (no imports, no allocation)."""
+    rlimits = list(_rlimits(limits).items())
+
+    def setup() -> None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if root:
             _LIBC.unshare(CLONE_NEWNET)  # best effort; the audit hook still blocks sockets
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_output_bytes,) * 2)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes,) * 2)
-        if drop:
+        for key, value in rlimits:
+            resource.setrlimit(key, (value, value))
+        if root:
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)
@@ -123,70 +141,119 @@ def _preexec(limits: SandboxLimits, workdir: str, drop: bool, isolate: bool):
     return setup
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+def _memfd(name: str, data: bytes = b"") -> int:
+    fd = os.memfd_create(f"scalerl-sbx-{name}")
+    if data:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
-def _parse_report(stdout: str, nonce: str) -> tuple[str, dict | None]:
-    """Split the program's stdout from the bootstrap's ``\n<nonce>L1011`` verdict line."""
-    head, sep, tail = stdout.rpartition("\n" + nonce)
-    verdict = tail.strip()
-    if not sep or not verdict or verdict[0] not in "Ll" or set(verdict[1:]) - {"0", "1"}:
-        return stdout, None
-    return head, {"loaded": verdict[0] == "L", "results": [c == "1" for c in verdict[1:]]}
+def _read_memfd(fd: int, cap: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, cap)
 
 
-def run_python(
-    source: str,
-    *,
-    stdin: str = "",
-    tests: list[str] | None = None,
-    mode: Literal["io", "asserts"] = "io",
-    limits: SandboxLimits = DEFAULT_LIMITS,
-) -> SandboxResult:
-    """Run ``source`` in the sandbox.
-
-    ``mode="io"``: the program reads ``stdin`` and its stdout is returned.
-    ``mode="asserts"``: the program is executed, then each snippet in ``tests`` runs in its
-    namespace; ``results[i]`` says whether snippet i raised nothing.
-    """
-    root = os.geteuid() == 0
-    drop, isolate = limits.drop_privileges and root, limits.isolate_network and root
-    nonce = secrets.token_hex(16)
-    payload = json.dumps({"nonce": nonce, "mode": mode, "source": source,
-                          "tests": tests or [], "stdin": stdin})
-    with tempfile.TemporaryDirectory(prefix="scalerl-sbx-") as base:
-        workdir = os.path.join(base, "work")
-        os.chmod(base, 0o711)  # the dropped user must traverse base to reach workdir
-        os.mkdir(workdir, 0o700)
-        if drop:
-            os.chown(workdir, NOBODY, NOBODY)
-        out_path, err_path = os.path.join(base, "stdout"), os.path.join(base, "stderr")
-        start = time.monotonic()
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(
-                [sandbox_python(), "-I", "-S", "-B", "-c", _BOOT],
-                stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=base,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
-                start_new_session=True, close_fds=True,
-                preexec_fn=_preexec(limits, workdir, drop, isolate),
-            )
-            timed_out = False
+def _parse_values(text: str, n: int) -> list[tuple[bool, Any]]:
+    """Per call, the first ``index<TAB>repr`` line for it, read back as plain data only."""
+    values: list[tuple[bool, Any]] = [(False, None)] * n
+    seen: set[int] = set()
+    for line in text.splitlines():
+        index, sep, body = line.partition("\t")
+        if not sep or not index.isdigit() or int(index) >= n or int(index) in seen:
+            continue
+        seen.add(int(index))
+        if body != "!":
             try:
-                proc.communicate(payload.encode(), timeout=limits.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                _kill_group(proc)  # also reaps anything the program left behind
-                proc.wait()
-        seconds = time.monotonic() - start
-        stdout = Path(out_path).read_bytes()[: limits.max_output_bytes].decode(errors="replace")
-        stderr = Path(err_path).read_bytes()[: limits.max_output_bytes].decode(errors="replace")
-    stdout, report = _parse_report(stdout, nonce)
-    return SandboxResult(
-        stdout=stdout, stderr=stderr, exit_code=None if timed_out else proc.returncode,
-        timed_out=timed_out, seconds=seconds,
-        results=[bool(r) for r in report["results"]] if report else [],
-        loaded=bool(report and report["loaded"]), reported=report is not None,
-    )
+                values[int(index)] = (True, ast.literal_eval(body))
+            except Exception:  # noqa: BLE001 - anything but a literal is a failed call
+                pass
+    return values
+
+
+class _Run:
+    """One launched sandbox process and the memfds that carry its input and output."""
+
+    def __init__(self, source: str, stdin: str, calls: list | None, limits: SandboxLimits) -> None:
+        self.limits, self.n_calls, self.start = limits, len(calls or []), time.monotonic()
+        self.fds = {k: _memfd(k) for k in ("out", "err", "res")}
+        use_ns = limits.namespaces and isolation().namespaces
+        self.tmp = None if use_ns else tempfile.mkdtemp(prefix="scalerl-sbx-")
+        workdir = "/work" if use_ns else os.path.join(self.tmp, "work")
+        payload = json.dumps({"source": source, "stdin": stdin, "workdir": workdir,
+                              "calls": calls or [], "result_fd": self.fds["res"],
+                              "audit_hook": limits.audit_hook}).encode()
+        self.fds["in"] = _memfd("in", payload)
+        boot = ["-I", "-S", "-B", "-c", _BOOT]
+        if use_ns:
+            argv = ns_argv(user_namespace=isolation().user_namespace, disk_mb=limits.disk_mb,
+                           inner=[*_prlimit_argv(limits), python_path(), *boot])
+            preexec, cwd = None, "/"
+        else:
+            root = os.geteuid() == 0
+            os.chmod(self.tmp, 0o711)  # the dropped user must traverse it to reach workdir
+            os.mkdir(workdir, 0o700)
+            if root:
+                os.chown(workdir, NOBODY, NOBODY)
+            argv, preexec, cwd = [_fallback_python(), *boot], _preexec(limits, workdir, root), self.tmp
+        self.proc = subprocess.Popen(
+            argv, stdin=self.fds["in"], stdout=self.fds["out"], stderr=self.fds["err"],
+            pass_fds=(self.fds["res"],), cwd=cwd, env=_ENV, start_new_session=True,
+            close_fds=True, preexec_fn=preexec)
+
+    def done(self) -> bool:
+        return self.proc.poll() is not None
+
+    def result(self, timed_out: bool) -> SandboxResult:
+        """Kill what is left of the run, reap it, and read its outputs."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # also what the program left in its group
+        self.proc.wait()
+        cap = self.limits.max_output_bytes
+        out, err, res = (_read_memfd(self.fds[k], cap).decode(errors="replace") for k in ("out", "err", "res"))
+        for fd in self.fds.values():
+            os.close(fd)
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        return SandboxResult(stdout=out, stderr=err, exit_code=None if timed_out else self.proc.returncode,
+                             timed_out=timed_out, seconds=time.monotonic() - self.start,
+                             values=_parse_values(res, self.n_calls))
+
+
+def _run_all(jobs: list[tuple[str, list | None]], source: str, limits: SandboxLimits) -> list[SandboxResult | None]:
+    """Run ``(stdin, calls)`` jobs of one program, ``parallel`` at a time, in one budget.
+
+    At the budget's end every running job is killed (``timed_out``) and jobs not yet started
+    are skipped (``None``): a completion's tests stop at the first timeout.
+    """
+    width = limits.parallel or os.cpu_count() or 1
+    deadline = time.monotonic() + limits.timeout_s
+    pending, running = list(enumerate(jobs)), {}
+    results: list[SandboxResult | None] = [None] * len(jobs)
+    try:
+        while pending or running:
+            while pending and len(running) < width:
+                i, (stdin, calls) = pending.pop(0)
+                running[i] = _Run(source, stdin, calls, limits)
+            for i in [i for i, run in running.items() if run.done()]:
+                results[i] = running.pop(i).result(timed_out=False)
+            if time.monotonic() >= deadline:
+                break
+            if running:
+                time.sleep(0.002)
+    finally:  # the budget ran out, or the caller is being interrupted: nothing survives
+        for i, run in running.items():
+            results[i] = run.result(timed_out=True)
+    return results
+
+
+def run_python(source: str, *, stdin: str = "", calls: list | None = None,
+               limits: SandboxLimits = DEFAULT_LIMITS) -> SandboxResult:
+    """Run ``source`` once: it reads ``stdin``; then each ``[func, args_src, kwargs_src]`` of
+    ``calls`` is made and its plain-data result returned in ``values``."""
+    return _run_all([(stdin, calls)], source, limits)[0]
+
+
+def run_cases(source: str, stdins: list[str], limits: SandboxLimits = DEFAULT_LIMITS) -> list[SandboxResult | None]:
+    """Run ``source`` once per stdin, in parallel within one budget (``None``: not reached)."""
+    return _run_all([(s, None) for s in stdins], source, limits)

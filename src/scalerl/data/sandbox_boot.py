@@ -1,10 +1,21 @@
-"""Bootstrap run INSIDE the sandboxed interpreter (passed with ``python -I -S -c``).
+"""Bootstrap run INSIDE the sandboxed interpreter (passed with ``python -I -S -B -c``).
 
-It is trusted code: it reads its JSON payload from stdin, installs an audit hook
-(PEP 578) that blocks the network, new processes, frame introspection and file access
-outside the sandbox directory (the standard library stays readable), then runs the
-untrusted program. Results go out on fd 1 after a per-run secret nonce, so a program cannot
-forge them without finding the nonce, which lives only in this function's locals.
+It holds no secret and decides no verdict. It reads its JSON payload from stdin, moves into
+the writable directory, installs an audit hook (PEP 578) that blocks the network, new
+processes, frame and garbage-collector introspection and file access outside that directory
+(the standard library stays readable), and runs the untrusted program.
+
+- ``mode="io"``: the program's stdout is the output; the exit status says whether it
+  finished (0) or raised (1, or its own ``SystemExit`` code).
+- ``mode="calls"``: after the program, each call ``[func, args_src, kwargs_src]`` is made
+  and its result written to the results fd as one line ``index<TAB>repr``, or
+  ``index<TAB>!`` when it raised or returned anything but plain data (None, bool, int, float,
+  str, and lists, tuples, dicts, sets, frozensets of those). The trainer compares; this
+  process never sees an expected value, so rebinding builtins, a permissive ``__eq__`` or a
+  forged line can at best claim a value, never a pass.
+
+The audit hook is an inner layer: the kernel namespaces around this process
+(``sandbox_ns.py``) are what contain a program that gets past it.
 
 Never import this module in the trainer; ``sandbox.py`` ships its source text.
 """
@@ -64,17 +75,9 @@ def _hook(event, args, _cfg=None, _norm=_normalize, _type=type, _int=int, _str=s
                 raise _perm("sandbox: cannot modify " + repr(a))
 
 
-def _main():
-    import io
-    import json
-    import os
-    import sys
-
-    payload = json.loads(sys.stdin.buffer.read().decode())
-    nonce, mode = payload.pop("nonce"), payload["mode"]
-    sandbox_dir = os.path.realpath(os.getcwd())
+def _audit_config(os, sandbox_dir):
     stdlib = os.path.realpath(os.path.dirname(os.__file__))
-    cfg = (
+    return (
         sandbox_dir,
         (sandbox_dir, stdlib),
         os.getcwd,
@@ -84,7 +87,7 @@ def _main():
          "sys.setprofile", "gc.get_", "pty.", "webbrowser.", "os.startfile", "urllib.",
          "http.", "ftplib.", "smtplib.", "poplib.", "imaplib.", "telnetlib.", "shutil.chown",
          "os.chroot", "os.mount", "resource.setrlimit", "resource.prlimit", "code.__new__",
-         "object.__getattr__", "sys.monitoring", "cpython."),
+         "object.__getattr__", "sys.monitoring", "cpython.", "signal.", "os.mkfifo", "os.mknod"),
         frozenset({"ctypes", "_ctypes", "_posixsubprocess", "gc", "multiprocessing"}),
         frozenset({"os.listdir", "os.scandir", "glob.glob", "os.chdir"}),
         frozenset({"os.remove", "os.rmdir", "os.mkdir", "os.rename", "os.replace", "os.chmod",
@@ -95,43 +98,76 @@ def _main():
         frozenset({"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"}),
         (_hook, _normalize),
     )
-    hook = _hook
-    hook.__defaults__ = (cfg, *hook.__defaults__[1:])
 
-    code = compile(payload["source"], "solution.py", "exec")
-    tests = [compile(t, f"test_{i}", "exec") for i, t in enumerate(payload.get("tests", []))]
+
+def _plain_repr(value, _type=type, _repr=repr, _len=len, _plain=(type(None), bool, int, float, str)):
+    """``repr(value)`` if it is plain data (exact built-in types, finite floats), else None."""
+    stack, seen = [(value, 0)], 0
+    while stack:
+        v, depth = stack.pop()
+        t, seen = _type(v), seen + 1
+        if seen > 1_000_000 or depth > 100:
+            return None
+        if t is float and (v != v or v in (float("inf"), float("-inf"))):
+            return None
+        if t in _plain:
+            continue
+        if t in (list, tuple, set, frozenset):
+            stack.extend((x, depth + 1) for x in v)
+        elif t is dict:
+            stack.extend((x, depth + 1) for kv in v.items() for x in kv)
+        else:
+            return None
+    text = _repr(set(value) if _type(value) is frozenset else value)
+    return text if _len(text) < 1 << 20 else None
+
+
+def _run_calls(namespace, calls, fd, os, literal_eval):
+    for i, (func, args_src, kwargs_src) in enumerate(calls):
+        try:
+            target = namespace[func.split(".")[0]]
+            for attr in func.split(".")[1:]:
+                target = getattr(target, attr)
+            text = _plain_repr(target(*literal_eval(args_src), **literal_eval(kwargs_src)))
+        except BaseException as e:  # noqa: BLE001 - any failure of a call fails that test
+            text = None
+            print(f"test {i}: {type(e).__name__}: {e}", file=__import__("sys").stderr)
+        os.write(fd, f"{i}\t{'!' if text is None else text}\n".encode())
+
+
+def _main():
+    import ast
+    import io
+    import json
+    import os
+    import sys
+
+    payload = json.loads(sys.stdin.buffer.read().decode())
+    os.chdir(payload["workdir"])
     sys.stdin = io.StringIO(payload.get("stdin", ""))
-    del payload
+    code = compile(payload["source"], "solution.py", "exec")
+    calls, fd, literal_eval = payload.get("calls") or [], payload.get("result_fd"), ast.literal_eval
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    sys.addaudithook(hook)
-    # The report is built from locals and str methods only: a program can rebind module
-    # attributes (json.dumps, os.write, builtins) but not this frame's locals.
-    write, flush, hard_exit, stdout_fd, results = os.write, sys.stdout.flush, os._exit, 1, []
+    if payload.get("audit_hook", True):
+        hook = _hook
+        hook.__defaults__ = (_audit_config(os, os.path.realpath(os.getcwd())), *hook.__defaults__[1:])
+        sys.addaudithook(hook)
+    del payload
+    status, hard_exit = 0, os._exit
     try:
         exec(code, namespace)
-        loaded = True
     except SystemExit as e:
-        loaded = mode == "io" and e.code in (None, 0)
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException as e:  # noqa: BLE001 - any failure of the program fails its tests
-        loaded = False
+        status = 1
         print(f"{type(e).__name__}: {e}", file=sys.stderr)
-    if mode == "asserts":
-        for t in tests:
-            ok = loaded
-            if loaded:
-                try:
-                    exec(t, namespace)
-                except BaseException as e:  # noqa: BLE001
-                    ok = False
-                    print(f"{type(e).__name__}: {e}", file=sys.stderr)
-            results.append(ok)
+    if calls and status == 0:
+        _run_calls(namespace, calls, fd, os, literal_eval)
     try:
-        flush()
+        sys.stdout.flush()
     except BaseException:  # noqa: BLE001 - a program may have closed its own stdout
         pass
-    verdict = ("L" if loaded is True else "l") + "".join("1" if r is True else "0" for r in results)
-    write(stdout_fd, ("\n" + nonce + verdict + "\n").encode())
-    hard_exit(0)  # skip atexit handlers and threads the program may have left
+    hard_exit(status & 0xFF)  # skip atexit handlers and threads the program may have left
 
 
 if __name__ == "__main__":  # run via ``python -c``; importing this module does nothing

@@ -5,9 +5,11 @@ program is executed against unit tests and expected outputs, never in the traine
 (``scalerl.data.sandbox``). Tests come in one of three shapes (or a JSON string of one):
 
 - ``[{"input": "...", "output": "..."}, ...]``: stdin/stdout cases, one sandboxed run each,
-  compared by the trainer (trailing whitespace per line ignored);
+  run in parallel and compared by the trainer (trailing whitespace per line ignored);
 - ``{"inputs": [...], "outputs": [...]}``: the same, APPS-style;
-- ``["assert f(1) == 2", ...]``: snippets run after the program in its namespace.
+- ``["assert f(1) == 2", ...]``: function tests. Each is parsed here into a call and an
+  expected value (``scalerl.data.asserts``); the sandbox makes only the calls and returns
+  plain data, and the trainer compares. A snippet of another form is an error at load.
 
 The reward is the fraction of tests passed (``all_tests=True``: 1.0 only if all pass). The
 program is the last fenced code block after the last ``</think>`` (the whole text there if
@@ -20,7 +22,8 @@ import json
 import re
 from pathlib import Path
 
-from scalerl.data.sandbox import DEFAULT_LIMITS, SandboxLimits, run_python
+from scalerl.data.asserts import AssertFormError, parse_assert
+from scalerl.data.sandbox import DEFAULT_LIMITS, SandboxLimits, run_cases, run_python
 from scalerl.data.tasks.base import Example, RewardFn, strip_thinking
 from scalerl.data.tasks.records import FileTask
 
@@ -39,7 +42,8 @@ def extract_program(completion_text: str) -> str:
 
 
 def normalize_tests(tests, where: str = "tests") -> dict:
-    """``{"kind": "io", "cases": [(stdin, stdout), ...]}`` or ``{"kind": "asserts", ...}``."""
+    """``{"kind": "io", "cases": [(stdin, stdout), ...]}`` or ``{"kind": "calls", "cases":
+    [Check, ...]}``; a ValueError naming ``where`` and the test if they cannot be graded."""
     if isinstance(tests, str):
         try:
             tests = json.loads(tests)
@@ -53,7 +57,13 @@ def normalize_tests(tests, where: str = "tests") -> dict:
             raise ValueError(f"{where}: every stdin/stdout test needs 'input' and 'output'")
         return {"kind": "io", "cases": [(str(t["input"]), str(t["output"])) for t in tests]}
     if isinstance(tests, list) and tests and all(isinstance(t, str) for t in tests):
-        return {"kind": "asserts", "cases": list(tests)}
+        checks = []
+        for j, snippet in enumerate(tests):
+            try:
+                checks.append(parse_assert(snippet))
+            except AssertFormError as e:
+                raise ValueError(f"{where}: test {j} ({snippet.strip()[:60]!r}): {e}") from None
+        return {"kind": "calls", "cases": checks}
     raise ValueError(
         f"{where}: tests must be a non-empty list of {{input, output}} cases, "
         "{inputs, outputs} lists, or assert snippets"
@@ -71,15 +81,15 @@ def _same_output(got: str, want: str) -> bool:
 
 
 def run_tests(program: str, tests: dict, limits: SandboxLimits = DEFAULT_LIMITS) -> list[bool]:
-    """Per-test pass/fail of ``program`` on normalized ``tests``, each run sandboxed."""
-    if tests["kind"] == "asserts":
-        r = run_python(program, tests=tests["cases"], mode="asserts", limits=limits)
-        return r.results if r.reported else [False] * len(tests["cases"])
-    out = []
-    for stdin, want in tests["cases"]:
-        r = run_python(program, stdin=stdin, mode="io", limits=limits)
-        out.append(r.reported and r.loaded and _same_output(r.stdout, want))
-    return out
+    """Per-test pass/fail of ``program`` on normalized ``tests``, compared here, never in the
+    sandbox. Function tests share one run; stdin/stdout cases run in parallel in one budget."""
+    if tests["kind"] == "calls":
+        checks = tests["cases"]
+        r = run_python(program, calls=[[c.func, c.args_src, c.kwargs_src] for c in checks], limits=limits)
+        return [ok and c.passes(v) for c, (ok, v) in zip(checks, r.values)]  # reported before any timeout
+    runs = run_cases(program, [stdin for stdin, _ in tests["cases"]], limits)
+    return [r is not None and r.finished and _same_output(r.stdout, want)
+            for r, (_, want) in zip(runs, tests["cases"])]
 
 
 def code_reward(completion_text: str, example: Example, *, all_tests: bool = False,
