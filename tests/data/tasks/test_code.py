@@ -70,3 +70,19 @@ def test_code_task_from_jsonl_with_demonstrations(tmp_path):
     assert ex.problem in task.prompt(ex)
     assert task.reward(task.demonstration(ex), ex) == 1.0
     assert task.reward(_fenced("print(-1)"), ex) == 0.0
+
+
+def test_sandbox_limits_from_a_recipe_mapping(tmp_path, capsys):
+    path = tmp_path / "code.jsonl"
+    path.write_text(json.dumps({"problem": "p", "tests": ["assert f() == 1"]}) + "\n")
+    task = get_task("code", path=path, num_validation=0, limits={"timeout_s": 1.5, "disk_mb": 8})
+    assert task.limits == SandboxLimits(timeout_s=1.5, disk_mb=8)
+    with pytest.raises(ValueError, match=r"task.limits: unknown field\(s\) \['timeout'\]"):
+        get_task("code", path=path, num_validation=0, limits={"timeout": 1})
+
+
+def test_assert_tests_that_cannot_be_graded_safely_fail_at_load(tmp_path):
+    path = tmp_path / "code.jsonl"
+    path.write_text(json.dumps({"problem": "p", "tests": ["assert f(x) == 1"]}) + "\n")
+    with pytest.raises(ValueError, match="record 0: test 0 .*argument `x` is not a literal"):
+        get_task("code", path=path, num_validation=0)

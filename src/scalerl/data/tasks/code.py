@@ -18,12 +18,15 @@ there is no fence).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import sys
 from pathlib import Path
 
 from scalerl.data.asserts import AssertFormError, parse_assert
 from scalerl.data.sandbox import DEFAULT_LIMITS, SandboxLimits, run_cases, run_python
+from scalerl.data.sandbox_ns import isolation
 from scalerl.data.tasks.base import Example, RewardFn, strip_thinking
 from scalerl.data.tasks.records import FileTask
 
@@ -104,6 +107,23 @@ def code_reward(completion_text: str, example: Example, *, all_tests: bool = Fal
     return sum(passed) / len(passed)
 
 
+@functools.cache
+def _announce_isolation() -> None:
+    """Name the sandbox's strongest layer once per process, in the run's log."""
+    print(isolation().describe(), file=sys.stderr, flush=True)
+
+
+def sandbox_limits(limits: SandboxLimits | dict | None) -> SandboxLimits:
+    """``limits`` as given in code, or the ``task.limits`` mapping of a recipe."""
+    if isinstance(limits, SandboxLimits):
+        return limits
+    known = set(SandboxLimits.__dataclass_fields__)
+    unknown = set(limits or {}) - known
+    if unknown:
+        raise ValueError(f"task.limits: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
+    return SandboxLimits(**(limits or {}))
+
+
 class CodeTask(FileTask):
     """Programming problems from a local file, scored by sandboxed unit tests."""
 
@@ -120,7 +140,7 @@ class CodeTask(FileTask):
         num_validation: int = 100,
         prompt_template: str = DEFAULT_PROMPT,
         all_tests: bool = False,
-        limits: SandboxLimits = DEFAULT_LIMITS,
+        limits: SandboxLimits | dict = DEFAULT_LIMITS,
         seed: int = 0,
         reward_fn: RewardFn | None = None,
     ) -> None:
@@ -134,7 +154,9 @@ class CodeTask(FileTask):
 
         super().__init__(path, fields, to_example, validation_path=validation_path,
                          num_validation=num_validation, seed=seed, prompt_template=prompt_template)
-        self.all_tests, self.limits = all_tests, limits
+        self.all_tests, self.limits = all_tests, sandbox_limits(limits)
+        if reward_fn is None:
+            _announce_isolation()
         self.reward_fn = reward_fn
 
     def reward(self, completion_text: str, example: Example) -> float:
