@@ -101,6 +101,21 @@ class LengthConfig(_Frozen):
     """Score a truncated completion as wrong whatever its text: it never finished its answer."""
 
 
+class RolloutConfig(_Frozen):
+    engine: Literal["torch", "vllm"] = "torch"
+    """Generation engine of every generator: ``torch`` (``rollout.torch_engine``, CPU or one
+    GPU) or ``vllm`` (``rollout.vllm_engine``, the optional ``vllm`` extra, GPU only; not yet
+    run against real vLLM by this project, only against a scripted stand-in)."""
+
+    @model_validator(mode="after")
+    def _engine_installed(self) -> RolloutConfig:
+        if self.engine == "vllm":
+            from scalerl.rollout.vllm_support import check_vllm
+
+            check_vllm()
+        return self
+
+
 class SamplingConfig(_Frozen):
     max_new_tokens: int = 66
     """Hard cap on generated tokens per completion; beyond it the completion is truncated."""
@@ -144,6 +159,26 @@ class ReinforceParams(_Frozen):
     """Truncated-IS cap on the token ratio; None means no off-policy correction."""
 
 
+class ISCorrectionConfig(_Frozen):
+    mode: Literal["none", "tis", "mis", "seq_mask"] = "none"
+    """``tis``: token weight ``min(ρ, cap)`` with ρ = π_train/π_gen (truncated IS); ``mis``:
+    tokens with ρ outside [low, cap] are dropped (masked IS); ``seq_mask``: completions whose
+    geometric-mean ρ is outside [low, cap] are dropped (TRL's ``sequence_mask``). Each replaces
+    the loss's own IS ratio (``scalerl.algo.mismatch``). ``none`` in ScaleRL: CISPO already
+    truncates its IS weight at ``eps_max``."""
+    cap: float = Field(2.0, gt=0)
+    """Upper edge of the ratio: the TIS cap, the top of the MIS / sequence-mask band (2.0 is
+    the token-level cap of TRL's Olmo-3 recipe; TRL's sequence_mask default is 3.0)."""
+    low: float = Field(0.0, ge=0)
+    """Lower edge of the MIS / sequence-mask band (and a TIS floor when above 0)."""
+
+    @model_validator(mode="after")
+    def _band(self) -> ISCorrectionConfig:
+        if not self.low < self.cap:
+            raise ValueError(f"loss.is_correction needs low < cap; got low={self.low}, cap={self.cap}")
+        return self
+
+
 class LossConfig(_Frozen):
     name: Literal["cispo", "dapo", "grpo", "gspo", "reinforce"] = "cispo"
     """Registered per-token objective (``scalerl.algo.losses``); digest §2.3."""
@@ -159,6 +194,8 @@ class LossConfig(_Frozen):
     """Hyperparameters of ``gspo``."""
     reinforce: ReinforceParams = ReinforceParams()
     """Hyperparameters of ``reinforce``."""
+    is_correction: ISCorrectionConfig = ISCorrectionConfig()
+    """Training–inference mismatch correction applied around the loss (``algo.mismatch``)."""
 
     def hparams(self) -> dict[str, Any]:
         """Keyword arguments of the selected loss: only its own names."""
@@ -306,6 +343,7 @@ class Config(_Frozen):
     """One line on what this recipe reverts or changes."""
     model: ModelConfig = ModelConfig()
     task: TaskConfig = TaskConfig()
+    rollout: RolloutConfig = RolloutConfig()
     sampling: SamplingConfig = SamplingConfig()
     length: LengthConfig = LengthConfig()
     loss: LossConfig = LossConfig()

@@ -77,8 +77,8 @@ def test_weights_published_mid_generation_are_swapped_in_flight():
 
 
 def test_wait_for_version_gives_up_when_the_learner_is_gone():
-    actor = Actor(StepEngine(), Tokenizer(), OneTask(), SamplingParams(), 2, weights=InProcessWeights())
-    actor.orphaned = lambda: True
+    actor = Actor(StepEngine(), Tokenizer(), OneTask(), SamplingParams(), 2, weights=InProcessWeights(),
+                  orphaned=lambda: True)
     with pytest.raises(TimeoutError):
         actor.wait_for_version(3)
 

@@ -142,3 +142,33 @@ def test_on_policy_importance_ratios_are_one_at_the_sampling_temperature(tempera
     _, metrics = _grads(groups, overrides, model=model)
     assert metrics["is_ratio_min"] == pytest.approx(1.0, abs=1e-4)
     assert metrics["is_ratio_max"] == pytest.approx(1.0, abs=1e-4)
+    # the same check as the logged mismatch: KL(gen || train) ≈ 0, every token fresh (version 0)
+    assert 0 <= metrics["mismatch_kl"] < 1e-6 and metrics["mismatch_logp_abs_max"] < 1e-4
+    assert metrics["mismatch_ratio_out_frac"] == 0 and metrics["mismatch_fresh_frac"] == 1.0
+    assert metrics["mismatch_fresh_kl"] == pytest.approx(metrics["mismatch_kl"])
+
+
+def test_mismatch_is_measured_on_every_step_and_fresh_tokens_are_told_apart():
+    groups = _batch([[1, -1, -1, 1], [1, -1, 1, 1]])  # behaviour log-probs unrelated to the model
+    _, metrics = _grads(groups)
+    assert metrics["mismatch_kl"] > 0.1 and metrics["mismatch_ratio_out_frac"] > 0
+    assert metrics["mismatch_fresh_frac"] == 1.0  # versions 0 = the learner's version here
+    stale = _batch([[1, -1, -1, 1], [1, -1, 1, 1]])
+    for g in stale:
+        for c in g.completions:
+            c.versions[:] = -1  # sampled by an older policy
+    _, metrics = _grads(stale)
+    assert metrics["mismatch_fresh_frac"] == 0.0 and "mismatch_fresh_kl" not in metrics
+
+
+@pytest.mark.parametrize("mode", ["tis", "mis", "seq_mask"])
+def test_each_mismatch_correction_runs_a_real_step(mode):
+    groups = _batch([[1, -1, -1, 1], [1, -1, 1, 1]])
+    grads, metrics = _grads(groups, [f"loss.is_correction.mode={mode}", "loss.is_correction.cap=2.0",
+                                     "loss.is_correction.low=0.5"])
+    plain, _ = _grads(groups)
+    assert 0 <= metrics["is_correction_dropped_frac"] <= 1
+    assert metrics["is_ratio_max"] == pytest.approx(1.0)  # the loss now sees its own log-probs
+    changed = any(g is not None and not torch.allclose(g, p) for g, p in zip(grads, plain))
+    dropped_all = metrics["is_correction_dropped_frac"] == 1.0
+    assert changed or dropped_all

@@ -101,6 +101,7 @@ class FakeLLM:
 @pytest.fixture
 def engine(monkeypatch):
     fake = types.ModuleType("vllm")
+    fake.__version__ = "0.11.0"
     fake.LLM = FakeLLM
     fake.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
     monkeypatch.setitem(sys.modules, "vllm", fake)
@@ -149,17 +150,31 @@ def test_interruption_with_no_room_for_the_answer_is_length(engine):
     assert c.loss_mask.tolist() == [True] * 4 + [False] * 4
 
 
-def test_fp32_head_requires_float32(monkeypatch, engine):
+def test_fp32_head_through_vllms_own_option_or_float32(monkeypatch, engine):
+    import scalerl.rollout.vllm_engine as ve
+
+    monkeypatch.setattr(ve, "fp32_head_supported", lambda: False)
+    with pytest.raises(ValueError, match=r"vLLM 0.11.0 has no float32 head for generation models"):
+        ve.VLLMEngine("some/model", fp32_head=True)
+    assert ve.VLLMEngine("some/model", fp32_head=True, dtype="float32").fp32_head
+    monkeypatch.setattr(ve, "fp32_head_supported", lambda: True)
+    eng = ve.VLLMEngine("some/model", fp32_head=True, hf_overrides={"rope_theta": 1.0})
+    assert eng.llm.kwargs["hf_overrides"] == {"rope_theta": 1.0, "head_dtype": "float32"}
+
+
+def test_missing_or_old_vllm_is_one_sentence(monkeypatch):
     from scalerl.rollout.vllm_engine import VLLMEngine
+    from scalerl.rollout.vllm_support import check_vllm
 
-    with pytest.raises(ValueError, match="fp32_head=True needs dtype='float32'"):
-        VLLMEngine("some/model", fp32_head=True)
-    assert VLLMEngine("some/model", fp32_head=True, dtype="float32").fp32_head
-
-
-def test_missing_vllm_is_one_sentence(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
-    from scalerl.rollout.vllm_engine import VLLMEngine
-
-    with pytest.raises(ImportError, match="VLLMEngine needs vLLM"):
+    with pytest.raises(ImportError, match=r"needs vLLM, which is not installed; .*scalerl\[vllm\]"):
         VLLMEngine("some/model")
+    old = types.ModuleType("vllm")
+    old.__version__ = "0.9.1"
+    monkeypatch.setitem(sys.modules, "vllm", old)
+    with pytest.raises(ValueError, match="needs vLLM >= 0.10.2; found 0.9.1"):
+        check_vllm()
+    old.__version__ = "0.12.0"
+    old.LLM, old.SamplingParams = type("LLM", (), {"get_tokenizer": None}), object
+    with pytest.raises(ValueError, match="vLLM 0.12.0 lacks vllm.LLM.collective_rpc, .reset_prefix_cache"):
+        check_vllm()

@@ -24,13 +24,13 @@ from scalerl.types import Completion, Group, PromptAssignment, SamplingParams
 
 class Actor:
     def __init__(self, engine, tokenizer, task, params: SamplingParams, generations: int,
-                 weights=None, reward_form: str = "pm1") -> None:
+                 weights=None, reward_form: str = "pm1", orphaned=None) -> None:
         self.engine, self.tokenizer, self.task = engine, tokenizer, task
         self.params, self.generations = params, generations
         self.weights = weights  # a WeightSource, or None for a frozen policy
         self.reward_form = reward_form
         self.swaps = 0  # in-flight weight swaps done inside a generate call
-        self.orphaned = lambda: False  # a backend's "the learner is gone" test
+        self.orphaned = orphaned or (lambda: False)  # the backend's "the learner is gone" test
 
     def poll_weights(self, engine=None, step: int = 0) -> None:
         """``on_step`` hook: load newer published weights, if any, into the engine."""
@@ -78,30 +78,69 @@ class Actor:
         return Group(a.prompt_id, completions, rewards.astype(np.float32), a.epoch, meta={"seq": a.seq})
 
 
+ENGINES = ("torch", "vllm")
+"""Generation engines a generator can run (``rollout.engine``)."""
+
+
 @dataclass(frozen=True)
 class ActorSpec:
-    """Everything a fresh process needs to build an :class:`Actor` (picklable)."""
+    """Everything a fresh process needs to build an :class:`Actor` (picklable).
+
+    A backend builds every generator from a spec and an index alone (:func:`build_actor`);
+    what differs between backends (the weight channel, the orphan test) is passed in, never
+    patched onto the actor afterwards.
+    """
 
     model_dir: str
-    """HF model directory holding the starting weights and the tokenizer."""
+    """HF model directory holding the starting weights and the tokenizer (later versions come
+    through the backend's weight source)."""
     task_name: str
     task_knobs: dict = field(default_factory=dict)
     params: SamplingParams = SamplingParams()
     generations: int = 8
-    fp32_head: bool = True
-    reward_form: str = "pm1"
+    engine: str = "torch"
+    """``torch`` (:class:`~scalerl.rollout.torch_engine.TorchEngine`) or ``vllm``."""
+    device: str = "cpu"
+    """Where the engine decodes: ``cpu`` or ``cuda`` (``cuda:N``)."""
     dtype: str = "float32"
+    """Parameter dtype of the model body."""
+    fp32_head: bool = True
+    """LM head (and its softmax) in float32."""
+    reward_form: str = "pm1"
     seed: int = 0
+    """Base seed; generator ``index`` samples with :meth:`seed_for` so generators differ."""
     threads: int = 1
 
+    def seed_for(self, index: int) -> int:
+        """Sampling seed of generator ``index``: ``seed + 7919·index`` (a prime stride)."""
+        return self.seed + 7919 * index
 
-def build_actor(spec: ActorSpec, weights=None, index: int = 0) -> Actor:
-    """Load the model and task named by ``spec`` and wrap them in an :class:`Actor`."""
-    from scalerl.data.tasks import get_task
+
+def build_engine(spec: ActorSpec, index: int = 0):
+    """The generation engine named by ``spec`` with the starting weights (version −1: every
+    backend publishes version 0 or later before a generator decodes), and its tokenizer."""
+    if spec.engine == "vllm":
+        from scalerl.rollout.vllm_engine import VLLMEngine
+
+        engine = VLLMEngine(spec.model_dir, fp32_head=spec.fp32_head, dtype=spec.dtype,
+                            seed=spec.seed_for(index), version=-1)  # vLLM places itself
+        return engine, engine.tokenizer
+    if spec.engine != "torch":
+        raise ValueError(f"unknown engine {spec.engine!r}; valid: {', '.join(ENGINES)}")
     from scalerl.models import load_pretrained
     from scalerl.rollout.torch_engine import TorchEngine
 
     model, tokenizer = load_pretrained(spec.model_dir, spec.dtype)
-    engine = TorchEngine(model, tokenizer, fp32_head=spec.fp32_head, seed=spec.seed + 7919 * index, version=-1)
+    engine = TorchEngine(model, tokenizer, fp32_head=spec.fp32_head, device=spec.device,
+                         seed=spec.seed_for(index), version=-1)
+    return engine, tokenizer
+
+
+def build_actor(spec: ActorSpec, weights=None, index: int = 0, orphaned=None) -> Actor:
+    """Generator ``index`` of ``spec``, polling ``weights`` (a WeightSource) for new versions."""
+    from scalerl.data.tasks import get_task
+
+    engine, tokenizer = build_engine(spec, index)
     task = get_task(spec.task_name, **spec.task_knobs)
-    return Actor(engine, tokenizer, task, spec.params, spec.generations, weights, spec.reward_form)
+    return Actor(engine, tokenizer, task, spec.params, spec.generations, weights, spec.reward_form,
+                 orphaned=orphaned)

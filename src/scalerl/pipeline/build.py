@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from scalerl.config import Config
+from scalerl.pipeline.backends import Backend
 from scalerl.types import SamplingParams
 
 
@@ -71,7 +72,7 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
     )
 
 
-def make_backend(cfg: Config, spec, model: torch.nn.Module):
+def make_backend(cfg: Config, spec, model: torch.nn.Module) -> Backend:
     """``local`` (spawned generator processes) or ``inprocess``; ``ray`` lives in its own module."""
     name = cfg.pipeline.backend
     if name == "local":
@@ -79,10 +80,9 @@ def make_backend(cfg: Config, spec, model: torch.nn.Module):
 
         return LocalBackend(spec, model, cfg.pipeline.num_generators)
     if name == "inprocess":
-        from scalerl.pipeline.actor import build_actor
         from scalerl.pipeline.backends.inprocess import InProcessBackend
 
-        return InProcessBackend(build_actor(spec))
+        return InProcessBackend(spec, model)
     if name == "ray":
         from scalerl.pipeline.backends.ray import RayBackend  # written on top of these roles
 

@@ -31,6 +31,7 @@ from scalerl.algo.advantages import group_advantages
 from scalerl.algo.aggregate import token_weights
 from scalerl.algo.logprobs import token_logprobs
 from scalerl.algo.losses import get_loss
+from scalerl.algo.mismatch import corrected_loss, mismatch_metrics, mismatch_sums
 from scalerl.data.filters import (
     effective_batch,
     length_penalty,
@@ -47,6 +48,55 @@ def _pad(rows: list[np.ndarray], value, dtype) -> torch.Tensor:  # (N, T_max)
     for i, r in enumerate(rows):
         out[i, : len(r)] = torch.as_tensor(r, dtype=dtype)
     return out
+
+
+def _backward_micro_batches(model, completions, rows: list[int], tokens, behaviour, fresh, mask,
+                            weights, adv, cfg, pad_id: int) -> dict[str, Any]:
+    """Forward, loss and backward of the live ``rows`` in micro-batches; gradients accumulate.
+
+    ``tokens``/``behaviour``/``mask``/``weights``: (N, T); ``fresh``: (N, T) bool, tokens the
+    generator sampled with the weights the trainer holds now (their gap is pure numerics);
+    ``adv``: (N,). Returns the summed loss, token counts, loss metrics and mismatch sums.
+    """
+    loss_fn, hparams = get_loss(cfg.loss.name), cfg.loss.hparams()
+    correction = cfg.loss.is_correction
+    sums: dict[str, float] = {}
+    extrema = {"is_ratio_min": float("inf"), "is_ratio_max": float("-inf")}
+    acc = {"loss": 0.0, "trained_tokens": 0, "mask_tokens": 0, "mismatch": [], "fresh": []}
+    for start in range(0, len(rows), cfg.optim.micro_batch):
+        idx = rows[start : start + cfg.optim.micro_batch]
+        seqs = [np.concatenate([completions[i].prompt_tokens, completions[i].tokens]) for i in idx]
+        ids = _pad(seqs, pad_id, torch.long)  # (n, L)
+        attn = _pad([np.ones(len(s), dtype=np.int64) for s in seqs], 0, torch.long)
+        logits, _ = forward_logits(model, ids, attention_mask=attn, fp32_head=cfg.model.fp32_head_trainer)
+        # completion token j of row r sits at position p_r + j, predicted by logits at p_r + j − 1
+        T = tokens.shape[1]
+        starts = torch.tensor([len(completions[i].prompt_tokens) - 1 for i in idx])
+        pos = (starts[:, None] + torch.arange(T)[None, :]).clamp(max=ids.shape[1] - 1)  # (n, T)
+        comp_logits = torch.gather(logits, 1, pos[..., None].expand(-1, -1, logits.shape[-1]))  # (n, T, V)
+        m = mask[idx]
+        # the generator records log-probs of softmax(logits / τ): score the same distribution
+        logp = token_logprobs(comp_logits, tokens[idx], cfg.sampling.temperature)  # (n, T)
+        acc["mismatch"].append(mismatch_sums(logp, behaviour[idx], m))
+        acc["fresh"].append(mismatch_sums(logp, behaviour[idx], m & fresh[idx]))
+        out = corrected_loss(loss_fn, logp, behaviour[idx], adv[idx], m, logits=comp_logits,
+                             mode=correction.mode, cap=correction.cap, low=correction.low, **hparams)
+        loss = torch.where(m, out.per_token * weights[idx], 0.0).sum()
+        loss.backward()
+        acc["loss"] += float(loss.detach())
+        n_tok = int(m.sum())
+        acc["mask_tokens"] += n_tok
+        acc["trained_tokens"] += int(attn.sum())
+        for key, value in out.metrics.items():
+            if key in extrema:
+                pick = min if key == "is_ratio_min" else max
+                extrema[key] = pick(extrema[key], float(value))
+            else:
+                sums[key] = sums.get(key, 0.0) + float(value) * n_tok
+    acc["metrics"] = {k: v / max(1, acc["mask_tokens"]) for k, v in sums.items()}
+    if rows:
+        acc["metrics"].update(extrema)
+    return acc
 
 
 def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
@@ -87,41 +137,13 @@ def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
     mask = loss_mask & live_rows[:, None]  # (N, T)
     group_ids = torch.arange(P).repeat_interleave(G)  # (N,)
     weights = token_weights(mask, group_ids, cfg.loss.aggregation)  # (N, T)
-    loss_fn, hparams = get_loss(cfg.loss.name), cfg.loss.hparams()
 
     model.train()
     optimizer.zero_grad(set_to_none=True)
     rows = torch.nonzero(mask.any(dim=1)).flatten().tolist()
-    sums: dict[str, float] = {}
-    extrema = {"is_ratio_min": float("inf"), "is_ratio_max": float("-inf")}
-    total_loss, trained_tokens, mask_tokens = 0.0, 0, 0
-    for start in range(0, len(rows), cfg.optim.micro_batch):
-        idx = rows[start : start + cfg.optim.micro_batch]
-        seqs = [np.concatenate([completions[i].prompt_tokens, completions[i].tokens]) for i in idx]
-        ids = _pad(seqs, pad_id, torch.long)  # (n, L)
-        attn = _pad([np.ones(len(s), dtype=np.int64) for s in seqs], 0, torch.long)
-        logits, _ = forward_logits(model, ids, attention_mask=attn, fp32_head=cfg.model.fp32_head_trainer)
-        # completion token j of row r sits at position p_r + j, predicted by logits at p_r + j − 1
-        T = tokens.shape[1]
-        starts = torch.tensor([len(completions[i].prompt_tokens) - 1 for i in idx])
-        pos = (starts[:, None] + torch.arange(T)[None, :]).clamp(max=ids.shape[1] - 1)  # (n, T)
-        comp_logits = torch.gather(logits, 1, pos[..., None].expand(-1, -1, logits.shape[-1]))  # (n, T, V)
-        m = mask[idx]
-        # the generator records log-probs of softmax(logits / τ): score the same distribution
-        logp = token_logprobs(comp_logits, tokens[idx], cfg.sampling.temperature)  # (n, T)
-        out = loss_fn(logp, behaviour[idx], adv[idx], m, logits=comp_logits, **hparams)
-        loss = torch.where(m, out.per_token * weights[idx], 0.0).sum()
-        loss.backward()
-        total_loss += float(loss.detach())
-        n_tok = int(m.sum())
-        mask_tokens += n_tok
-        trained_tokens += int(attn.sum())
-        for key, value in out.metrics.items():
-            if key in extrema:
-                pick = min if key == "is_ratio_min" else max
-                extrema[key] = pick(extrema[key], float(value))
-            else:
-                sums[key] = sums.get(key, 0.0) + float(value) * n_tok
+    versions = _pad([c.versions for c in completions], -1, torch.long)  # (N, T)
+    acc = _backward_micro_batches(model, completions, rows, tokens, behaviour, versions == learner_version,
+                                  mask, weights, adv, cfg, pad_id)
 
     # 6. optimiser
     grad_norm = float("nan")
@@ -136,8 +158,9 @@ def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
 
     eff = effective_batch(keep, trunc.in_loss)
     stale = [learner_version - g.min_version for g in groups]
+    fresh_tokens = sum(float(p["n"]) for p in acc["fresh"])
     metrics = {
-        "loss": total_loss,
+        "loss": acc["loss"],
         "grad_norm": grad_norm,
         "lr": optimizer.param_groups[0]["lr"],
         "reward_mean": float(rewards.mean()),
@@ -153,10 +176,13 @@ def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
         # completions whose tokens came from more than one policy version (in-flight swaps)
         "inflight_frac": float(np.mean([c.num_tokens > 0 and c.versions.max() > c.versions.min()
                                         for c in completions])),
-        "trained_tokens": trained_tokens,
+        "trained_tokens": acc["trained_tokens"],
         "pool_live": int(pool.live_size),
+        **mismatch_metrics(acc["mismatch"]),
+        # the same statistics on tokens sampled with the trainer's current weights only
+        "mismatch_fresh_frac": fresh_tokens / max(1, acc["mask_tokens"]),
     }
-    metrics.update({k: v / max(1, mask_tokens) for k, v in sums.items()})
-    if rows:
-        metrics.update(extrema)
+    if fresh_tokens:
+        metrics.update(mismatch_metrics(acc["fresh"], prefix="mismatch_fresh"))
+    metrics.update(acc["metrics"])
     return metrics

@@ -1,4 +1,5 @@
-"""``GenerationEngine`` over vLLM's offline engine (optional GPU extra; UNTESTED here: no GPU).
+"""``GenerationEngine`` over vLLM's offline engine (optional GPU extra; tested only against a
+scripted stand-in: it has not run against real vLLM in this project).
 
 Written against vLLM's offline API (``vllm.LLM``, ``LLM.llm_engine.add_request / step``,
 ``SamplingParams(logprobs=0)``, ``LLM.collective_rpc``). vLLM is imported lazily; without it
@@ -9,8 +10,9 @@ How the protocol maps onto vLLM:
   built with ``logprobs_mode="processed_logprobs"`` so it is taken after temperature scaling;
   with ``top_p = 1`` that is the full temperature-scaled softmax the trainer recomputes (with
   ``top_p < 1`` vLLM renormalises over the nucleus, unlike ``TorchEngine``).
-- **FP32 LM head**: vLLM computes logits in the model dtype. ``fp32_head=True`` is accepted
-  only with ``dtype="float32"`` (then the whole model, head included, is fp32).
+- **FP32 LM head**: through vLLM's own ``hf_overrides={"head_dtype": "float32"}`` where the
+  installed version honours it for generation models (``vllm_support.fp32_head_supported``,
+  a feature probe); elsewhere ``fp32_head=True`` needs ``dtype="float32"``. Never a patch.
 - **In-flight updates**: decoding runs as a loop over ``llm_engine.step()``; ``on_step(engine,
   step)`` is called before each engine step (``step`` counts engine steps of the current
   phase, not token indices: vLLM schedules requests independently). ``update_weights`` loads
@@ -40,6 +42,7 @@ from scalerl.rollout.engine import OnStep
 from scalerl.rollout.interrupt import interruption_points
 from scalerl.rollout.sampling import _SEED_MIX
 from scalerl.rollout.torch_engine import THINK_CLOSE, check_params
+from scalerl.rollout.vllm_support import check_vllm, fp32_head_supported
 from scalerl.types import Completion, SamplingParams
 
 
@@ -76,13 +79,20 @@ class VLLMEngine:
         **llm_kwargs,
     ):
         try:
-            import vllm
-        except ImportError as err:
-            raise ImportError("VLLMEngine needs vLLM: install it on a GPU machine (pip install vllm)") from err
+            vllm_version = check_vllm()
+        except ValueError as err:
+            raise ImportError(str(err)) from None
+        import vllm
+
         if fp32_head and dtype != "float32":
-            raise ValueError(
-                "VLLMEngine: fp32_head=True needs dtype='float32' (vLLM computes the LM head in the model dtype)"
-            )
+            if not fp32_head_supported():
+                raise ValueError(
+                    f"VLLMEngine: vLLM {vllm_version} has no float32 head for generation models "
+                    "(hf_overrides head_dtype, vllm-project/vllm#48390); use model.dtype=float32 "
+                    "or model.fp32_head_generator=false"
+                )
+            overrides = dict(llm_kwargs.pop("hf_overrides", None) or {})
+            llm_kwargs["hf_overrides"] = {**overrides, "head_dtype": "float32"}
         self._vllm = vllm
         llm_kwargs.setdefault("logprobs_mode", "processed_logprobs")
         # collective_rpc ships our weight-loading function to the worker processes by pickle.

@@ -1,1 +1,47 @@
+"""Transports between the learner (the driver process) and the generator roles.
 
+Every backend builds its generators from an :class:`~scalerl.pipeline.actor.ActorSpec` alone
+and satisfies :class:`Backend`; the driver's scheduler and lag policy never see which one runs.
+
+- ``inprocess``: one process, decode on collect (tests, debugging);
+- ``local``: spawned generator processes, weights in shared memory (the embedded default);
+- ``ray``: generator actors, weights through the object store (one machine to a cluster).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from scalerl.types import Group, PromptAssignment
+
+BACKENDS = ("local", "inprocess", "ray")
+"""Backend names (``pipeline.backend``); ``scalerl.pipeline.build.make_backend`` maps them."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the driver needs from a transport."""
+
+    @property
+    def num_devices(self) -> int:
+        """Roles that compute (learner + generators): the compute accounting's device count."""
+        ...
+
+    def publish(self, model: torch.nn.Module, version: int) -> None:
+        """Make ``model``'s weights, as policy ``version``, available to every generator."""
+        ...
+
+    def submit(self, chunk: list[PromptAssignment]) -> None:
+        """Queue a chunk of prompts for some generator to decode."""
+        ...
+
+    def collect(self, timeout: float) -> list[Group]:
+        """Groups finished so far, waiting up to ``timeout`` s for the first; re-raises a
+        generator's failure."""
+        ...
+
+    def close(self) -> None:
+        """Stop the generators; unsent work is dropped."""
+        ...

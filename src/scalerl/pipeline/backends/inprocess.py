@@ -11,7 +11,7 @@ from collections import deque
 
 import torch
 
-from scalerl.pipeline.actor import Actor
+from scalerl.pipeline.actor import ActorSpec, build_actor
 from scalerl.pipeline.weights import InProcessWeights
 from scalerl.types import Group, PromptAssignment
 
@@ -19,10 +19,9 @@ from scalerl.types import Group, PromptAssignment
 class InProcessBackend:
     num_devices = 1
 
-    def __init__(self, actor: Actor) -> None:
-        self.actor = actor
+    def __init__(self, spec: ActorSpec, model: torch.nn.Module | None = None, num_generators: int = 1) -> None:
         self.weights = InProcessWeights()
-        actor.weights = self.weights
+        self.actor = build_actor(spec, self.weights)
         self.pending: deque[list[PromptAssignment]] = deque()
 
     def publish(self, model: torch.nn.Module, version: int) -> None:

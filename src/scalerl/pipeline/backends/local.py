@@ -43,8 +43,7 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, 
         return os.getppid() != parent_pid
 
     try:
-        actor = build_actor(spec, weights, index)
-        actor.orphaned = orphaned
+        actor = build_actor(spec, weights, index, orphaned=orphaned)
         while True:
             try:
                 chunk = assign_q.get(timeout=1.0)

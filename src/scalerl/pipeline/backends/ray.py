@@ -33,6 +33,7 @@ GPUs) and decodes on it; without GPUs it reserves ``train.threads`` CPUs.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import threading
 
@@ -74,17 +75,10 @@ class _ObjectStoreWeights:
 class GeneratorActor:
     """One generator role in a Ray actor: an unchanged :class:`Actor` plus a weight inbox."""
 
-    def __init__(self, spec: ActorSpec, index: int, device: str) -> None:
+    def __init__(self, spec: ActorSpec, index: int, layout: WeightLayout) -> None:
         torch.set_num_threads(spec.threads)
-        self.inbox: _ObjectStoreWeights | None = None
-        self.actor = build_actor(spec, None, index)
-        if device != "cpu":  # ActorSpec has no device: rebuild the engine around the same model
-            from scalerl.rollout.torch_engine import TorchEngine
-
-            old = self.actor.engine
-            self.actor.engine = TorchEngine(old.model, self.actor.tokenizer, fp32_head=old.fp32_head,
-                                            device=device, seed=spec.seed + 7919 * index, version=-1)
-        self.actor.weights = self.inbox = _ObjectStoreWeights(WeightLayout(self.actor.engine.model))
+        self.inbox = _ObjectStoreWeights(layout)
+        self.actor = build_actor(spec, self.inbox, index)
 
     @ray.method(concurrency_group="weights")
     def push_weights(self, version: int, refs: list) -> None:
@@ -127,10 +121,10 @@ class RayBackend:
         gpus = gpus_per_generator(resources.get("GPU", 0), num_generators)
         options = {"num_cpus": spec.threads, "num_gpus": gpus}
         self.layout = WeightLayout(model)
-        self.actors = [
-            GeneratorActor.options(**options).remote(spec, i, "cuda" if gpus else "cpu")
-            for i in range(num_generators)
-        ]
+        if gpus:  # each actor decodes on the GPU Ray assigned it
+            spec = dataclasses.replace(spec, device="cuda")
+        self.actors = [GeneratorActor.options(**options).remote(spec, i, self.layout)
+                       for i in range(num_generators)]
         self._pending: dict[ray.ObjectRef, int] = {}  # run_batch result -> actor index
         self._load = [0] * num_generators
         self._weights_ref = None

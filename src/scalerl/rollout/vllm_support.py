@@ -1,0 +1,56 @@
+"""What the installed vLLM offers, checked before a run starts (``rollout.engine=vllm``).
+
+Kept apart from ``vllm_engine.py`` so that the config can check cheaply and name the problem
+in one sentence: vLLM missing (install the ``vllm`` extra), too old (the API the engine drives
+is missing, with the version found), or without a float32 LM head for generation models.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+MIN_VERSION = (0, 10, 2)
+"""``LLM(logprobs_mode=...)`` (behaviour log-probs after temperature) appeared in 0.10.2."""
+NEEDED_API = {"LLM": ("collective_rpc", "reset_prefix_cache", "get_tokenizer"), "SamplingParams": ()}
+INSTALL_HINT = "install the extra on a GPU machine: pip install 'scalerl[vllm]'"
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split("+")[0].split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def check_vllm() -> str:
+    """The installed vLLM's version; a ValueError sentence if it is missing or lacks the API."""
+    try:
+        import vllm
+    except ImportError:
+        raise ValueError(f"rollout.engine=vllm needs vLLM, which is not installed; {INSTALL_HINT}") from None
+
+    version = str(getattr(vllm, "__version__", "unknown"))
+    if version == "unknown" or _version_tuple(version) < MIN_VERSION:
+        raise ValueError(f"rollout.engine=vllm needs vLLM >= {'.'.join(map(str, MIN_VERSION))}; "
+                         f"found {version}")
+    for cls, methods in NEEDED_API.items():
+        missing = [m for m in methods if not hasattr(getattr(vllm, cls, None), m)]
+        if not hasattr(vllm, cls) or missing:
+            what = f"vllm.{cls}" + (f".{', .'.join(missing)}" if missing else "")
+            raise ValueError(f"rollout.engine=vllm: vLLM {version} lacks {what}, which the engine drives")
+    return version
+
+
+def fp32_head_supported() -> bool:
+    """Whether this vLLM honours ``hf_overrides={"head_dtype": "float32"}`` for generation
+    models: its logits processor reads ``head_dtype`` (vllm-project/vllm#48390). A feature
+    probe, not a version guess."""
+    try:
+        from vllm.model_executor.layers.logits_processor import LogitsProcessor
+    except ImportError:
+        return False
+    try:
+        return "head_dtype" in inspect.getsource(LogitsProcessor)
+    except (OSError, TypeError):
+        return False

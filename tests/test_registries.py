@@ -1,0 +1,24 @@
+"""Every list of names has one source of truth; the config's choices must equal it."""
+
+from typing import get_args
+
+from scalerl.algo.losses import LOSSES
+from scalerl.algo.mismatch import CORRECTIONS
+from scalerl.config import ISCorrectionConfig, LossConfig, PipelineConfig, RolloutConfig
+from scalerl.pipeline.actor import ENGINES
+from scalerl.pipeline.backends import BACKENDS
+
+
+def _choices(model, field):
+    return set(get_args(model.model_fields[field].annotation))
+
+
+def test_config_choices_equal_their_registries():
+    assert _choices(LossConfig, "name") == set(LOSSES)
+    assert _choices(ISCorrectionConfig, "mode") == set(CORRECTIONS)
+    assert _choices(RolloutConfig, "engine") == set(ENGINES)
+    assert _choices(PipelineConfig, "backend") == set(BACKENDS)
+
+
+def test_every_loss_has_its_own_hyperparameter_section():
+    assert set(LOSSES) <= set(LossConfig.model_fields)
