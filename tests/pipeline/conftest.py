@@ -48,3 +48,17 @@ def run_overrides(model_dir, **extra) -> list[str]:
     }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
+
+
+@pytest.fixture(scope="session")
+def nano_dir(tmp_path_factory):
+    """An untrained nano model with the task tokenizer: a real run, seconds long."""
+    import torch
+
+    from scalerl.models import build_model, build_task_tokenizer
+    from scalerl.models.load import save_pretrained
+
+    torch.set_num_threads(1)
+    tokenizer = build_task_tokenizer()
+    model = build_model("nano", len(tokenizer), seed=0, tokenizer=tokenizer)
+    return save_pretrained(model, tokenizer, tmp_path_factory.mktemp("nano") / "model")

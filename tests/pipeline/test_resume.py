@@ -85,3 +85,25 @@ def test_resume_without_a_checkpoint_starts_over_cleanly(warm_model_dir, tmp_pat
     (tmp_path / "checkpoint").rmdir()
     train(cfg, tmp_path, resume=True)
     assert [r["step"] for r in read_records(tmp_path / "metrics.jsonl")] == [0, 1, 2]
+
+
+def test_a_truncated_newest_checkpoint_resumes_from_the_older_one(nano_dir, tmp_path):
+    from scalerl.config import load_config
+    from scalerl.pipeline.run import train
+
+    def cfg(steps: int):
+        return load_config("scalerl", [f"{k}={v}" for k, v in {
+            "model.base": nano_dir, "pipeline.backend": "inprocess", "train.steps": steps,
+            "train.checkpoint_every": 2, "eval.every": 2, "eval.num_prompts": 1, "eval.k": 1,
+            "pipeline.prompts_per_step": 1, "pipeline.generations": 2, "length.control": "none",
+            "sampling.max_new_tokens": 4, "forecast.enabled": "false", "log.progress": "false",
+            "log.tensorboard": "false"}.items()])
+
+    train(cfg(4), tmp_path, log=lambda _: None)
+    newest = tmp_path / "checkpoint" / "state.pt"
+    newest.write_bytes(newest.read_bytes()[:1000])  # a torn write
+    said: list[str] = []
+    train(cfg(6), tmp_path, resume=True, log=said.append)
+    assert any("checkpoint/state.pt does not load" in s and "at step 2 instead" in s for s in said), said
+    assert [r["step"] for r in read_records(tmp_path / "metrics.jsonl")] == list(range(7))
+    assert load_checkpoint(tmp_path)[1]["step"] == 6

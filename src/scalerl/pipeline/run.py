@@ -5,9 +5,13 @@ build (or load) the model -> task, prompt pool, learner, queue policy -> generat
 refit the law in the background (the live forecast), checkpoint, stop early if the forecast
 says the run cannot reach its goal } -> fit the sigmoid law to the run's own validation curve.
 
-Resuming (``resume=True``) restores the newest checkpoint of ``run_dir`` — model, optimiser,
-RNG, curriculum, queued groups, undelivered prompts (re-dispatched), step, version, compute —
-and truncates ``metrics.jsonl`` back to the checkpoint's step.
+Resuming (``resume=True``) restores the newest checkpoint of ``run_dir`` that loads (the older
+of the two kept when the newest is broken, said in the log) — model, optimiser, RNG,
+curriculum, queued groups, undelivered prompts (re-dispatched), step, version, compute — and
+truncates ``metrics.jsonl`` back to the checkpoint's step.
+
+Every start writes ``config.yaml`` atomically and sweeps the semaphores a killed run leaked
+into ``/dev/shm`` (``scalerl.pipeline.shm``).
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from typing import Any
 
 import torch
 
-from scalerl.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from scalerl.checkpoint import atomic_write, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from scalerl.compute import ComputeMeter
-from scalerl.config import Config, dump_config
+from scalerl.config import Config, ConfigError, dump_config
 from scalerl.eval import Evaluator
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
@@ -28,23 +32,23 @@ from scalerl.pipeline import build
 from scalerl.pipeline.learner import Learner
 from scalerl.pipeline.queues import LagPolicy
 from scalerl.pipeline.scheduler import Scheduler
+from scalerl.pipeline.shm import sweep_semaphores
 
 
 def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) -> dict[str, Any]:
     """Run (or resume) ``cfg`` in ``run_dir``; returns the last metrics record."""
     from scalerl.data.tasks import get_task
-    from scalerl.models import count_parameters, load_pretrained
+    from scalerl.models import count_parameters
     from scalerl.rollout.torch_engine import TorchEngine
 
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(dump_config(cfg))
+    saved = _start(cfg, run_dir, resume, log)
     torch.set_num_threads(cfg.train.threads)
     torch.manual_seed(cfg.train.seed)
 
     task = get_task(cfg.task.name, **cfg.task.knobs)
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
-    model, tokenizer = load_pretrained(model_dir, cfg.model.dtype)
+    model, tokenizer = _load_model(cfg, model_dir)
     pool = build.make_pool(cfg, task)
     learner = Learner(model, cfg, pool, tokenizer.pad_token_id)
     policy = LagPolicy(cfg.pipeline.mode, cfg.pipeline.k, cfg.pipeline.prompts_per_step)
@@ -53,7 +57,6 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
                           tokenizer, task, build.sampling_params(cfg, cfg.eval.temperature),
                           cfg.eval.k, cfg.eval.num_prompts, seed=cfg.train.seed + 10_007)
 
-    saved = load_checkpoint(run_dir) if resume else None
     step = saved[1]["step"] if saved else 0
     backend = build.make_backend(cfg, build.actor_spec(cfg, model_dir, cfg.train.seed + step), model)
     compute = ComputeMeter(backend.num_devices, count_parameters(model))
@@ -106,6 +109,31 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
         backend.close()
         logger.close()
     return record
+
+
+def _start(cfg: Config, run_dir: Path, resume: bool, log) -> tuple[dict, dict] | None:
+    """The checkpoint to resume from (loaded before anything is built or written), then
+    ``config.yaml`` written atomically and leaked semaphores swept."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    saved = load_checkpoint(run_dir, log) if resume else None
+    atomic_write(run_dir / "config.yaml", dump_config(cfg).encode())
+    leaked = sweep_semaphores()
+    if leaked:
+        log(f"removed {len(leaked)} semaphores (/dev/shm/sem.mp-*) that a killed run had leaked")
+    return saved
+
+
+def _load_model(cfg: Config, model_dir: Path):
+    """``(model, tokenizer)``; a ``model.base`` that does not load is one sentence (ConfigError)."""
+    from scalerl.models import load_pretrained
+
+    try:
+        return load_pretrained(model_dir, cfg.model.dtype)
+    except Exception as err:  # transformers and safetensors raise assorted errors on a bad model
+        if cfg.model.base is None:
+            raise
+        text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ConfigError(f"model.base {model_dir} does not load as a model ({text.rstrip('.')}).") from None
 
 
 def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMeter):
