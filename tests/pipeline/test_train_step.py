@@ -196,3 +196,22 @@ def test_the_fp32_head_cuts_the_bf16_mismatch():
     # the paper's FP32-head claim (digest §2.4), measured: same bf16 body, head in fp32 or not
     bf16_head, fp32_head = _bf16_mismatch_kl(False), _bf16_mismatch_kl(True)
     assert bf16_head > 0 and fp32_head < 0.85 * bf16_head
+
+
+def test_float16_loss_scaling_gives_the_float32_gradient():
+    # fp16 autocast over fp32 master weights with a loss scale of 2^12: the optimiser must see
+    # the unscaled gradient, equal to the fp32 one up to fp16 rounding (run on CPU here; the
+    # config allows float16 only on CUDA)
+    groups = _batch([[1, -1, -1, 1], [1, -1, 1, 1]])
+    plain, _ = _grads(groups)
+    cfg = load_config("scalerl")
+    model = _model()
+    opt = CaptureGrads(model.parameters())
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12)
+    metrics = train_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, TOKENIZER.pad_token_id,
+                         scaler=scaler)
+    assert metrics["loss_scale"] == 2.0 ** 12 and opt.grads is not None
+    num = sum(float((g - p).norm() ** 2) for g, p in zip(opt.grads, plain) if g is not None)
+    den = sum(float(p.norm() ** 2) for p in plain if p is not None)
+    assert (num / den) ** 0.5 < 0.02

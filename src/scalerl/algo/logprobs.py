@@ -18,13 +18,15 @@ def lm_head_logits(
     *,
     fp32: bool = True,
 ) -> torch.Tensor:  # (..., V)
-    """``logits = hidden @ weight.T + bias``, in float32 when ``fp32`` else in hidden's dtype."""
-    if fp32:
-        hidden = hidden.float()
-        weight = weight.float()
+    """``logits = hidden @ weight.T + bias``, in float32 when ``fp32`` else in hidden's dtype.
+
+    The float32 product is computed with autocast off: under fp16/bf16 autocast (the
+    ``model.dtype=float16`` learner) ``linear`` would otherwise be cast back down."""
+    if not fp32:
+        return torch.nn.functional.linear(hidden, weight.to(hidden.dtype), bias)
+    with torch.autocast(device_type=hidden.device.type, enabled=False):
         bias = bias.float() if bias is not None else None
-    logits = torch.nn.functional.linear(hidden, weight.to(hidden.dtype), bias)
-    return logits
+        return torch.nn.functional.linear(hidden.float(), weight.float(), bias)
 
 
 def token_logprobs(

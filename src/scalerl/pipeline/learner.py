@@ -29,12 +29,16 @@ class Learner:
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps,
                                            weight_decay=o.weight_decay)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_then_constant(o.warmup_steps))
+        # float16 trains float32 master weights under fp16 autocast, with dynamic loss scaling
+        # (fp16's 5-bit exponent underflows small gradients); bf16 and fp32 need none
+        device = next(model.parameters()).device.type
+        self.scaler = torch.amp.GradScaler(device) if cfg.model.dtype == "float16" else None
         self.version = 0
 
     def step(self, groups) -> dict[str, Any]:
         """One optimiser step on P groups (``train_step``); the policy version advances."""
         metrics = train_step(self.model, self.optimizer, self.schedule, groups, self.cfg, self.pool,
-                             self.version, self.pad_id)
+                             self.version, self.pad_id, self.scaler)
         self.version += 1
         return metrics
 
@@ -48,6 +52,7 @@ class Learner:
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "version": self.version,
+            **({"scaler": self.scaler.state_dict()} if self.scaler is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -55,3 +60,5 @@ class Learner:
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.version = int(state["version"])
+        if self.scaler is not None and "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])

@@ -51,13 +51,18 @@ def _pad(rows: list[np.ndarray], value, dtype) -> torch.Tensor:  # (N, T_max)
 
 
 def _backward_micro_batches(model, completions, rows: list[int], tokens, behaviour, fresh, mask,
-                            weights, adv, cfg, pad_id: int) -> dict[str, Any]:
+                            weights, adv, cfg, pad_id: int, scaler=None) -> dict[str, Any]:
     """Forward, loss and backward of the live ``rows`` in micro-batches; gradients accumulate.
 
     ``tokens``/``behaviour``/``mask``/``weights``: (N, T); ``fresh``: (N, T) bool, tokens the
     generator sampled with the weights the trainer holds now (their gap is pure numerics);
-    ``adv``: (N,). Returns the summed loss, token counts, loss metrics and mismatch sums.
+    ``adv``: (N,). With a ``scaler`` (``model.dtype=float16``) the body runs under float16
+    autocast over float32 master weights and each micro-batch's loss is scaled before its
+    backward. Returns the summed loss, token counts, loss metrics and mismatch sums.
     """
+    device = next(model.parameters()).device
+    tokens, behaviour, fresh, mask, weights, adv = (
+        t.to(device) for t in (tokens, behaviour, fresh, mask, weights, adv))
     loss_fn, hparams = get_loss(cfg.loss.name), cfg.loss.hparams()
     correction = cfg.loss.is_correction
     sums: dict[str, float] = {}
@@ -66,13 +71,14 @@ def _backward_micro_batches(model, completions, rows: list[int], tokens, behavio
     for start in range(0, len(rows), cfg.optim.micro_batch):
         idx = rows[start : start + cfg.optim.micro_batch]
         seqs = [np.concatenate([completions[i].prompt_tokens, completions[i].tokens]) for i in idx]
-        ids = _pad(seqs, pad_id, torch.long)  # (n, L)
-        attn = _pad([np.ones(len(s), dtype=np.int64) for s in seqs], 0, torch.long)
-        logits, _ = forward_logits(model, ids, attention_mask=attn, fp32_head=cfg.model.fp32_head_trainer)
+        ids = _pad(seqs, pad_id, torch.long).to(device)  # (n, L)
+        attn = _pad([np.ones(len(s), dtype=np.int64) for s in seqs], 0, torch.long).to(device)
+        with torch.autocast(device.type, dtype=torch.float16, enabled=scaler is not None):
+            logits, _ = forward_logits(model, ids, attention_mask=attn, fp32_head=cfg.model.fp32_head_trainer)
         # completion token j of row r sits at position p_r + j, predicted by logits at p_r + j − 1
         T = tokens.shape[1]
-        starts = torch.tensor([len(completions[i].prompt_tokens) - 1 for i in idx])
-        pos = (starts[:, None] + torch.arange(T)[None, :]).clamp(max=ids.shape[1] - 1)  # (n, T)
+        starts = torch.tensor([len(completions[i].prompt_tokens) - 1 for i in idx], device=device)
+        pos = (starts[:, None] + torch.arange(T, device=device)[None, :]).clamp(max=ids.shape[1] - 1)  # (n, T)
         comp_logits = torch.gather(logits, 1, pos[..., None].expand(-1, -1, logits.shape[-1]))  # (n, T, V)
         m = mask[idx]
         # the generator records log-probs of softmax(logits / τ): score the same distribution
@@ -82,7 +88,7 @@ def _backward_micro_batches(model, completions, rows: list[int], tokens, behavio
         out = corrected_loss(loss_fn, logp, behaviour[idx], adv[idx], m, logits=comp_logits,
                              mode=correction.mode, cap=correction.cap, low=correction.low, **hparams)
         loss = torch.where(m, out.per_token * weights[idx], 0.0).sum()
-        loss.backward()
+        (scaler.scale(loss) if scaler is not None else loss).backward()
         acc["loss"] += float(loss.detach())
         n_tok = int(m.sum())
         acc["mask_tokens"] += n_tok
@@ -100,8 +106,9 @@ def _backward_micro_batches(model, completions, rows: list[int], tokens, behavio
 
 
 def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
-               learner_version: int, pad_id: int) -> dict[str, Any]:
-    """Train on ``groups`` once; returns the step's metrics (floats). See the module doc."""
+               learner_version: int, pad_id: int, scaler=None) -> dict[str, Any]:
+    """Train on ``groups`` once; returns the step's metrics (floats). See the module doc.
+    ``scaler``: a ``torch.amp.GradScaler`` for float16 training (loss scaling), else None."""
     P, G = len(groups), len(groups[0].completions)
     completions = [c for g in groups for c in g.completions]
     rewards = torch.tensor(np.stack([g.rewards for g in groups]), dtype=torch.float32)  # (P, G)
@@ -143,15 +150,21 @@ def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
     rows = torch.nonzero(mask.any(dim=1)).flatten().tolist()
     versions = _pad([c.versions for c in completions], -1, torch.long)  # (N, T)
     acc = _backward_micro_batches(model, completions, rows, tokens, behaviour, versions == learner_version,
-                                  mask, weights, adv, cfg, pad_id)
+                                  mask, weights, adv, cfg, pad_id, scaler)
 
     # 6. optimiser
     grad_norm = float("nan")
     if rows:
         params = [p for p in model.parameters() if p.grad is not None]
         clip = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else float("inf")
+        if scaler is not None:
+            scaler.unscale_(optimizer)  # clip and log the true gradient, not the scaled one
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
-        optimizer.step()
+        if scaler is not None:
+            scaler.step(optimizer)  # skipped when the scaled gradient overflowed
+            scaler.update()
+        else:
+            optimizer.step()
         lr_schedule.step()  # the schedule counts optimiser updates, not skipped (all-filtered) steps
     optimizer.zero_grad(set_to_none=True)
     model.eval()
@@ -178,6 +191,7 @@ def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
                                         for c in completions])),
         "trained_tokens": acc["trained_tokens"],
         "pool_live": int(pool.live_size),
+        **({"loss_scale": float(scaler.get_scale())} if scaler is not None else {}),
         **mismatch_metrics(acc["mismatch"]),
         # the same statistics on tokens sampled with the trainer's current weights only
         "mismatch_fresh_frac": fresh_tokens / max(1, acc["mask_tokens"]),
