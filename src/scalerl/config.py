@@ -52,8 +52,10 @@ class ModelConfig(_Frozen):
     """Size preset of ``scalerl.models.build_model`` used when ``base`` is None."""
     arch: Literal["llama", "qwen2"] = "llama"
     """Architecture family of the built model."""
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    """Parameter dtype of the model body (the LM head follows ``fp32_head_*``)."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Dtype of the model body (the LM head follows ``fp32_head_*``). ``bfloat16``: the
+    learner trains bf16 weights. ``float16`` (CUDA only): generators run fp16, the learner
+    keeps float32 master weights under fp16 autocast with dynamic loss scaling."""
     fp32_head_trainer: bool = True
     """Compute the trainer's LM-head logits in FP32 (digest §2.4)."""
     fp32_head_generator: bool = True
@@ -317,6 +319,9 @@ class LogConfig(_Frozen):
 class TrainConfig(_Frozen):
     steps: int = Field(900, ge=1)
     """Optimiser steps to train for."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the learner, the evaluator and the ``torch`` generators run; ``auto`` is
+    ``cuda`` when a GPU is visible, else ``cpu``."""
     max_minutes: float | None = 6.5
     """Stop RL early (after a final eval and checkpoint) once it has run this many minutes
     (the SFT warm-up is not counted); None trains for all ``steps``."""
@@ -366,7 +371,23 @@ class Config(_Frozen):
             raise ValueError("length.interrupt_range must end below sampling.max_new_tokens")
         if self.train.stop_if_target_unreachable and self.forecast.target is None:
             raise ValueError("train.stop_if_target_unreachable needs forecast.target")
+        if self.train.device == "cuda" or self.model.dtype == "float16":
+            self._check_cuda()
         return self
+
+    def _check_cuda(self) -> None:
+        import torch  # only for runs that ask for a GPU
+
+        fp16 = ("model.dtype=float16: fp16 training needs CUDA (dynamic loss scaling on a GPU); on CPU "
+                "use bfloat16 or float32")
+        if self.model.dtype == "float16" and self.train.device == "cpu":
+            raise ValueError(fp16)
+        if torch.cuda.is_available():
+            return
+        if self.train.device == "cuda":
+            raise ValueError("train.device=cuda, but no CUDA device is visible (torch.cuda.is_available() "
+                             "is False); use train.device=auto or cpu")
+        raise ValueError(fp16)
 
 
 # ---------------------------------------------------------------------------- loading

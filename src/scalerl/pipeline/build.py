@@ -52,6 +52,19 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     return cached
 
 
+def device(cfg: Config) -> str:
+    """``train.device`` resolved: ``auto`` is ``cuda`` when a GPU is visible, else ``cpu``."""
+    if cfg.train.device != "auto":
+        return cfg.train.device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def learner_dtype(cfg: Config) -> str:
+    """The learner's parameter dtype: float16 runs keep float32 master weights (autocast +
+    loss scaling in the learner); bf16 and fp32 train in their own dtype."""
+    return "float32" if cfg.model.dtype == "float16" else cfg.model.dtype
+
+
 def make_pool(cfg: Config, task):
     from scalerl.data.curriculum import PromptPool
 
@@ -67,8 +80,9 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
     return ActorSpec(
         model_dir=str(model_dir), task_name=cfg.task.name, task_knobs=dict(cfg.task.knobs),
         params=sampling_params(cfg), generations=cfg.pipeline.generations,
-        fp32_head=cfg.model.fp32_head_generator, reward_form=cfg.task.reward, dtype=cfg.model.dtype,
-        seed=seed, threads=cfg.train.threads,
+        engine=cfg.rollout.engine, device=device(cfg), dtype=cfg.model.dtype,
+        fp32_head=cfg.model.fp32_head_generator, reward_form=cfg.task.reward, seed=seed,
+        threads=cfg.train.threads,
     )
 
 

@@ -53,7 +53,8 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     learner = Learner(model, cfg, pool, tokenizer.pad_token_id)
     policy = LagPolicy(cfg.pipeline.mode, cfg.pipeline.k, cfg.pipeline.prompts_per_step)
     scheduler = Scheduler(policy, pool, cfg.pipeline.prompts_per_chunk)
-    evaluator = Evaluator(TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator),
+    evaluator = Evaluator(TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator,
+                                      device=build.device(cfg)),
                           tokenizer, task, build.sampling_params(cfg, cfg.eval.temperature),
                           cfg.eval.k, cfg.eval.num_prompts, seed=cfg.train.seed + 10_007)
 
@@ -128,12 +129,13 @@ def _load_model(cfg: Config, model_dir: Path):
     from scalerl.models import load_pretrained
 
     try:
-        return load_pretrained(model_dir, cfg.model.dtype)
+        model, tokenizer = load_pretrained(model_dir, build.learner_dtype(cfg))
     except Exception as err:  # transformers and safetensors raise assorted errors on a bad model
         if cfg.model.base is None:
             raise
         text = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConfigError(f"model.base {model_dir} does not load as a model ({text.rstrip('.')}).") from None
+    return model.to(build.device(cfg)), tokenizer
 
 
 def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMeter):

@@ -1,0 +1,32 @@
+"""Config sections turned into run parts: the device a run uses and the learner's dtype."""
+
+from __future__ import annotations
+
+import pytest
+
+from scalerl.config import ConfigError, load_config
+
+
+def test_gpu_settings_without_a_gpu_are_one_sentence(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"train.device=cuda, but no CUDA device is visible"):
+        load_config("scalerl", ["train.device=cuda"])
+    with pytest.raises(ConfigError, match=r"model.dtype=float16: fp16 training needs CUDA"):
+        load_config("scalerl", ["model.dtype=float16"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(ConfigError, match=r"fp16 training needs CUDA"):
+        load_config("scalerl", ["model.dtype=float16", "train.device=cpu"])
+    assert load_config("scalerl", ["model.dtype=float16"]).model.dtype == "float16"
+
+
+def test_device_resolution():
+    import torch
+
+    from scalerl.pipeline import build
+
+    assert build.device(load_config("scalerl", ["train.device=cpu"])) == "cpu"
+    auto = build.device(load_config("scalerl"))
+    assert auto == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert build.learner_dtype(load_config("scalerl", ["model.dtype=bfloat16"])) == "bfloat16"
