@@ -104,3 +104,50 @@ def test_forecast_and_early_stop_options_validate():
         load_config("scalerl", ["train.stop_if_target_unreachable=true"])
     cfg = load_config("scalerl", ["forecast.target=0.6", "train.stop_if_target_unreachable=true"])
     assert cfg.forecast.target == 0.6 and cfg.forecast.enabled
+
+
+def test_switching_the_task_starts_from_its_own_knobs(tmp_path):
+    assert load_config("scalerl").task.knobs == {"min_digits": 1, "max_digits": 2}
+    assert load_config("scalerl", ["task.name=multiplication"]).task.knobs == {}
+    assert load_config("scalerl", ["task.name=addition"]).task.knobs == {"min_digits": 1, "max_digits": 2}
+    # the --set overrides count as one layer: their order does not matter
+    for sets in (["task.name=code", "task.knobs={path: p.jsonl}"], ["task.knobs={path: p.jsonl}", "task.name=code"]):
+        assert load_config("scalerl", sets).task.knobs == {"path": "p.jsonl"}
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: scalerl\ntask: {name: multiplication}\n")
+    assert load_config(child).task.knobs == {}
+    with pytest.raises(ConfigError, match=r"'task' in --set task.name: task 'code' needs the knob 'path'"):
+        load_config("scalerl", ["task.name=code"])
+
+
+def test_unknown_task_and_knob_name_the_source(tmp_path):
+    with pytest.raises(ConfigError, match=r"invalid 'task' in --set task.name: unknown task 'nope'; choose one of"):
+        load_config("scalerl", ["task.name=nope"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("extends: scalerl\ntask:\n  knobs: {max_digit: 3}\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: task 'addition' has no knob 'max_digit'; its knobs are"):
+        load_config(bad)
+
+
+def test_a_registered_task_with_free_knobs_is_accepted(monkeypatch):
+    from scalerl.data.tasks import registry
+
+    monkeypatch.setitem(registry._FACTORIES, "free-knobs-test", lambda **knobs: None)  # unregistered after
+    assert load_config("scalerl", ["task.name=free-knobs-test", "task.knobs={anything: 1}"]).task.knobs == {"anything": 1}
+
+
+@pytest.mark.parametrize("override, key", [
+    ("optim.lr=nan", "optim.lr"), ("optim.weight_decay=inf", "optim.weight_decay"),
+    ("train.max_minutes=-1", "train.max_minutes"), ("eval.num_prompts=0", "eval.num_prompts"),
+    ("sampling.max_new_tokens=0", "sampling.max_new_tokens"), ("model.sft.max_seconds=0", "model.sft.max_seconds"),
+])
+def test_nonsense_numbers_are_rejected_at_load(override, key):
+    with pytest.raises(ConfigError, match=rf"bad value .* for '{key}' in --set {key}"):
+        load_config("scalerl", [override])
+
+
+def test_a_recipe_that_is_not_utf8_names_the_line(tmp_path):
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes("name: x\n\ndescription: café\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1.yaml line 3 is not UTF-8 text \(byte 0xe9\)"):
+        load_config(bad)

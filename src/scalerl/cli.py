@@ -2,7 +2,8 @@
 
 Each subcommand lives beside the code it drives and registers itself here through a
 ``register(subparsers)`` function; heavy imports (torch) happen only inside the handler,
-so ``scalerl fit`` works on a machine without torch.
+so ``scalerl fit`` works on a machine without torch. A bad flag, at any level, is one
+sentence on stderr and exit code 2, like every other bad input.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+EXIT_BAD_INPUT = 2
 
 # module path of each command group; each exposes ``register(subparsers)``
 _COMMAND_MODULES = (
@@ -19,11 +22,21 @@ _COMMAND_MODULES = (
 )
 
 
+def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Bad flags end with one sentence and exit code 2 (argparse prints usage lines too)."""
+
+    def error(message: str):
+        parser.exit(EXIT_BAD_INPUT, f"{parser.prog}: error: {message} (see --help).\n")
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = one_line_errors(argparse.ArgumentParser(
         prog="scalerl",
         description="Forecast and train RL for LLMs with the ScaleRL sigmoid law and recipe.",
-    )
+    ))
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in _COMMAND_MODULES:
         try:

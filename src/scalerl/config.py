@@ -11,6 +11,11 @@ frozen models, so an unknown or mistyped key is an error that names the key and 
 Each loss keeps its own hyperparameter names (``loss.cispo.eps_max``, ``loss.dapo.eps_high``
 ...), mirroring the ``scalerl.algo.losses`` signatures, so no name changes meaning with the
 loss (the TRL ``epsilon_high`` trap).
+
+Task knobs belong to their task: a recipe, or the ``--set`` overrides taken together, that
+switch ``task.name`` without giving ``task.knobs`` start from the new task's own defaults, never from the knobs
+of the task it replaced; unknown or missing knobs are errors at load. NaN and inf are
+rejected in every number.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 RECIPE_DIR = Path(__file__).parent / "recipes"
+DEFAULT_RECIPE = "scalerl"
+"""The recipe ``scalerl train`` runs when none is named."""
 
 
 class ConfigError(ValueError):
@@ -29,7 +36,7 @@ class ConfigError(ValueError):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------------------- model / task
@@ -40,7 +47,7 @@ class SFTConfig(_Frozen):
 
     target_band: tuple[float, float] = (0.2, 0.4)
     """Stop SFT once the validation pass rate lies in [lo, hi]; RL then has room to climb."""
-    max_seconds: float = 120.0
+    max_seconds: float = Field(120.0, gt=0)
     """Wall-clock cap on the warm-up; the model at that point is used whatever its pass rate."""
 
 
@@ -72,6 +79,13 @@ class TaskConfig(_Frozen):
     reward: Literal["binary", "pm1"] = "pm1"
     """Reward form: {0, 1} or the paper's ±1 (digest §2.1); advantages are equal either way."""
 
+    @model_validator(mode="after")
+    def _known_task(self) -> TaskConfig:
+        from scalerl.data.tasks.registry import check_task  # light: tasks import lazily
+
+        check_task(self.name, self.knobs)
+        return self
+
 
 # ---------------------------------------------------------------------------- rollout
 
@@ -86,11 +100,11 @@ class LengthConfig(_Frozen):
     """Per sequence, the interruption point is drawn uniformly from these thinking-token counts
     (the paper's 10k–12k of a 12k thinking budget, scaled to the tiny task: its correct
     thinking blocks are at most 28 tokens)."""
-    answer_budget: int = 6
+    answer_budget: int = Field(6, ge=1)
     """Tokens allowed after a forced interruption before the completion is cut."""
-    penalty_max_len: int = 40
+    penalty_max_len: int = Field(40, ge=1)
     """L_max of the length penalty, in completion tokens (paper: 14k)."""
-    penalty_cache: int = 8
+    penalty_cache: int = Field(8, ge=1)
     """L_cache of the length penalty (paper: 2k): the penalty ramps over the last L_cache."""
     truncation: Literal["drop", "mask", "keep"] = "keep"
     """Completions cut by ``max_new_tokens`` (``filters.truncation_masks``): ``drop`` removes
@@ -119,7 +133,7 @@ class RolloutConfig(_Frozen):
 
 
 class SamplingConfig(_Frozen):
-    max_new_tokens: int = 66
+    max_new_tokens: int = Field(66, ge=1)
     """Hard cap on generated tokens per completion; beyond it the completion is truncated."""
     temperature: float = Field(1.0, gt=0)
     """Sampling temperature for training rollouts (the paper gives none; 1.0 samples π)."""
@@ -279,7 +293,7 @@ class EvalConfig(_Frozen):
     """Validate every this many optimiser steps (and at step 0 and the last step)."""
     k: int = Field(4, ge=1)
     """Samples per validation prompt: the logged value is mean@k pass rate."""
-    num_prompts: int | None = 128
+    num_prompts: int | None = Field(128, ge=1)
     """Held-out prompts used (None: the task's whole validation split)."""
     temperature: float = Field(1.0, gt=0)
     """Validation sampling temperature."""
@@ -322,7 +336,7 @@ class TrainConfig(_Frozen):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where the learner, the evaluator and the ``torch`` generators run; ``auto`` is
     ``cuda`` when a GPU is visible, else ``cpu``."""
-    max_minutes: float | None = 6.5
+    max_minutes: float | None = Field(6.5, gt=0)
     """Stop RL early (after a final eval and checkpoint) once it has run this many minutes
     (the SFT warm-up is not counted); None trains for all ``steps``."""
     checkpoint_every: int = Field(50, ge=1)
@@ -415,7 +429,12 @@ def resolve_recipe(name_or_path: str | Path) -> Path:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        line = err.object[: err.start].count(b"\n") + 1
+        raise ConfigError(f"{path} line {line} is not UTF-8 text (byte 0x{err.object[err.start]:02x}).") from None
+    except OSError as err:
+        raise ConfigError(f"cannot read {path} ({err.strerror or err}).") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -434,6 +453,16 @@ def _layers(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[str, dict[str
     parent = data.pop("extends", None)
     layers = _layers(resolve_recipe(parent), (*seen, path)) if parent else []
     return [*layers, (str(path), data)]
+
+
+def _task_switch(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` with ``task.knobs: {}`` added when it switches the task without naming knobs."""
+    task = over.get("task")
+    if not isinstance(task, dict) or "name" not in task or "knobs" in task:
+        return over
+    prev, default = base.get("task"), TaskConfig.model_fields["name"].default
+    old = prev.get("name", default) if isinstance(prev, dict) else default
+    return over if task["name"] == old else {**over, "task": {**task, "knobs": {}}}
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -490,23 +519,28 @@ def _explain(err: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> 
     msg = first["msg"].removeprefix("Value error, ")
     if not loc:
         return f"invalid config in {source}: {msg}."
+    if isinstance(first.get("input"), dict):  # a whole section's check
+        return f"invalid {key!r} in {source}: {msg}."
     return f"bad value {first.get('input')!r} for {key!r} in {source}: {msg[0].lower()}{msg[1:]}."
 
 
 def load_config(
-    recipe: str | Path | None = "scalerl", overrides: list[str] | tuple[str, ...] = ()
+    recipe: str | Path | None = DEFAULT_RECIPE, overrides: list[str] | tuple[str, ...] = ()
 ) -> Config:
     """Load a recipe (name or path), apply ``--set`` overrides, validate, return a frozen Config.
 
     Raises ``ConfigError`` with one sentence naming the offending key and its file.
     """
     layers = _layers(resolve_recipe(recipe)) if recipe is not None else []
+    merged: dict[str, Any] = {}
+    for _, data in layers:
+        merged = _merge(merged, _task_switch(merged, data))
+    sets: dict[str, Any] = {}  # one layer for the task switch: the order of --set is free
     for text in overrides:
         key, nested = parse_override(text)
         layers.append((f"--set {key}", nested))
-    merged: dict[str, Any] = {}
-    for _, data in layers:
-        merged = _merge(merged, data)
+        sets = _merge(sets, nested)
+    merged = _merge(merged, _task_switch(merged, sets))
     try:
         return Config.model_validate(merged)
     except ValidationError as err:

@@ -4,60 +4,98 @@
     scalerl train --resume RUN_DIR [--set train.steps=80 ...]
 
 Torch is imported inside the handler only, so ``scalerl fit`` works without it. A bad
-recipe or override prints one sentence and exits with code 2.
+recipe, override, flag or run folder prints one sentence and exits with code 2, before
+anything is built or written (``scalerl.pipeline.preflight``); so do a run directory whose
+``config.yaml`` or checkpoints do not load and a disk that fills up during the run.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import time
 from pathlib import Path
 
+from scalerl.cli import EXIT_BAD_INPUT, one_line_errors
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("train", help="train with a ScaleRL recipe (PipelineRL-k on this machine)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--recipe", default="scalerl", help="recipe name (scalerl, loo-dapo, ...) or YAML path")
+    p.add_argument("--recipe", help="recipe name (scalerl, loo-dapo, ...) or YAML path (default: scalerl)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config field, e.g. --set pipeline.k=4 (repeatable)")
     p.add_argument("--out", type=Path, help="run directory (default: runs/RECIPE-TIMESTAMP)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("--no-fit", action="store_true", help="skip the final sigmoid fit and report")
     p.set_defaults(func=handle)
+    one_line_errors(p)
 
 
 def _config(args: argparse.Namespace):
-    from scalerl.config import ConfigError, load_config
+    from scalerl.config import DEFAULT_RECIPE, ConfigError, load_config
 
     if args.resume is None:
-        return load_config(args.recipe, args.overrides)
+        return load_config(args.recipe or DEFAULT_RECIPE, args.overrides)
+    if args.recipe is not None:
+        raise ConfigError(f"--resume continues {args.resume} with its own config.yaml, so it takes no "
+                          "--recipe (change fields with --set).")
     saved = args.resume / "config.yaml"
     if not saved.is_file():
         raise ConfigError(f"{args.resume} is not a run directory (no config.yaml in it).")
+    try:
+        empty = not saved.read_bytes().strip()
+    except OSError as err:
+        raise ConfigError(f"cannot read {saved} ({err.strerror or err}).") from None
+    if empty:
+        raise ConfigError(f"{saved} is empty, so this run's config is lost; restore the file to resume "
+                          "(--resume never falls back to default settings).")
     return load_config(saved, args.overrides)
+
+
+def _prepare(args: argparse.Namespace):
+    """``(config, run folder)`` once every check before the run has passed."""
+    from scalerl.config import ConfigError
+    from scalerl.pipeline import preflight
+
+    cfg = _config(args)
+    run_dir = args.resume or args.out or Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.resume is None and (run_dir / "metrics.jsonl").exists():
+        raise ConfigError(f"{run_dir} already holds a run; continue it with --resume {run_dir} "
+                          "or choose another --out.")
+    preflight.check(cfg, run_dir, "--resume" if args.resume is not None else "--out")
+    return cfg, run_dir
+
+
+def _fail(message: object) -> int:
+    print(f"scalerl train: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 def handle(args: argparse.Namespace) -> int:
     from scalerl.config import ConfigError
 
     try:
-        cfg = _config(args)
+        cfg, run_dir = _prepare(args)
     except ConfigError as err:
-        print(f"scalerl train: {err}", file=sys.stderr)
-        return 2
-    run_dir = args.resume or args.out or Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if args.resume is None and (run_dir / "metrics.jsonl").exists():
-        print(f"scalerl train: {run_dir} already holds a run; continue it with --resume {run_dir} "
-              "or choose another --out.", file=sys.stderr)
-        return 2
+        return _fail(err)
     # transformers' per-load progress bars would interleave with ours (generators inherit this)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from scalerl.checkpoint import CheckpointError
     from scalerl.pipeline.report import final_report
     from scalerl.pipeline.run import train
 
-    train(cfg, run_dir, resume=args.resume is not None)
+    try:
+        train(cfg, run_dir, resume=args.resume is not None)
+    except (ConfigError, CheckpointError) as err:
+        return _fail(err)
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        return _fail(f"no space left on the device of {err.filename or run_dir}; free some space and "
+                     f"continue with --resume {run_dir}.")
     print(f"run directory: {run_dir}")
     if not args.no_fit:
         final_report(run_dir, cfg)

@@ -1,8 +1,11 @@
-"""``get_task(name, **knobs)``: build a task by name; ``register_task`` adds a user's own."""
+"""``get_task(name, **knobs)``: build a task by name; ``register_task`` adds a user's own;
+``check_task`` checks a name and its knobs without building anything."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from scalerl.data.tasks.base import Task
 
@@ -48,3 +51,24 @@ def get_task(name: str, **knobs) -> Task:
     if factory is None:
         raise ValueError(f"unknown task {name!r}; choose one of {task_names()}")
     return factory(**knobs)
+
+
+def check_task(name: str, knobs: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` (one sentence) when ``name`` is no task or ``knobs`` do not fit
+    its constructor (an unknown knob, a required one missing); builds nothing."""
+    factory = _FACTORIES.get(name) or _builtin(name)
+    if factory is None:
+        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(task_names())}")
+    try:
+        params = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):  # a callable without a signature: nothing to check
+        return
+    named = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        unknown = [k for k in knobs if k not in {p.name for p in named}]
+        if unknown:
+            raise ValueError(f"task {name!r} has no knob {unknown[0]!r}; its knobs are "
+                             f"{', '.join(p.name for p in named)}")
+    missing = [p.name for p in named if p.default is p.empty and p.name not in knobs]
+    if missing:
+        raise ValueError(f"task {name!r} needs the knob {missing[0]!r} (task.knobs.{missing[0]})")

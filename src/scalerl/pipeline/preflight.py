@@ -1,0 +1,89 @@
+"""Checks ``scalerl train`` makes before it builds or writes anything.
+
+The config is already valid on its own (``scalerl.config``); these checks need the world
+around it: the task can be built from its knobs, ``model.base`` is a model directory (or
+``model.preset`` a known preset), ``sampling.max_new_tokens`` fits the model's context, and
+the run folder is a folder we can write in. Each failure is a ``ConfigError`` with one
+sentence naming the field or the folder. Torch is imported only for a preset's context.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from scalerl.config import Config, ConfigError
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json")
+
+
+def check(cfg: Config, run_dir: Path, flag: str = "--out") -> None:
+    """Every check below, cheapest first; the run folder (named by ``flag``) is created last."""
+    check_task(cfg)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"{flag} {run_dir} is a file, not a folder.")
+    check_model(cfg)
+    check_run_dir(run_dir, flag)
+
+
+def check_task(cfg: Config) -> None:
+    """The task builds from ``task.knobs`` (values the constructor rejects, unreadable files)."""
+    from scalerl.data.tasks import get_task
+
+    try:
+        get_task(cfg.task.name, **cfg.task.knobs)
+    except (TypeError, ValueError, OSError, LookupError) as err:
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"task {cfg.task.name!r} cannot be built from task.knobs "
+                          f"{dict(cfg.task.knobs)}: {text.rstrip('.')}.") from None
+
+
+def _model_context(base: Path) -> int | None:
+    """The context length ``base/config.json`` declares; ConfigError if it is no model."""
+    if not base.is_dir():
+        raise ConfigError(f"model.base {base} is not a folder (it should be a Hugging Face model directory).")
+    config = base / "config.json"
+    if not config.is_file():
+        raise ConfigError(f"model.base {base} is not a Hugging Face model directory (no config.json in it).")
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ConfigError(f"model.base {config} is not valid JSON ({str(err).splitlines()[0]}).") from None
+    if not isinstance(data, dict) or "model_type" not in data:
+        raise ConfigError(f"model.base {config} has no 'model_type', so it does not describe a model.")
+    if not any(next(base.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
+        raise ConfigError(f"model.base {base} holds no weights (*.safetensors or pytorch_model*.bin).")
+    found = [data[k] for k in CONTEXT_KEYS if isinstance(data.get(k), int)]
+    return found[0] if found else None
+
+
+def check_model(cfg: Config) -> None:
+    """``model.base`` is a model (or ``model.preset`` a preset) whose context holds the completions."""
+    if cfg.model.base is not None:
+        context, where = _model_context(Path(cfg.model.base)), f"model.base {cfg.model.base}"
+    else:
+        from scalerl.models.build import PRESETS
+
+        if cfg.model.preset not in PRESETS:
+            raise ConfigError(f"unknown model.preset {cfg.model.preset!r}; choose one of {', '.join(PRESETS)}.")
+        context, where = PRESETS[cfg.model.preset].max_position_embeddings, f"model.preset {cfg.model.preset!r}"
+    wanted = cfg.sampling.max_new_tokens
+    if context is not None and wanted >= context:
+        raise ConfigError(f"sampling.max_new_tokens={wanted} does not fit the context of {context} tokens "
+                          f"of {where}, which must also hold the prompt.")
+
+
+def check_run_dir(run_dir: Path, flag: str = "--out") -> None:
+    """Create the run folder (and its parents) and prove a file can be written in it."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=run_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        if isinstance(err, FileExistsError | NotADirectoryError):
+            raise ConfigError(f"{flag} {run_dir} cannot be created: a file stands in its path.") from None
+        raise ConfigError(f"{flag} {run_dir}: the run folder cannot be written ({err.strerror or err}).") from None

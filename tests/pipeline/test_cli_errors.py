@@ -1,0 +1,178 @@
+"""``scalerl train`` on bad input, through the real command: exit code 2, one sentence on
+stderr naming the file, field or folder, no traceback, and nothing already written lost.
+
+Most cases fail at config or preflight checks, before torch is imported or any model built.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scalerl.config import dump_config, load_config
+
+EXIT_BAD_INPUT = 2
+
+
+def scalerl(*args: str, cwd: Path, prelude: str = "") -> subprocess.CompletedProcess:
+    """Run ``scalerl ARGS`` in a fresh interpreter (``prelude`` runs first, e.g. a patch)."""
+    code = f"import sys\n{prelude}\nfrom scalerl.cli import main\nsys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_one_sentence(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    assert proc.returncode == EXIT_BAD_INPUT, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    err = proc.stderr.strip()
+    assert err.count("\n") == 0 and err.startswith("scalerl"), err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def _fake_model(folder: Path, context: int = 4096, weights: bool = True) -> Path:
+    """A folder that looks like a Hugging Face model (its weights file is empty)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(f'{{"model_type": "llama", "max_position_embeddings": {context}}}')
+    if weights:
+        (folder / "model.safetensors").write_bytes(b"")
+    return folder
+
+
+def _case(tmp: Path, name: str) -> tuple[list[str], list[str]]:
+    """(arguments, words the sentence must contain) of one bad-input case."""
+    model = ["--set", f"model.base={_fake_model(tmp / 'model')}"]
+    out = ["--out", str(tmp / "run")]
+    if name == "model.base missing":
+        return ["--set", f"model.base={tmp / 'nowhere'}", *out], ["model.base", "is not a folder"]
+    if name == "model.base without config.json":
+        (tmp / "empty").mkdir()
+        return ["--set", f"model.base={tmp / 'empty'}", *out], ["model.base", "no config.json"]
+    if name == "model.base with a bad config.json":
+        _fake_model(tmp / "bad").joinpath("config.json").write_text("{")
+        return ["--set", f"model.base={tmp / 'bad'}", *out], ["model.base", "config.json is not valid JSON"]
+    if name == "model.base without weights":
+        _fake_model(tmp / "bare", weights=False)
+        return ["--set", f"model.base={tmp / 'bare'}", *out], ["model.base", "holds no weights"]
+    if name == "model.base whose weights do not load":
+        return [*model, *out], ["model.base", "does not load as a model"]
+    if name == "unknown task":
+        return [*model, "--set", "task.name=nope", *out], ["'task'", "--set task.name", "unknown task 'nope'"]
+    if name == "unknown task knob":
+        return [*model, "--set", "task.knobs.bogus=1", *out], ["task 'addition' has no knob 'bogus'"]
+    if name == "bad task knob value":
+        return [*model, "--set", "task.knobs.min_digits=5", *out], ["task.knobs", "min_digits"]
+    if name == "code does not inherit addition's knobs":
+        return [*model, "--set", "task.name=code", *out], ["task 'code' needs the knob 'path'"]
+    if name == "--out is a file":
+        (tmp / "file").write_text("x")
+        return [*model, "--out", str(tmp / "file")], ["--out", str(tmp / "file"), "is a file"]
+    if name == "--out is read-only":
+        return [*model, "--out", str(_read_only(tmp) / "run")], ["--out", "cannot be written"]
+    if name == "eval.num_prompts=0":
+        return [*model, "--set", "eval.num_prompts=0", *out], ["'eval.num_prompts'", "greater than or equal to 1"]
+    if name == "recipe with invalid UTF-8":
+        (tmp / "bad.yaml").write_bytes(b"name: x\ndescription: caf\xe9\n")
+        return ["--recipe", str(tmp / "bad.yaml"), *out], [f"{tmp / 'bad.yaml'} line 2 is not UTF-8"]
+    if name == "max_minutes=-1":
+        return [*model, "--set", "train.max_minutes=-1", *out], ["'train.max_minutes'", "greater than 0"]
+    if name == "a nan number":
+        return [*model, "--set", "optim.lr=nan", *out], ["'optim.lr'", "finite"]
+    if name == "max_new_tokens above the context":
+        small = ["--set", f"model.base={_fake_model(tmp / 'small', context=64)}"]
+        return [*small, *out], ["sampling.max_new_tokens=66", "context of 64 tokens"]
+    if name == "max_new_tokens above a preset's context":
+        return ["--set", "sampling.max_new_tokens=5000", *out], ["sampling.max_new_tokens=5000", "'nano'"]
+    if name == "--resume with --recipe":
+        return ["--resume", str(_run_dir(tmp)), "--recipe", "loo-dapo"], ["--resume", "no --recipe"]
+    if name == "--resume without config.yaml":
+        (tmp / "run").mkdir()
+        return ["--resume", str(tmp / "run")], ["is not a run directory"]
+    if name == "--resume with an empty config.yaml":
+        _run_dir(tmp).joinpath("config.yaml").write_text("")
+        return ["--resume", str(tmp / "run")], [f"{tmp / 'run' / 'config.yaml'} is empty"]
+    if name == "--resume with an unparsable config.yaml":
+        _run_dir(tmp).joinpath("config.yaml").write_text("train: [1\n")
+        return ["--resume", str(tmp / "run")], ["config.yaml line 2 is not valid YAML"]
+    if name == "--resume where no checkpoint loads":
+        for ckpt in ("checkpoint", "checkpoint.old"):
+            (_run_dir(tmp) / ckpt).mkdir()
+            (tmp / "run" / ckpt / "meta.json").write_text("{")
+        return ["--resume", str(tmp / "run")], [f"no checkpoint in {tmp / 'run'} loads", "meta.json is corrupt"]
+    if name == "an unknown flag":
+        return ["--bogus"], ["unrecognized arguments: --bogus"]
+    raise AssertionError(name)
+
+
+def _run_dir(tmp: Path) -> Path:
+    run = tmp / "run"
+    if not run.is_dir():
+        run.mkdir()
+        cfg = load_config("scalerl", [f"model.base={_fake_model(tmp / 'model')}"])
+        (run / "config.yaml").write_text(dump_config(cfg))
+    return run
+
+
+def _read_only(tmp: Path) -> Path:
+    """A folder no file can be created in: mode 0555, or /sys for root (who ignores modes)."""
+    if os.geteuid() == 0:
+        return Path("/sys")
+    folder = tmp / "ro"
+    folder.mkdir(mode=0o555)
+    return folder
+
+
+CASES = ["model.base missing", "model.base without config.json", "model.base with a bad config.json",
+         "model.base without weights", "model.base whose weights do not load", "unknown task",
+         "unknown task knob", "bad task knob value", "code does not inherit addition's knobs",
+         "--out is a file", "--out is read-only", "eval.num_prompts=0", "recipe with invalid UTF-8",
+         "max_minutes=-1", "a nan number", "max_new_tokens above the context",
+         "max_new_tokens above a preset's context", "--resume with --recipe",
+         "--resume without config.yaml", "--resume with an empty config.yaml",
+         "--resume with an unparsable config.yaml", "--resume where no checkpoint loads", "an unknown flag"]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_bad_input_is_one_sentence_and_exit_2(tmp_path, name):
+    args, needles = _case(tmp_path, name)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert_one_sentence(scalerl("train", "--no-fit", *args, cwd=tmp_path), *needles)
+    for path, data in before.items():  # nothing already written is lost or changed
+        assert path.read_bytes() == data, path
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+FULL_DISK = """
+import errno
+from scalerl import checkpoint
+real, calls = checkpoint._write_state, []
+def write_state(path, state):  # the first checkpoint lands, the disk is full at the second
+    calls.append(path)
+    if len(calls) > 1:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    real(path, state)
+checkpoint._write_state = write_state
+"""
+
+
+def test_a_full_disk_while_checkpointing_is_one_sentence_and_keeps_the_checkpoint(nano_dir, tmp_path):
+    from scalerl.checkpoint import load_checkpoint
+
+    run = tmp_path / "run"
+    sets = {"model.base": nano_dir, "pipeline.backend": "inprocess", "train.steps": 2,
+            "train.checkpoint_every": 1, "eval.num_prompts": 1, "eval.k": 1,
+            "pipeline.prompts_per_step": 1, "pipeline.generations": 2, "length.control": "none",
+            "sampling.max_new_tokens": 4, "forecast.enabled": "false", "log.progress": "false",
+            "log.tensorboard": "false"}
+    args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    proc = scalerl("train", "--no-fit", *args, "--out", str(run), cwd=tmp_path, prelude=FULL_DISK)
+    assert_one_sentence(proc, f"no space left in {run} for a checkpoint: it needs about ", " bytes ",
+                        "the previous checkpoint is intact", f"--resume {run}")
+    state, meta = load_checkpoint(run)
+    assert meta["step"] == 1 and not list(run.glob(".checkpoint.tmp-*"))
