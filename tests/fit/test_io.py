@@ -213,3 +213,63 @@ def test_step0_record_without_the_compute_column_starts_at_zero(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(CurveError, match="has 'pass_rate' but no 'tokens' value"):
         read_curves(path, x="tokens")
+
+
+def test_a_tsv_is_split_on_tabs(tmp_path, curve):
+    text = write_csv(tmp_path / "run.csv", *curve).read_text().replace(",", "\t")
+    (tmp_path / "run.tsv").write_text(text)
+    (c,) = read_curves(tmp_path / "run.tsv")
+    (expected,) = read_curves(tmp_path / "run.csv")
+    assert (c.x, c.y) == ("gpu_hours", "val_pass_rate")
+    np.testing.assert_array_equal(c.reward, expected.reward)
+
+
+@pytest.mark.parametrize(
+    ("data", "suffix", "message"),
+    [
+        (b"\x00\x01\x02garbage", ".csv", r"x\.csv is not a text log: it holds binary data\."),
+        ("gpu_hours,reward\n0,0.3\n# é\n".encode("latin-1"), ".csv", r"x\.csv line 3 is not UTF-8 text \(byte 0xe9\)"),
+        ('{"reward": 0.3}\n{"n": "é"}\n'.encode("latin-1"), ".jsonl", r"x\.jsonl line 2 is not UTF-8 text"),
+        (b'{"a": ' * 50_000 + b"1" + b"}" * 50_000 + b"\n", ".jsonl", r"x\.jsonl line 1 is JSON nested too deeply"),
+        (b"gpu_hours,reward,n\n0,0.3," + b"x" * 140_000 + b"\n", ".csv", r"x\.csv line 2 is not a table row"),
+    ],
+)
+def test_unreadable_files_are_one_sentence(tmp_path, data, suffix, message):
+    path = tmp_path / f"x{suffix}"
+    path.write_bytes(data)
+    with pytest.raises(CurveError, match=message) as info:
+        read_curves(path)
+    assert "\n" not in str(info.value)
+
+
+def test_a_symbolic_link_loop_is_one_sentence(tmp_path):
+    (tmp_path / "a.csv").symlink_to(tmp_path / "b.csv")
+    (tmp_path / "b.csv").symlink_to(tmp_path / "a.csv")
+    with pytest.raises(CurveError, match=r"a\.csv is a symbolic link that leads nowhere"):
+        load_runs([tmp_path / "a.csv", str(tmp_path / "*.csv")])
+
+
+def test_a_torn_tensorboard_tail_is_read_with_a_warning(tmp_path, curve):
+    from scalerl.fit.errors import CurveWarning
+    from scalerl.fit.tensorboard import torn_tail
+
+    (event,) = write_tensorboard(tmp_path / "tb", *curve).iterdir()
+    data = event.read_bytes()
+    records, torn = torn_tail(event)
+    assert records == 1 + 2 * len(curve[0]) and torn == 0  # file version + two scalars a step
+    event.write_bytes(data[:-5])
+    assert torn_tail(event) == (records - 1, 16 + _last_length(data) - 5)
+    with pytest.warns(CurveWarning, match=rf"{event.name}: the last \d+ bytes are a record cut short"):
+        (c,) = read_curves(event)
+    assert len(c) == len(curve[0]) - 1
+
+
+def _last_length(data: bytes) -> int:
+    """Length of the last record's payload (TFRecord framing: u64 len, u32, data, u32)."""
+    import struct
+
+    offset = n = 0
+    while offset < len(data):
+        (n,) = struct.unpack("<Q", data[offset : offset + 8])
+        offset += 16 + n
+    return n

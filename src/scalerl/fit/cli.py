@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from scalerl.cli import EXIT_BAD_INPUT, one_line_errors
 from scalerl.fit import forecast, plot, report
 from scalerl.fit.compare import (
     RunFit,
@@ -24,12 +26,11 @@ from scalerl.fit.compare import (
     loo_table,
 )
 from scalerl.fit.demo import demo_command
-from scalerl.fit.errors import CurveError
+from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.io import Curve, load_runs
 from scalerl.fit.options import FitOptions
 from scalerl.fit.resample import PooledFit, pooled_fit
 
-EXIT_BAD_INPUT = 2
 
 
 def _r0(text: str) -> float | str:
@@ -102,7 +103,7 @@ def _add_curve_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     """Add ``fit``, ``compare`` and ``demo-fit`` to the ``scalerl`` command."""
-    p = _one_line_errors(
+    p = one_line_errors(
         subparsers.add_parser("fit", help="fit the ScaleRL sigmoid to runs and forecast")
     )
     _add_curve_options(p)
@@ -146,7 +147,7 @@ def register(subparsers) -> None:
     p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
     p.set_defaults(func=_guard(fit_command))
 
-    p = _one_line_errors(
+    p = one_line_errors(
         subparsers.add_parser("compare", help="compare runs with the paper's A-margin rule")
     )
     _add_curve_options(p)
@@ -164,29 +165,30 @@ def register(subparsers) -> None:
     p.add_argument("--json", type=Path, metavar="FILE", help="write the comparison as JSON")
     p.set_defaults(func=_guard(compare_command))
 
-    p = _one_line_errors(
+    p = one_line_errors(
         subparsers.add_parser("demo-fit", help="forecasting demo on the bundled synthetic curves")
     )
     p.add_argument("--out", type=Path, default=Path("out/demo-fit"), help="output folder")
     p.set_defaults(func=_guard(demo_command))
 
 
-def _one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Bad flags end with one sentence and exit code 2, like every other bad input."""
-
-    def error(message: str):
-        parser.exit(EXIT_BAD_INPUT, f"{parser.prog}: error: {message} (see --help).\n")
-
-    parser.error = error  # type: ignore[method-assign]
-    return parser
-
-
 def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Run ``handler``; bad input becomes one sentence on stderr and exit code 2."""
+    """Run ``handler``; bad input becomes one sentence on stderr and exit code 2, and each
+    ``CurveWarning`` one line on stderr."""
 
     def run(args: argparse.Namespace) -> int:
         try:
-            return handler(args)
+            with warnings.catch_warnings():
+                warnings.simplefilter("always", CurveWarning)
+                shown = warnings.showwarning
+
+                def show(message, category, *rest, **kwargs):
+                    if not issubclass(category, CurveWarning):
+                        return shown(message, category, *rest, **kwargs)
+                    print(f"scalerl {args.command}: warning: {message}", file=sys.stderr)
+
+                warnings.showwarning = show
+                return handler(args)
         except CurveError as err:
             message = str(err)
         except OSError as err:
@@ -362,10 +364,8 @@ def fit_command(args: argparse.Namespace) -> int:
 # --- scalerl compare -------------------------------------------------------------------
 
 
-def _compare(args: argparse.Namespace, curves: list[Curve]):
+def _compare(args: argparse.Namespace, curves: list[Curve], options: FitOptions):
     """Comparison, LOO table and (with --fit-frac) extrapolation scores."""
-    options = options_from(args)
-    _check_fraction(args.fit_frac, "--fit-frac", allow_one=False)
     comparison = compare_runs(curves, options=options, budget=not args.no_budget)
     loo = loo_table(curves, baseline=args.baseline, options=options)
     extrapolation = []
@@ -376,10 +376,12 @@ def _compare(args: argparse.Namespace, curves: list[Curve]):
 
 def compare_command(args: argparse.Namespace) -> int:
     """``scalerl compare``: table, verdict, and the figure / HTML / Markdown / JSON."""
+    options = options_from(args)  # bad flags fail before anything is read or printed
+    _check_fraction(args.fit_frac, "--fit-frac", allow_one=False)
     curves = _load(args)
     console = report.console()
     _columns(console, curves)
-    comparison, loo, extrapolation = _compare(args, curves)
+    comparison, loo, extrapolation = _compare(args, curves, options)
     rep = report.comparison_report(
         comparison, loo=loo if args.baseline else None, extrapolation=extrapolation
     )

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CurveError", "validate_curve"]
+__all__ = ["CurveError", "CurveWarning", "validate_curve"]
 
 
 class CurveError(ValueError):
     """A compute/reward curve that cannot be fitted, with a one-sentence reason."""
+
+
+class CurveWarning(UserWarning):
+    """A curve that was read with a caveat (a torn log tail); one sentence, naming the file."""
 
 
 def _where(source: str | None) -> str:

@@ -2,8 +2,8 @@
 
 Formats, picked by file name:
 
-- ``*.csv``: one row per evaluation, a header row; leading lines starting with ``#`` are
-  comments. Rows whose reward cell is empty are skipped (sparse logs that mix training
+- ``*.csv`` (comma-separated) and ``*.tsv`` (tab-separated): one row per evaluation, a header
+  row; leading lines starting with ``#`` are comments. Rows whose reward cell is empty are skipped (sparse logs that mix training
   and evaluation rows). A ``run`` / ``run_name`` column splits the file into one curve per run.
 - W&B chart exports (``*.csv`` whose columns look like ``<run> - <metric>``, with
   ``__MIN`` / ``__MAX`` companions): one curve per run; the ``__MIN`` / ``__MAX`` columns
@@ -26,7 +26,8 @@ Column choice (``x`` compute, ``y`` reward), matched exactly, then case-insensit
 - An explicit ``x`` together with ``step_to_compute`` multiplies that column by the factor.
 
 Every problem raises :class:`~scalerl.fit.errors.CurveError` with one sentence naming the
-file and the field or line. Checks done here need the line: unparsable or NaN/inf values,
+file and the field or line, unreadable files included (binary or not UTF-8, a symbolic link
+loop, a CSV cell over ``csv.field_size_limit()``, JSON nested past the parser's depth). Checks done here need the line: unparsable or NaN/inf values,
 negative or non-increasing compute, reward outside [0, 1]. Point-count and flat-curve
 checks belong to the fitter (``fit_sigmoid``); callers prefix its message with
 :attr:`Curve.source`.
@@ -39,7 +40,7 @@ import glob
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,18 +220,52 @@ def _build(
 # --- CSV and W&B CSV -------------------------------------------------------------------
 
 
+def _not_binary(path: Path, head: bytes) -> None:
+    if b"\0" in head:
+        raise CurveError(f"{path} is not a text log: it holds binary data.")
+
+
+def _not_utf8(path: Path, line: int, err: UnicodeDecodeError) -> CurveError:
+    byte = err.object[err.start]
+    return CurveError(f"{path} line {line} is not UTF-8 text (byte 0x{byte:02x}); save the file as UTF-8.")
+
+
+def read_text(path: Path) -> str:
+    """The file as text; binary data or bytes that are not UTF-8 are one sentence naming the line."""
+    data = path.read_bytes()
+    _not_binary(path, data[:8192])
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise _not_utf8(path, data[: err.start].count(b"\n") + 1, err) from None
+
+
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text with its newline) one line at a time, checked as :func:`read_text`."""
+    with path.open("rb") as handle:
+        _not_binary(path, handle.read(8192))
+        handle.seek(0)
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as err:
+                raise _not_utf8(path, number, err) from None
+
+
 def _read_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """Header and (line number, cells) rows; '#' comment lines before the header skipped."""
-    text = path.read_text(encoding="utf-8-sig")
-    lines = text.splitlines()
+    lines = read_text(path).splitlines()
     start = 0
     while start < len(lines) and (lines[start].startswith("#") or not lines[start].strip()):
         start += 1
     if start == len(lines):
         raise CurveError(f"{path} is empty.")
-    reader = csv.reader(lines[start:])
-    header = [h.strip() for h in next(reader)]
-    rows = [(start + 1 + i + 1, row) for i, row in enumerate(reader) if any(c.strip() for c in row)]
+    reader = csv.reader(lines[start:], delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    try:
+        header = [h.strip() for h in next(reader)]
+        rows = [(start + 1 + i + 1, row) for i, row in enumerate(reader) if any(c.strip() for c in row)]
+    except csv.Error as err:
+        raise CurveError(f"{path} line {start + reader.line_num} is not a table row ({err}).") from None
     if not rows:
         raise CurveError(f"{path} has a header but no data rows.")
     return header, rows
@@ -247,7 +282,7 @@ def _is_wandb(header: Sequence[str]) -> bool:
 
 
 def read_csv(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True) -> list[Curve]:
-    """Curves from a plain CSV (one per ``run`` value) or a W&B chart export (one per run)."""
+    """Curves from a plain CSV or TSV (one per ``run`` value) or a W&B chart export (one per run)."""
     header, rows = _read_csv_rows(path)
     if _is_wandb(header):
         return _read_wandb(
@@ -310,19 +345,20 @@ def read_jsonl(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True
     by a live run (the file is read while training appends to it): it is skipped.
     """
     records: list[tuple[int, dict]] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as err:
-                if not text.endswith("\n"):  # only the last line can lack it
-                    break  # a torn last record of a live run
-                raise CurveError(f"{path} line {number} is not valid JSON ({err.msg}).") from None
-            if not isinstance(record, dict):
-                raise CurveError(f"{path} line {number} is not a JSON object.")
-            records.append((number, record))
+    for number, text in _text_lines(path):
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as err:
+            if not text.endswith("\n"):  # only the last line can lack it
+                break  # a torn last record of a live run
+            raise CurveError(f"{path} line {number} is not valid JSON ({err.msg}).") from None
+        except RecursionError:
+            raise CurveError(f"{path} line {number} is JSON nested too deeply to be a log record.") from None
+        if not isinstance(record, dict):
+            raise CurveError(f"{path} line {number} is not a JSON object.")
+        records.append((number, record))
     if not records:
         raise CurveError(f"{path} is empty.")
     columns = list(dict.fromkeys(k for _, rec in records for k in rec))
@@ -362,6 +398,8 @@ def read_curves(
     """All curves in one file (or TensorBoard directory); the format follows the name."""
     path = Path(path)
     if not path.exists():
+        if path.is_symlink():
+            raise CurveError(f"{path} is a symbolic link that leads nowhere (a loop, or a missing target).")
         raise CurveError(f"{path} does not exist.")
     kwargs = dict(x=x, y=y, step_to_compute=step_to_compute, bounded=bounded)
     if _is_tensorboard(path):
@@ -423,8 +461,12 @@ def expand_paths(paths_or_globs: str | Path | Sequence[str | Path]) -> list[Path
     seen: set[Path] = set()
     unique = []
     for path in out:
-        if path.resolve() not in seen:
-            seen.add(path.resolve())
+        try:
+            key = path.resolve()
+        except (OSError, RuntimeError):  # a symbolic link loop: read_curves names it
+            key = path.absolute()
+        if key not in seen:
+            seen.add(key)
             unique.append(path)
     return unique
 

@@ -3,15 +3,22 @@
 A file named ``*tfevents*`` or a directory holding them: scalar tags are the columns; the
 x tag is joined to the reward tag by step (linear interpolation in step where the x tag was
 logged at other steps). TensorBoard's own reader does the parsing, imported lazily.
+
+A file whose last record is cut short (a run killed mid-write, a partial copy) is read up
+to its last whole record, with a :class:`~scalerl.fit.errors.CurveWarning` that says so
+(the CLI prints it as one line on stderr); TensorBoard's reader would skip the torn tail
+silently.
 """
 
 from __future__ import annotations
 
+import struct
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from scalerl.fit.errors import CurveError
+from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.io import Curve, _build, _choose
 
 
@@ -35,6 +42,32 @@ def _tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+def torn_tail(path: Path) -> tuple[int, int]:
+    """``(whole records, bytes after them)`` of a TFRecord file, by its framing alone: each
+    record is a little-endian u64 length, a u32 CRC, the data and another u32 CRC."""
+    size, offset, records = path.stat().st_size, 0, 0
+    with path.open("rb") as handle:
+        while offset + 12 <= size:
+            handle.seek(offset)
+            (length,) = struct.unpack("<Q", handle.read(8))
+            if offset + 16 + length > size:
+                break
+            offset += 16 + length
+            records += 1
+    return records, size - offset
+
+
+def _warn_if_torn(path: Path) -> None:
+    records, torn = torn_tail(path)
+    if torn:
+        warnings.warn(
+            f"{path}: the last {torn} bytes are a record cut short (the file is truncated, or still "
+            f"being written); read the {records} whole records before them.",
+            CurveWarning,
+            stacklevel=2,
+        )
+
+
 def _tb_file_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """tag -> (steps, values) of one event file (TF1 simple_value and TF2 tensor form)."""
     from tensorboard.backend.event_processing import event_accumulator as ea
@@ -45,6 +78,7 @@ def _tb_file_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         acc.Reload()
     except Exception as err:  # the library raises assorted errors on corrupt files
         raise CurveError(f"{path} is not a readable TensorBoard event file ({err}).") from None
+    _warn_if_torn(path)
     tags = acc.Tags()
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for tag in tags.get("scalars", []):
