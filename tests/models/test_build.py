@@ -5,7 +5,8 @@ from scalerl.models.build import PRESETS, build_model, count_parameters
 
 VOCAB = 140
 # Measured counts (llama, untied, vocab 140); the ranges are the promised sizes.
-EXPECTED = {"nano": (0.7e6, 1.3e6), "micro": (2e6, 4e6), "small": (9e6, 15e6), "base": (40e6, 60e6)}
+EXPECTED = {"nano": (0.7e6, 1.3e6), "micro": (2e6, 4e6), "small": (9e6, 15e6), "base": (40e6, 60e6),
+            "large": (100e6, 300e6)}
 
 
 @pytest.mark.parametrize("preset", ["nano", "micro", "small"])
@@ -17,15 +18,16 @@ def test_preset_parameter_counts_in_range(preset, arch):
     assert type(model).__name__.lower().startswith(arch)
 
 
-def test_base_preset_size_from_config_alone():
-    # Build on the meta device: counting 50M params needs no memory or init time.
+@pytest.mark.parametrize("preset", ["base", "large"])
+def test_big_preset_sizes_from_config_alone(preset):
+    # Build on the meta device: counting 50M-190M params needs no memory or init time.
     from transformers import AutoModelForCausalLM
 
     from scalerl.models.build import model_config
 
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(model_config("base", VOCAB))
-    lo, hi = EXPECTED["base"]
+        model = AutoModelForCausalLM.from_config(model_config(preset, VOCAB))
+    lo, hi = EXPECTED[preset]
     assert lo <= count_parameters(model) <= hi
 
 

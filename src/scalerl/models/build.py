@@ -10,6 +10,10 @@ laptop CPU. Parameter counts measured with the built-in task tokenizer (vocab 14
 | micro  | 192    | 6      | 6 (6)      | 512  | ~2.7M          |
 | small  | 320    | 8      | 8 (4)      | 1152 | ~11.4M         |
 | base   | 512    | 16     | 8 (4)      | 1536 | ~50.5M         |
+| large  | 1024   | 16     | 16 (8)     | 2816 | ~190M          |
+
+``large`` is for GPU checks (``scripts/gpu_check.sh``): a 100–300M model built from a config,
+so throughput on a GPU is measured without downloading weights.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ PRESETS: dict[str, Preset] = {
     "micro": Preset(192, 6, 6, 6, 512),
     "small": Preset(320, 8, 8, 4, 1152),
     "base": Preset(512, 16, 8, 4, 1536),
+    "large": Preset(1024, 16, 16, 8, 2816),
 }
 
 ATTN_IMPLEMENTATION = "sdpa"

@@ -1,0 +1,183 @@
+"""The GPU check: CUDA tests, engine and learner throughput, and a short pipeline-rl run.
+
+Everything a first session on a GPU needs to measure, in one process start, within about
+8 minutes on one H200, with every figure written to one JSON file (``--out``):
+
+1. ``gpu_tests``: ``pytest -m gpu tests/gpu`` (learner and ``TorchEngine`` on CUDA);
+2. ``engine``: ``TorchEngine`` against transformers ``generate`` at batch 64 and 256, new
+   tokens/s, on the ``large`` preset (~190M parameters, built from a config: nothing is
+   downloaded), bf16 body with the FP32 head;
+3. ``peak``: the dense matmul throughput this device reaches in the body's dtype (the MFU
+   denominator is measured here, not taken from a data sheet; the nominal H200 bf16 dense
+   peak, 989 TFLOP/s, is printed beside it);
+4. ``learner``: one optimiser step's trained tokens/s and MFU, ``6·N·tokens / time / peak``
+   (``scalerl.compute``'s FLOP count);
+5. ``pipeline``: 20 ``pipeline-rl`` steps end to end (``local`` backend), wall time and the
+   mean ``mismatch_kl``.
+
+``--dry-run`` runs the same code on whatever device there is with a tiny model and a few
+steps, so the suite can prove the script works without a GPU (figures then mean nothing).
+
+    scripts/gpu_check.sh --out gpu_check.json        # on the GPU machine
+    scripts/gpu_check.sh --dry-run --out /tmp/x.json  # anywhere
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from generation import _engine_generate, _hf_generate  # noqa: E402
+
+from scalerl.config import load_config  # noqa: E402
+from scalerl.data.curriculum import PromptPool  # noqa: E402
+from scalerl.metrics import read_records  # noqa: E402
+from scalerl.models import build_model, build_task_tokenizer, count_parameters, save_pretrained  # noqa: E402
+from scalerl.pipeline.run import train  # noqa: E402
+from scalerl.pipeline.train_step import train_step  # noqa: E402
+from scalerl.rollout.torch_engine import TorchEngine  # noqa: E402
+from scalerl.types import Completion, Group  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NOMINAL_PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
+"""Dense bf16 tensor-core peaks from the data sheets, for context beside the measured one."""
+FULL = {"preset": "large", "dtype": torch.bfloat16, "batches": [64, 256], "new_tokens": 128, "prompt_len": 32,
+        "repeats": 3, "peak_n": 8192, "learner_shape": (8, 8, 512), "steps": 20}
+DRY = {"preset": "nano", "dtype": torch.float32, "batches": [4, 8], "new_tokens": 8, "prompt_len": 8,
+       "repeats": 1, "peak_n": 256, "learner_shape": (2, 4, 16), "steps": 2}
+
+
+def _wall(fn, device: str) -> float:
+    """Wall seconds of ``fn`` with the device drained before and after (GPU work is async)."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def _median(fn, device: str, repeats: int) -> float:
+    fn()  # warm-up: kernels, allocator, caches
+    return statistics.median(_wall(fn, device) for _ in range(repeats))
+
+
+def gpu_tests() -> dict:
+    """Run the ``gpu``-marked tests; their summary line and exit status."""
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"],
+                         cwd=ROOT, capture_output=True, text=True)
+    lines = [ln for ln in run.stdout.splitlines() if re.search(r"\d+ (passed|skipped|failed|error)", ln)]
+    return {"returncode": run.returncode, "summary": lines[-1].strip("= ") if lines else run.stdout[-300:]}
+
+
+def engine_throughput(model, tokenizer, p: dict, device: str) -> list[dict]:
+    """New tokens/s of ``TorchEngine`` (FP32 head) and of ``model.generate``, per batch size."""
+    engine = TorchEngine(model, tokenizer, eos_token_ids=(), fp32_head=True, device=device)
+    rows = []
+    for batch in p["batches"]:
+        prompts = torch.randint(5, len(tokenizer), (batch, p["prompt_len"]), device=device)
+        ours = _median(_engine_generate(engine, prompts.cpu(), p["new_tokens"]), device, p["repeats"])
+        theirs = _median(_hf_generate(model, prompts, p["new_tokens"]), device, p["repeats"])
+        tokens = batch * p["new_tokens"]
+        rows.append({"batch": batch, "engine_tok_s": tokens / ours, "generate_tok_s": tokens / theirs,
+                     "engine_over_generate": theirs / ours})
+    return rows
+
+
+def matmul_peak(p: dict, device: str) -> float:
+    """FLOP/s of an ``n × n × n`` matmul in the body's dtype: the reachable dense peak."""
+    n = p["peak_n"]
+    a = torch.randn(n, n, device=device, dtype=p["dtype"])
+    b = torch.randn(n, n, device=device, dtype=p["dtype"])
+    return 2 * n**3 / _median(lambda: a @ b, device, max(3, p["repeats"]))
+
+
+def _synthetic_groups(P: int, G: int, length: int, vocab: int) -> list[Group]:
+    rng = np.random.default_rng(0)
+    groups = []
+    for p in range(P):
+        prompt = rng.integers(5, vocab, size=16)
+        comps = [Completion(prompt_tokens=prompt, tokens=rng.integers(5, vocab, size=length),
+                            logprobs=np.full(length, -3.0, dtype=np.float32), versions=np.zeros(length, dtype=np.int64),
+                            loss_mask=np.ones(length, dtype=bool), finish_reason="stop") for _ in range(G)]
+        groups.append(Group(p, comps, np.array([1.0, -1.0] * (G // 2), dtype=np.float32)))
+    return groups
+
+
+def learner_throughput(model, tokenizer, p: dict, device: str, peak: float) -> dict:
+    """Trained tokens/s and MFU of one optimiser step on P × G synthetic completions."""
+    P, G, length = p["learner_shape"]
+    cfg = load_config("scalerl", ["optim.micro_batch=8", "filters.zero_variance=false"])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    groups = _synthetic_groups(P, G, length, len(tokenizer))
+    tokens = {}
+
+    def step():
+        tokens["n"] = train_step(model, opt, sched, groups, cfg, PromptPool(P, seed=0), 0,
+                                 tokenizer.pad_token_id)["trained_tokens"]
+
+    seconds = _median(step, device, p["repeats"])
+    flops = 6 * count_parameters(model) * tokens["n"] / seconds
+    return {"shape": [P, G, length], "trained_tok_s": tokens["n"] / seconds, "flop_s": flops, "mfu": flops / peak}
+
+
+def pipeline_run(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
+    """``p["steps"]`` pipeline-rl steps of the recipe on ``model_dir``; wall time and mismatch."""
+    dtype = "float32" if dry else "bfloat16"
+    cfg = load_config("scalerl", [
+        f"model.base={model_dir}", f"model.dtype={dtype}", f"train.device={device}", "pipeline.backend=local",
+        "pipeline.mode=pipeline-rl", f"train.steps={p['steps']}", "eval.every=1000", "eval.num_prompts=8", "eval.k=1",
+        "log.progress=false", "log.tensorboard=false", "train.checkpoint_every=1000", "train.max_minutes=null",
+        "filters.zero_variance=false"] + (["pipeline.prompts_per_step=2", "pipeline.generations=2"] if dry else []))
+    with tempfile.TemporaryDirectory() as run_dir:
+        start = time.perf_counter()
+        train(cfg, run_dir, log=lambda *_: None)
+        wall = time.perf_counter() - start
+        records = read_records(Path(run_dir) / "metrics.jsonl")[1:]
+    return {"steps": len(records), "wall_s": wall, "steps_per_s": len(records) / wall,
+            "mismatch_kl_mean": float(np.mean([r["mismatch_kl"] for r in records])),
+            "staleness_max": max(r["staleness_max"] for r in records)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dry-run", action="store_true", help="tiny model, few steps, any device")
+    ap.add_argument("--out", type=Path, default=Path("gpu_check.json"))
+    args = ap.parse_args()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu" and not args.dry_run:
+        sys.exit("gpu_check: no CUDA device is visible; run with --dry-run to check the script on CPU")
+    p = DRY if args.dry_run else FULL
+    name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu"
+    report: dict = {"device": name, "torch": torch.__version__, "dry_run": args.dry_run, "preset": p["preset"]}
+    report["gpu_tests"] = gpu_tests()
+    tokenizer = build_task_tokenizer()
+    model = build_model(p["preset"], len(tokenizer), tokenizer=tokenizer, dtype=p["dtype"]).to(device)
+    report["params"] = count_parameters(model)
+    report["engine"] = engine_throughput(model, tokenizer, p, device)
+    report["peak_flop_s"] = matmul_peak(p, device)
+    report["nominal_peak_flop_s"] = next((v for k, v in NOMINAL_PEAK.items() if k in name), None)
+    report["learner"] = learner_throughput(model, tokenizer, p, device, report["peak_flop_s"])
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = save_pretrained(model.float().cpu(), tokenizer, Path(tmp) / "model")
+        report["pipeline"] = pipeline_run(p, model_dir, device, args.dry_run)
+    args.out.write_text(json.dumps(report, indent=1))
+    print(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""``scripts/gpu_check.sh --dry-run`` works on this machine (tiny model, a few steps)."""
+
+import json
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_gpu_check_dry_run_writes_every_figure(tmp_path):
+    out = tmp_path / "gpu_check.json"
+    run = subprocess.run([str(ROOT / "scripts" / "gpu_check.sh"), "--dry-run", "--out", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stderr[-2000:]
+    report = json.loads(out.read_text())
+    assert report["dry_run"] and report["gpu_tests"]["returncode"] in (0, 5)  # 5: all skipped / none ran
+    assert [r["batch"] for r in report["engine"]] == [4, 8]
+    assert all(r["engine_tok_s"] > 0 and r["generate_tok_s"] > 0 for r in report["engine"])
+    assert report["peak_flop_s"] > 0 and 0 < report["learner"]["mfu"]
+    assert report["pipeline"]["steps"] == 2 and report["pipeline"]["staleness_max"] <= 1
