@@ -7,6 +7,8 @@ a random-init nano model (no SFT warm-up) so the whole file stays well under a m
 from __future__ import annotations
 
 import logging
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,11 +25,16 @@ from scalerl.pipeline.run import train  # noqa: E402
 from scalerl.types import PromptAssignment, SamplingParams  # noqa: E402
 
 
+STANDIN = str(Path(__file__).parents[1] / "rollout" / "vllm_standin")
+"""The torch-backed stand-in of vLLM's API; on every worker's path, imported only by the
+test that asks for ``rollout.engine=vllm``."""
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     torch.set_num_threads(1)
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-             runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
+             runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": STANDIN}})
     yield
     ray.shutdown()
 
@@ -67,6 +74,17 @@ def test_ray_backend_trains_within_the_lag_bound(local_ray, nano_dir, tmp_path):
     # the learner did train: each step forwarded P x G = 4 completions' tokens
     assert all(r["trained_tokens"] > 0 for r in trained)
     assert ray.is_initialized()  # a Ray the caller started is left running
+
+
+def test_ray_backend_drives_the_vllm_engine(local_ray, nano_dir, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(STANDIN)
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    cfg = load_config("scalerl", _overrides(nano_dir, **{"rollout.engine": "vllm", "train.steps": 2}))
+    last = train(cfg, tmp_path / "run", log=lambda *_: None)
+    trained = read_records(tmp_path / "run" / "metrics.jsonl")[1:]
+    assert last["version"] == 2 and all(r["staleness_max"] <= 1 for r in trained)
+    assert all(r["mismatch_kl"] < 1e-6 for r in trained)  # the stand-in scores in fp32, as the trainer
+    sys.modules.pop("vllm", None)
 
 
 def _collect_one(backend, publish_from=None, model=None):
