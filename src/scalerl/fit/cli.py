@@ -32,7 +32,6 @@ from scalerl.fit.options import FitOptions
 from scalerl.fit.resample import PooledFit, pooled_fit
 
 
-
 def _r0(text: str) -> float | str:
     if text in ("first", "fit"):
         return text

@@ -22,7 +22,13 @@ from typing import Any
 
 import torch
 
-from scalerl.checkpoint import atomic_write, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from scalerl.checkpoint import (
+    atomic_write,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from scalerl.compute import ComputeMeter
 from scalerl.config import Config, ConfigError, dump_config
 from scalerl.eval import Evaluator
