@@ -4,7 +4,7 @@ A run is described by one YAML file (a *recipe*). A recipe may ``extends:`` anot
 name (``src/scalerl/recipes/NAME.yaml``) or by path; the child is deep-merged over the parent,
 so a leave-one-out variant is a few lines that revert one axis. ``--set key.sub=value``
 overrides are parsed as YAML scalars (so ``1e-5`` is a float and ``null`` is None) and
-merged last. The merged mapping is validated by pydantic v2 with ``extra="forbid"`` and
+merged last (the layering lives in ``scalerl.config_layers``). The merged mapping is validated by pydantic v2 with ``extra="forbid"`` and
 frozen models, so an unknown or mistyped key is an error that names the key and the file
 (or ``--set``) it came from; ``ConfigError`` carries that one sentence.
 
@@ -26,13 +26,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-RECIPE_DIR = Path(__file__).parent / "recipes"
+# the loading API is this module's: re-exported
+from scalerl.config_layers import RECIPE_DIR as RECIPE_DIR
+from scalerl.config_layers import ConfigError as ConfigError
+from scalerl.config_layers import Layers, merged_layers
+from scalerl.config_layers import parse_override as parse_override
+from scalerl.config_layers import recipe_names as recipe_names
+from scalerl.config_layers import resolve_recipe as resolve_recipe
+
 DEFAULT_RECIPE = "scalerl"
 """The recipe ``scalerl train`` runs when none is named."""
-
-
-class ConfigError(ValueError):
-    """A bad recipe or override; the message is one sentence naming the key and its source."""
 
 
 class _Frozen(BaseModel):
@@ -407,98 +410,6 @@ class Config(_Frozen):
 # ---------------------------------------------------------------------------- loading
 
 
-def recipe_names() -> list[str]:
-    """Names of the recipes shipped in ``scalerl/recipes``."""
-    return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
-
-
-def resolve_recipe(name_or_path: str | Path) -> Path:
-    """A recipe name (``scalerl``, ``loo-dapo``) or a YAML path -> the file."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
-            raise ConfigError(f"recipe file {path} does not exist.")
-        return path
-    shipped = RECIPE_DIR / f"{name_or_path}.yaml"
-    if not shipped.is_file():
-        raise ConfigError(
-            f"unknown recipe {name_or_path!r}; choose one of {', '.join(recipe_names())} or give a YAML path."
-        )
-    return shipped
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError as err:
-        line = err.object[: err.start].count(b"\n") + 1
-        raise ConfigError(f"{path} line {line} is not UTF-8 text (byte 0x{err.object[err.start]:02x}).") from None
-    except OSError as err:
-        raise ConfigError(f"cannot read {path} ({err.strerror or err}).") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{where} is not valid YAML ({getattr(err, 'problem', err)}).") from err
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of config keys, not {type(data).__name__}.")
-    return data
-
-
-def _layers(path: Path, seen: tuple[Path, ...] = ()) -> list[tuple[str, dict[str, Any]]]:
-    """(source, mapping) from the root ancestor down to ``path``; ``extends`` is consumed."""
-    path = path.resolve()
-    if path in seen:
-        raise ConfigError(f"{path} extends itself through a cycle of recipes.")
-    data = _read_yaml(path)
-    parent = data.pop("extends", None)
-    layers = _layers(resolve_recipe(parent), (*seen, path)) if parent else []
-    return [*layers, (str(path), data)]
-
-
-def _task_switch(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` with ``task.knobs: {}`` added when it switches the task without naming knobs."""
-    task = over.get("task")
-    if not isinstance(task, dict) or "name" not in task or "knobs" in task:
-        return over
-    prev, default = base.get("task"), TaskConfig.model_fields["name"].default
-    old = prev.get("name", default) if isinstance(prev, dict) else default
-    return over if task["name"] == old else {**over, "task": {**task, "knobs": {}}}
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "knobs":
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def parse_override(text: str) -> tuple[str, dict[str, Any]]:
-    """``"optim.lr=1e-4"`` -> ``("optim.lr", {"optim": {"lr": 1e-4}})``; the value is YAML-typed."""
-    if "=" not in text:
-        raise ConfigError(f"--set {text!r} must look like key.sub=value.")
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    if not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"--set {text!r} has an empty key part.")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    # YAML reads 1e-4 as a string (no dot); floats must stay floats
-    if isinstance(value, str):
-        try:
-            value = float(value) if any(c in value for c in "eE.") else value
-        except ValueError:
-            pass
-    nested: dict[str, Any] = value
-    for part in reversed(key.split(".")):
-        nested = {part: nested}
-    return key, nested
-
-
 def _has_path(data: Any, loc: tuple) -> bool:
     for part in loc:
         if not isinstance(data, dict) or part not in data:
@@ -507,7 +418,7 @@ def _has_path(data: Any, loc: tuple) -> bool:
     return True
 
 
-def _explain(err: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:
+def _explain(err: ValidationError, layers: Layers) -> str:
     first = err.errors()[0]
     loc = tuple(str(p) for p in first["loc"] if not isinstance(p, int))
     key = ".".join(loc) or "<root>"
@@ -531,16 +442,7 @@ def load_config(
 
     Raises ``ConfigError`` with one sentence naming the offending key and its file.
     """
-    layers = _layers(resolve_recipe(recipe)) if recipe is not None else []
-    merged: dict[str, Any] = {}
-    for _, data in layers:
-        merged = _merge(merged, _task_switch(merged, data))
-    sets: dict[str, Any] = {}  # one layer for the task switch: the order of --set is free
-    for text in overrides:
-        key, nested = parse_override(text)
-        layers.append((f"--set {key}", nested))
-        sets = _merge(sets, nested)
-    merged = _merge(merged, _task_switch(merged, sets))
+    layers, merged = merged_layers(recipe, overrides, TaskConfig.model_fields["name"].default)
     try:
         return Config.model_validate(merged)
     except ValidationError as err:
