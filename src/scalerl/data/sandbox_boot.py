@@ -100,7 +100,10 @@ def _audit_config(os, sandbox_dir):
     )
 
 
-def _plain_repr(value, _type=type, _repr=repr, _len=len, _plain=(type(None), bool, int, float, str)):
+_PLAIN = (type(None), bool, int, float, str)
+
+
+def _plain_repr(value, _type=type, _repr=repr, _len=len, _plain=_PLAIN):
     """``repr(value)`` if it is plain data (exact built-in types, finite floats), else None."""
     stack, seen = [(value, 0)], 0
     while stack:
