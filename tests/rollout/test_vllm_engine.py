@@ -7,7 +7,6 @@ shapes of vLLM's ``RequestOutput`` / ``CompletionOutput`` / ``Logprob`` objects.
 
 import sys
 import types
-from dataclasses import dataclass
 
 import pytest
 import torch
@@ -15,67 +14,27 @@ import torch
 from scalerl.types import SamplingParams
 
 from .tiny import make_tokenizer
+from .vllm_standin.vllm import Engine, Logprob  # the torch-backed stand-in; scripted here
 
 EOS, CLOSE, MARK = 1, 3, 20  # MARK in a prompt: the fake closes its thinking at once
 
 
-@dataclass
-class Logprob:
-    logprob: float
-
-
-@dataclass
-class CompletionOutput:
-    token_ids: list
-    logprobs: list
-    finish_reason: str | None
-
-
-@dataclass
-class RequestOutput:
-    request_id: str
-    outputs: list
-    finished: bool
-    prompt_logprobs: list | None
-
-
-class FakeEngine:
+class FakeEngine(Engine):
     """One token per request per step. Token rule: ``</think>`` first if the prompt holds
     MARK; EOS once ``</think>`` is in the context and one answer token was written; else
-    filler ``40 + step``. Log-prob of every sampled token: ``-weight``."""
+    filler ``40 + step``. Log-prob of every sampled token: ``-weight``; of prompt tokens −2."""
 
-    def __init__(self, llm):
-        self.llm, self.requests = llm, {}
-
-    def add_request(self, rid, prompt, sp):
-        self.requests[rid] = dict(prompt=list(prompt["prompt_token_ids"]), sp=sp, out=[], lps=[], first=True)
-
-    def has_unfinished_requests(self):
-        return bool(self.requests)
-
-    def _next(self, r):
+    def _sample(self, r):
         context = r["prompt"] + r["out"]
         if MARK in r["prompt"] and not r["out"] and CLOSE not in context:
-            return CLOSE
-        after = len(context) - 1 - context.index(CLOSE) if CLOSE in context else -1
-        return EOS if after >= 1 else 40 + len(r["out"]) % 10
+            token = CLOSE
+        else:
+            after = len(context) - 1 - context.index(CLOSE) if CLOSE in context else -1
+            token = EOS if after >= 1 else 40 + len(r["out"]) % 10
+        return token, -self.llm.weight, [None] + [{t: Logprob(-2.0)} for t in r["prompt"][1:]]
 
-    def step(self):
-        outputs = []
-        for rid, r in list(self.requests.items()):
-            token = self._next(r)
-            r["out"].append(token)
-            r["lps"].append({token: Logprob(-self.llm.weight)})
-            reason = "stop" if token == EOS else ("length" if len(r["out"]) >= r["sp"].max_tokens else None)
-            prompt_lps = None
-            if r["first"] and r["sp"].prompt_logprobs is not None:
-                prompt_lps = [None] + [{t: Logprob(-2.0)} for t in r["prompt"][1:]]
-            r["first"] = False
-            outputs.append(RequestOutput(rid, [CompletionOutput(list(r["out"]), list(r["lps"]), reason)],
-                                         reason is not None, prompt_lps))
-            if reason is not None:
-                del self.requests[rid]
-        return outputs
+    def _stopped(self, r, token):
+        return token == EOS
 
 
 class FakeLLM:

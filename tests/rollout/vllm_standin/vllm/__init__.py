@@ -43,7 +43,7 @@ def SamplingParams(**kwargs):  # noqa: N802 - vLLM's name
     return types.SimpleNamespace(**kwargs)
 
 
-class _Engine:
+class Engine:
     def __init__(self, llm: LLM) -> None:
         self.llm, self.requests = llm, {}
 
@@ -56,25 +56,30 @@ class _Engine:
         return bool(self.requests)
 
     @torch.no_grad()
-    def _log_probs(self, ids: list[int], temperature: float) -> torch.Tensor:  # (len(ids), V)
-        logits = self.llm.model(torch.tensor([ids])).logits[0].float()
-        return torch.log_softmax(logits / temperature, dim=-1)
+    def _sample(self, r: dict) -> tuple[int, float, list | None]:
+        """The next token of request ``r``, its processed log-prob, and the prompt's
+        log-probs (``[None, {token: Logprob}, ...]``, as vLLM's ``prompt_logprobs``)."""
+        context = r["prompt"] + r["out"]
+        logits = self.llm.model(torch.tensor([context])).logits[0].float()
+        logp = torch.log_softmax(logits / r["sp"].temperature, dim=-1)  # (len(context), V)
+        token = int(torch.multinomial(logp[-1].exp(), 1, generator=r["gen"]))
+        prompt = [None] + [{t: Logprob(float(logp[j, t]))} for j, t in enumerate(r["prompt"][1:])]
+        return token, float(logp[-1, token]), prompt
+
+    def _stopped(self, r: dict, token: int) -> bool:
+        tok = self.llm.tokenizer
+        text = tok.decode(r["out"])
+        return token == tok.eos_token_id or any(s and text.endswith(s) for s in r["sp"].stop)
 
     def step(self) -> list[RequestOutput]:
+        """One token for every live request."""
         outputs = []
-        tok = self.llm.tokenizer
         for rid, r in list(self.requests.items()):
-            sp, context = r["sp"], r["prompt"] + r["out"]
-            logp = self._log_probs(context, sp.temperature)
-            token = int(torch.multinomial(logp[-1].exp(), 1, generator=r["gen"]))
+            token, logprob, prompt = self._sample(r)
             r["out"].append(token)
-            r["lps"].append({token: Logprob(float(logp[-1, token]))})
-            text = tok.decode(r["out"])
-            stopped = token == tok.eos_token_id or any(s and text.endswith(s) for s in sp.stop)
-            reason = "stop" if stopped else ("length" if len(r["out"]) >= sp.max_tokens else None)
-            prompt_lps = None
-            if r["first"] and sp.prompt_logprobs is not None:
-                prompt_lps = [None] + [{t: Logprob(float(logp[j, t]))} for j, t in enumerate(r["prompt"][1:])]
+            r["lps"].append({token: Logprob(logprob)})
+            reason = "stop" if self._stopped(r, token) else ("length" if len(r["out"]) >= r["sp"].max_tokens else None)
+            prompt_lps = prompt if r["first"] and r["sp"].prompt_logprobs is not None else None
             r["first"] = False
             outputs.append(RequestOutput(rid, [CompletionOutput(list(r["out"]), list(r["lps"]), reason)],
                                          reason is not None, prompt_lps))
@@ -90,7 +95,7 @@ class LLM:
         self.kwargs = kwargs
         self.model, self.tokenizer = load_pretrained(model, dtype)
         self.model.eval()
-        self.llm_engine = _Engine(self)
+        self.llm_engine = Engine(self)
         runner = types.SimpleNamespace(model=types.SimpleNamespace(load_weights=self._load_weights))
         self.worker = types.SimpleNamespace(model_runner=runner)
         self.loads = 0
