@@ -1,4 +1,5 @@
-"""Pipeline test fixtures: one torch thread per test process (the machine has two cores)."""
+"""Pipeline test fixtures: one torch thread per test process (the machine has two cores); the
+shared model fixtures (``warm_model_dir``, ``nano_dir``) are in ``tests/conftest.py``."""
 
 from __future__ import annotations
 
@@ -9,28 +10,6 @@ import torch
 @pytest.fixture(autouse=True)
 def _one_thread():
     torch.set_num_threads(1)
-
-
-SMALL_TASK = {"min_digits": 1, "max_digits": 2}
-"""Addition small enough for SFT to reach a useful band in about a minute on one core, yet
-with validation problems whose column facts also occur in training problems (with one-digit
-operands only, every validation fact would be unseen in training and RL could not help)."""
-
-
-@pytest.fixture(scope="session")
-def warm_model_dir(tmp_path_factory):
-    """A nano model SFT-warmed on small additions (shared by the run-level tests)."""
-    from scalerl.data.tasks import get_task
-    from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.models.sft import sft_warmup
-
-    torch.set_num_threads(1)
-    out = tmp_path_factory.mktemp("warm") / "model"
-    tokenizer = build_task_tokenizer()
-    model = build_model("nano", len(tokenizer), seed=0, tokenizer=tokenizer)
-    sft_warmup(get_task("addition", **SMALL_TASK), model, tokenizer, target_band=(0.15, 0.4),
-               max_seconds=120, seed=0, output_dir=out)
-    return out
 
 
 def run_overrides(model_dir, **extra) -> list[str]:
@@ -48,17 +27,3 @@ def run_overrides(model_dir, **extra) -> list[str]:
     }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
-
-
-@pytest.fixture(scope="session")
-def nano_dir(tmp_path_factory):
-    """An untrained nano model with the task tokenizer: a real run, seconds long."""
-    import torch
-
-    from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.models.load import save_pretrained
-
-    torch.set_num_threads(1)
-    tokenizer = build_task_tokenizer()
-    model = build_model("nano", len(tokenizer), seed=0, tokenizer=tokenizer)
-    return save_pretrained(model, tokenizer, tmp_path_factory.mktemp("nano") / "model")

@@ -1,13 +1,14 @@
-"""``scalerl sweep``: train recipes x seeds, then compare them with the sigmoid law.
+"""``scalerl sweep`` (train a grid, then compare) and ``scalerl report`` (the study's report).
 
-    scalerl sweep --loo --seeds 0 1 --set train.steps=60 --out runs/loo
-    scalerl sweep --recipes scalerl loo-dapo --out runs/dapo --report-only
+    scalerl sweep SPEC.yaml --out runs/batch                 # recipes x seeds x scaling axes
+    scalerl sweep --loo --seeds 0 1 --set train.steps=60 --out runs/loo   # shortcut, no spec
+    scalerl report runs/batch --html batch.html --markdown batch.md
 
-Every variant trains into ``OUT/<recipe>/seed<k>``; finished ones are skipped and unfinished
-ones resume, so rerunning the same command continues a sweep. At the end the seeds of each
-recipe are pooled into one curve and ``OUT/report.md`` / ``report.html`` /
-``comparison.json`` hold the fits, the verdict and (with ``scalerl`` in the sweep) the
-leave-one-out table. Bad input prints one sentence and exits with code 2.
+A sweep trains every point into ``OUT/<recipe>/<axis>=<value>,.../seed<k>``; finished points
+are skipped and unfinished ones resume, so rerunning the same command continues it. ``OUT``
+remembers its spec (``OUT/sweep.yaml``) and refuses points of a different one. At the end
+``OUT/report.md`` / ``report.html`` / ``comparison.json`` hold the fits and verdicts. ``scalerl
+report DIR`` reads every ``metrics.jsonl`` under DIR. Bad input is one sentence, exit code 2.
 """
 
 from __future__ import annotations
@@ -19,41 +20,112 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("sweep", help="train recipes x seeds (e.g. the leave-one-out study) and compare them",
+    p = subparsers.add_parser("sweep", help="train recipes x seeds x scaling axes and compare them",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("spec", nargs="?", type=Path, help="a sweep spec (YAML; see scalerl.experiments.spec)")
     p.add_argument("--recipes", nargs="+", default=[], metavar="RECIPE", help="recipe names or YAML paths")
     p.add_argument("--loo", action="store_true", help="add scalerl and every shipped loo-* recipe")
-    p.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED")
+    p.add_argument("--seeds", nargs="+", type=int, default=None, metavar="SEED")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override applied to every variant, e.g. --set train.steps=60 (repeatable)")
+                   help="override applied to every point, e.g. --set train.steps=60 (repeatable)")
     p.add_argument("--out", type=Path, help="sweep folder (default: runs/sweep-TIMESTAMP)")
+    p.add_argument("--parallel", help="points at once: 'auto' (as the cores allow) or N; overrides the spec")
+    p.add_argument("--runner", choices=["local", "ray"], help="local subprocesses or Ray tasks; overrides the spec")
     p.add_argument("--x", help="compute axis of the fits (default compute_gpu_hours; 'flops' is hardware-free)")
     p.add_argument("--report-only", action="store_true", help="skip training; compare the runs in OUT")
     p.set_defaults(func=handle)
+    r = subparsers.add_parser("report", help="the study report of a sweep or any folder of runs",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("dir", type=Path, help="a folder holding run directories (each with metrics.jsonl)")
+    r.add_argument("--html", type=Path, help="self-contained HTML (default DIR/study.html)")
+    r.add_argument("--markdown", type=Path, help="Markdown, figures beside it (default DIR/study.md)")
+    r.add_argument("--x", help="compute axis (default compute_gpu_hours)")
+    r.set_defaults(func=handle_report)
+
+
+def _plan(args: argparse.Namespace, out: Path):
+    """The points to train and how: from a spec, or from the shortcut flags."""
+    from scalerl.config import ConfigError
+    from scalerl.experiments.spec import SweepSpec, load_spec, points
+    from scalerl.experiments.sweep import loo_recipes, plan
+
+    if args.spec is not None:
+        if args.recipes or args.loo:
+            raise ConfigError("give either a sweep spec or --recipes/--loo, not both")
+        spec = load_spec(args.spec)
+        if args.seeds:
+            spec = SweepSpec(**{**spec.__dict__, "seeds": tuple(args.seeds)})
+        return points(spec, out, tuple(args.overrides)), spec
+    recipes = list(dict.fromkeys([*(loo_recipes() if args.loo else []), *args.recipes]))
+    variants = plan(recipes, args.seeds or [0], args.overrides, out)
+    return variants, None
+
+
+def _parallel(args, spec, variants) -> int:
+    from scalerl.config import ConfigError
+    from scalerl.experiments.runners import auto_parallel
+
+    value = args.parallel if args.parallel is not None else ("auto" if spec is None or spec.parallel is None
+                                                             else str(spec.parallel))
+    if value == "auto":
+        return auto_parallel([v.config for v in variants]) if spec is not None or args.parallel else 1
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"--parallel must be 'auto' or a positive integer; got {value!r}")
+    return int(value)
+
+
+def _record(args, spec, variants) -> dict:
+    """What the sweep folder remembers, to refuse mixing points of another sweep."""
+    if spec is not None:
+        return {**spec.to_dict(), "set": [*spec.overrides, *args.overrides]}
+    return {"name": "recipes", "recipes": list(dict.fromkeys(v.recipe for v in variants)),
+            "seeds": sorted({v.seed for v in variants}), "set": list(args.overrides), "axes": {}}
 
 
 def handle(args: argparse.Namespace) -> int:
     from scalerl.config import ConfigError
     from scalerl.experiments.report import write_report
-    from scalerl.experiments.sweep import loo_recipes, plan, run_sweep
+    from scalerl.experiments.runners import PointFailed
+    from scalerl.experiments.sweep import claim_folder, run_sweep
     from scalerl.fit.errors import CurveError
 
-    recipes = list(dict.fromkeys([*(loo_recipes() if args.loo else []), *args.recipes]))
     out = args.out or Path("runs") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        variants = plan(recipes, args.seeds, args.overrides, out)
+        variants, spec = _plan(args, out)
+        parallel = _parallel(args, spec, variants)
+        runner = args.runner or (spec.runner if spec else "local")
+        claim_folder(out, _record(args, spec, variants))
     except ConfigError as err:
         print(f"scalerl sweep: {err}", file=sys.stderr)
         return 2
     if not args.report_only:
-        run_sweep(variants, out)
+        print(f"scalerl sweep: {len(variants)} point(s), {parallel} at a time ({runner})")
+        try:
+            run_sweep(variants, out, parallel=parallel, runner=runner)
+        except PointFailed as err:
+            print(f"scalerl sweep: {err}", file=sys.stderr)
+            return 1
     runs: dict[str, list[Path]] = {}
     for v in variants:
-        runs.setdefault(Path(v.recipe).stem, []).append(v.run_dir)
+        key = Path(v.recipe).stem + (f" {','.join(f'{k}={x}' for k, x in v.values)}" if v.values else "")
+        runs.setdefault(key, []).append(v.run_dir)
     try:
         written = write_report(runs, out, x=args.x)
     except (CurveError, OSError) as err:
         print(f"scalerl sweep: no comparison report: {err}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def handle_report(args: argparse.Namespace) -> int:
+    from scalerl.experiments.study import StudyError, write_study
+
+    try:
+        written = write_study(args.dir, html=args.html, markdown=args.markdown, x=args.x)
+    except StudyError as err:
+        print(f"scalerl report: {err}", file=sys.stderr)
         return 2
     for path in written:
         print(f"wrote {path}")

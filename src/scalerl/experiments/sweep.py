@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from scalerl.config import Config, ConfigError, load_config, recipe_names
 from scalerl.metrics import read_records
@@ -32,10 +33,19 @@ def loo_recipes() -> list[str]:
 
 @dataclass(frozen=True)
 class Variant:
+    """One run of a sweep: a recipe at some axis values and a seed."""
+
     recipe: str
     seed: int
     run_dir: Path
     config: Config
+    values: tuple[tuple[str, Any], ...] = ()
+    """``(axis, value)`` pairs of a spec sweep (``scalerl.experiments.spec``); empty otherwise."""
+
+    @property
+    def label(self) -> str:
+        point = ",".join(f"{k}={v}" for k, v in self.values)
+        return f"{self.recipe}{' ' + point if point else ''} seed {self.seed}"
 
 
 def plan(recipes: Sequence[str], seeds: Sequence[int], overrides: Sequence[str], out: Path) -> list[Variant]:
@@ -80,23 +90,38 @@ def shared_base(cfg: Config, out: Path, log: Callable[[str], None]) -> Config:
 
 
 def run_sweep(variants: Sequence[Variant], out: Path, *, train: Callable | None = None,
-              log: Callable[[str], None] = print) -> list[Path]:
+              log: Callable[[str], None] = print, parallel: int = 1, runner: str = "local") -> list[Path]:
     """Train every unfinished variant (resuming a started one); returns all run directories.
 
-    ``train`` defaults to :func:`scalerl.pipeline.run.train` (tests pass a stand-in).
+    Starting models are prepared first, one at a time (variants share them). Then the runs
+    go one by one in this process (``parallel=1``), ``parallel`` at a time as ``scalerl
+    train`` subprocesses (``runner="local"``), or as Ray tasks that Ray schedules by the CPUs
+    each point needs (``runner="ray"``). ``train`` defaults to
+    :func:`scalerl.pipeline.run.train` (tests pass a stand-in; it is used in-process only).
     """
-    if train is None:
-        from scalerl.pipeline.run import train
+    todo = []
     for i, v in enumerate(variants, start=1):
-        label = f"[{i}/{len(variants)}] {v.recipe} seed {v.seed}"
+        label = f"[{i}/{len(variants)}] {v.label}"
         if is_finished(v.run_dir, v.config.train.steps):
             log(f"{label}: already finished in {v.run_dir}, skipped")
             continue
         resume = _has_checkpoint(v.run_dir)
         _set_aside_orphan_metrics(v.run_dir, resume, log)
-        log(f"{label}: {'resuming' if resume else 'training'} in {v.run_dir}")
-        cfg = shared_base(v.config, out, log)
-        train(cfg, v.run_dir, resume=resume, log=log)
+        todo.append((label, v.run_dir, shared_base(v.config, out, log), resume))
+    if runner == "ray":
+        from scalerl.experiments.runners import run_on_ray
+
+        run_on_ray(todo, log)
+    elif parallel > 1 and len(todo) > 1:
+        from scalerl.experiments.runners import run_in_subprocesses
+
+        run_in_subprocesses(todo, parallel, log)
+    else:
+        if train is None:
+            from scalerl.pipeline.run import train
+        for label, run_dir, cfg, resume in todo:
+            log(f"{label}: {'resuming' if resume else 'training'} in {run_dir}")
+            train(cfg, run_dir, resume=resume, log=log)
     return [v.run_dir for v in variants]
 
 
@@ -115,3 +140,24 @@ def _set_aside_orphan_metrics(run_dir: Path, resume: bool, log: Callable[[str], 
     aside = metrics.with_name("metrics.before-restart.jsonl")
     metrics.replace(aside)
     log(f"{run_dir} had records but no checkpoint: restarting, old records kept in {aside.name}")
+
+
+def claim_folder(out: Path, record: dict) -> None:
+    """Record what ``out`` sweeps (``out/sweep.yaml``: recipes, seeds, overrides, axes), or
+    refuse when it already holds a different sweep: points of two specs must not mix in one
+    folder or one report."""
+    import yaml
+
+    path = Path(out) / "sweep.yaml"
+    if path.exists():
+        try:
+            held = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            held = {}
+        if held != record:
+            differs = sorted(str(k) for k in set(held) | set(record) if held.get(k) != record.get(k))
+            raise ConfigError(f"{out} holds a different sweep (its sweep.yaml differs in {', '.join(differs)}); "
+                              "use another --out, or the spec that made it")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(record, sort_keys=False))

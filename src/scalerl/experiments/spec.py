@@ -1,0 +1,197 @@
+"""``scalerl sweep SPEC.yaml``: a grid of recipes × seeds × scaling axes, read and validated.
+
+A spec, every key but ``recipes`` optional::
+
+    name: batch-size            # what the sweep studies (used in its report)
+    recipes: [scalerl]          # recipe names or YAML paths
+    seeds: [0, 1, 2]
+    set:                        # overrides applied to every point (``--set`` syntax, as a mapping)
+      train.steps: 120
+    axes:                       # the grid: every combination of the listed values is one point
+      batch: [4, 16]            # prompts per step (the batch size)
+      length: [48, 80]          # the generation budget, with the interruption range scaled alike
+      generations: [4, 8]       # completions per prompt at a fixed total batch
+      model: [nano, micro]      # model preset (model size)
+    parallel: auto              # points trained at once ("auto": as the machine's cores allow)
+    runner: local               # local subprocesses, or ray (Ray schedules the points)
+
+Each point trains into ``OUT/<recipe>/<axis>=<value>,.../seed<k>`` (``OUT/<recipe>/seed<k>``
+without axes). Every mistake is one :class:`~scalerl.config.ConfigError` sentence naming the
+spec file, the key and its line: an unknown key or axis, an empty grid, a recipe that does
+not exist, a value of the wrong type, or a point whose config does not validate.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalerl.config import Config, ConfigError, load_config
+from scalerl.experiments.sweep import Variant
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One scaling axis: what its value means, and the overrides it becomes."""
+
+    help: str
+    kind: type
+    overrides: Callable[[Any, Config], list[str]]
+
+
+def _length(value: int, base: Config) -> list[str]:
+    """The generation budget ``L`` with the interruption range scaled by ``L / L_base``."""
+    lo, hi = base.length.interrupt_range
+    scale = value / base.sampling.max_new_tokens
+    new_hi = min(value - 1, max(1, round(hi * scale)))
+    return [f"sampling.max_new_tokens={value}", f"length.interrupt_range=[{min(new_hi, max(1, round(lo * scale)))}, {new_hi}]"]
+
+
+def _generations(value: int, base: Config) -> list[str]:
+    """G completions per prompt with P·G held at the base recipe's total."""
+    total = base.pipeline.prompts_per_step * base.pipeline.generations
+    if total % value:
+        raise ValueError(f"generations={value} does not divide the total batch {total} "
+                         f"(prompts_per_step x generations of the base recipe)")
+    prompts = total // value
+    return [f"pipeline.generations={value}", f"pipeline.prompts_per_step={prompts}",
+            f"pipeline.prompts_per_chunk={min(prompts, base.pipeline.prompts_per_chunk)}"]
+
+
+AXES: dict[str, Axis] = {
+    "batch": Axis("prompts per optimiser step", int,
+                  lambda v, base: [f"pipeline.prompts_per_step={v}",
+                                   f"pipeline.prompts_per_chunk={min(v, base.pipeline.prompts_per_chunk)}"]),
+    "length": Axis("generation budget in tokens, interruption range scaled alike", int, _length),
+    "generations": Axis("completions per prompt at a fixed total batch", int, _generations),
+    "model": Axis("model size preset", str, lambda v, base: [f"model.preset={v}"]),
+}
+KEYS = ("name", "recipes", "seeds", "set", "axes", "parallel", "runner")
+RUNNERS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    recipes: tuple[str, ...]
+    seeds: tuple[int, ...]
+    overrides: tuple[str, ...]
+    axes: tuple[tuple[str, tuple], ...]
+    parallel: int | None  # None: auto
+    runner: str
+    source: str
+
+    def to_dict(self) -> dict:
+        """The spec as plain data (what ``OUT/sweep.yaml`` records)."""
+        return {"name": self.name, "recipes": list(self.recipes), "seeds": list(self.seeds),
+                "set": list(self.overrides), "axes": {k: list(v) for k, v in self.axes}}
+
+
+def _lines(text: str) -> dict[tuple[str, ...], int]:
+    """1-based line of every mapping key (and of each axis) in the YAML text."""
+    lines: dict[tuple[str, ...], int] = {}
+
+    def walk(node, path):
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                lines[(*path, key.value)] = key.start_mark.line + 1
+                walk(value, (*path, key.value))
+
+    try:
+        walk(yaml.compose(text), ())
+    except yaml.YAMLError:
+        pass
+    return lines
+
+
+def _typed(where: str, value, kind: type, what: str):
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if not ok:
+        raise ConfigError(f"{where}: {what} must be {'an integer' if kind is int else 'a string'}; got {value!r}")
+    return value
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and check ``path``; every problem is one ConfigError sentence with its line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ConfigError(f"cannot read the sweep spec {path}: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a sweep spec is a mapping with at least 'recipes'")
+    lines = _lines(text)
+
+    def at(*key: str) -> str:
+        line = lines.get(key)
+        return f"{path} line {line}, '{'.'.join(key)}'" if line else f"{path}, '{'.'.join(key)}'"
+
+    unknown = [k for k in data if k not in KEYS]
+    if unknown:
+        raise ConfigError(f"{at(str(unknown[0]))}: unknown key; a spec has {', '.join(KEYS)}")
+    recipes = data.get("recipes")
+    if not isinstance(recipes, list) or not recipes:
+        raise ConfigError(f"{at('recipes')}: give a non-empty list of recipe names or paths")
+    seeds = data.get("seeds", [0])
+    if not isinstance(seeds, list) or not seeds:
+        raise ConfigError(f"{at('seeds')}: give a non-empty list of integer seeds")
+    sets = data.get("set") or {}
+    if not isinstance(sets, dict):
+        raise ConfigError(f"{at('set')}: give a mapping of config keys to values")
+    axes = data.get("axes") or {}
+    if not isinstance(axes, dict):
+        raise ConfigError(f"{at('axes')}: give a mapping of axis names to lists of values")
+    for name, values in axes.items():
+        if name not in AXES:
+            raise ConfigError(f"{at('axes', str(name))}: unknown axis {name!r}; known axes: {', '.join(AXES)}")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{at('axes', name)}: the grid is empty; give a non-empty list of values")
+        for v in values:
+            _typed(at("axes", name), v, AXES[name].kind, f"each {name} value")
+    parallel = data.get("parallel", "auto")
+    if parallel != "auto" and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
+        raise ConfigError(f"{at('parallel')}: 'auto' or a positive integer; got {parallel!r}")
+    runner = data.get("runner", "local")
+    if runner not in RUNNERS:
+        raise ConfigError(f"{at('runner')}: one of {', '.join(RUNNERS)}; got {runner!r}")
+    return SweepSpec(
+        name=str(data.get("name") or path.stem),
+        recipes=tuple(_typed(at("recipes"), r, str, "each recipe") for r in recipes),
+        seeds=tuple(_typed(at("seeds"), s, int, "each seed") for s in seeds),
+        overrides=tuple(f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
+                        for k, v in sets.items()),
+        axes=tuple((k, tuple(v)) for k, v in axes.items()),
+        parallel=None if parallel == "auto" else parallel, runner=runner, source=str(path))
+
+
+def points(spec: SweepSpec, out: Path, extra: tuple[str, ...] = ()) -> list[Variant]:
+    """Every (recipe, axis values, seed) of ``spec``, each config validated before training."""
+    grid = list(itertools.product(*(values for _, values in spec.axes)))
+    names = [name for name, _ in spec.axes]
+    out_points = []
+    for recipe in spec.recipes:
+        try:
+            base = load_config(recipe, [*spec.overrides, *extra])
+        except ConfigError as err:
+            raise ConfigError(f"{spec.source}, recipe {recipe!r}: {err}") from None
+        for combo in grid:
+            values = tuple(zip(names, combo))
+            try:
+                axis_sets = [o for name, value in values for o in AXES[name].overrides(value, base)]
+            except ValueError as err:
+                raise ConfigError(f"{spec.source}, axes: {err}") from None
+            label = ",".join(f"{k}={v}" for k, v in values)
+            for seed in spec.seeds:
+                try:
+                    cfg = load_config(recipe, [*spec.overrides, *extra, *axis_sets, f"train.seed={seed}"])
+                except ConfigError as err:
+                    raise ConfigError(f"{spec.source}, point {recipe} {label or '(no axes)'}: {err}") from None
+                run_dir = Path(out) / Path(recipe).stem / label / f"seed{seed}"
+                out_points.append(Variant(recipe, seed, run_dir, cfg, values))
+    return out_points

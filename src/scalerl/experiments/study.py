@@ -1,0 +1,214 @@
+"""``scalerl report DIR``: the study report of a sweep, or of any folder of runs.
+
+Every ``metrics.jsonl`` under DIR is a run (``_base``/``base_model`` folders are skipped).
+Runs in folders named ``seed<k>`` are seeds of one *point*, named by the folder above, and
+pooled into one curve as the paper pools repeated runs (digest §1.4); a point's folder names
+``axis=value`` pairs (``scalerl sweep SPEC.yaml`` writes ``<recipe>/<axis>=<v>,.../seed<k>``),
+which the per-axis tables read back. The report holds:
+
+- every point's curve with its fit, its extrapolation to 2× and its predictive band;
+- the table of A, B and C_mid with intervals and the identifiability verdict, and (when a
+  ``scalerl`` point is present, or otherwise against the first) the leave-one-out table;
+- the efficiency plot (log F(R) against log C at the shared A, slope B);
+- per axis with two or more values, A and B against the axis value;
+- the fit-to-half check of every run: fit the first half of its compute, forecast the
+  end with the predictive interval, and whether the observed value fell inside.
+
+Markdown (figures as PNG files beside it) and one self-contained HTML file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from scalerl.experiments.report import pooled_curve
+from scalerl.fit import plot, report
+from scalerl.fit.compare import RunFit, compare_runs, fit_run, loo_table
+from scalerl.fit.errors import CurveError
+from scalerl.fit.forecast import holdout_forecast
+from scalerl.fit.io import read_jsonl
+from scalerl.fit.options import FitOptions
+
+SKIP = {"_base", "base_model", "checkpoint", "checkpoint.old", "checkpoint.broken"}
+_SEED = re.compile(r"seed\d+")
+
+
+class StudyError(ValueError):
+    """The folder cannot make a report; one sentence."""
+
+
+@dataclass(frozen=True)
+class Point:
+    name: str
+    runs: tuple[Path, ...]  # run directories (its seeds)
+    values: dict  # axis -> value, parsed from the folder names
+
+    @property
+    def metrics(self) -> list[Path]:
+        return [r / "metrics.jsonl" for r in self.runs]
+
+
+def _value(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def discover(root: Path) -> list[Point]:
+    """The points under ``root``, each with its seeds' run directories, in sorted order."""
+    if not root.is_dir():
+        raise StudyError(f"{root} is not a folder")
+    runs = sorted(p.parent for p in root.rglob("metrics.jsonl")
+                  if not SKIP & set(p.relative_to(root).parts[:-1]))
+    if not runs:
+        raise StudyError(f"{root} holds no run directories (no metrics.jsonl under it)")
+    points: dict[str, list[Path]] = {}
+    for run in runs:
+        rel = run.relative_to(root)
+        key = rel.parent if _SEED.fullmatch(run.name) else rel
+        points.setdefault(str(key) if str(key) != "." else root.name, []).append(run)
+    out = []
+    for name, dirs in points.items():
+        values = dict(pair.split("=", 1) for part in Path(name).parts for pair in part.split(",") if "=" in pair)
+        out.append(Point(name, tuple(dirs), {k: _value(v) for k, v in values.items()}))
+    return out
+
+
+def _fit_points(points: Sequence[Point], options: FitOptions, x: str | None):
+    """Pooled curve and fit of every point; points that cannot be fitted are listed why."""
+    fitted, failed = [], []
+    for p in points:
+        try:
+            curve = pooled_curve(p.name, p.metrics, x=x)
+            fitted.append((p, fit_run(curve, options=options)))
+        except CurveError as err:
+            failed.append(f"{p.name}: not fitted ({err})")
+    return fitted, failed
+
+
+def _half_rows(points: Sequence[Point], options: FitOptions, x: str | None) -> list[tuple[str, ...]]:
+    rows = []
+    for p in points:
+        for run in p.runs:
+            name = f"{p.name}/{run.name}" if len(p.runs) > 1 or run.name != p.name else p.name
+            try:
+                curve = read_jsonl(run / "metrics.jsonl", x=x)[0]
+                f = holdout_forecast(curve.compute, curve.reward, fit_frac=0.5, options=options,
+                                     source=curve.source).final
+            except CurveError as err:
+                rows.append((name, "-", "-", "-", f"not possible: {err}"))
+                continue
+            rows.append((name, report.fmt(f["predicted"]), report.interval_text(f["pred_lo"], f["pred_hi"]),
+                         report.fmt(f["observed"]), "covered" if f["covered"] else "NOT covered"))
+    return rows
+
+
+def _axis_tables(fitted: Sequence[tuple[Point, RunFit]]) -> list[report.Table]:
+    """Per axis with ≥ 2 values: A and B (with intervals) of every point, by axis value."""
+    tables = []
+    axes = sorted({k for p, _ in fitted for k in p.values})
+    for axis in axes:
+        values = {p.values.get(axis) for p, _ in fitted} - {None}
+        if len(values) < 2:
+            continue
+        rows = []
+        for p, run in sorted(fitted, key=lambda t: (str(t[0].values.get(axis)), t[0].name)):
+            others = ",".join(f"{k}={v}" for k, v in p.values.items() if k != axis) or "-"
+            iv = run.intervals
+            rows.append((str(p.values.get(axis, "-")), p.name.split("/")[0], others,
+                         report.with_interval(run.fit.A, iv.get("A")), report.with_interval(run.fit.B, iv.get("B")),
+                         "identified" if run.identified else "NOT identified"))
+        tables.append(report.Table(f"Axis '{axis}': fitted A and B against the axis value",
+                                   (axis, "recipe", "other axes", "A", "B", "ceiling"), tuple(rows)))
+    return tables
+
+
+def _axis_figure(fitted, axis: str) -> report.Figure:
+    """A and B against the axis value, one line per (recipe, other axes)."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(9, 3.6))
+    lines: dict[str, list] = {}
+    for p, run in fitted:
+        if axis in p.values:
+            key = ",".join([p.name.split("/")[0], *(f"{k}={v}" for k, v in p.values.items() if k != axis)])
+            lines.setdefault(key, []).append((p.values[axis], run))
+    for key, items in lines.items():
+        items.sort(key=lambda t: t[0])
+        xs = [str(v) for v, _ in items]
+        for ax, param in ((ax_a, "A"), (ax_b, "B")):
+            mid = np.array([getattr(r.fit, param) for _, r in items])
+            iv = np.array([r.intervals.get(param, (np.nan, np.nan)) for _, r in items], dtype=float)
+            err = np.abs(np.vstack([mid - iv[:, 0], iv[:, 1] - mid]))
+            ax.errorbar(xs, mid, yerr=np.nan_to_num(err), marker="o", capsize=3, label=key)
+            ax.set_xlabel(axis)
+            ax.set_ylabel(param)
+    ax_a.set_title("ceiling A (interval)")
+    ax_b.set_title("efficiency B (interval)")
+    ax_b.legend(fontsize=7)
+    fig.tight_layout()
+    return report.Figure(f"A and B against '{axis}'", plot.png_bytes(fig), f"axis_{axis}.png")
+
+
+def study_report(root: Path, x: str | None = None) -> report.Report:
+    """Fit, compare and check every point and run under ``root``."""
+    options = FitOptions()
+    points = discover(root)
+    fitted, failed = _fit_points(points, options, x)
+    if not fitted:
+        raise StudyError(f"no run under {root} could be fitted: {'; '.join(failed)}")
+    tables, figures, paragraphs = [], [], list(failed)
+    for p, run in fitted:
+        ax = plot.plot_fit(run.fit, run.curve, unc=run.unc, extend_to=2.0 * float(run.curve.compute.max()))
+        ax.set_title(f"{p.name}: fit, extrapolation to 2x, predictive band")
+        figures.append(report.Figure(p.name, plot.png_bytes(ax), f"curve_{re.sub(r'[^A-Za-z0-9=.-]+', '_', p.name)}.png"))
+    if len(fitted) >= 2:
+        curves = [run.curve for _, run in fitted]
+        names = [c.name for c in curves]
+        base = next((n for n in names if n.split("/")[0] == "scalerl" and "=" not in n), names[0])
+        comparison = compare_runs(curves, options=options)
+        loo = loo_table(curves, baseline=base, options=options)
+        rep = report.comparison_report(comparison, loo=loo)
+        tables.extend(rep.tables)
+        paragraphs.extend(rep.paragraphs)
+        figures.extend(report.comparison_figures(comparison, loo))
+    else:
+        run = fitted[0][1]
+        tables.append(report.fits_table([run], "Sigmoid fit (Eq. 1)"))
+        paragraphs.append(run.unc.verdict)
+    axis_tables = _axis_tables(fitted)
+    tables.extend(axis_tables)
+    for t in axis_tables:
+        figures.append(_axis_figure(fitted, t.header[0]))
+    half = _half_rows(points, options, x)
+    tables.append(report.Table("Fit-to-half check (paper §1.5): fit the first half of each run's compute, "
+                               "forecast its end", ("run", "forecast at the end", "predictive interval",
+                                                    "observed", "verdict"), tuple(half)))
+    covered = sum(r[-1] == "covered" for r in half)
+    paragraphs.insert(0, f"{len(points)} point(s), {sum(len(p.runs) for p in points)} run(s) under {root}. "
+                         f"Fit-to-half: {covered} of {len(half)} run(s) covered by their predictive interval.")
+    return report.Report(f"scalerl report: {root.name}", tuple(paragraphs), tuple(tables), tuple(figures))
+
+
+def write_study(root: Path, *, html: Path | None = None, markdown: Path | None = None,
+                x: str | None = None) -> list[Path]:
+    """Write the Markdown (figures beside it) and the self-contained HTML report."""
+    root = Path(root)
+    try:
+        rep = study_report(root, x)
+    except CurveError as err:
+        raise StudyError(str(err)) from None
+    html = html or root / "study.html"
+    markdown = markdown or root / "study.md"
+    written = report.write_markdown(markdown, rep)
+    written.append(report.write(html, report.to_html(replace(rep))))
+    return written
