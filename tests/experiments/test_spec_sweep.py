@@ -113,7 +113,7 @@ set:
   pipeline.prompts_per_chunk: 1
   sampling.max_new_tokens: 48
   length.interrupt_range: [30, 36]
-  train.steps: 6
+  train.steps: 12
   train.max_minutes: null
   eval.every: 1
   eval.num_prompts: 16
@@ -144,6 +144,9 @@ parallel: 2
     tables = _tables(md)
     half = next(t for t in tables if t[0][0] == "run" and "forecast at the end" in t[0])
     assert len(half) == 2 + 4  # header, separator, one row per run
+    # long enough to check (a noisy half can still be flat: then the row says why)
+    assert any(row[-1] in ("covered", "NOT covered") for row in half[2:])
+    assert all(row[-1] in ("covered", "NOT covered") or row[-1].startswith("not possible: ") for row in half[2:])
     assert any(t[0][0] == "batch" for t in tables)  # the per-axis table
     for name in re.findall(r"\]\(([^)]+\.png)\)", md):
         Image.open(tmp_path / name).verify()

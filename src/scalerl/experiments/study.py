@@ -105,7 +105,8 @@ def _half_rows(points: Sequence[Point], options: FitOptions, x: str | None) -> l
                 f = holdout_forecast(curve.compute, curve.reward, fit_frac=0.5, options=options,
                                      source=curve.source).final
             except CurveError as err:
-                rows.append((name, "-", "-", "-", f"not possible: {err}"))
+                why = str(err).removeprefix(f"{run / 'metrics.jsonl'}: ")
+                rows.append((name, "-", "-", "-", f"not possible: {why}"))
                 continue
             rows.append((name, report.fmt(f["predicted"]), report.interval_text(f["pred_lo"], f["pred_hi"]),
                          report.fmt(f["observed"]), "covered" if f["covered"] else "NOT covered"))
@@ -194,8 +195,10 @@ def study_report(root: Path, x: str | None = None) -> report.Report:
                                "forecast its end", ("run", "forecast at the end", "predictive interval",
                                                     "observed", "verdict"), tuple(half)))
     covered = sum(r[-1] == "covered" for r in half)
+    checked = sum(r[-1] in ("covered", "NOT covered") for r in half)
     paragraphs.insert(0, f"{len(points)} point(s), {sum(len(p.runs) for p in points)} run(s) under {root}. "
-                         f"Fit-to-half: {covered} of {len(half)} run(s) covered by their predictive interval.")
+                         f"Fit-to-half: {covered} of {checked} checkable run(s) covered by their predictive "
+                         f"interval ({len(half) - checked} too short to check).")
     return report.Report(f"scalerl report: {root.name}", tuple(paragraphs), tuple(tables), tuple(figures))
 
 

@@ -62,8 +62,16 @@ def fmt(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
-def with_interval(value: float, interval: Sequence[float] | None) -> str:
-    return fmt(value) if not interval else f"{fmt(value)} [{fmt(interval[0])}, {fmt(interval[1])}]"
+def fmt_compute(value: float | None) -> str:
+    """A compute value (C_mid, a budget): as :func:`fmt`, but 4 significant digits below 0.1,
+    where device-hours of small runs live (0.00046, not 0.000)."""
+    if value is None or value == 0 or abs(value) >= 0.1 or value != value:
+        return fmt(value)
+    return f"{value:.4g}"
+
+
+def with_interval(value: float, interval: Sequence[float] | None, number=fmt) -> str:
+    return number(value) if not interval else f"{number(value)} [{number(interval[0])}, {number(interval[1])}]"
 
 
 def flags(run: RunFit) -> str:
@@ -99,7 +107,7 @@ def fits_table(runs: Sequence[RunFit], caption: str, refit_B: dict[str, float] |
             r.name,
             with_interval(r.fit.A, iv.get("A")),
             with_interval(r.fit.B, iv.get("B")),
-            with_interval(r.fit.C_mid, iv.get("C_mid")),
+            with_interval(r.fit.C_mid, iv.get("C_mid"), fmt_compute),
             fmt(r.fit.R0),
             str(r.fit.n_points),
             ceiling_text(r),
@@ -228,7 +236,7 @@ def loo_rows_table(loo: LooTable) -> Table:
     rows = tuple(
         (
             row["run"] + (" (baseline)" if row["baseline"] else ""),
-            fmt(row["C_mid"]),
+            fmt_compute(row["C_mid"]),
             fmt(row["B"]),
             fmt(row["A"]),
             fmt(row["B_at_shared_A"]),
@@ -279,7 +287,7 @@ def comparison_report(
     tables = [fits_table(comparison.runs, "Sigmoid fits (Eq. 1)", refit_B)]
     eq = verdict.equal_compute
     if eq:
-        rows = tuple((n, fmt(eq["compute"]), fmt(v), interval_text(lo, hi)) for n, (v, lo, hi) in eq["runs"].items())
+        rows = tuple((n, fmt_compute(eq["compute"]), fmt(v), interval_text(lo, hi)) for n, (v, lo, hi) in eq["runs"].items())
         header = ("run", "compute", "expected reward", "band")
         tables.append(Table("Reward at equal compute (largest compute all runs reached)", header, rows))
     if loo is not None:
