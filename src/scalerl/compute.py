@@ -76,3 +76,24 @@ class ComputeMeter:
         self.gen_tokens = int(state["gen_tokens"])
         self.train_tokens = int(state["train_tokens"])
         self._start = time.perf_counter()
+
+
+def matmul_peak(device: str = "cpu", dtype=None, n: int = 384, repeats: int = 5) -> float:
+    """FLOP/s of an ``n × n`` by ``n × n`` matmul on ``device`` in ``dtype``, best of ``repeats``:
+    the dense throughput this process reaches with its torch threads, the denominator of
+    ``learner_mfu`` (a data-sheet peak would hide what the machine actually gives)."""
+    import torch
+
+    dtype = dtype or torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first call warms kernels and caches
+        if device != "cpu":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        a @ b
+        if device != "cpu":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / max(best, 1e-12)

@@ -27,6 +27,10 @@ def test_training_raises_the_validation_pass_rate(warm_model_dir, tmp_path):
     curve = read_curves(tmp_path / "metrics.jsonl")[0]  # as `scalerl fit` reads it
     assert list(curve.reward) == val and (curve.compute[1:] > curve.compute[:-1]).all()
     assert records[-1]["flops"] > 0 and records[-1]["compute_gpu_hours"] > 0
+    # role times and the learner's utilisation, every step (bounds only: the machine may be busy)
+    for r in records[1:]:
+        assert r["learner_busy_s"] > 0 and r["learner_wait_s"] >= 0 and r["learner_mfu"] > 0
+        assert "mismatch_kl" in r and r["pool_live"] >= 0
 
 
 def test_local_backend_keeps_every_group_within_the_lag_bound(warm_model_dir, tmp_path):

@@ -30,7 +30,7 @@ before any arithmetic, so they change neither the loss nor its gradient.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -38,10 +38,16 @@ import torch
 
 from scalerl.algo.logprobs import token_entropy
 
+RATIO_EXTREMA = MappingProxyType({"is_ratio_min": "min", "is_ratio_max": "max"})
+"""How the shared extrema metrics combine across micro-batches; every other one is a mean."""
+
 
 class LossOutput(NamedTuple):
     per_token: torch.Tensor  # (N, T) loss to minimise, zero where mask is False
     metrics: dict[str, torch.Tensor]  # name -> detached 0-dim tensor
+    reductions: Mapping[str, str] = RATIO_EXTREMA
+    """How each metric combines across micro-batches: ``min``, ``max``; unlisted ones are
+    token-weighted means. Each loss declares its own (GSPO adds its sequence extrema)."""
 
 
 LossFn = Callable[..., LossOutput]
@@ -256,6 +262,9 @@ def grpo(
     return LossOutput(per_token, _metrics(log_ratio.detach(), mask, clip_active, logits))
 
 
+GSPO_REDUCTIONS = MappingProxyType({**RATIO_EXTREMA, "seq_ratio_min": "min", "seq_ratio_max": "max"})
+
+
 @register_loss("gspo")
 def gspo(
     logp: torch.Tensor,  # (N, T)
@@ -302,7 +311,7 @@ def gspo(
         metrics["seq_ratio_max"] = torch.where(
             any_seq, torch.where(has_tokens, seq_ratio, -torch.inf).amax(), one
         )
-    return LossOutput(per_token, metrics)
+    return LossOutput(per_token, metrics, GSPO_REDUCTIONS)
 
 
 @register_loss("reinforce")

@@ -133,4 +133,4 @@ def corrected_loss(
         kept = keep.to(weight.dtype)
         metrics["is_correction_weight_mean"] = (weight * kept).sum() / kept.sum().clamp(min=1)
         metrics["is_correction_dropped_frac"] = 1.0 - kept.sum() / mask.sum().clamp(min=1)
-    return type(out)(torch.where(keep, out.per_token * weight, 0.0), metrics)
+    return out._replace(per_token=torch.where(keep, out.per_token * weight, 0.0), metrics=metrics)

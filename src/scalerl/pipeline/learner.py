@@ -10,11 +10,14 @@ actor (``step(groups)``, ``weights()``, ``state_dict()``).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
 
-from scalerl.pipeline.train_step import train_step
+from scalerl.compute import matmul_peak
+from scalerl.pipeline.batch import prepare_batch
+from scalerl.pipeline.train_step import backward_and_step
 
 
 def warmup_then_constant(warmup_steps: int):
@@ -23,24 +26,37 @@ def warmup_then_constant(warmup_steps: int):
 
 
 class Learner:
-    def __init__(self, model: torch.nn.Module, cfg, pool, pad_id: int) -> None:
-        self.model, self.cfg, self.pool, self.pad_id = model, cfg, pool, pad_id
+    def __init__(self, model: torch.nn.Module, cfg, pad_id: int) -> None:
+        self.model, self.cfg, self.pad_id = model, cfg, pad_id
         o = cfg.optim
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps,
                                            weight_decay=o.weight_decay)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_then_constant(o.warmup_steps))
         # float16 trains float32 master weights under fp16 autocast, with dynamic loss scaling
         # (fp16's 5-bit exponent underflows small gradients); bf16 and fp32 need none
-        device = next(model.parameters()).device.type
-        self.scaler = torch.amp.GradScaler(device) if cfg.model.dtype == "float16" else None
+        param = next(model.parameters())
+        self.scaler = torch.amp.GradScaler(param.device.type) if cfg.model.dtype == "float16" else None
         self.version = 0
+        # learner_mfu = 6·N·trained tokens / busy seconds / the matmul peak measured here,
+        # before any generator shares the machine
+        self.n_params = sum(p.numel() for p in model.parameters())
+        self.peak_flop_s = matmul_peak(param.device.type, param.dtype)
 
-    def step(self, groups) -> dict[str, Any]:
-        """One optimiser step on P groups (``train_step``); the policy version advances."""
-        metrics = train_step(self.model, self.optimizer, self.schedule, groups, self.cfg, self.pool,
-                             self.version, self.pad_id, self.scaler)
+    def step(self, groups) -> tuple[dict[str, Any], list[tuple[int, float]]]:
+        """One optimiser step on P groups; the policy version advances. Returns the step's
+        metrics and each prompt's pass rate on this visit (the driver's curriculum records them)."""
+        start = time.perf_counter()
+        batch = prepare_batch(groups, self.cfg, self.version, self.pad_id)
+        metrics = backward_and_step(self.model, self.optimizer, self.schedule, batch, self.cfg, self.pad_id,
+                                    self.scaler)
+        if self.model.device.type == "cuda":
+            torch.cuda.synchronize()
+        busy = time.perf_counter() - start
+        flops = 6.0 * self.n_params * metrics["trained_tokens"]
+        metrics |= {"learner_busy_s": busy, "learner_flop_s": flops / max(busy, 1e-12),
+                    "learner_mfu": flops / max(busy, 1e-12) / self.peak_flop_s}
         self.version += 1
-        return metrics
+        return metrics, batch.pass_rates
 
     def weights(self) -> dict[str, torch.Tensor]:
         """Detached parameters by name (what generators load)."""

@@ -56,7 +56,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
     model, tokenizer = _load_model(cfg, model_dir)
     pool = build.make_pool(cfg, task)
-    learner = Learner(model, cfg, pool, tokenizer.pad_token_id)
+    learner = Learner(model, cfg, tokenizer.pad_token_id)
     policy = LagPolicy(cfg.pipeline.mode, cfg.pipeline.k, cfg.pipeline.prompts_per_step)
     scheduler = Scheduler(policy, pool, cfg.pipeline.prompts_per_chunk)
     evaluator = Evaluator(TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator,
@@ -85,7 +85,10 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
         deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
         while step < cfg.train.steps:
             batch, waited = next_batch(scheduler, backend, learner.version, compute)
-            metrics = learner.step(batch)
+            metrics, pass_rates = learner.step(batch)
+            for prompt_id, rate in pass_rates:  # the curriculum (no-positive resampling)
+                pool.record(prompt_id, rate)
+            metrics["pool_live"] = int(pool.live_size)
             step += 1
             compute.add_training(metrics["trained_tokens"])
             if policy.publish_after_step(scheduler.outstanding):
