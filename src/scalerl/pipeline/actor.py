@@ -62,6 +62,7 @@ class Actor:
         if not assignments:
             return []
         self.wait_for_version(max(a.min_version for a in assignments))
+        start = time.process_time()  # this role's CPU seconds (pipeline/overlap.py)
         prompts = [self.prompt_tokens(a.prompt_id) for a in assignments]
         flat = [p for p in prompts for _ in range(self.generations)]
         completions = self.engine.generate(flat, self.params, on_step=self.poll_weights)
@@ -69,6 +70,9 @@ class Actor:
         for i, a in enumerate(assignments):
             members = completions[i * self.generations : (i + 1) * self.generations]
             groups.append(self._score(a, members))
+        share = (time.process_time() - start) / len(groups)
+        for g in groups:
+            g.meta["gen_cpu_s"] = share
         return groups
 
     def _score(self, a: PromptAssignment, completions: list[Completion]) -> Group:

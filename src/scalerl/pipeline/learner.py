@@ -45,7 +45,7 @@ class Learner:
     def step(self, groups) -> tuple[dict[str, Any], list[tuple[int, float]]]:
         """One optimiser step on P groups; the policy version advances. Returns the step's
         metrics and each prompt's pass rate on this visit (the driver's curriculum records them)."""
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         batch = prepare_batch(groups, self.cfg, self.version, self.pad_id)
         metrics = backward_and_step(self.model, self.optimizer, self.schedule, batch, self.cfg, self.pad_id,
                                     self.scaler)
@@ -53,7 +53,8 @@ class Learner:
             torch.cuda.synchronize()
         busy = time.perf_counter() - start
         flops = 6.0 * self.n_params * metrics["trained_tokens"]
-        metrics |= {"learner_busy_s": busy, "learner_flop_s": flops / max(busy, 1e-12),
+        metrics |= {"learner_busy_s": busy, "learner_cpu_s": time.process_time() - cpu,
+                    "learner_flop_s": flops / max(busy, 1e-12),
                     "learner_mfu": flops / max(busy, 1e-12) / self.peak_flop_s}
         self.version += 1
         return metrics, batch.pass_rates

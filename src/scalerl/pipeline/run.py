@@ -36,6 +36,7 @@ from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build
 from scalerl.pipeline.learner import Learner
+from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.queues import LagPolicy
 from scalerl.pipeline.scheduler import Scheduler
 from scalerl.pipeline.shm import sweep_semaphores
@@ -83,12 +84,10 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
             logger.write(record)
             forecaster.observe(record)
         deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
+        overlap = OverlapMonitor(enabled=backend.num_devices > 1 and cfg.pipeline.mode != "sync")
         while step < cfg.train.steps:
             batch, waited = next_batch(scheduler, backend, learner.version, compute)
-            metrics, pass_rates = learner.step(batch)
-            for prompt_id, rate in pass_rates:  # the curriculum (no-positive resampling)
-                pool.record(prompt_id, rate)
-            metrics["pool_live"] = int(pool.live_size)
+            metrics = learn(learner, pool, batch, waited, overlap, log)
             step += 1
             compute.add_training(metrics["trained_tokens"])
             if policy.publish_after_step(scheduler.outstanding):
@@ -145,6 +144,19 @@ def _load_model(cfg: Config, model_dir: Path):
         text = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConfigError(f"model.base {model_dir} does not load as a model ({text.rstrip('.')}).") from None
     return model.to(build.device(cfg)), tokenizer
+
+
+def learn(learner: Learner, pool, batch, waited: float, overlap: OverlapMonitor, log) -> dict[str, Any]:
+    """One learner step; the curriculum records its pass rates; the roles' times are checked
+    for a lost overlap (``pipeline.overlap``), which is said once in the log."""
+    metrics, pass_rates = learner.step(batch)
+    for prompt_id, rate in pass_rates:  # no-positive resampling
+        pool.record(prompt_id, rate)
+    gen_cpu = sum(g.meta.get("gen_cpu_s", 0.0) for g in batch)
+    stats, warning = overlap.observe(waited + metrics["learner_busy_s"], metrics["learner_cpu_s"], gen_cpu)
+    if warning:
+        log(warning)
+    return metrics | stats | {"generator_cpu_s": gen_cpu, "pool_live": int(pool.live_size)}
 
 
 def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMeter):
