@@ -7,6 +7,7 @@ import io
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -14,6 +15,7 @@ import yaml
 from scalerl.config import ConfigError
 from scalerl.experiments.spec import load_spec, points
 
+ROOT = Path(__file__).resolve().parents[2]
 GOOD = """\
 name: tiny
 recipes: [scalerl]
@@ -155,3 +157,9 @@ parallel: 2
     assert len(images) >= 4
     for data in images:
         Image.open(io.BytesIO(base64.b64decode(data))).verify()
+
+
+@pytest.mark.parametrize("spec", sorted((ROOT / "bench" / "paper_claims").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_paper_claim_spec_plans(spec, tmp_path):
+    # each claim's sweep validates point by point before hours of training are spent on it
+    assert points(load_spec(spec), tmp_path)
