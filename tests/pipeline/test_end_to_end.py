@@ -47,9 +47,10 @@ def test_local_backend_keeps_every_group_within_the_lag_bound(warm_model_dir, tm
     seen = {int(s) for r in records for s in r["staleness_hist"]}
     # only the bound: how far ahead the generator actually ran depends on the machine's load
     assert max(seen) <= k
-    # the roles' CPU seconds and the overlap they achieved are measured every step
-    assert all(r["generator_cpu_s"] > 0 and r["learner_cpu_s"] > 0 and r["overlap_speedup"] > 0
-               and r["overlap_bound"] >= 1 for r in records)
+    # the roles' CPU seconds are measured every step (the overlap they achieve is reported
+    # after the monitor's warm-up of 8 steps: tests/pipeline/test_overlap.py)
+    assert all(r["generator_cpu_s"] > 0 and r["learner_cpu_s"] > 0 for r in records)
+    assert all(r["overlap_speedup"] > 0 and r["overlap_bound"] >= 1 for r in records if "overlap_speedup" in r)
     assert all(r["staleness_max"] <= k for r in records)
 
 

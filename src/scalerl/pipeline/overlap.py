@@ -13,7 +13,8 @@ CPU time, not wall time, measures each role: when another job (or the other role
 core, a role's wall time grows but its CPU time does not, so ``W`` exposes the loss. When the
 achieved share ``speedup / bound`` falls below ``COLLAPSED`` while overlap was worth having
 (``bound ≥ WORTH``), :meth:`OverlapMonitor.observe` returns a one-line warning, once per
-episode (again only after the overlap recovered).
+episode (again only after the overlap recovered). The first ``warmup`` steps (process start,
+model loading, the first weights) are not measured.
 """
 
 from __future__ import annotations
@@ -29,13 +30,20 @@ WORTH = 1.3
 class OverlapMonitor:
     """Windowed overlap statistics of a multi-process pipeline run (module doc)."""
 
-    def __init__(self, window: int = 8, enabled: bool = True) -> None:
+    def __init__(self, window: int = 8, enabled: bool = True, warmup: int | None = None) -> None:
         self.enabled = enabled
         self.steps: deque[tuple[float, float, float]] = deque(maxlen=window)
         self.warned = False
+        # the first steps wait on process start, model loading and the first weights, which
+        # no role's CPU time shows: they would read as a collapse
+        self.warmup = window if warmup is None else warmup
+        self.seen = 0
 
     def observe(self, wall_s: float, learner_cpu_s: float, generator_cpu_s: float) -> tuple[dict[str, float], str | None]:
         """Add one step; returns its metrics and, when the overlap just collapsed, a warning."""
+        self.seen += 1
+        if self.seen <= self.warmup:
+            return {}, None
         self.steps.append((wall_s, learner_cpu_s, generator_cpu_s))
         wall = sum(s[0] for s in self.steps)
         learn = sum(s[1] for s in self.steps)
