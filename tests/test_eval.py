@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from scalerl.data.tasks import Example
 from scalerl.eval import Evaluator
@@ -67,3 +68,23 @@ def test_every_evaluation_uses_the_same_sampling_seed():
     evaluator()
     evaluator()
     assert engine.seeds == [7, 7]
+
+
+def test_a_downstream_variant_is_evaluated_beside_the_validation_set(tmp_path):
+    from scalerl.config import ConfigError, load_config
+    from scalerl.pipeline import build
+
+    with pytest.raises(ConfigError, match=r"eval.downstream_knobs: task 'addition' has no knob 'digits'"):
+        load_config("scalerl", ["eval.downstream_knobs={digits: 3}"])
+    cfg = load_config("scalerl", ["eval.downstream_knobs={min_digits: 3, max_digits: 3}", "eval.num_prompts=4",
+                                  "eval.k=1"])
+    from scalerl.data.tasks import get_task
+    from scalerl.models import build_model, build_task_tokenizer
+
+    tok = build_task_tokenizer()
+    task = get_task("addition", **cfg.task.knobs)
+    val, down = build.evaluators(cfg, build_model("nano", len(tok), tokenizer=tok), tok, task)
+    assert (val.prefix, down.prefix) == ("val", "downstream")
+    assert all(len(ex.problem) > len(task.validation()[0].problem) for ex in down.task.validation()[:4])
+    result = down()
+    assert 0 <= result["downstream_pass_rate"] <= 1 and result["downstream_tokens"] > 0

@@ -300,6 +300,12 @@ class EvalConfig(_Frozen):
     """Held-out prompts used (None: the task's whole validation split)."""
     temperature: float = Field(1.0, gt=0)
     """Validation sampling temperature."""
+    downstream_knobs: dict[str, Any] | None = None
+    """Task knobs of a harder held-out variant evaluated beside the validation set at every
+    evaluation (e.g. ``{min_digits: 3, max_digits: 3}`` for addition), logged as
+    ``downstream_pass_rate`` / ``downstream_stderr``: this project's stand-in for the
+    paper's AIME-24 check (digest §3), whether gains carry over to a harder distribution.
+    None: no downstream evaluation."""
 
 
 class ForecastConfig(_Frozen):
@@ -390,6 +396,13 @@ class Config(_Frozen):
             raise ValueError("train.stop_if_target_unreachable needs forecast.target")
         if self.train.device == "cuda" or self.model.dtype == "float16":
             self._check_cuda()
+        if self.eval.downstream_knobs is not None:
+            from scalerl.data.tasks.registry import check_task
+
+            try:
+                check_task(self.task.name, self.eval.downstream_knobs)
+            except ValueError as err:
+                raise ValueError(f"eval.downstream_knobs: {err}") from None
         return self
 
     def _check_cuda(self) -> None:

@@ -39,7 +39,8 @@ def register(subparsers) -> None:
     r.add_argument("dir", type=Path, help="a folder holding run directories (each with metrics.jsonl)")
     r.add_argument("--html", type=Path, help="self-contained HTML (default DIR/study.html)")
     r.add_argument("--markdown", type=Path, help="Markdown, figures beside it (default DIR/study.md)")
-    r.add_argument("--x", help="compute axis (default compute_gpu_hours)")
+    r.add_argument("--x", help="compute axis (default compute_gpu_hours; 'flops' is hardware-free)")
+    r.add_argument("--y", help="reward column (default val_pass_rate; downstream_pass_rate for the harder variant)")
     r.set_defaults(func=handle_report)
 
 
@@ -99,12 +100,17 @@ def handle(args: argparse.Namespace) -> int:
         print(f"scalerl sweep: {err}", file=sys.stderr)
         return 2
     if not args.report_only:
+        from scalerl.checkpoint import CheckpointError  # torch: only when training
+
         print(f"scalerl sweep: {len(variants)} point(s), {parallel} at a time ({runner})")
         try:
             run_sweep(variants, out, parallel=parallel, runner=runner)
         except PointFailed as err:
             print(f"scalerl sweep: {err}", file=sys.stderr)
             return 1
+        except (ConfigError, CheckpointError) as err:  # in-process points: a run's own bad input
+            print(f"scalerl sweep: {err}", file=sys.stderr)
+            return 2
     runs: dict[str, list[Path]] = {}
     for v in variants:
         key = Path(v.recipe).stem + (f" {','.join(f'{k}={x}' for k, x in v.values)}" if v.values else "")
@@ -123,7 +129,7 @@ def handle_report(args: argparse.Namespace) -> int:
     from scalerl.experiments.study import StudyError, write_study
 
     try:
-        written = write_study(args.dir, html=args.html, markdown=args.markdown, x=args.x)
+        written = write_study(args.dir, html=args.html, markdown=args.markdown, x=args.x, y=args.y)
     except StudyError as err:
         print(f"scalerl report: {err}", file=sys.stderr)
         return 2

@@ -19,13 +19,13 @@ from scalerl.fit.compare import compare_runs, loo_table
 from scalerl.fit.io import Curve, read_jsonl
 
 
-def pooled_curve(name: str, metrics_files: Sequence[Path], *, x: str | None = None) -> Curve:
+def pooled_curve(name: str, metrics_files: Sequence[Path], *, x: str | None = None, y: str | None = None) -> Curve:
     """All seeds' evaluation points of one recipe as one curve, sorted by compute.
 
     Points at equal compute (e.g. two seeds' step 0 when ``x`` is a step-based axis) are
     averaged, so the compute axis stays strictly increasing as the fitter expects.
     """
-    curves = [c for path in metrics_files for c in read_jsonl(Path(path), x=x)]
+    curves = [c for path in metrics_files for c in read_jsonl(Path(path), x=x, y=y)]
     compute = np.concatenate([c.compute for c in curves])  # (M,)
     reward = np.concatenate([c.reward for c in curves])  # (M,)
     unique, inverse = np.unique(compute, return_inverse=True)

@@ -83,25 +83,25 @@ def discover(root: Path) -> list[Point]:
     return out
 
 
-def _fit_points(points: Sequence[Point], options: FitOptions, x: str | None):
+def _fit_points(points: Sequence[Point], options: FitOptions, x: str | None, y: str | None):
     """Pooled curve and fit of every point; points that cannot be fitted are listed why."""
     fitted, failed = [], []
     for p in points:
         try:
-            curve = pooled_curve(p.name, p.metrics, x=x)
+            curve = pooled_curve(p.name, p.metrics, x=x, y=y)
             fitted.append((p, fit_run(curve, options=options)))
         except CurveError as err:
             failed.append(f"{p.name}: not fitted ({err})")
     return fitted, failed
 
 
-def _half_rows(points: Sequence[Point], options: FitOptions, x: str | None) -> list[tuple[str, ...]]:
+def _half_rows(points: Sequence[Point], options: FitOptions, x: str | None, y: str | None) -> list[tuple[str, ...]]:
     rows = []
     for p in points:
         for run in p.runs:
             name = f"{p.name}/{run.name}" if len(p.runs) > 1 or run.name != p.name else p.name
             try:
-                curve = read_jsonl(run / "metrics.jsonl", x=x)[0]
+                curve = read_jsonl(run / "metrics.jsonl", x=x, y=y)[0]
                 f = holdout_forecast(curve.compute, curve.reward, fit_frac=0.5, options=options,
                                      source=curve.source).final
             except CurveError as err:
@@ -113,6 +113,13 @@ def _half_rows(points: Sequence[Point], options: FitOptions, x: str | None) -> l
     return rows
 
 
+def _order(value) -> tuple:
+    """Sort key of an axis value: numbers by size (4 before 16), then strings, then none."""
+    if isinstance(value, int | float):
+        return (0, value, "")
+    return (1, 0, str(value)) if value is not None else (2, 0, "")
+
+
 def _axis_tables(fitted: Sequence[tuple[Point, RunFit]]) -> list[report.Table]:
     """Per axis with ≥ 2 values: A and B (with intervals) of every point, by axis value."""
     tables = []
@@ -122,7 +129,7 @@ def _axis_tables(fitted: Sequence[tuple[Point, RunFit]]) -> list[report.Table]:
         if len(values) < 2:
             continue
         rows = []
-        for p, run in sorted(fitted, key=lambda t: (str(t[0].values.get(axis)), t[0].name)):
+        for p, run in sorted(fitted, key=lambda t: (_order(t[0].values.get(axis)), t[0].name)):
             others = ",".join(f"{k}={v}" for k, v in p.values.items() if k != axis) or "-"
             iv = run.intervals
             rows.append((str(p.values.get(axis, "-")), p.name.split("/")[0], others,
@@ -135,16 +142,19 @@ def _axis_tables(fitted: Sequence[tuple[Point, RunFit]]) -> list[report.Table]:
 
 def _axis_figure(fitted, axis: str) -> report.Figure:
     """A and B against the axis value, one line per (recipe, other axes)."""
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig = Figure(figsize=(9, 3.6))  # never pyplot: no global figure registry to leak into
+    FigureCanvasAgg(fig)
+    ax_a, ax_b = fig.subplots(1, 2)
     lines: dict[str, list] = {}
     for p, run in fitted:
         if axis in p.values:
             key = ",".join([p.name.split("/")[0], *(f"{k}={v}" for k, v in p.values.items() if k != axis)])
             lines.setdefault(key, []).append((p.values[axis], run))
     for key, items in lines.items():
-        items.sort(key=lambda t: t[0])
+        items.sort(key=lambda t: _order(t[0]))
         xs = [str(v) for v, _ in items]
         for ax, param in ((ax_a, "A"), (ax_b, "B")):
             mid = np.array([getattr(r.fit, param) for _, r in items])
@@ -160,11 +170,12 @@ def _axis_figure(fitted, axis: str) -> report.Figure:
     return report.Figure(f"A and B against '{axis}'", plot.png_bytes(fig), f"axis_{axis}.png")
 
 
-def study_report(root: Path, x: str | None = None) -> report.Report:
-    """Fit, compare and check every point and run under ``root``."""
+def study_report(root: Path, x: str | None = None, y: str | None = None) -> report.Report:
+    """Fit, compare and check every point and run under ``root`` (``y``: the reward column,
+    default ``val_pass_rate``; ``downstream_pass_rate`` for the harder variant)."""
     options = FitOptions()
     points = discover(root)
-    fitted, failed = _fit_points(points, options, x)
+    fitted, failed = _fit_points(points, options, x, y)
     if not fitted:
         raise StudyError(f"no run under {root} could be fitted: {'; '.join(failed)}")
     tables, figures, paragraphs = [], [], list(failed)
@@ -190,7 +201,7 @@ def study_report(root: Path, x: str | None = None) -> report.Report:
     tables.extend(axis_tables)
     for t in axis_tables:
         figures.append(_axis_figure(fitted, t.header[0]))
-    half = _half_rows(points, options, x)
+    half = _half_rows(points, options, x, y)
     tables.append(report.Table("Fit-to-half check (paper §1.5): fit the first half of each run's compute, "
                                "forecast its end", ("run", "forecast at the end", "predictive interval",
                                                     "observed", "verdict"), tuple(half)))
@@ -203,11 +214,11 @@ def study_report(root: Path, x: str | None = None) -> report.Report:
 
 
 def write_study(root: Path, *, html: Path | None = None, markdown: Path | None = None,
-                x: str | None = None) -> list[Path]:
+                x: str | None = None, y: str | None = None) -> list[Path]:
     """Write the Markdown (figures beside it) and the self-contained HTML report."""
     root = Path(root)
     try:
-        rep = study_report(root, x)
+        rep = study_report(root, x, y)
     except CurveError as err:
         raise StudyError(str(err)) from None
     html = html or root / "study.html"

@@ -65,6 +65,23 @@ def learner_dtype(cfg: Config) -> str:
     return "float32" if cfg.model.dtype == "float16" else cfg.model.dtype
 
 
+def evaluators(cfg: Config, model, tokenizer, task) -> list:
+    """The validation evaluator on the learner's own model, and the downstream one (the same
+    task with ``eval.downstream_knobs``) when configured; both with fixed sampling seeds."""
+    from scalerl.data.tasks import get_task
+    from scalerl.eval import Evaluator
+    from scalerl.rollout.torch_engine import TorchEngine
+
+    engine = TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator, device=device(cfg))
+    params = sampling_params(cfg, cfg.eval.temperature)
+    out = [Evaluator(engine, tokenizer, task, params, cfg.eval.k, cfg.eval.num_prompts, seed=cfg.train.seed + 10_007)]
+    if cfg.eval.downstream_knobs is not None:
+        harder = get_task(cfg.task.name, **cfg.eval.downstream_knobs)
+        out.append(Evaluator(engine, tokenizer, harder, params, cfg.eval.k, cfg.eval.num_prompts,
+                             seed=cfg.train.seed + 20_011, prefix="downstream"))
+    return out
+
+
 def make_pool(cfg: Config, task):
     from scalerl.data.curriculum import PromptPool
 

@@ -46,7 +46,6 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     """Run (or resume) ``cfg`` in ``run_dir``; returns the last metrics record."""
     from scalerl.data.tasks import get_task
     from scalerl.models import count_parameters
-    from scalerl.rollout.torch_engine import TorchEngine
 
     run_dir = Path(run_dir)
     saved = _start(cfg, run_dir, resume, log)
@@ -60,10 +59,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     learner = Learner(model, cfg, tokenizer.pad_token_id)
     policy = LagPolicy(cfg.pipeline.mode, cfg.pipeline.k, cfg.pipeline.prompts_per_step)
     scheduler = Scheduler(policy, pool, cfg.pipeline.prompts_per_chunk)
-    evaluator = Evaluator(TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator,
-                                      device=build.device(cfg)),
-                          tokenizer, task, build.sampling_params(cfg, cfg.eval.temperature),
-                          cfg.eval.k, cfg.eval.num_prompts, seed=cfg.train.seed + 10_007)
+    evaluators = build.evaluators(cfg, model, tokenizer, task)
 
     step = saved[1]["step"] if saved else 0
     backend = build.make_backend(cfg, build.actor_spec(cfg, model_dir, cfg.train.seed + step), model)
@@ -80,7 +76,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     try:
         backend.publish(model, learner.version)
         if step == 0:
-            record = {"step": 0, **evaluate(evaluator, compute), **compute.snapshot()}
+            record = {"step": 0, **evaluate(evaluators, compute), **compute.snapshot()}
             logger.write(record)
             forecaster.observe(record)
         deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
@@ -96,7 +92,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
             record = {"step": step, "version": learner.version, "learner_wait_s": waited,
                       "refused_stale": scheduler.refused, **metrics}
             if step % cfg.eval.every == 0 or last:
-                record.update(evaluate(evaluator, compute))
+                record.update(evaluate(evaluators, compute))
             current = compute.snapshot()
             record.update(current, **compute.rates(previous, current))
             previous = current
@@ -176,10 +172,14 @@ def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMete
         scheduler.receive(groups)
 
 
-def evaluate(evaluator: Evaluator, compute: ComputeMeter) -> dict[str, float]:
-    result = evaluator()
-    compute.add_generation(result.pop("val_tokens"))
-    return result
+def evaluate(evaluators: list[Evaluator], compute: ComputeMeter) -> dict[str, float]:
+    """The validation set (and the downstream variant, when configured); their tokens count."""
+    out: dict[str, float] = {}
+    for evaluator in evaluators:
+        result = evaluator()
+        compute.add_generation(result.pop(f"{evaluator.prefix}_tokens"))
+        out |= result
+    return out
 
 
 def snapshot(learner: Learner, pool, scheduler: Scheduler, compute: ComputeMeter) -> dict[str, Any]:
