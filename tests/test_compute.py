@@ -34,3 +34,12 @@ def test_token_rates_between_snapshots():
     before = {"wall_s": 1.0, "gen_tokens": 100, "train_tokens": 10}
     after = {"wall_s": 3.0, "gen_tokens": 500, "train_tokens": 50}
     assert meter.rates(before, after) == {"gen_tokens_per_s": 200.0, "train_tokens_per_s": 20.0}
+
+
+def test_matmul_peak_is_positive_and_takes_a_device_object():
+    import torch
+
+    from scalerl.compute import matmul_peak
+
+    assert matmul_peak("cpu", n=64, repeats=2) > 0
+    assert matmul_peak(torch.device("cpu"), n=64, repeats=1) > 0  # no CUDA synchronize on the CPU

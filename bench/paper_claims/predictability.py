@@ -30,9 +30,12 @@ def main(paths: list[Path]) -> None:
     start = time.perf_counter()
     options = FitOptions(r0="first")
     curves = [read_jsonl(p)[0] for p in paths]
+    if not curves:
+        sys.exit("predictability: no runs given and no bench/data/demo_seed*.jsonl found")
     finals = [float(c.reward[-1]) for c in curves]
+    sd = statistics.stdev(finals) if len(finals) > 1 else float("nan")  # one run has no spread
     print(f"# {len(curves)} runs; final evaluation across seeds: mean {statistics.mean(finals):.3f}, "
-          f"sd {statistics.stdev(finals):.3f}, range [{min(finals):.3f}, {max(finals):.3f}]")
+          f"sd {sd:.3f}, range [{min(finals):.3f}, {max(finals):.3f}]")
     print("| run | fit on | forecast at the end | 95% predictive interval | observed | error | covered | A, identified? |")
     print("|---|---|---|---|---|---|---|---|")
     errors: dict[float, list[float]] = {0.5: [], 0.25: []}
@@ -50,11 +53,11 @@ def main(paths: list[Path]) -> None:
             print(f"| {path.stem} | {frac:.0%} | {f['predicted']:.3f} | [{f['pred_lo']:.3f}, {f['pred_hi']:.3f}] | "
                   f"{f['observed']:.3f} | {f['predicted'] - f['observed']:+.3f} | {'yes' if f['covered'] else 'NO'} | "
                   f"{hold.fit.A:.3f}, {'identified' if unc.identified else 'not identified'} |")
-    sd = statistics.stdev(finals)
     for frac, errs in errors.items():
         if errs:
             mae = statistics.mean(abs(e) for e in errs)
-            print(f"fit on {frac:.0%}: mean |error| {mae:.3f} over {len(errs)} runs = {mae / sd:.2f}x the "
+            ratio = mae / sd if sd > 0 else float("nan")
+            print(f"fit on {frac:.0%}: mean |error| {mae:.3f} over {len(errs)} runs = {ratio:.2f}x the "
                   f"across-seed sd {sd:.3f} (paper: ±0.02)")
     print(f"({time.perf_counter() - start:.1f} s)")
 

@@ -136,3 +136,18 @@ def test_kernel_layer_alone_contains_a_program_past_the_audit_hook(tmp_path):
 def test_isolation_is_described_in_one_line():
     line = isolation().describe()
     assert "\n" not in line and ("kernel namespaces" in line if isolation().namespaces else "WARNING" in line)
+
+
+def test_a_launch_that_fails_leaks_no_descriptors_or_folders(monkeypatch, tmp_path):
+    import scalerl.data.sandbox as sandbox
+
+    def refuse(*args, **kwargs):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(sandbox.subprocess, "Popen", refuse)
+    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(tmp_path))  # where the work folders go
+    before = set(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(OSError, match="Too many open files"):
+            run_python("print(1)", limits=SandboxLimits(namespaces=False))
+    assert set(os.listdir("/proc/self/fd")) == before and not list(tmp_path.iterdir())

@@ -64,10 +64,22 @@ def test_generations_axis_keeps_the_total_batch(tmp_path):
     ("recipes: [scalerl]\nseeds: [0, x]\n", r"line 2, 'seeds': each seed must be an integer"),
     ("recipes: [scalerl]\nparalel: 2\n", r"line 2, 'paralel': unknown key"),
     ("recipes: [scalerl]\nrunner: slurm\n", r"line 2, 'runner': one of local, ray"),
+    ("recipes: [scalerl]\nseeds: [0, 1, 0]\n", r"line 2, 'seeds': the seed 0 repeats"),
+    ("recipes: [scalerl]\naxes:\n  batch: [4, 4]\n", r"line 3, 'axes.batch': the batch value 4 repeats"),
+    ("recipes: [scalerl, a/scalerl.yaml]\n", r"line 1, 'recipes': the recipe name 'scalerl' repeats"),
+    ("recipes: [scalerl\n", r"spec.yaml line 2: not valid YAML \(expected ',' or ']'"),
 ])
 def test_malformed_specs_are_one_sentence_with_their_line(tmp_path, text, message):
     with pytest.raises(ConfigError, match=message):
         load_spec(_spec(tmp_path, text))
+
+
+def test_points_that_would_share_a_folder_are_refused(tmp_path):
+    import dataclasses
+
+    spec = dataclasses.replace(load_spec(_spec(tmp_path, "recipes: [scalerl]\n")), seeds=(1, 1))  # --seeds 1 1
+    with pytest.raises(ConfigError, match=r"spec.yaml: scalerl seed 1 and scalerl seed 1 would both train into"):
+        points(spec, tmp_path / "out")
 
 
 def test_a_recipe_that_does_not_exist_names_the_spec(tmp_path):

@@ -45,6 +45,20 @@ def test_plan_rejects_bad_input_before_training(tmp_path):
         plan(["scalerl", "scalerl"], [0], FAST, tmp_path)
     with pytest.raises(ConfigError, match="no recipes"):
         plan([], [0], FAST, tmp_path)
+    with pytest.raises(ConfigError, match=r"seeds repeat in \[0, 0\]"):
+        plan(["scalerl"], [0, 0], FAST, tmp_path)
+    with pytest.raises(ConfigError, match="repeat"):  # both would train into OUT/scalerl
+        plan(["scalerl", str(tmp_path / "scalerl.yaml")], [0], FAST, tmp_path)
+
+
+def test_a_run_the_forecast_stopped_early_counts_as_finished(tmp_path):
+    (variant,) = plan(["scalerl"], [0], FAST, tmp_path)
+    variant.run_dir.mkdir(parents=True)
+    (variant.run_dir / "metrics.jsonl").write_text('{"step": 0}\n{"step": 1, "stopped_early": "stopping early"}\n')
+    assert is_finished(variant.run_dir, 3)
+    calls = []
+    run_sweep([variant], tmp_path, train=_fake_train(calls), log=lambda *_: None)
+    assert calls == []  # a rerun does not undo the forecast's decision
 
 
 def test_finished_variants_are_skipped_on_rerun(tmp_path):

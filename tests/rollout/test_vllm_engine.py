@@ -137,3 +137,11 @@ def test_missing_or_old_vllm_is_one_sentence(monkeypatch):
     old.LLM, old.SamplingParams = type("LLM", (), {"get_tokenizer": None}), object
     with pytest.raises(ValueError, match="vLLM 0.12.0 lacks vllm.LLM.collective_rpc, .reset_prefix_cache"):
         check_vllm()
+
+
+def test_a_pre_release_suffix_adds_no_digits_to_the_version():
+    from scalerl.rollout.vllm_support import MIN_VERSION, _version_tuple
+
+    assert _version_tuple("0.10.1rc3") == (0, 10, 1) < MIN_VERSION  # not 0.10.13
+    assert _version_tuple("0.10.2rc1") == _version_tuple("0.10.2.dev3") == (0, 10, 2)
+    assert _version_tuple("0.11.0+cu128") == (0, 11, 0) and _version_tuple("dev") == ()

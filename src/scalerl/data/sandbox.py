@@ -176,7 +176,17 @@ class _Run:
 
     def __init__(self, source: str, stdin: str, calls: list | None, limits: SandboxLimits) -> None:
         self.limits, self.n_calls, self.start = limits, len(calls or []), time.monotonic()
-        self.fds = {k: _memfd(k) for k in ("out", "err", "res")}
+        self.fds: dict[str, int] = {}
+        self.tmp: str | None = None
+        try:
+            self._launch(source, stdin, calls, limits)
+        except BaseException:  # a failed launch (no fds left, exec failed) must not leak them
+            self._release()
+            raise
+
+    def _launch(self, source: str, stdin: str, calls: list | None, limits: SandboxLimits) -> None:
+        for k in ("out", "err", "res"):
+            self.fds[k] = _memfd(k)
         use_ns = limits.namespaces and isolation().namespaces
         self.tmp = None if use_ns else tempfile.mkdtemp(prefix="scalerl-sbx-")
         workdir = "/work" if use_ns else os.path.join(self.tmp, "work")
@@ -211,13 +221,20 @@ class _Run:
         self.proc.wait()
         cap = self.limits.max_output_bytes
         out, err, res = (_read_memfd(self.fds[k], cap).decode(errors="replace") for k in ("out", "err", "res"))
-        for fd in self.fds.values():
-            os.close(fd)
-        if self.tmp:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+        self._release()
         return SandboxResult(stdout=out, stderr=err, exit_code=None if timed_out else self.proc.returncode,
                              timed_out=timed_out, seconds=time.monotonic() - self.start,
                              values=_parse_values(res, self.n_calls))
+
+    def _release(self) -> None:
+        """Close the memfds and remove the fallback work directory."""
+        for fd in self.fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = {}
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
 
 
 def _run_all(jobs: list[tuple[str, list | None]], source: str, limits: SandboxLimits) -> list[SandboxResult | None]:

@@ -116,14 +116,26 @@ def _typed(where: str, value, kind: type, what: str):
     return value
 
 
+def _unique(where: str, values, what: str) -> None:
+    """Two equal values would train two points into one folder."""
+    repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+    if repeated is not None:
+        raise ConfigError(f"{where}: the {what} {repeated!r} repeats; each may appear once")
+
+
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and check ``path``; every problem is one ConfigError sentence with its line."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
         data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"{path} line {mark.line + 1}" if mark is not None else str(path)
+        raise ConfigError(f"{where}: not valid YAML ({err.problem or err.context})") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise ConfigError(f"cannot read the sweep spec {path}: {str(err).splitlines()[0]}") from None
+        why = getattr(err, "strerror", None) or (str(err).splitlines() or [type(err).__name__])[0]
+        raise ConfigError(f"cannot read the sweep spec {path} ({why})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a sweep spec is a mapping with at least 'recipes'")
     lines = _lines(text)
@@ -154,16 +166,21 @@ def load_spec(path: str | Path) -> SweepSpec:
             raise ConfigError(f"{at('axes', name)}: the grid is empty; give a non-empty list of values")
         for v in values:
             _typed(at("axes", name), v, AXES[name].kind, f"each {name} value")
+        _unique(at("axes", name), values, f"{name} value")
     parallel = data.get("parallel", "auto")
     if parallel != "auto" and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
         raise ConfigError(f"{at('parallel')}: 'auto' or a positive integer; got {parallel!r}")
     runner = data.get("runner", "local")
     if runner not in RUNNERS:
         raise ConfigError(f"{at('runner')}: one of {', '.join(RUNNERS)}; got {runner!r}")
+    recipes = [_typed(at("recipes"), r, str, "each recipe") for r in recipes]
+    _unique(at("recipes"), [Path(r).stem for r in recipes], "recipe name")
+    seeds = [_typed(at("seeds"), s, int, "each seed") for s in seeds]
+    _unique(at("seeds"), seeds, "seed")
     return SweepSpec(
         name=str(data.get("name") or path.stem),
-        recipes=tuple(_typed(at("recipes"), r, str, "each recipe") for r in recipes),
-        seeds=tuple(_typed(at("seeds"), s, int, "each seed") for s in seeds),
+        recipes=tuple(recipes),
+        seeds=tuple(seeds),
         overrides=tuple(f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
                         for k, v in sets.items()),
         axes=tuple((k, tuple(v)) for k, v in axes.items()),
@@ -194,4 +211,15 @@ def points(spec: SweepSpec, out: Path, extra: tuple[str, ...] = ()) -> list[Vari
                     raise ConfigError(f"{spec.source}, point {recipe} {label or '(no axes)'}: {err}") from None
                 run_dir = Path(out) / Path(recipe).stem / label / f"seed{seed}"
                 out_points.append(Variant(recipe, seed, run_dir, cfg, values))
+    _distinct_folders(out_points, spec.source)
     return out_points
+
+
+def _distinct_folders(variants: list[Variant], source: str) -> None:
+    """One folder per point: a repeated seed or value would train two runs into one."""
+    seen: dict[Path, Variant] = {}
+    for v in variants:
+        if v.run_dir in seen:
+            raise ConfigError(f"{source}: {seen[v.run_dir].label} and {v.label} would both train into "
+                              f"{v.run_dir}; give each recipe name, seed and axis value once")
+        seen[v.run_dir] = v

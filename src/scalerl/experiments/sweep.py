@@ -53,8 +53,12 @@ def plan(recipes: Sequence[str], seeds: Sequence[int], overrides: Sequence[str],
     recipe or override fails the sweep at once instead of hours in."""
     if not recipes:
         raise ConfigError("the sweep has no recipes; name some or pass --loo.")
-    if len(set(recipes)) != len(recipes):
-        raise ConfigError(f"recipes repeat in {list(recipes)}; each may appear once.")
+    stems = [Path(r).stem for r in recipes]
+    if len(set(stems)) != len(stems):
+        raise ConfigError(f"recipes repeat in {list(recipes)} (each trains into OUT/<its name>); "
+                          "each may appear once.")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds repeat in {list(seeds)}; each may appear once.")
     variants = []
     for recipe in recipes:
         for seed in seeds:
@@ -64,8 +68,9 @@ def plan(recipes: Sequence[str], seeds: Sequence[int], overrides: Sequence[str],
 
 
 def is_finished(run_dir: Path, steps: int) -> bool:
-    """Whether ``run_dir/metrics.jsonl`` already holds the record of the last step."""
-    return any(r.get("step") == steps for r in read_records(run_dir / "metrics.jsonl"))
+    """Whether ``run_dir/metrics.jsonl`` already holds the record of the last step, or one
+    that stopped the run early (the live forecast's decision: a rerun must not undo it)."""
+    return any(r.get("step") == steps or "stopped_early" in r for r in read_records(run_dir / "metrics.jsonl"))
 
 
 def base_key(cfg: Config) -> str:

@@ -40,7 +40,10 @@ class Learner:
         # learner_mfu = 6·N·trained tokens / busy seconds / the matmul peak measured here,
         # before any generator shares the machine
         self.n_params = sum(p.numel() for p in model.parameters())
-        self.peak_flop_s = matmul_peak(param.device.type, param.dtype)
+        self.device = param.device
+        # float16 runs compute under fp16 autocast: their peak is fp16's, not the master weights'
+        compute_dtype = torch.float16 if self.scaler is not None else param.dtype
+        self.peak_flop_s = matmul_peak(param.device.type, compute_dtype)
 
     def step(self, groups) -> tuple[dict[str, Any], list[tuple[int, float]]]:
         """One optimiser step on P groups; the policy version advances. Returns the step's
@@ -49,7 +52,7 @@ class Learner:
         batch = prepare_batch(groups, self.cfg, self.version, self.pad_id)
         metrics = backward_and_step(self.model, self.optimizer, self.schedule, batch, self.cfg, self.pad_id,
                                     self.scaler)
-        if self.model.device.type == "cuda":
+        if self.device.type == "cuda":
             torch.cuda.synchronize()
         busy = time.perf_counter() - start
         flops = 6.0 * self.n_params * metrics["trained_tokens"]

@@ -8,6 +8,7 @@ is missing, with the version found), or without a float32 LM head for generation
 from __future__ import annotations
 
 import inspect
+import re
 
 MIN_VERSION = (0, 10, 2)
 """``LLM(logprobs_mode=...)`` (behaviour log-probs after temperature) appeared in 0.10.2."""
@@ -16,10 +17,17 @@ INSTALL_HINT = "install the extra on a GPU machine: pip install 'scalerl[vllm]'"
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
+    """The release numbers of a version string, ``"0.10.1rc3"`` -> ``(0, 10, 1)``: each piece's
+    leading digits only, up to the first piece that has none (a pre-release suffix never
+    adds digits: ``1rc3`` is 1, not 13)."""
     parts = []
     for piece in text.split("+")[0].split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
+        digits = re.match(r"\d*", piece).group()
+        if not digits:
+            break
+        parts.append(int(digits))
+        if len(digits) < len(piece):
+            break
     return tuple(parts)
 
 

@@ -77,8 +77,15 @@ def test_sandbox_limits_from_a_recipe_mapping(tmp_path, capsys):
     path.write_text(json.dumps({"problem": "p", "tests": ["assert f() == 1"]}) + "\n")
     task = get_task("code", path=path, num_validation=0, limits={"timeout_s": 1.5, "disk_mb": 8})
     assert task.limits == SandboxLimits(timeout_s=1.5, disk_mb=8)
-    with pytest.raises(ValueError, match=r"task.limits: unknown field\(s\) \['timeout'\]"):
+    with pytest.raises(ValueError, match=r"task\.knobs\.limits: unknown field\(s\) \['timeout'\]"):
         get_task("code", path=path, num_validation=0, limits={"timeout": 1})
+    for bad, message in [({"timeout_s": "5"}, r"limits\.timeout_s must be a positive number; got '5'"),
+                         ({"memory_mb": 0}, r"limits\.memory_mb must be a positive integer"),
+                         ({"memory_mb": 1.5}, r"limits\.memory_mb must be a positive integer"),
+                         ({"namespaces": "no"}, r"limits\.namespaces must be true or false")]:
+        with pytest.raises(ValueError, match=message):
+            get_task("code", path=path, num_validation=0, limits=bad)
+    assert get_task("code", path=path, num_validation=0, limits={"parallel": 0, "timeout_s": 2}).limits.parallel == 0
 
 
 def test_assert_tests_that_cannot_be_graded_safely_fail_at_load(tmp_path):

@@ -114,13 +114,27 @@ def _announce_isolation() -> None:
 
 
 def sandbox_limits(limits: SandboxLimits | dict | None) -> SandboxLimits:
-    """``limits`` as given in code, or the ``task.limits`` mapping of a recipe."""
+    """``limits`` as given in code, or the ``task.knobs.limits`` mapping of a recipe (each
+    field a positive number, or for ``namespaces`` / ``audit_hook`` a boolean)."""
     if isinstance(limits, SandboxLimits):
         return limits
-    known = set(SandboxLimits.__dataclass_fields__)
-    unknown = set(limits or {}) - known
+    if limits is not None and not isinstance(limits, dict):
+        raise ValueError(f"task.knobs.limits must be a mapping of sandbox limits; got {limits!r}")
+    fields = SandboxLimits.__dataclass_fields__
+    unknown = set(limits or {}) - set(fields)
     if unknown:
-        raise ValueError(f"task.limits: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
+        raise ValueError(f"task.knobs.limits: unknown field(s) {sorted(unknown)}; known: {sorted(fields)}")
+    for name, value in (limits or {}).items():
+        default = fields[name].default
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        else:
+            number = int if isinstance(default, int) else (int, float)
+            ok = isinstance(value, number) and not isinstance(value, bool) and (value > 0 or name == "parallel" and value == 0)
+        if not ok:
+            want = "true or false" if isinstance(default, bool) else (
+                "a positive integer" if isinstance(default, int) else "a positive number")
+            raise ValueError(f"task.knobs.limits.{name} must be {want}; got {value!r}")
     return SandboxLimits(**(limits or {}))
 
 
