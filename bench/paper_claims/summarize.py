@@ -6,7 +6,7 @@ own standard error over prompts), the mean ``mismatch_kl`` of the training steps
 and numerics together) and ``mismatch_fresh_kl`` (tokens sampled by the trainer's current
 weights: numerics alone), the mean ``is_ratio_max``, and the steps trained. Complements the fits of ``scalerl report``.
 
-    .venv/bin/python bench/paper_claims/summarize.py runs/claims/fp32_head
+    .venv/bin/python bench/paper_claims/summarize.py runs/claims/fp32_head [downstream_pass_rate]
 """
 
 from __future__ import annotations
@@ -24,25 +24,32 @@ def _mean(values) -> float:
     return statistics.mean(values) if values else float("nan")
 
 
-def main(root: Path) -> None:
+def main(root: Path, y: str = "val_pass_rate") -> None:
+    se = y.replace("pass_rate", "stderr")
     print("| point | seeds | steps | final val (mean ± sd) | best val | val_stderr | mismatch_kl | fresh mismatch_kl | is_ratio_max |")
     print("|---|---|---|---|---|---|---|---|---|")
     for point in discover(root):
         finals, bests, stderrs, kls, fresh, ratios, steps = [], [], [], [], [], [], []
         for run in point.runs:
             records = read_records(run / "metrics.jsonl")
-            evals = [r for r in records if r.get("val_pass_rate") is not None]
-            finals.append(evals[-1]["val_pass_rate"])
-            bests.append(max(r["val_pass_rate"] for r in evals))
-            stderrs.append(_mean(r.get("val_stderr") for r in evals))
-            kls.append(_mean(r.get("mismatch_kl") for r in records[1:]))
-            fresh.append(_mean(r.get("mismatch_fresh_kl") for r in records[1:]))
-            ratios.append(_mean(r.get("is_ratio_max") for r in records[1:]))
-            steps.append(records[-1]["step"])
+            evals = [r for r in records if r.get(y) is not None]
+            trained = [r for r in records if r.get("step", 0) > 0]
+            if not evals:
+                continue
+            finals.append(evals[-1][y])
+            bests.append(max(r[y] for r in evals))
+            stderrs.append(_mean(r.get(se) for r in evals))
+            kls.append(_mean(r.get("mismatch_kl") for r in trained))
+            fresh.append(_mean(r.get("mismatch_fresh_kl") for r in trained))
+            ratios.append(_mean(r.get("is_ratio_max") for r in trained))
+            steps.append(records[-1].get("step", 0))
+        if not finals:
+            print(f"| {point.name} | {len(point.runs)} | - | no evaluations of {y} | | | | | |")
+            continue
         sd = statistics.stdev(finals) if len(finals) > 1 else float("nan")
         print(f"| {point.name} | {len(point.runs)} | {min(steps)} | {statistics.mean(finals):.3f} ± {sd:.3f} | "
               f"{statistics.mean(bests):.3f} | {_mean(stderrs):.3f} | {_mean(kls):.2e} | {_mean(fresh):.2e} | {_mean(ratios):.2f} |")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), *sys.argv[2:3])
