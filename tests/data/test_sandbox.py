@@ -30,6 +30,13 @@ def test_calls_return_plain_data_and_anything_else_fails():
     assert r.values[6] == (True, {"k": (-2, [-1.5, None], {1, 2})})
 
 
+def test_frozensets_anywhere_come_back_as_sets():
+    src = ("def f():\n    return [frozenset({1, 2}), {'k': frozenset()}, frozenset({3})]\n"
+           "def g():\n    return frozenset({1})\n")
+    r = run_python(src, calls=[["f", "()", "{}"], ["g", "()", "{}"]])
+    assert r.values[0] == (True, [{1, 2}, {"k": set()}, {3}]) and r.values[1] == (True, {1})
+
+
 def test_a_program_that_raises_reports_no_values():
     r = run_python("def f():\n    return 1\nraise RuntimeError('boom')", calls=[["f", "()", "{}"]])
     assert not r.finished and r.exit_code == 1 and r.values == [(False, None)] and "boom" in r.stderr

@@ -154,6 +154,25 @@ def _read_memfd(fd: int, cap: int) -> bytes:
     return os.read(fd, cap)
 
 
+class _FrozensetAsSet(ast.NodeTransformer):
+    """``frozenset({...})`` (which ``literal_eval`` refuses) read back as the set ``{...}``:
+    equal under ``==``, so a correct answer holding one nested anywhere still passes. Inside a
+    set or as a dict key the set is unhashable, and that value fails, as it must."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)
+        if not (isinstance(node.func, ast.Name) and node.func.id == "frozenset" and not node.keywords):
+            return node
+        if not node.args:  # frozenset() -> set()
+            return ast.Call(func=ast.Name(id="set", ctx=ast.Load()), args=[], keywords=[])
+        return node.args[0] if len(node.args) == 1 and isinstance(node.args[0], ast.Set) else node
+
+
+def _literal(body: str) -> Any:
+    """Plain data from the child's ``repr`` text, by ``ast.literal_eval`` only."""
+    return ast.literal_eval(_FrozensetAsSet().visit(ast.parse(body, mode="eval")))
+
+
 def _parse_values(text: str, n: int) -> list[tuple[bool, Any]]:
     """Per call, the first ``index<TAB>repr`` line for it, read back as plain data only."""
     values: list[tuple[bool, Any]] = [(False, None)] * n
@@ -165,7 +184,7 @@ def _parse_values(text: str, n: int) -> list[tuple[bool, Any]]:
         seen.add(int(index))
         if body != "!":
             try:
-                values[int(index)] = (True, ast.literal_eval(body))
+                values[int(index)] = (True, _literal(body))
             except Exception:  # noqa: BLE001 - anything but a literal is a failed call
                 pass
     return values

@@ -121,7 +121,7 @@ def _plain_repr(value, _type=type, _repr=repr, _len=len, _plain=_PLAIN):
             stack.extend((x, depth + 1) for kv in v.items() for x in kv)
         else:
             return None
-    text = _repr(set(value) if _type(value) is frozenset else value)
+    text = _repr(value)  # the trainer reads frozenset({...}) back as a set
     return text if _len(text) < 1 << 20 else None
 
 
