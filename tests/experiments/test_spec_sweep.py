@@ -175,3 +175,21 @@ parallel: 2
 def test_every_paper_claim_spec_plans(spec, tmp_path):
     # each claim's sweep validates point by point before hours of training are spent on it
     assert points(load_spec(spec), tmp_path)
+
+
+def test_a_one_point_sweep_gets_its_study_report(tmp_path):
+    # one recipe, no axes: nothing to compare, but the curve, its fit and fit-to-half are reported
+    import json
+    import math
+
+    spec = _spec(tmp_path, "recipes: [scalerl]\nseeds: [0]\nset:\n  train.steps: 30\n")
+    run = tmp_path / "out" / "scalerl" / "seed0"
+    run.mkdir(parents=True)
+    with (run / "metrics.jsonl").open("w") as f:
+        for step in range(31):
+            c = 0.001 * (step + 1)
+            val = 0.2 + 0.5 / (1 + (0.01 / c) ** 1.5) + 0.01 * math.sin(7 * step)
+            f.write(json.dumps({"step": step, "compute_gpu_hours": c, "val_pass_rate": val}) + "\n")
+    done = _cli("sweep", str(spec), "--out", str(tmp_path / "out"), "--report-only")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "study.md").is_file() and (tmp_path / "out" / "study.html").is_file()

@@ -115,10 +115,14 @@ def handle(args: argparse.Namespace) -> int:
     for v in variants:
         key = Path(v.recipe).stem + (f" {','.join(f'{k}={x}' for k, x in v.values)}" if v.values else "")
         runs.setdefault(key, []).append(v.run_dir)
-    try:
-        written = write_report(runs, out, x=args.x)
-    except (CurveError, OSError) as err:
-        print(f"scalerl sweep: no comparison report: {err}", file=sys.stderr)
+    from scalerl.experiments.study import StudyError, write_study
+
+    try:  # the study report always; the comparison (verdict, LOO, JSON) when there is something to compare
+        written = write_study(out, x=args.x)
+        if len(runs) >= 2:
+            written += write_report(runs, out, x=args.x)
+    except (CurveError, StudyError, OSError) as err:
+        print(f"scalerl sweep: no report: {err}", file=sys.stderr)
         return 2
     for path in written:
         print(f"wrote {path}")
