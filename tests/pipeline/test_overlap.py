@@ -19,6 +19,8 @@ def test_a_collapsed_overlap_is_said_once_per_episode():
     warnings = [m.observe(1.9, 1.0, 0.9)[1] for _ in range(5)]  # the roles ran one after the other
     said = [w for w in warnings if w]
     assert len(said) == 1 and "sharing a core: throughput 1.00x sync (overlap could give 1.90x)" in said[0]
+    for _ in range(3):  # wobbling just above the collapse line is not a new episode
+        assert m.observe(1.9 / (0.75 * 1.9), 1.0, 0.9)[1] is None
     for _ in range(3):  # recovered
         assert m.observe(1.0, 1.0, 0.9)[1] is None
     assert any(m.observe(1.9, 1.0, 0.9)[1] for _ in range(3))  # a new episode is said again

@@ -13,7 +13,7 @@ CPU time, not wall time, measures each role: when another job (or the other role
 core, a role's wall time grows but its CPU time does not, so ``W`` exposes the loss. When the
 achieved share ``speedup / bound`` falls below ``COLLAPSED`` while overlap was worth having
 (``bound ≥ WORTH``), :meth:`OverlapMonitor.observe` returns a one-line warning, once per
-episode (again only after the overlap recovered). The first ``warmup`` steps (process start,
+episode: again only after the overlap has recovered to ``RECOVERED`` of the bound. The first ``warmup`` steps (process start,
 model loading, the first weights) are not measured.
 """
 
@@ -23,6 +23,8 @@ from collections import deque
 
 COLLAPSED = 0.7
 """Achieved share of the overlap bound below which the overlap counts as lost."""
+RECOVERED = 0.85
+"""Share above which a lost overlap counts as back (hysteresis: no warning per wobble)."""
 WORTH = 1.3
 """Overlap bound below which no warning is given: the roles are too unequal to gain much."""
 
@@ -58,5 +60,5 @@ class OverlapMonitor:
         if collapsed and not self.warned:
             warning = (f"generator and learner are sharing a core: throughput {speedup:.2f}x sync "
                        f"(overlap could give {bound:.2f}x); other load on the machine?")
-        self.warned = collapsed or (self.warned and speedup < COLLAPSED * bound)
+        self.warned = collapsed or (self.warned and speedup < RECOVERED * bound)
         return metrics, warning
