@@ -26,6 +26,11 @@ from scalerl.fit.options import FitOptions
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
+def _name(path: Path) -> str:
+    """``demo_seed0`` for a data file, ``seed0`` for a run's ``metrics.jsonl``."""
+    return path.parent.name if path.stem == "metrics" else path.stem
+
+
 def main(paths: list[Path]) -> None:
     start = time.perf_counter()
     options = FitOptions(r0="first")
@@ -45,12 +50,12 @@ def main(paths: list[Path]) -> None:
                 hold = holdout_forecast(curve.compute, curve.reward, fit_frac=frac, options=options,
                                         source=curve.source)
             except CurveError as err:
-                print(f"| {path.stem} | {frac:.0%} | - | - | - | - | - | not possible: {err} |")
+                print(f"| {_name(path)} | {frac:.0%} | - | - | - | - | - | not possible: {err} |")
                 continue
             f = hold.final
             errors[frac].append(f["predicted"] - f["observed"])
             unc = hold.unc
-            print(f"| {path.stem} | {frac:.0%} | {f['predicted']:.3f} | [{f['pred_lo']:.3f}, {f['pred_hi']:.3f}] | "
+            print(f"| {_name(path)} | {frac:.0%} | {f['predicted']:.3f} | [{f['pred_lo']:.3f}, {f['pred_hi']:.3f}] | "
                   f"{f['observed']:.3f} | {f['predicted'] - f['observed']:+.3f} | {'yes' if f['covered'] else 'NO'} | "
                   f"{hold.fit.A:.3f}, {'identified' if unc.identified else 'not identified'} |")
     for frac, errs in errors.items():
