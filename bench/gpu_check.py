@@ -41,6 +41,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from generation import _engine_generate, _hf_generate  # noqa: E402
 
+from scalerl.compute import matmul_peak  # noqa: E402
 from scalerl.config import load_config  # noqa: E402
 from scalerl.data.curriculum import PromptPool  # noqa: E402
 from scalerl.metrics import read_records  # noqa: E402
@@ -95,14 +96,6 @@ def engine_throughput(model, tokenizer, p: dict, device: str) -> list[dict]:
         rows.append({"batch": batch, "engine_tok_s": tokens / ours, "generate_tok_s": tokens / theirs,
                      "engine_over_generate": theirs / ours})
     return rows
-
-
-def matmul_peak(p: dict, device: str) -> float:
-    """FLOP/s of an ``n × n × n`` matmul in the body's dtype: the reachable dense peak."""
-    n = p["peak_n"]
-    a = torch.randn(n, n, device=device, dtype=p["dtype"])
-    b = torch.randn(n, n, device=device, dtype=p["dtype"])
-    return 2 * n**3 / _median(lambda: a @ b, device, max(3, p["repeats"]))
 
 
 def _synthetic_groups(P: int, G: int, length: int, vocab: int) -> list[Group]:
@@ -169,7 +162,7 @@ def main() -> None:
     model = build_model(p["preset"], len(tokenizer), tokenizer=tokenizer, dtype=p["dtype"]).to(device)
     report["params"] = count_parameters(model)
     report["engine"] = engine_throughput(model, tokenizer, p, device)
-    report["peak_flop_s"] = matmul_peak(p, device)
+    report["peak_flop_s"] = matmul_peak(device, p["dtype"], n=p["peak_n"], repeats=max(3, p["repeats"]))
     report["nominal_peak_flop_s"] = next((v for k, v in NOMINAL_PEAK.items() if k in name), None)
     report["learner"] = learner_throughput(model, tokenizer, p, device, report["peak_flop_s"])
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -224,5 +224,5 @@ def write_study(root: Path, *, html: Path | None = None, markdown: Path | None =
     html = html or root / "study.html"
     markdown = markdown or root / "study.md"
     written = report.write_markdown(markdown, rep)
-    written.append(report.write(html, report.to_html(replace(rep))))
+    written.append(report.write(html, report.to_html(rep)))
     return written

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from scalerl.compute import matmul_peak
+from scalerl.models.build import count_parameters
 from scalerl.pipeline.batch import prepare_batch
 from scalerl.pipeline.train_step import backward_and_step
 
@@ -39,7 +40,7 @@ class Learner:
         self.version = 0
         # learner_mfu = 6·N·trained tokens / busy seconds / the matmul peak measured here,
         # before any generator shares the machine
-        self.n_params = sum(p.numel() for p in model.parameters())
+        self.n_params = count_parameters(model)
         self.device = param.device
         # float16 runs compute under fp16 autocast: their peak is fp16's, not the master weights'
         compute_dtype = torch.float16 if self.scaler is not None else param.dtype
