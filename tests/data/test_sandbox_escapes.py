@@ -321,16 +321,22 @@ def test_native_extension_cannot_be_loaded_from_the_work_directory(tmp_path, ans
 
 
 def test_a_killed_trainer_takes_its_programs_with_it(tmp_path):
+    # the trainer probes the isolation first (a short-lived sandbox of its own) and says so,
+    # so that the processes seen afterwards are the program's, not the probe's
     script = tmp_path / "trainer.py"
     script.write_text("from scalerl.data.sandbox import SandboxLimits, run_python\n"
+                      "from scalerl.data.sandbox_ns import isolation\n"
+                      "isolation()\nprint('probed', flush=True)\n"
                       "run_python('import time\\ntime.sleep(120)', limits=SandboxLimits(timeout_s=120))\n")
     before = _sandbox_pids()
-    trainer = subprocess.Popen([sys.executable, str(script)])
+    trainer = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (_sandbox_pids() - before) and time.monotonic() < deadline:
+        assert trainer.stdout.readline().strip() == "probed", "the trainer died before launching"
+        started, deadline = set(), time.monotonic() + 60
+        while not started and trainer.poll() is None and time.monotonic() < deadline:
+            started = _sandbox_pids() - before
             time.sleep(0.05)
-        assert _sandbox_pids() - before, "the sandboxed program never started"
+        assert started, "the sandboxed program never started"
     finally:
         trainer.kill()
         trainer.wait()
