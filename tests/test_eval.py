@@ -83,7 +83,7 @@ def test_a_downstream_variant_is_evaluated_beside_the_validation_set(tmp_path):
 
     tok = build_task_tokenizer()
     task = get_task("addition", **cfg.task.knobs)
-    val, down = build.evaluators(cfg, build_model("nano", len(tok), tokenizer=tok), tok, task)
+    val, down = build.evaluators(cfg, build_model("nano", len(tok), tokenizer=tok), tok)
     assert (val.prefix, down.prefix) == ("val", "downstream")
     assert all(len(ex.problem) > len(task.validation()[0].problem) for ex in down.task.validation()[:4])
     result = down()

@@ -4,9 +4,10 @@ from typing import get_args
 
 from scalerl.algo.losses import LOSSES
 from scalerl.algo.mismatch import CORRECTIONS
-from scalerl.config import ISCorrectionConfig, LossConfig, PipelineConfig, RolloutConfig
+from scalerl.config import EvalConfig, ISCorrectionConfig, LossConfig, PipelineConfig, RolloutConfig
 from scalerl.pipeline.actor import ENGINES
 from scalerl.pipeline.backends import BACKENDS
+from scalerl.pipeline.evaluation import EVAL_ON
 
 
 def _choices(model, field):
@@ -18,6 +19,7 @@ def test_config_choices_equal_their_registries():
     assert _choices(ISCorrectionConfig, "mode") == set(CORRECTIONS)
     assert _choices(RolloutConfig, "engine") == set(ENGINES)
     assert _choices(PipelineConfig, "backend") == set(BACKENDS)
+    assert _choices(EvalConfig, "on") == set(EVAL_ON)
 
 
 def test_every_loss_has_its_own_hyperparameter_section():

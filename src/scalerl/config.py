@@ -261,6 +261,10 @@ class OptimConfig(_Frozen):
     """Max global gradient norm; None disables clipping (the paper gives no value)."""
     micro_batch: int = Field(64, ge=1)
     """Completions per forward/backward micro-batch; gradients accumulate over the batch."""
+    shared_prompt: bool = True
+    """Learner forward runs each distinct prompt once per micro-batch (its KV cache shared by
+    the completions) on reordered, length-bucketed micro-batches; False: the plain
+    prompt+completion forward of every row."""
 
 
 # ---------------------------------------------------------------------------- pipeline
@@ -300,6 +304,11 @@ class EvalConfig(_Frozen):
     """Held-out prompts used (None: the task's whole validation split)."""
     temperature: float = Field(1.0, gt=0)
     """Validation sampling temperature."""
+    on: Literal["auto", "generator", "learner"] = "auto"
+    """Where evaluations run: ``generator`` (a generator evaluates a snapshot of the reported
+    version between chunks, so the learner trains on; ``local`` backend only), ``learner``
+    (inline on the learner's model, which waits), or ``auto`` (``generator`` where the
+    backend can). See ``scalerl.pipeline.evaluation``."""
     downstream_knobs: dict[str, Any] | None = None
     """Task knobs of a harder held-out variant evaluated beside the validation set at every
     evaluation (e.g. ``{min_digits: 3, max_digits: 3}`` for addition), logged as
@@ -403,6 +412,9 @@ class Config(_Frozen):
                 check_task(self.task.name, self.eval.downstream_knobs)
             except ValueError as err:
                 raise ValueError(f"eval.downstream_knobs: {err}") from None
+        if self.eval.on == "generator" and self.pipeline.backend != "local":
+            raise ValueError(f"eval.on=generator needs pipeline.backend=local (got {self.pipeline.backend}); "
+                             "use eval.on=learner or auto")
         return self
 
     def _check_cuda(self) -> None:

@@ -5,14 +5,53 @@ sigmoid law to (cumulative GPU-hours, mean pass rate) (digest §4.3). Here: ``nu
 ``k`` samples through ``scalerl.rollout.validate``, with the training sampling and length
 control, and a FIXED sampling seed, so successive evaluations use common random numbers and
 the curve's noise reflects the policy rather than the dice.
+
+An :class:`EvalSpec` says what one evaluator measures, picklably, so the same evaluation can
+be built on the learner's model (``eval.on=learner``) or inside a generator process
+(``eval.on=generator``, ``scalerl.pipeline.evaluation``) from one source of truth.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from scalerl.rollout.validate import validate
 from scalerl.types import SamplingParams
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    """One evaluator, picklable: which task variant, how it samples, how many samples."""
+
+    prefix: str
+    """``val`` for the validation set, ``downstream`` for the harder variant."""
+    task_name: str
+    task_knobs: dict = field(default_factory=dict)
+    params: SamplingParams = SamplingParams()
+    k: int = 4
+    num_prompts: int | None = None
+    seed: int = 0
+    """The fixed sampling seed: every evaluation of a run draws the same random numbers."""
+
+
+def build_evaluators(specs, engine, tokenizer) -> list[Evaluator]:
+    """One :class:`Evaluator` per spec, all on ``engine`` (whatever weights it holds)."""
+    from scalerl.data.tasks import get_task
+
+    return [Evaluator(engine, tokenizer, get_task(s.task_name, **s.task_knobs), s.params, s.k, s.num_prompts,
+                      seed=s.seed, prefix=s.prefix) for s in specs]
+
+
+def run_evaluators(evaluators: list[Evaluator]) -> tuple[dict[str, float], int]:
+    """Every evaluator's metrics merged, and the tokens they processed (prefill + decode),
+    which the compute meter counts as generation."""
+    metrics: dict[str, float] = {}
+    tokens = 0
+    for evaluator in evaluators:
+        result = evaluator()
+        tokens += int(result.pop(f"{evaluator.prefix}_tokens"))
+        metrics |= result
+    return metrics, tokens
 
 
 class Evaluator:

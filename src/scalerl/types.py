@@ -100,3 +100,31 @@ class PromptAssignment:
     """Curriculum epoch the prompt was drawn in."""
     min_version: int
     """The generator must hold weights at least this new before it starts decoding."""
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """Evaluate the policy of ``version`` (the weights after learner step ``step``) on a
+    generator (``eval.on=generator``, ``scalerl.pipeline.evaluation``)."""
+
+    step: int
+    version: int
+    weights: object
+    """The learner's parameters at that version, flat float32 in ``WeightLayout`` order (a
+    torch tensor, moved through shared memory by ``torch.multiprocessing``)."""
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What an evaluation measured, sent back to the driver."""
+
+    step: int
+    version: int
+    metrics: dict
+    """``<prefix>_pass_rate``, ``<prefix>_stderr``, ... of every evaluator (``scalerl.eval``)."""
+    tokens: int
+    """Prefill + decoded tokens, counted as generation compute."""
+    seconds: float
+    """Wall time the evaluation took on its role."""
+    pid: int
+    """The process that ran it."""

@@ -14,7 +14,7 @@ from scalerl.cli import main
 from scalerl.config import load_config
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_records
-from scalerl.pipeline import run as run_module
+import scalerl.eval
 from scalerl.pipeline.report import final_report
 from scalerl.pipeline.run import train
 
@@ -75,15 +75,14 @@ def test_early_stop_fires_on_a_run_built_to_plateau_low(warm_model_dir, tmp_path
     calls = {"n": 0}
     rng = np.random.default_rng(0)
 
-    def plateau(evaluator, compute):
+    def plateau(evaluators):
         i = calls["n"]
         calls["n"] += 1
-        compute.add_generation(1000)
-        return {"val_pass_rate": 0.15 + 0.15 * (1 - np.exp(-i / 2.0)) + rng.normal(0, 0.002)}
+        return {"val_pass_rate": 0.15 + 0.15 * (1 - np.exp(-i / 2.0)) + rng.normal(0, 0.002)}, 1000
 
-    monkeypatch.setattr(run_module, "evaluate", plateau)
+    monkeypatch.setattr(scalerl.eval, "run_evaluators", plateau)  # eval.on=learner: in this process
     cfg = small_run(warm_model_dir, **{"train.steps": 120, "train.stop_if_ceiling_below": 0.6,
-                                       "forecast.margin": 0.05})  # fmt: skip
+                                       "forecast.margin": 0.05, "eval.on": "learner"})  # fmt: skip
     train(cfg, tmp_path)
     records = read_records(tmp_path / "metrics.jsonl")
     last = records[-1]

@@ -8,39 +8,53 @@ polls its :class:`WeightSource` there and, if the learner published, swaps the w
 flight (PipelineRL: the KV cache of sequences in flight is kept). Every token records the
 version that sampled it, so the learner can measure staleness per token.
 
+Where the role's time goes rides on each group's ``meta`` (shared evenly by the groups of a
+chunk): ``gen_cpu_s`` (CPU seconds decoding and scoring), ``gen_stall_s`` (waiting for the
+version the lag policy asks for), ``gen_swap_s`` (reading and loading published weights) and
+``sent_at`` (wall clock when the group left, for the driver's transit time).
+
+An :class:`~scalerl.types.EvalRequest` (``eval.on=generator``) is served between chunks: the
+engine loads the request's weights, runs the spec's evaluators, and goes back to the latest
+published version before it decodes again.
+
 The class is backend-agnostic: the ``local`` backend runs it in a spawned process, the Ray
 backend in an actor, the in-process backend directly.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from scalerl.types import Completion, Group, PromptAssignment, SamplingParams
+from scalerl.types import Completion, EvalRequest, EvalResult, Group, PromptAssignment, SamplingParams
 
 
 class Actor:
     def __init__(self, engine, tokenizer, task, params: SamplingParams, generations: int,
-                 weights=None, reward_form: str = "pm1", orphaned=None) -> None:
+                 weights=None, reward_form: str = "pm1", orphaned=None, evals=()) -> None:
         self.engine, self.tokenizer, self.task = engine, tokenizer, task
         self.params, self.generations = params, generations
         self.weights = weights  # a WeightSource, or None for a frozen policy
         self.reward_form = reward_form
         self.swaps = 0  # in-flight weight swaps done inside a generate call
+        self.swap_s = 0.0  # seconds reading + loading weights since the last chunk
         self.orphaned = orphaned or (lambda: False)  # the backend's "the learner is gone" test
+        self.eval_specs, self._evaluators = tuple(evals), None
 
     def poll_weights(self, engine=None, step: int = 0) -> None:
         """``on_step`` hook: load newer published weights, if any, into the engine."""
         if self.weights is None:
             return
+        start = time.perf_counter()
         fresh = self.weights.read(self.engine.version)
         if fresh is not None:
             version, state = fresh
             self.engine.update_weights(state, version)
             self.swaps += step > 0
+            self.swap_s += time.perf_counter() - start
 
     def wait_for_version(self, version: int, timeout: float = 600.0) -> None:
         """Block until the engine holds weights of at least ``version``."""
@@ -61,7 +75,9 @@ class Actor:
         """Decode G completions for each assignment; one :class:`Group` per assignment."""
         if not assignments:
             return []
+        stall = time.perf_counter()
         self.wait_for_version(max(a.min_version for a in assignments))
+        stall = time.perf_counter() - stall
         start = time.process_time()  # this role's CPU seconds (pipeline/overlap.py)
         prompts = [self.prompt_tokens(a.prompt_id) for a in assignments]
         flat = [p for p in prompts for _ in range(self.generations)]
@@ -70,10 +86,28 @@ class Actor:
         for i, a in enumerate(assignments):
             members = completions[i * self.generations : (i + 1) * self.generations]
             groups.append(self._score(a, members))
-        share = (time.process_time() - start) / len(groups)
+        n, sent = len(groups), time.time()
+        cpu, swap, self.swap_s = time.process_time() - start, self.swap_s, 0.0
         for g in groups:
-            g.meta["gen_cpu_s"] = share
+            g.meta.update(gen_cpu_s=cpu / n, gen_stall_s=stall / n, gen_swap_s=swap / n, sent_at=sent)
         return groups
+
+    def evaluate(self, request: EvalRequest, unflatten) -> EvalResult:
+        """Run the spec's evaluators on the request's weights (``unflatten``: flat tensor ->
+        state dict); the next poll reloads the newest published weights."""
+        from scalerl.eval import build_evaluators, run_evaluators
+
+        start = time.perf_counter()
+        if self._evaluators is None:
+            self._evaluators = build_evaluators(self.eval_specs, self.engine, self.tokenizer)
+        self.engine.update_weights(unflatten(request.weights), request.version)
+        metrics, tokens = run_evaluators(self._evaluators)
+        # back to the latest *published* weights: the request's may be newer than what the
+        # lag policy lets this generator sample with (e.g. mid-round in ppo-off-policy)
+        latest = self.weights.read(-1) if self.weights is not None else None
+        if latest is not None:
+            self.engine.update_weights(latest[1], latest[0])
+        return EvalResult(request.step, request.version, metrics, tokens, time.perf_counter() - start, os.getpid())
 
     def _score(self, a: PromptAssignment, completions: list[Completion]) -> Group:
         example = self.task.train_example(a.prompt_id)
@@ -114,6 +148,8 @@ class ActorSpec:
     seed: int = 0
     """Base seed; generator ``index`` samples with :meth:`seed_for` so generators differ."""
     threads: int = 1
+    evals: tuple = ()
+    """:class:`~scalerl.eval.EvalSpec` s this generator runs on an ``EvalRequest``."""
 
     def seed_for(self, index: int) -> int:
         """Sampling seed of generator ``index``: ``seed + 7919·index`` (a prime stride)."""
@@ -147,4 +183,4 @@ def build_actor(spec: ActorSpec, weights=None, index: int = 0, orphaned=None) ->
     engine, tokenizer = build_engine(spec, index)
     task = get_task(spec.task_name, **spec.task_knobs)
     return Actor(engine, tokenizer, task, spec.params, spec.generations, weights, spec.reward_form,
-                 orphaned=orphaned)
+                 orphaned=orphaned, evals=spec.evals)

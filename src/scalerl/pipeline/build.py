@@ -5,6 +5,7 @@ Each function turns one config section into one object, so ``run.py`` reads as a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -65,21 +66,26 @@ def learner_dtype(cfg: Config) -> str:
     return "float32" if cfg.model.dtype == "float16" else cfg.model.dtype
 
 
-def evaluators(cfg: Config, model, tokenizer, task) -> list:
-    """The validation evaluator on the learner's own model, and the downstream one (the same
-    task with ``eval.downstream_knobs``) when configured; both with fixed sampling seeds."""
-    from scalerl.data.tasks import get_task
-    from scalerl.eval import Evaluator
+def eval_specs(cfg: Config) -> tuple:
+    """The validation evaluator, and the downstream one (the same task with
+    ``eval.downstream_knobs``) when configured; both with fixed sampling seeds."""
+    from scalerl.eval import EvalSpec
+
+    e = cfg.eval
+    val = EvalSpec("val", cfg.task.name, dict(cfg.task.knobs), sampling_params(cfg, e.temperature), e.k,
+                   e.num_prompts, seed=cfg.train.seed + 10_007)
+    if e.downstream_knobs is None:
+        return (val,)
+    return val, replace(val, prefix="downstream", task_knobs=dict(e.downstream_knobs), seed=cfg.train.seed + 20_011)
+
+
+def evaluators(cfg: Config, model, tokenizer) -> list:
+    """The :func:`eval_specs` evaluators on the learner's own model (``eval.on=learner``)."""
+    from scalerl.eval import build_evaluators
     from scalerl.rollout.torch_engine import TorchEngine
 
     engine = TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator, device=device(cfg))
-    params = sampling_params(cfg, cfg.eval.temperature)
-    out = [Evaluator(engine, tokenizer, task, params, cfg.eval.k, cfg.eval.num_prompts, seed=cfg.train.seed + 10_007)]
-    if cfg.eval.downstream_knobs is not None:
-        harder = get_task(cfg.task.name, **cfg.eval.downstream_knobs)
-        out.append(Evaluator(engine, tokenizer, harder, params, cfg.eval.k, cfg.eval.num_prompts,
-                             seed=cfg.train.seed + 20_011, prefix="downstream"))
-    return out
+    return build_evaluators(eval_specs(cfg), engine, tokenizer)
 
 
 def make_pool(cfg: Config, task):
@@ -99,7 +105,7 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
         params=sampling_params(cfg), generations=cfg.pipeline.generations,
         engine=cfg.rollout.engine, device=device(cfg), dtype=cfg.model.dtype,
         fp32_head=cfg.model.fp32_head_generator, reward_form=cfg.task.reward, seed=seed,
-        threads=cfg.train.threads,
+        threads=cfg.train.threads, evals=eval_specs(cfg),
     )
 
 

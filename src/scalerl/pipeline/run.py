@@ -1,9 +1,11 @@
 """A ScaleRL run, start to finish: the story the config tells.
 
 build (or load) the model -> task, prompt pool, learner, queue policy -> generators (backend)
--> evaluate R0 -> loop { wait for P admissible groups, train, publish weights, log, evaluate,
-refit the law in the background (the live forecast), checkpoint, stop early if the forecast
-says the run cannot reach its goal } -> fit the sigmoid law to the run's own validation curve.
+-> evaluate R0 -> loop { wait for P admissible groups, train, publish weights, start an
+evaluation (on a generator: ``pipeline.evaluation``), log the records whose evaluations are
+in, refit the law in the background (the live forecast), checkpoint, stop early if the
+forecast says the run cannot reach its goal } -> fit the sigmoid law to the run's own
+validation curve.
 
 Resuming (``resume=True``) restores the newest checkpoint of ``run_dir`` that loads (the older
 of the two kept when the newest is broken, said in the log) — model, optimiser, RNG,
@@ -31,10 +33,10 @@ from scalerl.checkpoint import (
 )
 from scalerl.compute import ComputeMeter
 from scalerl.config import Config, ConfigError, dump_config
-from scalerl.eval import Evaluator
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build
+from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
 from scalerl.pipeline.learner import Learner
 from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.queues import LagPolicy
@@ -59,7 +61,6 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     learner = Learner(model, cfg, tokenizer.pad_token_id)
     policy = LagPolicy(cfg.pipeline.mode, cfg.pipeline.k, cfg.pipeline.prompts_per_step)
     scheduler = Scheduler(policy, pool, cfg.pipeline.prompts_per_chunk)
-    evaluators = build.evaluators(cfg, model, tokenizer, task)
 
     step = saved[1]["step"] if saved else 0
     backend = build.make_backend(cfg, build.actor_spec(cfg, model_dir, cfg.train.seed + step), model)
@@ -71,14 +72,14 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
         truncate_after(run_dir / "metrics.jsonl", step if saved else -1)
     logger = build.make_logger(cfg, run_dir, step)
     forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if saved else ())
+    records = OrderedRecords(make_evaluation(cfg.eval.on, backend, lambda: build.evaluators(cfg, model, tokenizer)),
+                             compute)
     record: dict[str, Any] = {}
     previous = compute.snapshot()
     try:
         backend.publish(model, learner.version)
         if step == 0:
-            record = {"step": 0, **evaluate(evaluators, compute), **compute.snapshot()}
-            logger.write(record)
-            forecaster.observe(record)
+            records.add({"step": 0, **compute.snapshot()}, evaluate=True, model=model, version=learner.version)
         deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
         overlap = OverlapMonitor(enabled=backend.num_devices > 1 and cfg.pipeline.mode != "sync")
         while step < cfg.train.steps:
@@ -86,23 +87,22 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
             metrics = learn(learner, pool, batch, waited, overlap, log)
             step += 1
             compute.add_training(metrics["trained_tokens"])
+            publish_s = time.perf_counter()
             if policy.publish_after_step(scheduler.outstanding):
                 backend.publish(model, learner.version)
             last = step == cfg.train.steps or (deadline is not None and time.monotonic() > deadline)
             record = {"step": step, "version": learner.version, "learner_wait_s": waited,
-                      "refused_stale": scheduler.refused, **metrics}
-            if step % cfg.eval.every == 0 or last:
-                record.update(evaluate(evaluators, compute))
+                      "publish_s": time.perf_counter() - publish_s, "refused_stale": scheduler.refused, **metrics}
             current = compute.snapshot()
             record.update(current, **compute.rates(previous, current))
             previous = current
-            forecaster.observe(record)
-            record.update(forecaster.poll(wait=last))
-            stop = forecaster.stop_reason(record)
-            if stop:
-                record["stopped_early"] = stop
-            logger.write(record)
-            if step % cfg.train.checkpoint_every == 0 or last or stop:
+            records.add(record, evaluate=step % cfg.eval.every == 0 or last, model=model, version=learner.version)
+            checkpoint = step % cfg.train.checkpoint_every == 0 or last
+            stop = write(records.drain(lambda: receive(scheduler, backend, compute, 0.0)) if checkpoint
+                         else records.ready(), forecaster, logger, final=step if last else None)
+            if stop and not checkpoint:  # the log must reach the checkpoint's step
+                write(records.drain(lambda: receive(scheduler, backend, compute, 0.0)), forecaster, logger)
+            if checkpoint or stop:
                 save_checkpoint(run_dir, snapshot(learner, pool, scheduler, compute),
                                 {"step": step, "version": learner.version, "recipe": cfg.name})
             if stop:
@@ -114,6 +114,20 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
         backend.close()
         logger.close()
     return record
+
+
+def write(records: list[dict[str, Any]], forecaster: LiveForecast, logger, final: int | None = None) -> str | None:
+    """Log released records in order, each seen by the live forecast (which waits for its
+    refit on the ``final`` step's record); the first early-stop reason, if any."""
+    stop = None
+    for record in records:
+        forecaster.observe(record)
+        record.update(forecaster.poll(wait=record["step"] == final))
+        reason = forecaster.stop_reason(record) if stop is None else None
+        if reason:
+            record["stopped_early"] = stop = reason
+        logger.write(record)
+    return stop
 
 
 def _start(cfg: Config, run_dir: Path, resume: bool, log) -> tuple[dict, dict] | None:
@@ -148,11 +162,23 @@ def learn(learner: Learner, pool, batch, waited: float, overlap: OverlapMonitor,
     metrics, pass_rates = learner.step(batch)
     for prompt_id, rate in pass_rates:  # no-positive resampling
         pool.record(prompt_id, rate)
-    gen_cpu = sum(g.meta.get("gen_cpu_s", 0.0) for g in batch)
-    stats, warning = overlap.observe(waited + metrics["learner_busy_s"], metrics["learner_cpu_s"], gen_cpu)
+    roles = generator_times(batch)
+    stats, warning = overlap.observe(waited + metrics["learner_busy_s"], metrics["learner_cpu_s"],
+                                     roles["generator_cpu_s"])
     if warning:
         log(warning)
-    return metrics | stats | {"generator_cpu_s": gen_cpu, "pool_live": int(pool.live_size)}
+    return metrics | stats | roles | {"pool_live": int(pool.live_size)}
+
+
+def generator_times(batch) -> dict[str, float]:
+    """Where the generators' time went for this batch's groups (``actor`` module doc), and
+    the mean seconds a group spent between leaving its generator and reaching the driver."""
+    total = {key: sum(g.meta.get(key, 0.0) for g in batch) for key in
+             ("gen_cpu_s", "gen_stall_s", "gen_swap_s", "gen_idle_s")}
+    transit = [g.meta["received_at"] - g.meta["sent_at"] for g in batch if "sent_at" in g.meta and "received_at" in g.meta]
+    return {"generator_cpu_s": total["gen_cpu_s"], "generator_stall_s": total["gen_stall_s"],
+            "generator_swap_s": total["gen_swap_s"], "generator_idle_s": total["gen_idle_s"],
+            "group_transit_s": sum(transit) / len(transit) if transit else 0.0}
 
 
 def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMeter):
@@ -167,19 +193,18 @@ def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMete
         batch = scheduler.next_batch(version)
         if batch is not None:
             return batch, time.perf_counter() - start
-        groups = backend.collect(timeout=0.5)
-        compute.add_generation(sum(c.num_tokens + len(c.prompt_tokens) for g in groups for c in g.completions))
-        scheduler.receive(groups)
+        receive(scheduler, backend, compute, 0.5)
 
 
-def evaluate(evaluators: list[Evaluator], compute: ComputeMeter) -> dict[str, float]:
-    """The validation set (and the downstream variant, when configured); their tokens count."""
-    out: dict[str, float] = {}
-    for evaluator in evaluators:
-        result = evaluator()
-        compute.add_generation(result.pop(f"{evaluator.prefix}_tokens"))
-        out |= result
-    return out
+def receive(scheduler: Scheduler, backend, compute: ComputeMeter, timeout: float) -> None:
+    """Groups the generators finished (waiting up to ``timeout`` s) into the scheduler; their
+    tokens count as generation compute and their arrival time stamps the transit."""
+    groups = backend.collect(timeout=timeout)
+    now = time.time()
+    for g in groups:
+        g.meta["received_at"] = now
+    compute.add_generation(sum(c.num_tokens + len(c.prompt_tokens) for g in groups for c in g.completions))
+    scheduler.receive(groups)
 
 
 def snapshot(learner: Learner, pool, scheduler: Scheduler, compute: ComputeMeter) -> dict[str, Any]:

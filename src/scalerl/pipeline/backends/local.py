@@ -8,7 +8,11 @@ with ``torch.set_num_threads(threads)``, so on two cores learner and generator o
 - prompts go out through an ``mp.Queue`` of assignment chunks;
 - finished groups come back through another ``mp.Queue``;
 - weights move through :class:`~scalerl.pipeline.weights.SharedWeights` (one flat shared
-  tensor + a version counter under a lock), read by generators between decode steps.
+  tensor + a version counter under a lock), read by generators between decode steps;
+- evaluations (``eval.on=generator``): an :class:`~scalerl.types.EvalRequest` rides the
+  assignment queue, whichever generator takes it evaluates, and the
+  :class:`~scalerl.types.EvalResult` comes back on its own queue, so polling for results
+  never consumes groups.
 
 A generator whose parent dies (``kill -9``) notices within a second and exits without
 flushing its queue; a generator that
@@ -27,7 +31,7 @@ import torch.multiprocessing as mp
 
 from scalerl.pipeline.actor import ActorSpec, build_actor
 from scalerl.pipeline.weights import SharedWeights
-from scalerl.types import Group, PromptAssignment
+from scalerl.types import EvalRequest, EvalResult, Group, PromptAssignment
 
 
 class _Failure:
@@ -35,7 +39,7 @@ class _Failure:
         self.text = text
 
 
-def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, index: int,
+def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, eval_q, index: int,
                     parent_pid: int) -> None:
     torch.set_num_threads(spec.threads)
 
@@ -44,6 +48,7 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, 
 
     try:
         actor = build_actor(spec, weights, index, orphaned=orphaned)
+        idle = time.perf_counter()
         while True:
             try:
                 chunk = assign_q.get(timeout=1.0)
@@ -53,7 +58,15 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, 
                 continue
             if chunk is None:
                 return
-            group_q.put(actor.run_batch(chunk))
+            if isinstance(chunk, EvalRequest):
+                eval_q.put(actor.evaluate(chunk, weights.layout.unflatten))
+                continue
+            idle = time.perf_counter() - idle  # waiting for work: the learner is the bottleneck
+            groups = actor.run_batch(chunk)
+            for g in groups:
+                g.meta["gen_idle_s"] = idle / max(1, len(groups))
+            group_q.put(groups)
+            idle = time.perf_counter()
     except Exception:  # noqa: BLE001 - any failure must reach the learner, not die silently
         if not orphaned():
             group_q.put(_Failure(f"generator {index} failed:\n{traceback.format_exc()}"))
@@ -69,10 +82,10 @@ class LocalBackend:
     def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1) -> None:
         ctx = mp.get_context("spawn")
         self.weights = SharedWeights(model, ctx)
-        self.assign_q, self.group_q = ctx.Queue(), ctx.Queue()
+        self.assign_q, self.group_q, self.eval_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
         self.procs = [
             ctx.Process(target=_generator_main, daemon=True, name=f"scalerl-generator-{i}",
-                        args=(spec, self.weights, self.assign_q, self.group_q, i, os.getpid()))
+                        args=(spec, self.weights, self.assign_q, self.group_q, self.eval_q, i, os.getpid()))
             for i in range(num_generators)
         ]
         for proc in self.procs:
@@ -87,6 +100,21 @@ class LocalBackend:
 
     def submit(self, chunk: list[PromptAssignment]) -> None:
         self.assign_q.put(chunk)
+
+    def evaluate(self, request: EvalRequest) -> None:
+        """Queue an evaluation for the next free generator (``eval.on=generator``)."""
+        self.assign_q.put(request)
+
+    def evaluations(self, timeout: float = 0.0) -> list[EvalResult]:
+        """Evaluation results returned so far (waiting up to ``timeout`` s for the first)."""
+        out: list[EvalResult] = []
+        try:
+            out.append(self.eval_q.get(timeout=timeout) if timeout > 0 else self.eval_q.get_nowait())
+            while True:
+                out.append(self.eval_q.get_nowait())
+        except queue.Empty:
+            pass
+        return out
 
     def collect(self, timeout: float) -> list[Group]:
         """Groups returned so far (waiting up to ``timeout`` s for the first)."""
@@ -118,13 +146,14 @@ class LocalBackend:
         deadline = time.monotonic() + 10
         while any(p.is_alive() for p in self.procs) and time.monotonic() < deadline:
             _drain(self.group_q)
+            _drain(self.eval_q)
             time.sleep(0.05)
         for proc in self.procs:
             if proc.is_alive():
                 proc.terminate()
             proc.join(timeout=5)
-        self.assign_q.cancel_join_thread()
-        self.group_q.cancel_join_thread()
+        for q in (self.assign_q, self.group_q, self.eval_q):
+            q.cancel_join_thread()
 
 
 def _drain(q) -> None:

@@ -1,0 +1,124 @@
+"""Evaluation beside training: where it runs, and metrics records written in step order.
+
+The paper validates the policy every ~100 steps (digest §4.3). Run on the learner's own
+model, an evaluation stops the learner for as long as it decodes ``num_prompts × k``
+completions, and at the recipe's shape the learner is the pipeline's bottleneck. With
+``eval.on=generator`` (the default where the backend can, ``local``) the driver instead
+snapshots the weights of the version to report (one flat copy), queues an
+:class:`~scalerl.types.EvalRequest`, and trains on; a generator evaluates those weights
+between chunks and sends an :class:`~scalerl.types.EvalResult` back.
+
+:class:`OrderedRecords` holds each step's record until its evaluation (and every earlier
+one) is in, then releases the records in step order, so ``metrics.jsonl``, the live
+forecast and the sinks see exactly what an inline evaluation would have given. The
+evaluation's tokens are counted as generation compute in the record of the step it
+evaluates and in every record after it, as the inline path counts them. A checkpoint
+first drains the outstanding evaluations, so the log and the checkpoint agree on resume.
+
+Role-time fields: ``learner_eval_s`` (what the evaluation cost the learner: the whole
+evaluation inline, one weight copy on a generator) and ``eval_s`` (the evaluation's own
+wall time on the role that ran it).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from scalerl.types import EvalRequest, EvalResult
+
+EVAL_ON = ("auto", "generator", "learner")
+"""Where evaluations run (``eval.on``); ``auto`` is ``generator`` on backends that can."""
+
+
+class LearnerEvaluation:
+    """Evaluate at once on the learner's model (blocks the learner)."""
+
+    def __init__(self, evaluators: list) -> None:
+        self.evaluators, self._done = evaluators, []
+
+    def submit(self, step: int, version: int, model) -> None:
+        from scalerl.eval import run_evaluators
+
+        start = time.perf_counter()
+        metrics, tokens = run_evaluators(self.evaluators)
+        self._done.append(EvalResult(step, version, metrics, tokens, time.perf_counter() - start, os.getpid()))
+
+    def results(self, timeout: float = 0.0) -> list[EvalResult]:
+        out, self._done = self._done, []
+        return out
+
+
+class GeneratorEvaluation:
+    """Evaluate on a generator of the ``local`` backend, with a snapshot of the weights."""
+
+    def __init__(self, backend) -> None:
+        self.backend, self.layout = backend, backend.weights.layout
+
+    def submit(self, step: int, version: int, model) -> None:
+        self.backend.evaluate(EvalRequest(step, version, self.layout.flatten(model)))
+
+    def results(self, timeout: float = 0.0) -> list[EvalResult]:
+        return self.backend.evaluations(timeout)
+
+
+def make_evaluation(where: str, backend, evaluators: Callable[[], list]):
+    """``eval.on`` resolved against the backend (``evaluators`` builds the learner-side ones)."""
+    if where == "generator" or (where == "auto" and hasattr(backend, "evaluate")):
+        return GeneratorEvaluation(backend)
+    return LearnerEvaluation(evaluators())
+
+
+class OrderedRecords:
+    """Step records held until their evaluation is in, released in step order (module doc)."""
+
+    def __init__(self, evaluation, compute) -> None:
+        self.evaluation, self.compute = evaluation, compute
+        self.held: list[dict[str, Any]] = []
+        self.waiting: set[int] = set()
+
+    def add(self, record: dict[str, Any], evaluate: bool = False, model=None, version: int = 0) -> None:
+        """Hold ``record`` (it already carries its compute snapshot); with ``evaluate``,
+        start the evaluation of ``model`` as policy ``version``."""
+        self.held.append(record)
+        if evaluate:
+            start = time.perf_counter()
+            self.waiting.add(record["step"])
+            self.evaluation.submit(record["step"], version, model)
+            record["learner_eval_s"] = time.perf_counter() - start
+
+    @property
+    def pending(self) -> int:
+        """Evaluations started and not yet back."""
+        return len(self.waiting)
+
+    def ready(self, timeout: float = 0.0) -> list[dict[str, Any]]:
+        """Records whose evaluations (and all earlier ones) are in, oldest first."""
+        for result in self.evaluation.results(timeout):
+            self._absorb(result)
+        out = []
+        while self.held and self.held[0]["step"] not in self.waiting:
+            out.append(self.held.pop(0))
+        return out
+
+    def drain(self, pump: Callable[[], None]) -> list[dict[str, Any]]:
+        """Wait for every outstanding evaluation (``pump`` keeps the other traffic moving
+        and raises a failed role's error), then release everything held."""
+        out = self.ready()
+        while self.waiting:
+            pump()
+            out += self.ready(timeout=0.2)
+        return out
+
+    def _absorb(self, result: EvalResult) -> None:
+        record = next(r for r in self.held if r["step"] == result.step)
+        record.update(result.metrics, eval_s=result.seconds)
+        self.compute.add_generation(result.tokens)
+        flops = 2.0 * self.compute.n_params * result.tokens
+        for later in self.held:  # their snapshots were taken before these tokens were counted
+            if later["step"] >= result.step and "gen_tokens" in later:
+                later["gen_tokens"] += result.tokens
+                later["flops"] += flops
+        self.waiting.discard(result.step)

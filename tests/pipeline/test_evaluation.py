@@ -1,0 +1,135 @@
+"""Evaluation off the learner's critical path: records stay in step order and carry the same
+numbers as an inline evaluation; a generator evaluates the snapshot it was sent."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from conftest import run_overrides
+
+from scalerl.compute import ComputeMeter
+from scalerl.config import ConfigError, load_config
+from scalerl.metrics import read_records
+from scalerl.pipeline import build
+from scalerl.pipeline.evaluation import GeneratorEvaluation, LearnerEvaluation, OrderedRecords
+from scalerl.pipeline.run import train
+from scalerl.types import EvalResult
+
+
+class _Late:
+    """An evaluation whose results arrive when the test says so, in any order."""
+
+    def __init__(self) -> None:
+        self.submitted, self.out = [], []
+
+    def submit(self, step, version, model):
+        self.submitted.append(step)
+
+    def results(self, timeout=0.0):
+        out, self.out = self.out, []
+        return out
+
+    def deliver(self, step, value, tokens):
+        self.out.append(EvalResult(step, step, {"val_pass_rate": value}, tokens, 1.5, 123))
+
+
+def _record(meter: ComputeMeter, step: int) -> dict:
+    return {"step": step, **meter.snapshot()}
+
+
+def test_records_are_released_in_step_order_with_their_evaluation_tokens_counted():
+    meter, late = ComputeMeter(2, n_params=10), _Late()
+    records = OrderedRecords(late, meter)
+    records.add(_record(meter, 0), evaluate=True)
+    records.add(_record(meter, 1))
+    assert records.ready() == [] and records.pending == 1  # step 0 waits for its evaluation
+    records.add(_record(meter, 2), evaluate=True)
+    records.add(_record(meter, 3))
+    late.deliver(2, 0.4, tokens=7)  # the later evaluation comes back first
+    assert records.ready() == []
+    late.deliver(0, 0.1, tokens=5)
+    out = records.ready()
+    assert [r["step"] for r in out] == [0, 1, 2, 3] and records.pending == 0
+    assert [r.get("val_pass_rate") for r in out] == [0.1, None, 0.4, None]
+    # tokens of the evaluation of step s count from step s on: 5 from step 0, 5 + 7 from step 2
+    assert [r["gen_tokens"] for r in out] == [5, 5, 12, 12]
+    assert [r["flops"] for r in out] == [2 * 10 * t for t in (5, 5, 12, 12)]
+    assert meter.gen_tokens == 12 and out[0]["eval_s"] == 1.5 and "learner_eval_s" in out[0]
+
+
+def test_drain_waits_for_every_outstanding_evaluation_and_keeps_the_traffic_moving():
+    meter, late = ComputeMeter(2, n_params=1), _Late()
+    records = OrderedRecords(late, meter)
+    records.add(_record(meter, 0), evaluate=True)
+    records.add(_record(meter, 1), evaluate=True)
+    pumped = []
+
+    def pump():  # the results turn up only after the driver has pumped twice
+        pumped.append(1)
+        if len(pumped) == 2:
+            late.deliver(1, 0.3, 1)
+            late.deliver(0, 0.2, 1)
+
+    assert [r["step"] for r in records.drain(pump)] == [0, 1] and len(pumped) == 2
+
+
+def test_a_generator_evaluates_the_snapshot_it_was_sent_as_the_learner_would(warm_model_dir):
+    from scalerl.models import load_pretrained
+    from scalerl.pipeline.backends.local import LocalBackend
+
+    cfg = load_config("scalerl", run_overrides(warm_model_dir, **{"eval.num_prompts": 8, "eval.k": 2}))
+    model, tokenizer = load_pretrained(warm_model_dir)
+    backend = LocalBackend(build.actor_spec(cfg, warm_model_dir, seed=0), model)
+    try:
+        backend.publish(model, 0)
+        remote = GeneratorEvaluation(backend)
+        remote.submit(0, 0, model)
+        with torch.no_grad():  # the snapshot was taken at submit: later changes do not leak in
+            for p in model.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        backend.publish(model, 1)
+        results = []
+        while not results:
+            results = remote.results(timeout=1.0)
+            backend.collect(timeout=0.0)  # raises a generator's failure instead of hanging
+    finally:
+        backend.close()
+    model.load_state_dict(load_pretrained(warm_model_dir)[0].state_dict())  # back to version 0
+    local = LearnerEvaluation(build.evaluators(cfg, model, tokenizer))
+    local.submit(0, 0, model)
+    [here] = local.results()
+    [there] = results
+    assert there.pid != os.getpid() and here.pid == os.getpid()
+    assert (there.step, there.version) == (0, 0)
+    assert there.metrics == here.metrics and there.tokens == here.tokens  # same weights, same seed
+
+
+def test_a_run_evaluating_on_the_generator_logs_what_an_inline_one_does(warm_model_dir, tmp_path):
+    common = {"pipeline.backend": "local", "train.steps": 6, "eval.every": 3, "eval.num_prompts": 16,
+              "eval.k": 2, "pipeline.prompts_per_step": 2, "pipeline.generations": 4}
+    for where in ("generator", "learner"):
+        train(load_config("scalerl", run_overrides(warm_model_dir, **common, **{"eval.on": where})), tmp_path / where)
+    remote, inline = (read_records(tmp_path / w / "metrics.jsonl") for w in ("generator", "learner"))
+    assert [r["step"] for r in remote] == list(range(7))
+    assert [r["step"] for r in remote if "val_pass_rate" in r] == [0, 3, 6]
+    # step 0 evaluates the same weights with the same seed either way
+    assert remote[0]["val_pass_rate"] == inline[0]["val_pass_rate"]
+    assert all(r["val_stderr"] > 0 and r["eval_s"] > 0 for r in remote if "val_pass_rate" in r)
+    # the role times of every step are in the log (bounds only: the machine may be busy)
+    for r in remote[1:]:
+        assert r["publish_s"] >= 0 and r["generator_stall_s"] >= 0 and r["generator_swap_s"] >= 0
+        assert r["generator_idle_s"] >= 0 and r["group_transit_s"] >= 0 and r["generator_cpu_s"] > 0
+    flops = [r["flops"] for r in remote]
+    assert flops == sorted(flops)
+    # on the generator, the learner's part of an evaluation is one weight copy; inline it is
+    # the whole evaluation (a bound with a wide margin, not a speed measurement)
+    evals = [r for r in remote if "eval_s" in r]
+    assert sum(r["learner_eval_s"] for r in evals) < 0.5 * sum(r["eval_s"] for r in evals)
+    assert all(r["learner_eval_s"] >= r["eval_s"] for r in inline if "eval_s" in r)
+
+
+def test_eval_on_generator_needs_the_local_backend():
+    with pytest.raises(ConfigError, match="eval.on=generator needs pipeline.backend=local"):
+        load_config("scalerl", ["eval.on=generator", "pipeline.backend=inprocess"])
