@@ -93,15 +93,11 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
             last = step == cfg.train.steps or (deadline is not None and time.monotonic() > deadline)
             record = {"step": step, "version": learner.version, "learner_wait_s": waited,
                       "publish_s": time.perf_counter() - publish_s, "refused_stale": scheduler.refused, **metrics}
-            current = compute.snapshot()
-            record.update(current, **compute.rates(previous, current))
-            previous = current
+            previous = with_compute(record, compute, previous)
             records.add(record, evaluate=step % cfg.eval.every == 0 or last, model=model, version=learner.version)
             checkpoint = step % cfg.train.checkpoint_every == 0 or last
-            stop = write(records.drain(lambda: receive(scheduler, backend, compute, 0.0)) if checkpoint
-                         else records.ready(), forecaster, logger, final=step if last else None)
-            if stop and not checkpoint:  # the log must reach the checkpoint's step
-                write(records.drain(lambda: receive(scheduler, backend, compute, 0.0)), forecaster, logger)
+            stop = write_released(records, forecaster, logger, lambda: receive(scheduler, backend, compute, 0.0),
+                                  drain=checkpoint, final=step if last else None)
             if checkpoint or stop:
                 save_checkpoint(run_dir, snapshot(learner, pool, scheduler, compute),
                                 {"step": step, "version": learner.version, "recipe": cfg.name})
@@ -116,17 +112,29 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     return record
 
 
-def write(records: list[dict[str, Any]], forecaster: LiveForecast, logger, final: int | None = None) -> str | None:
-    """Log released records in order, each seen by the live forecast (which waits for its
-    refit on the ``final`` step's record); the first early-stop reason, if any."""
+def with_compute(record: dict[str, Any], compute: ComputeMeter, previous: dict[str, float]) -> dict[str, float]:
+    """Add the compute snapshot and the token rates since ``previous``; the new snapshot."""
+    current = compute.snapshot()
+    record.update(current, **compute.rates(previous, current))
+    return current
+
+
+def write_released(records: OrderedRecords, forecaster: LiveForecast, logger, pump, *, drain: bool,
+                   final: int | None) -> str | None:
+    """Log the records whose evaluations are in (all of them, waiting, with ``drain``: before
+    a checkpoint or an early stop, so the log reaches the checkpoint's step); each is seen by
+    the live forecast, which waits for its refit on the ``final`` step's record. Returns the
+    first early-stop reason, if any."""
     stop = None
-    for record in records:
+    for record in records.drain(pump) if drain else records.ready():
         forecaster.observe(record)
         record.update(forecaster.poll(wait=record["step"] == final))
         reason = forecaster.stop_reason(record) if stop is None else None
         if reason:
             record["stopped_early"] = stop = reason
         logger.write(record)
+    if stop and not drain:
+        write_released(records, forecaster, logger, pump, drain=True, final=None)
     return stop
 
 
