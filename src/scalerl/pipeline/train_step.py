@@ -8,6 +8,14 @@ correction, ``Σ w·ℓ`` backpropagated and accumulated; then the AdamW step wi
 grad-norm clipping (and float16 loss scaling), and the LR schedule advances. No KL, no
 entropy. Loss metrics combine across micro-batches as each loss declares
 (``LossOutput.reductions``: min, max, or a token-weighted mean).
+
+The forward is ``pipeline.packing``'s by default (``optim.shared_prompt``): each distinct
+prompt runs once per micro-batch, on micro-batches ordered to share prompts or to bucket
+lengths, whichever forwards fewer tokens; the plain prompt+completion forward (rows in
+batch order) stays as the reference. ``trained_tokens`` counts the real (non-padding) positions
+the body actually forwarded, so the compute meter's ``6·N·trained_tokens`` is the work done:
+on the shared path a prompt counts once per micro-batch it appears in and each completion's
+last token (never an input) not at all. ``padded_tokens`` adds the padding: the slots paid for.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from scalerl.algo.losses import get_loss
 from scalerl.algo.mismatch import corrected_loss, mismatch_metrics, mismatch_sums
 from scalerl.models.forward import forward_logits
 from scalerl.pipeline.batch import Batch, pad, prepare_batch
+from scalerl.pipeline.packing import micro_batches, shared_prompt_logits
 from scalerl.types import Group
 
 _PICK = {"min": min, "max": max}
@@ -29,7 +38,8 @@ _PICK = {"min": min, "max": max}
 
 def _micro_batch_logits(model, completions, idx: list[int], T: int, cfg, pad_id: int, device, scaler):
     """(n, T, V) logits predicting each completion token of rows ``idx`` (prompt + completion
-    in one right-padded forward)."""
+    in one right-padded forward), real tokens and token slots forwarded. The plain path
+    (``optim.shared_prompt=false``) and the reference the shared-prompt path is tested against."""
     seqs = [np.concatenate([completions[i].prompt_tokens, completions[i].tokens]) for i in idx]
     ids = pad(seqs, pad_id, torch.long).to(device)  # (n, L)
     attn = pad([np.ones(len(s), dtype=np.int64) for s in seqs], 0, torch.long).to(device)
@@ -38,7 +48,23 @@ def _micro_batch_logits(model, completions, idx: list[int], T: int, cfg, pad_id:
     # completion token j of row r sits at position p_r + j, predicted by logits at p_r + j − 1
     starts = torch.tensor([len(completions[i].prompt_tokens) - 1 for i in idx], device=device)
     pos = (starts[:, None] + torch.arange(T, device=device)[None, :]).clamp(max=ids.shape[1] - 1)  # (n, T)
-    return torch.gather(logits, 1, pos[..., None].expand(-1, -1, logits.shape[-1])), int(attn.sum())
+    logits = torch.gather(logits, 1, pos[..., None].expand(-1, -1, logits.shape[-1]))
+    return logits, int(attn.sum()), ids.numel()
+
+
+def _micro_batches(batch: Batch, cfg) -> list[list[int]]:
+    """The live rows in micro-batches: reordered for the shared-prompt path, as they come for the plain one."""
+    if cfg.optim.shared_prompt:
+        return micro_batches(batch.completions, batch.rows, cfg.optim.micro_batch)
+    return [batch.rows[s : s + cfg.optim.micro_batch] for s in range(0, len(batch.rows), cfg.optim.micro_batch)]
+
+
+def _micro_batch_forward(model, batch: Batch, idx: list[int], cfg, pad_id: int, device, scaler):
+    """``(logits (n, W, V), real tokens, slots)`` of rows ``idx`` by the configured path."""
+    if cfg.optim.shared_prompt:
+        return shared_prompt_logits(model, batch.completions, idx, fp32_head=cfg.model.fp32_head_trainer,
+                                    pad_id=pad_id, device=device, fp16_autocast=scaler is not None)
+    return _micro_batch_logits(model, batch.completions, idx, batch.tokens.shape[1], cfg, pad_id, device, scaler)
 
 
 def _backward(model, batch: Batch, cfg, pad_id: int, scaler) -> dict[str, Any]:
@@ -50,24 +76,24 @@ def _backward(model, batch: Batch, cfg, pad_id: int, scaler) -> dict[str, Any]:
     loss_fn, hparams, correction = get_loss(cfg.loss.name), cfg.loss.hparams(), cfg.loss.is_correction
     sums: dict[str, float] = {}
     reduced: dict[str, float] = {}
-    acc = {"loss": 0.0, "trained_tokens": 0, "mask_tokens": 0, "mismatch": [], "fresh": []}
-    for start in range(0, len(batch.rows), cfg.optim.micro_batch):
-        idx = batch.rows[start : start + cfg.optim.micro_batch]
-        comp_logits, n_seq_tokens = _micro_batch_logits(model, batch.completions, idx, tokens.shape[1], cfg,
-                                                        pad_id, device, scaler)
-        m = mask[idx]
+    acc = {"loss": 0.0, "trained_tokens": 0, "padded_tokens": 0, "mask_tokens": 0, "mismatch": [], "fresh": []}
+    for idx in _micro_batches(batch, cfg):
+        comp_logits, n_real, n_slots = _micro_batch_forward(model, batch, idx, cfg, pad_id, device, scaler)
+        W = comp_logits.shape[1]  # columns past the micro-batch's longest completion carry no loss token
+        tok, beh, m = tokens[idx, :W], behaviour[idx, :W], mask[idx, :W]
         # the generator records log-probs of softmax(logits / τ): score the same distribution
-        logp = token_logprobs(comp_logits, tokens[idx], cfg.sampling.temperature)  # (n, T)
-        acc["mismatch"].append(mismatch_sums(logp, behaviour[idx], m))
-        acc["fresh"].append(mismatch_sums(logp, behaviour[idx], m & fresh[idx]))
-        out = corrected_loss(loss_fn, logp, behaviour[idx], adv[idx], m, logits=comp_logits,
+        logp = token_logprobs(comp_logits, tok, cfg.sampling.temperature)  # (n, W)
+        acc["mismatch"].append(mismatch_sums(logp, beh, m))
+        acc["fresh"].append(mismatch_sums(logp, beh, m & fresh[idx, :W]))
+        out = corrected_loss(loss_fn, logp, beh, adv[idx], m, logits=comp_logits,
                              mode=correction.mode, cap=correction.cap, low=correction.low, **hparams)
-        loss = torch.where(m, out.per_token * weights[idx], 0.0).sum()
+        loss = torch.where(m, out.per_token * weights[idx, :W], 0.0).sum()
         (scaler.scale(loss) if scaler is not None else loss).backward()
         acc["loss"] += float(loss.detach())
         n_tok = int(m.sum())
         acc["mask_tokens"] += n_tok
-        acc["trained_tokens"] += n_seq_tokens
+        acc["trained_tokens"] += n_real
+        acc["padded_tokens"] += n_slots
         for key, value in out.metrics.items():
             how = out.reductions.get(key)
             if how is None:
@@ -110,6 +136,7 @@ def backward_and_step(model, optimizer, lr_schedule, batch: Batch, cfg, pad_id: 
         "lr": optimizer.param_groups[0]["lr"],
         **batch.metrics,
         "trained_tokens": acc["trained_tokens"],
+        "padded_tokens": acc["padded_tokens"],
         **({"loss_scale": float(scaler.get_scale())} if scaler is not None else {}),
         **mismatch_metrics(acc["mismatch"]),
         # the same statistics on tokens sampled with the trainer's current weights only

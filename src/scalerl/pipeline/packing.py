@@ -1,0 +1,122 @@
+"""The learner's fast forward: each group's shared prompt runs once, micro-batches are length-bucketed.
+
+A group's G completions share one prompt, so the plain learner forward (prompt + completion
+of every row, right-padded to the longest row) recomputes that prompt G times and pays for
+the padding. Here, per micro-batch of rows ``R`` with distinct prompts ``U``:
+
+1. the distinct prompts run through the model body once, right-padded, with the KV cache on
+   (built under autograd, so the gradient flows back through it);
+2. the cache is indexed out to the rows (``cache.batch_select_indices``, a differentiable
+   gather) and each row forwards only its completion inputs ``y_0 … y_{n−2}`` at positions
+   ``|x| … |x| + n − 2``, with the prompt's padding masked out;
+3. the logits for ``y_0`` come from the prompt's last hidden state, those for ``y_j`` (j ≥ 1)
+   from completion position ``j − 1``: ``logits_r = head([h_x[|x| − 1]; h_y[0 : n − 1]])``.
+
+The last completion token is never an input: its logits would predict nothing. The result is
+the plain path's logits up to float summation order (``tests/pipeline/test_shared_prompt.py``).
+
+:func:`micro_batches` orders the live rows for it: either a prompt's rows together (each
+prompt forwarded once) or all rows by completion length (similar lengths share a micro-batch,
+so less padding), whichever forwards fewer token positions in all. Either way the longest
+rows come first, so an out-of-memory shows in the first micro-batch. The loss is ``Σ w·ℓ``
+over tokens, so the row order does not change the gradient (up to float summation order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from scalerl.algo.logprobs import lm_head_logits
+from scalerl.models.forward import forward_hidden, head_params
+from scalerl.pipeline.batch import pad
+from scalerl.types import Completion
+
+
+def _prompt_key(c: Completion) -> bytes:
+    return np.asarray(c.prompt_tokens, dtype=np.int64).tobytes()
+
+
+def forward_slots(completions: list[Completion], idx: list[int]) -> int:
+    """Token positions :func:`shared_prompt_logits` runs the body over for rows ``idx``, padding
+    included: ``U · max|x| + n · (W − 1)`` (U distinct prompts, n rows, W the longest completion)."""
+    prompts = {_prompt_key(completions[i]): len(completions[i].prompt_tokens) for i in idx}
+    width = max(1, max(len(completions[i].tokens) for i in idx))
+    return len(prompts) * max(prompts.values()) + len(idx) * (width - 1)
+
+
+def _group_major(completions: list[Completion], rows: list[int]) -> list[int]:
+    """One prompt's rows together; groups by their longest row, rows by length, longest first."""
+    by_prompt: dict[bytes, list[int]] = {}
+    for i in rows:
+        by_prompt.setdefault(_prompt_key(completions[i]), []).append(i)
+    groups = [sorted(g, key=lambda i: -len(completions[i].tokens)) for g in by_prompt.values()]
+    groups.sort(key=lambda g: -(len(completions[g[0]].prompt_tokens) + len(completions[g[0]].tokens)))
+    return [i for g in groups for i in g]
+
+
+def _length_major(completions: list[Completion], rows: list[int]) -> list[int]:
+    """Rows by completion length, longest first; equal lengths keep a prompt's rows together."""
+    return sorted(rows, key=lambda i: (-len(completions[i].tokens), _prompt_key(completions[i])))
+
+
+def micro_batches(completions: list[Completion], rows: list[int], size: int) -> list[list[int]]:
+    """``rows`` reordered and cut into chunks of ``size``: of the group-major order (a prompt
+    forwarded once for all its rows) and the length-major one (least padding), the one that
+    forwards fewer :func:`forward_slots` in all; group-major on a tie. Short prompts with
+    spread-out completion lengths favour length-major, long shared prompts group-major."""
+    best, best_cost = [], None
+    for order in (_group_major, _length_major):  # sorted() is stable: the result is deterministic
+        rows_in_order = order(completions, rows)
+        chunks = [rows_in_order[s : s + size] for s in range(0, len(rows_in_order), size)]
+        cost = sum(forward_slots(completions, c) for c in chunks)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = chunks, cost
+    return best
+
+
+def _distinct_prompts(completions: list[Completion], idx: list[int]) -> tuple[list[np.ndarray], list[int]]:
+    """The distinct prompts of rows ``idx`` (first-seen order) and each row's index into them."""
+    first: dict[bytes, int] = {}
+    prompts, which = [], []
+    for i in idx:
+        key = _prompt_key(completions[i])
+        if key not in first:
+            first[key] = len(prompts)
+            prompts.append(np.asarray(completions[i].prompt_tokens, dtype=np.int64))
+        which.append(first[key])
+    return prompts, which
+
+
+def shared_prompt_logits(model, completions: list[Completion], idx: list[int], *, fp32_head: bool, pad_id: int,
+                         device, fp16_autocast: bool = False) -> tuple[torch.Tensor, int, int]:
+    """``(logits (n, W, V), real tokens forwarded, token slots forwarded)`` for rows ``idx``,
+    ``W`` their longest completion; logits ``[r, j]`` predict completion token ``j`` (module doc).
+
+    Real tokens: each distinct prompt once plus every completion token but the last; slots
+    add the padding. Those are the positions the body actually computed."""
+    prompts, which = _distinct_prompts(completions, idx)
+    row_prompt = torch.tensor(which, device=device)  # (n,) row -> distinct prompt
+    prompt_ids = pad(prompts, pad_id, torch.long).to(device)  # (U, Lp)
+    prompt_attn = pad([np.ones(len(p), dtype=np.int64) for p in prompts], 0, torch.long).to(device)  # (U, Lp)
+    prompt_len = prompt_attn.sum(dim=1)  # (U,)
+    width = max(1, max(len(completions[i].tokens) for i in idx))
+    with torch.autocast(device.type, dtype=torch.float16, enabled=fp16_autocast):
+        hidden_x, cache = forward_hidden(model, prompt_ids, attention_mask=prompt_attn, use_cache=True)  # (U, Lp, H)
+        last = hidden_x[torch.arange(len(prompts), device=device), prompt_len - 1]  # (U, H) predicts y_0
+        hidden = last[row_prompt][:, None]  # (n, 1, H)
+        real, slots = int(prompt_attn.sum()), prompt_ids.numel()
+        if width > 1:  # some row has a y_1 to predict: forward y_0 … y_{W−2} on the shared cache
+            inputs = [completions[i].tokens[:-1] for i in idx]
+            ids = pad(inputs, pad_id, torch.long).to(device)  # (n, W − 1)
+            attn = pad([np.ones(len(t), dtype=np.int64) for t in inputs], 0, torch.long).to(device)  # (n, W − 1)
+            cache.batch_select_indices(row_prompt)  # (U, …) -> (n, …); indexing keeps the graph
+            full_attn = torch.cat([prompt_attn[row_prompt], attn], dim=1)  # (n, Lp + W − 1)
+            # positions continue from each row's own prompt length, not from the padded Lp
+            positions = prompt_len[row_prompt][:, None] + torch.arange(width - 1, device=device)[None, :]
+            hidden_y, _ = forward_hidden(model, ids, attention_mask=full_attn, position_ids=positions,
+                                         past_key_values=cache)  # (n, W − 1, H)
+            hidden = torch.cat([hidden, hidden_y], dim=1)  # (n, W, H)
+            real, slots = real + int(attn.sum()), slots + ids.numel()
+        weight, bias = head_params(model)
+        return lm_head_logits(hidden, weight, bias, fp32=fp32_head), real, slots
