@@ -87,6 +87,32 @@ class Measured:
     mean_len: float
     seconds: float
     steps: int
+    # the learner's own per-step metrics, means over the timed window (scalerl runs only)
+    learner_busy_s: float | None = None
+    """Seconds per step the learner spent training (``learner_busy_s``)."""
+    learner_wait_s: float | None = None
+    """Seconds per step the learner waited for P admissible groups (``learner_wait_s``)."""
+    learner_mfu: float | None = None
+    """``learner_mfu``: 6·N·trained tokens / busy seconds / the learner process's matmul peak."""
+    learner_flop_s: float | None = None
+    """``learner_flop_s``: 6·N·trained tokens / busy seconds."""
+
+
+def measure_window(work: Workload, run_dir: Path, *, warmup: int, steps: int) -> Measured:
+    """Throughput and the learner's role times over steps ``warmup+1 .. warmup+steps`` of
+    ``run_dir/metrics.jsonl`` (timed from the per-step ``wall_s``)."""
+    records = {r["step"]: r for r in read_records(run_dir / "metrics.jsonl")}
+    window = [records[s] for s in range(warmup + 1, warmup + steps + 1)]
+    seconds = records[warmup + steps]["wall_s"] - records[warmup]["wall_s"]
+
+    def mean(key: str) -> float:
+        return sum(r[key] for r in window) / len(window)
+
+    mean_len = mean("completion_len")
+    n = steps * work.completions_per_step
+    return Measured(n / seconds, n * mean_len / seconds, mean_len, seconds, steps,
+                    learner_busy_s=mean("learner_busy_s"), learner_wait_s=mean("learner_wait_s"),
+                    learner_mfu=mean("learner_mfu"), learner_flop_s=mean("learner_flop_s"))
 
 
 def run_scalerl(work: Workload, model_dir: Path, run_dir: Path, *, warmup: int, steps: int,
@@ -99,12 +125,7 @@ def run_scalerl(work: Workload, model_dir: Path, run_dir: Path, *, warmup: int, 
 
     cfg = load_config("scalerl", scalerl_overrides(work, model_dir, warmup + steps + 1, **extra))
     train(cfg, run_dir, log=lambda *_: None)
-    records = {r["step"]: r for r in read_records(run_dir / "metrics.jsonl")}
-    window = [records[s] for s in range(warmup + 1, warmup + steps + 1)]
-    seconds = records[warmup + steps]["wall_s"] - records[warmup]["wall_s"]
-    mean_len = sum(r["completion_len"] for r in window) / len(window)
-    n = steps * work.completions_per_step
-    return Measured(n / seconds, n * mean_len / seconds, mean_len, seconds, steps)
+    return measure_window(work, run_dir, warmup=warmup, steps=steps)
 
 
 def _matmuls(start_at: float, seconds: float) -> float:
