@@ -140,7 +140,7 @@ def test_a_failing_generator_raises_in_the_learner(local_ray, nano_dir):
 
 def test_more_generators_than_cluster_cpus_is_one_clear_error(local_ray, nano_dir):
     spec = ActorSpec(model_dir=str(nano_dir), task_name="addition", threads=1)
-    with pytest.raises(RuntimeError, match="lower pipeline.num_generators or train.threads"):
+    with pytest.raises(RuntimeError, match="lower pipeline.num_generators or pipeline.generator_threads"):
         RayBackend(spec, torch.nn.Linear(2, 2), num_generators=3)  # 3 x 1 thread > 2 CPUs
 
 

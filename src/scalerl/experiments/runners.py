@@ -1,9 +1,10 @@
 """Several sweep points at once: ``scalerl train`` subprocesses, or Ray tasks.
 
-A point costs ``roles × train.threads`` cores: ``local`` runs 1 learner + ``num_generators``
-generator processes, ``inprocess`` one. :func:`auto_parallel` fits as many points as the
-machine's cores allow and splits threads between them; Ray instead schedules each task by
-the CPUs it asks for. Every point writes its own log, ``RUN_DIR/train.log``; a failed point
+A point needs at least the cores of its smallest role split (``scalerl.pipeline.cores``:
+two for a ``local`` point left on ``auto``, one learner + one generator; one for
+``inprocess``). :func:`auto_parallel` fits as many points as the machine's cores allow, and
+each point gets an equal share as its ``train.cores``, which its own split then divides
+between its roles; Ray instead schedules each task by the CPUs it asks for. Every point writes its own log, ``RUN_DIR/train.log``; a failed point
 is named at the end, after the others have finished (their results are kept).
 """
 
@@ -21,16 +22,29 @@ from scalerl.config import Config, dump_config
 Todo = tuple[str, Path, Config, bool]  # label, run dir, config, resume
 
 
-def roles(cfg: Config) -> int:
-    """Processes one run keeps busy (learner + generators)."""
-    return 1 + cfg.pipeline.num_generators if cfg.pipeline.backend == "local" else 1
+def need(cfg: Config) -> int:
+    """Cores one point needs at the smallest split its config allows."""
+    from scalerl.pipeline.cores import split_cores
+
+    backend = cfg.pipeline.backend
+    split = split_cores(backend, cfg.train.cores or (2 if backend == "local" else 1), cfg.pipeline.num_generators,
+                        cfg.pipeline.generator_threads, cfg.train.threads)
+    return split.learner_threads + (0 if backend == "inprocess" else split.generators * split.generator_threads)
 
 
 def auto_parallel(configs: Sequence[Config], cores: int | None = None) -> int:
-    """Points at once so that every role of every point has a core: ``cores // roles``."""
-    cores = cores or os.cpu_count() or 1
-    need = max((roles(c) * c.train.threads for c in configs), default=1)
-    return max(1, cores // need)
+    """Points at once so that every role of every point has a core: ``cores // need``."""
+    from scalerl.pipeline.cores import available_cores
+
+    cores = cores or available_cores()
+    return max(1, cores // max((need(c) for c in configs), default=1))
+
+
+def with_cores(cfg: Config, cores: int) -> Config:
+    """``cfg`` with ``train.cores`` set to ``cores`` unless the point set it itself."""
+    if cfg.train.cores is not None:
+        return cfg
+    return cfg.model_copy(update={"train": cfg.train.model_copy(update={"cores": max(cores, need(cfg))})})
 
 
 class PointFailed(RuntimeError):
@@ -47,10 +61,15 @@ def _command(run_dir: Path, cfg: Config, resume: bool) -> list[str]:
 
 
 def run_in_subprocesses(todo: Sequence[Todo], parallel: int, log: Callable[[str], None]) -> None:
-    """Train ``todo`` as ``scalerl train`` subprocesses, ``parallel`` at a time."""
+    """Train ``todo`` as ``scalerl train`` subprocesses, ``parallel`` at a time, each on an
+    equal share of the cores."""
+    from scalerl.pipeline.cores import available_cores
+
+    share = max(1, available_cores() // parallel)
 
     def one(item: Todo) -> str | None:
         label, run_dir, cfg, resume = item
+        cfg = with_cores(cfg, share)
         log(f"{label}: {'resuming' if resume else 'training'} in {run_dir} (log: {run_dir / 'train.log'})")
         run_dir.mkdir(parents=True, exist_ok=True)
         with open(run_dir / "train.log", "a") as out:
@@ -88,9 +107,10 @@ def run_on_ray(todo: Sequence[Todo], log: Callable[[str], None]) -> None:
         refs = {}
         for label, run_dir, cfg, resume in todo:
             run_dir.mkdir(parents=True, exist_ok=True)
-            log(f"{label}: submitted to Ray ({roles(cfg) * cfg.train.threads} CPUs; log: {run_dir / 'train.log'})")
-            ref = task.options(num_cpus=roles(cfg) * cfg.train.threads).remote(
-                cfg.model_dump(mode="json"), str(run_dir), resume)
+            cpus = need(cfg)
+            log(f"{label}: submitted to Ray ({cpus} CPUs; log: {run_dir / 'train.log'})")
+            ref = task.options(num_cpus=cpus).remote(with_cores(cfg, cpus).model_dump(mode="json"), str(run_dir),
+                                                     resume)
             refs[ref] = label
         failed = []
         for ref, label in refs.items():

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scalerl.eval import build_evaluators
 from scalerl.types import Completion, EvalRequest, EvalResult, Group, PromptAssignment, SamplingParams
 
 
@@ -42,7 +43,8 @@ class Actor:
         self.swaps = 0  # in-flight weight swaps done inside a generate call
         self.swap_s = 0.0  # seconds reading + loading weights since the last chunk
         self.orphaned = orphaned or (lambda: False)  # the backend's "the learner is gone" test
-        self.eval_specs, self._evaluators = tuple(evals), None
+        # built with the role, so a first evaluation does not pay for the evaluation sets
+        self._evaluators = build_evaluators(evals, engine, tokenizer) if evals else []
 
     def poll_weights(self, engine=None, step: int = 0) -> None:
         """``on_step`` hook: load newer published weights, if any, into the engine."""
@@ -95,11 +97,9 @@ class Actor:
     def evaluate(self, request: EvalRequest, unflatten) -> EvalResult:
         """Run the spec's evaluators on the request's weights (``unflatten``: flat tensor ->
         state dict); the next poll reloads the newest published weights."""
-        from scalerl.eval import build_evaluators, run_evaluators
+        from scalerl.eval import run_evaluators
 
         start = time.perf_counter()
-        if self._evaluators is None:
-            self._evaluators = build_evaluators(self.eval_specs, self.engine, self.tokenizer)
         self.engine.update_weights(unflatten(request.weights), request.version)
         metrics, tokens = run_evaluators(self._evaluators)
         # back to the latest *published* weights: the request's may be newer than what the

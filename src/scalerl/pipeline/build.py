@@ -79,6 +79,13 @@ def eval_specs(cfg: Config) -> tuple:
     return val, replace(val, prefix="downstream", task_knobs=dict(e.downstream_knobs), seed=cfg.train.seed + 20_011)
 
 
+def eval_on_generator(cfg: Config) -> bool:
+    """``eval.on`` resolved against the backend (``scalerl.pipeline.evaluation``)."""
+    from scalerl.pipeline.evaluation import on_generator
+
+    return on_generator(cfg.eval.on, cfg.pipeline.backend)
+
+
 def evaluators(cfg: Config, model, tokenizer) -> list:
     """The :func:`eval_specs` evaluators on the learner's own model (``eval.on=learner``)."""
     from scalerl.eval import build_evaluators
@@ -97,6 +104,14 @@ def make_pool(cfg: Config, task):
                       history=c.history)
 
 
+def core_split(cfg: Config):
+    """How this run's cores go to its roles (``scalerl.pipeline.cores``)."""
+    from scalerl.pipeline.cores import split_cores
+
+    return split_cores(cfg.pipeline.backend, cfg.train.cores, cfg.pipeline.num_generators,
+                       cfg.pipeline.generator_threads, cfg.train.threads)
+
+
 def actor_spec(cfg: Config, model_dir: Path, seed: int):
     from scalerl.pipeline.actor import ActorSpec
 
@@ -105,7 +120,7 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
         params=sampling_params(cfg), generations=cfg.pipeline.generations,
         engine=cfg.rollout.engine, device=device(cfg), dtype=cfg.model.dtype,
         fp32_head=cfg.model.fp32_head_generator, reward_form=cfg.task.reward, seed=seed,
-        threads=cfg.train.threads, evals=eval_specs(cfg),
+        threads=core_split(cfg).generator_threads, evals=eval_specs(cfg) if eval_on_generator(cfg) else (),
     )
 
 
@@ -115,7 +130,7 @@ def make_backend(cfg: Config, spec, model: torch.nn.Module) -> Backend:
     if name == "local":
         from scalerl.pipeline.backends.local import LocalBackend
 
-        return LocalBackend(spec, model, cfg.pipeline.num_generators)
+        return LocalBackend(spec, model, core_split(cfg).generators)
     if name == "inprocess":
         from scalerl.pipeline.backends.inprocess import InProcessBackend
 
@@ -123,7 +138,7 @@ def make_backend(cfg: Config, spec, model: torch.nn.Module) -> Backend:
     if name == "ray":
         from scalerl.pipeline.backends.ray import RayBackend  # written on top of these roles
 
-        return RayBackend(spec, model, cfg.pipeline.num_generators)
+        return RayBackend(spec, model, core_split(cfg).generators)
     raise ValueError(f"unknown backend {name!r}")
 
 

@@ -64,11 +64,14 @@ class GeneratorEvaluation:
         return self.backend.evaluations(timeout)
 
 
-def make_evaluation(where: str, backend, evaluators: Callable[[], list]):
-    """``eval.on`` resolved against the backend (``evaluators`` builds the learner-side ones)."""
-    if where == "generator" or (where == "auto" and hasattr(backend, "evaluate")):
-        return GeneratorEvaluation(backend)
-    return LearnerEvaluation(evaluators())
+def on_generator(where: str, backend: str) -> bool:
+    """Whether ``eval.on`` puts evaluations on a generator with this backend."""
+    return where == "generator" or (where == "auto" and backend == "local")
+
+
+def make_evaluation(generator: bool, backend, evaluators: Callable[[], list]):
+    """On a generator of ``backend``, or on the learner (``evaluators`` builds its evaluators)."""
+    return GeneratorEvaluation(backend) if generator else LearnerEvaluation(evaluators())
 
 
 class OrderedRecords:

@@ -51,7 +51,9 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
 
     run_dir = Path(run_dir)
     saved = _start(cfg, run_dir, resume, log)
-    torch.set_num_threads(cfg.train.threads)
+    split = build.core_split(cfg)
+    log(split.rule)
+    torch.set_num_threads(split.learner_threads)
     torch.manual_seed(cfg.train.seed)
 
     task = get_task(cfg.task.name, **cfg.task.knobs)
@@ -64,6 +66,8 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
 
     step = saved[1]["step"] if saved else 0
     backend = build.make_backend(cfg, build.actor_spec(cfg, model_dir, cfg.train.seed + step), model)
+    # built before the compute meter starts: the evaluation sets' construction is set-up
+    evaluation = make_evaluation(build.eval_on_generator(cfg), backend, lambda: build.evaluators(cfg, model, tokenizer))
     compute = ComputeMeter(backend.num_devices, count_parameters(model))
     if saved:
         restore(saved[0], learner, pool, scheduler, compute)
@@ -72,8 +76,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
         truncate_after(run_dir / "metrics.jsonl", step if saved else -1)
     logger = build.make_logger(cfg, run_dir, step)
     forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if saved else ())
-    records = OrderedRecords(make_evaluation(cfg.eval.on, backend, lambda: build.evaluators(cfg, model, tokenizer)),
-                             compute)
+    records = OrderedRecords(evaluation, compute)
     record: dict[str, Any] = {}
     previous = compute.snapshot()
     try:

@@ -70,7 +70,7 @@ class AdditionTask:
         num_operands: int = 2,
         seed: int = 0,
         num_train: int = 100_000,
-        num_validation: int = 200,
+        num_validation: int = 1000,
         reward_fn: RewardFn = addition_reward,
     ) -> None:
         if not 1 <= min_digits <= max_digits:

@@ -27,7 +27,7 @@ cluster), and a caller who needs more (a ``runtime_env`` shipping the code, a na
 ``ray.init`` first. Every node must be able to import ``scalerl`` and read ``model_dir`` (the
 starting weights; later versions come through the object store). When the cluster has GPUs,
 each generator actor reserves one (or an equal share when there are more generators than
-GPUs) and decodes on it; without GPUs it reserves ``train.threads`` CPUs.
+GPUs) and decodes on it; without GPUs it reserves ``pipeline.generator_threads`` CPUs.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class RayBackend:
         if resources.get("CPU", 0) < need:
             raise RuntimeError(
                 f"the Ray cluster has {resources.get('CPU', 0):g} CPUs but {num_generators} generator(s) "
-                f"x train.threads={spec.threads} need {need}; lower pipeline.num_generators or train.threads."
+                f"x {spec.threads} thread(s) need {need}; lower pipeline.num_generators or pipeline.generator_threads."
             )
         gpus = gpus_per_generator(resources.get("GPU", 0), num_generators)
         options = {"num_cpus": spec.threads, "num_gpus": gpus}
