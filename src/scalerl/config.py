@@ -307,9 +307,11 @@ class EvalConfig(_Frozen):
     0.032–0.037 error of 128 prompts × 4), so ``SE ≈ sqrt(p(1 − p)(ρ + (1 − ρ)/k) / P)``:
     at p = 0.5 that needs P ≥ 1,111 prompts at k = 1, 833 at k = 2 or 694 at k = 4. The
     default task's validation split holds 997 distinct problems, so k = 2 on the whole split
-    (1,994 samples, SE ≈ 0.014) is the cheapest that meets it; every 50 steps (the paper
-    validates every 100) keeps the evaluations' share of generation about what 128 × 4 every
-    25 cost. ``bench/paper_claims/RESULTS.md`` has the measured errors.
+    (1,994 samples, SE ≈ 0.014) is the cheapest that meets it. Every 50 steps (the paper
+    validates every 100) that is about 2,000 evaluation samples per 3,200 training ones at
+    the recipe's 8 × 8, twice what 128 × 4 every 25 steps cost; on the ``local`` backend a
+    generator runs it (``on``), not the learner. ``bench/paper_claims/RESULTS.md`` has the
+    measured errors.
     """
 
     every: int = Field(50, ge=1)

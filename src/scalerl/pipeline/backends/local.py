@@ -60,6 +60,7 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, 
                 return
             if isinstance(chunk, EvalRequest):
                 eval_q.put(actor.evaluate(chunk, weights.layout.unflatten))
+                idle = time.perf_counter()  # evaluating is work, not waiting
                 continue
             idle = time.perf_counter() - idle  # waiting for work: the learner is the bottleneck
             groups = actor.run_batch(chunk)
