@@ -107,7 +107,7 @@ def test_a_generator_evaluates_the_snapshot_it_was_sent_as_the_learner_would(war
 
 
 def test_a_run_evaluating_on_the_generator_logs_what_an_inline_one_does(warm_model_dir, tmp_path):
-    common = {"pipeline.backend": "local", "train.steps": 6, "eval.every": 3, "eval.num_prompts": 16,
+    common = {"pipeline.backend": "local", "pipeline.num_generators": 1, "train.steps": 6, "eval.every": 3, "eval.num_prompts": 16,
               "eval.k": 2, "pipeline.prompts_per_step": 2, "pipeline.generations": 4}
     for where in ("generator", "learner"):
         train(load_config("scalerl", run_overrides(warm_model_dir, **common, **{"eval.on": where})), tmp_path / where)
@@ -121,6 +121,9 @@ def test_a_run_evaluating_on_the_generator_logs_what_an_inline_one_does(warm_mod
     for r in remote[1:]:
         assert r["publish_s"] >= 0 and r["generator_stall_s"] >= 0 and r["generator_swap_s"] >= 0
         assert r["generator_idle_s"] >= 0 and r["group_transit_s"] >= 0 and r["generator_cpu_s"] > 0
+        assert r["generator_eval_cpu_s"] >= 0
+    # the first chunk after the step-0 evaluation carries the generator's evaluation CPU
+    assert sum(r["generator_eval_cpu_s"] for r in remote[1:]) > 0
     flops = [r["flops"] for r in remote]
     assert flops == sorted(flops)
     # on the generator, the learner's part of an evaluation is one weight copy; inline it is

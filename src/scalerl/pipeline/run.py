@@ -174,8 +174,10 @@ def learn(learner: Learner, pool, batch, waited: float, overlap: OverlapMonitor,
     for prompt_id, rate in pass_rates:  # no-positive resampling
         pool.record(prompt_id, rate)
     roles = generator_times(batch)
+    # a generator's evaluations are its work too: without them a step that waited on one
+    # would read as a lost overlap
     stats, warning = overlap.observe(waited + metrics["learner_busy_s"], metrics["learner_cpu_s"],
-                                     roles["generator_cpu_s"])
+                                     roles["generator_cpu_s"] + roles["generator_eval_cpu_s"])
     if warning:
         log(warning)
     return metrics | stats | roles | {"pool_live": int(pool.live_size)}
@@ -184,12 +186,10 @@ def learn(learner: Learner, pool, batch, waited: float, overlap: OverlapMonitor,
 def generator_times(batch) -> dict[str, float]:
     """Where the generators' time went for this batch's groups (``actor`` module doc), and
     the mean seconds a group spent between leaving its generator and reaching the driver."""
-    total = {key: sum(g.meta.get(key, 0.0) for g in batch) for key in
-             ("gen_cpu_s", "gen_stall_s", "gen_swap_s", "gen_idle_s")}
+    keys = ("cpu_s", "eval_cpu_s", "stall_s", "swap_s", "idle_s")
+    out = {f"generator_{k}": sum(g.meta.get(f"gen_{k}", 0.0) for g in batch) for k in keys}
     transit = [g.meta["received_at"] - g.meta["sent_at"] for g in batch if "sent_at" in g.meta and "received_at" in g.meta]
-    return {"generator_cpu_s": total["gen_cpu_s"], "generator_stall_s": total["gen_stall_s"],
-            "generator_swap_s": total["gen_swap_s"], "generator_idle_s": total["gen_idle_s"],
-            "group_transit_s": sum(transit) / len(transit) if transit else 0.0}
+    return out | {"group_transit_s": sum(transit) / len(transit) if transit else 0.0}
 
 
 def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMeter):

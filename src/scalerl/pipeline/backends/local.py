@@ -48,7 +48,7 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, 
 
     try:
         actor = build_actor(spec, weights, index, orphaned=orphaned)
-        idle = time.perf_counter()
+        idle, eval_cpu = time.perf_counter(), 0.0
         while True:
             try:
                 chunk = assign_q.get(timeout=1.0)
@@ -59,15 +59,17 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, 
             if chunk is None:
                 return
             if isinstance(chunk, EvalRequest):
+                cpu = time.process_time()
                 eval_q.put(actor.evaluate(chunk, weights.layout.unflatten))
+                eval_cpu += time.process_time() - cpu
                 idle = time.perf_counter()  # evaluating is work, not waiting
                 continue
             idle = time.perf_counter() - idle  # waiting for work: the learner is the bottleneck
             groups = actor.run_batch(chunk)
-            for g in groups:
-                g.meta["gen_idle_s"] = idle / max(1, len(groups))
+            for g in groups:  # the next groups carry what this role did besides decoding them
+                g.meta.update(gen_idle_s=idle / max(1, len(groups)), gen_eval_cpu_s=eval_cpu / max(1, len(groups)))
             group_q.put(groups)
-            idle = time.perf_counter()
+            idle, eval_cpu = time.perf_counter(), 0.0
     except Exception:  # noqa: BLE001 - any failure must reach the learner, not die silently
         if not orphaned():
             group_q.put(_Failure(f"generator {index} failed:\n{traceback.format_exc()}"))
