@@ -65,7 +65,10 @@ def _step(groups, overrides, dtype=torch.float32, arch="llama"):
 def _assert_same_step(groups, overrides, tol, dtype=torch.float32, arch="llama"):
     plain, m_plain = _step(groups, [*overrides, "optim.shared_prompt=false"], dtype, arch)
     shared, m_shared = _step(groups, [*overrides, "optim.shared_prompt=true"], dtype, arch)
-    assert m_shared["loss"] == pytest.approx(m_plain["loss"], rel=tol, abs=tol * 1e-3)
+    # the loss sums ± advantage terms that nearly cancel: a relative test on the sum alone
+    # would measure float32 summation order, so it gets an absolute floor of tol × 1e-2;
+    # every gradient below is the strict check
+    assert m_shared["loss"] == pytest.approx(m_plain["loss"], rel=tol, abs=tol * 1e-2)
     assert m_shared["is_ratio_max"] == pytest.approx(m_plain["is_ratio_max"], rel=tol)
     for a, b in zip(plain, shared, strict=True):
         assert (a is None) == (b is None)
@@ -190,3 +193,14 @@ def test_short_prompts_with_spread_lengths_bucket_rows_by_length():
     assert lengths == sorted(lengths, reverse=True)
     assert sum(forward_slots(completions, c) for c in chunks) < sum(
         forward_slots(completions, list(range(s, min(s + 4, 15)))) for s in range(0, 15, 4))
+
+
+def test_a_token_budget_cuts_micro_batches_and_keeps_the_step_equal():
+    groups = _groups([4, 1, 7], G=5, lengths=(1, 12), seed=8)
+    completions = [c for g in groups for c in g.completions]
+    chunks = micro_batches(completions, list(range(15)), 64, max_slots=30)
+    assert sorted(i for c in chunks for i in c) == list(range(15)) and len(chunks) > 1
+    assert all(forward_slots(completions, c) <= 30 or len(c) == 1 for c in chunks)
+    assert len(micro_batches(completions, list(range(15)), 64, max_slots=None)) == 1
+    # the budget only regroups rows: loss and every gradient are the plain path's
+    _assert_same_step(groups, ["optim.micro_batch=64", "optim.micro_batch_tokens=30"], 1e-5)

@@ -55,7 +55,7 @@ def _micro_batch_logits(model, completions, idx: list[int], T: int, cfg, pad_id:
 def _micro_batches(batch: Batch, cfg) -> list[list[int]]:
     """The live rows in micro-batches: reordered for the shared-prompt path, as they come for the plain one."""
     if cfg.optim.shared_prompt:
-        return micro_batches(batch.completions, batch.rows, cfg.optim.micro_batch)
+        return micro_batches(batch.completions, batch.rows, cfg.optim.micro_batch, cfg.optim.micro_batch_tokens)
     return [batch.rows[s : s + cfg.optim.micro_batch] for s in range(0, len(batch.rows), cfg.optim.micro_batch)]
 
 
