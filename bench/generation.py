@@ -8,6 +8,12 @@ top-k). For each batch size, side by side: tokens/s and ratios against ``model.g
 - ``fp32head``: time of engine calls on a bf16 body with the head in fp32 over bf16 (§2.4);
 then the head alone at realistic vocabularies (the task vocabulary is tiny).
 
+``--profile`` adds, per batch size, where the fast path's CPU time goes (torch profiler):
+the share in the matrix products (``mm``/``addmm`` for the linear layers, ``bmm`` for
+attention) that ``generate`` must compute too, and the ratio to ``generate`` the engine
+would reach if every other cost vanished (``fast/gen ÷ matmul share``): the bound on what
+more engine work can give at that batch.
+
 Runs are interleaved and each figure is the median of ``--repeats`` timed runs after one
 warm-up; time is this process's CPU time (``time.process_time``) with a fixed number of
 torch threads, which damps (but does not remove) the noise of other jobs on a shared machine.
@@ -121,6 +127,20 @@ def head_only_cost(batch: int, hidden: int, vocab: int, repeats: int = 20) -> tu
     return secs["cached"] / secs["bf16"], secs["cast"] / secs["bf16"]
 
 
+def matmul_share(model, tokenizer, prompts: torch.Tensor, new_tokens: int) -> dict[str, float]:
+    """Shares of the fast path's self CPU time in linear-layer and attention matmuls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    run = _engine_generate(TorchEngine(model, tokenizer, eos_token_ids=()), prompts, new_tokens)
+    run()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    times = {e.key: e.self_cpu_time_total for e in prof.key_averages()}
+    total = sum(times.values())
+    return {"linear": (times.get("aten::mm", 0) + times.get("aten::addmm", 0)) / total,
+            "attention": times.get("aten::bmm", 0) / total}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="nano", help="scalerl.models preset (nano, micro, small, base)")
@@ -129,6 +149,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--profile", action="store_true", help="also print the fast path's matmul share")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -146,6 +167,11 @@ def main() -> None:
         cost = head_cost(body16, tokenizer, prompts, args.new_tokens, args.repeats)
         print(f"{batch:5d} {tps['generate']:9.0f} {tps['fast']:9.0f} {tps['plain']:9.0f} "
               f"{tps['fast'] / tps['generate']:9.2f} {tps['plain'] / tps['generate']:9.2f} {cost:9.3f}")
+        if args.profile:
+            share = matmul_share(model, tokenizer, prompts, args.new_tokens)
+            ratio = tps["fast"] / tps["generate"]
+            print(f"      fast path: {share['linear']:.0%} linear-layer matmuls + {share['attention']:.0%} attention "
+                  f"matmuls; with every other cost gone: {ratio / (share['linear'] + share['attention']):.2f}x generate")
     hidden = model.config.hidden_size
     for vocab in (32768, 151936):
         cached, cast = head_only_cost(max(args.batch), hidden, vocab)
