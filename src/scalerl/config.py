@@ -309,18 +309,19 @@ class EvalConfig(_Frozen):
     0.5, below the differences the fits must resolve. The k samples of one prompt are
     correlated (intra-prompt correlation ρ ≈ 0.5, measured on the built-in task from the
     0.032–0.037 error of 128 prompts × 4), so ``SE ≈ sqrt(p(1 − p)(ρ + (1 − ρ)/k) / P)``:
-    at p = 0.5 that needs P ≥ 1,111 prompts at k = 1, 833 at k = 2 or 694 at k = 4. The
-    default task's validation split holds 997 distinct problems, so k = 2 on the whole split
-    (1,994 samples, SE ≈ 0.014) is the cheapest that meets it. Every 50 steps (the paper
-    validates every 100) that is about 2,000 evaluation samples per 3,200 training ones at
-    the recipe's 8 × 8, twice what 128 × 4 every 25 steps cost; on the ``local`` backend a
+    at p = 0.5 that needs P ≥ 1,111 prompts at k = 1 (1,111 samples), 833 at k = 2 (1,666)
+    or 694 at k = 4 (2,776). With correlated samples one sample each of more prompts is the
+    cheapest, so the default is k = 1 on the task's whole validation split (the arithmetic
+    tasks draw 1,200 iid held-out prompts: SE ≤ 0.0144; a data set's split is its own size). Every 50 steps (the paper
+    validates every 100) that is 1,200 evaluation samples per 3,200 training ones at the
+    recipe's 8 × 8, about 1.2× what 128 × 4 every 25 steps cost; on the ``local`` backend a
     generator runs it (``on``), not the learner. ``bench/paper_claims/RESULTS.md`` has the
     measured errors.
     """
 
     every: int = Field(50, ge=1)
     """Validate every this many optimiser steps (and at step 0 and the last step)."""
-    k: int = Field(2, ge=1)
+    k: int = Field(1, ge=1)
     """Samples per validation prompt: the logged value is mean@k pass rate."""
     num_prompts: int | None = Field(None, ge=1)
     """Held-out prompts used (None: the task's whole validation split)."""

@@ -38,7 +38,7 @@ class MultiplicationTask(AdditionTask):
     symbol, verb = "*", "mul"
 
     def __init__(self, *, min_digits: int = 1, max_digits: int = 3, seed: int = 0,
-                 num_train: int = 100_000, num_validation: int = 200,
+                 num_train: int = 100_000, num_validation: int = 1200,
                  reward_fn: RewardFn = addition_reward) -> None:
         super().__init__(min_digits=min_digits, max_digits=max_digits, num_operands=2, seed=seed,
                          num_train=num_train, num_validation=num_validation, reward_fn=reward_fn)
