@@ -27,3 +27,14 @@ def run_overrides(model_dir, **extra) -> list[str]:
     }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
+
+
+class CaptureGrads(torch.optim.SGD):
+    """An optimiser that records the accumulated gradient and leaves the weights alone."""
+
+    def __init__(self, params):
+        super().__init__(params, lr=0.0)
+        self.grads = None
+
+    def step(self, closure=None):
+        self.grads = [p.grad.clone() if p.grad is not None else None for g in self.param_groups for p in g["params"]]

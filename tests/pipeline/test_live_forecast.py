@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from conftest import run_overrides
 
+import scalerl.eval
 from scalerl.cli import main
 from scalerl.config import load_config
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_records
-import scalerl.eval
 from scalerl.pipeline.report import final_report
 from scalerl.pipeline.run import train
 

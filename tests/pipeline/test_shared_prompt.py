@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import CaptureGrads
 
 from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool
@@ -17,17 +18,6 @@ from scalerl.types import Completion, Group
 
 TOKENIZER = build_task_tokenizer()
 PAD = TOKENIZER.pad_token_id
-
-
-class CaptureGrads(torch.optim.SGD):
-    """An optimiser that records the accumulated gradient and leaves the weights alone."""
-
-    def __init__(self, params):
-        super().__init__(params, lr=0.0)
-        self.grads = None
-
-    def step(self, closure=None):
-        self.grads = [p.grad.clone() if p.grad is not None else None for g in self.param_groups for p in g["params"]]
 
 
 def _groups(prompt_lens, G=5, lengths=(1, 9), seed=0) -> list[Group]:

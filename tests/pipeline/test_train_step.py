@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import CaptureGrads
 
 from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool
@@ -14,17 +15,6 @@ from scalerl.pipeline.train_step import train_step
 from scalerl.types import Completion, Group
 
 TOKENIZER = build_task_tokenizer()
-
-
-class CaptureGrads(torch.optim.SGD):
-    """An optimiser that records the accumulated gradient and leaves the weights alone."""
-
-    def __init__(self, params):
-        super().__init__(params, lr=0.0)
-        self.grads = None
-
-    def step(self, closure=None):
-        self.grads = [p.grad.clone() if p.grad is not None else None for g in self.param_groups for p in g["params"]]
 
 
 def _model():

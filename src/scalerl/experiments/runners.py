@@ -10,7 +10,6 @@ is named at the end, after the others have finished (their results are kept).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence

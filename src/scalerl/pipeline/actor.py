@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scalerl.eval import build_evaluators
-from scalerl.types import Completion, EvalRequest, EvalResult, Group, PromptAssignment, SamplingParams
+from scalerl.types import (
+    Completion,
+    EvalRequest,
+    EvalResult,
+    Group,
+    PromptAssignment,
+    SamplingParams,
+)
 
 
 class Actor:
