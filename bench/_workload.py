@@ -67,6 +67,7 @@ def scalerl_overrides(work: Workload, model_dir: Path, steps: int, **extra) -> l
         "filters.zero_variance": False,
         "optim.lr": work.lr,
         "optim.micro_batch": work.completions_per_step,
+        "train.cores": 2,  # 1 learner thread + 1 generator on any machine: the 2-core comparison
         "train.steps": steps,
         "train.checkpoint_every": 10_000,
         "eval.every": 10_000,  # evaluations only at step 0 and the last step, outside the window

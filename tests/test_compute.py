@@ -43,3 +43,13 @@ def test_matmul_peak_is_positive_and_takes_a_device_object():
 
     assert matmul_peak("cpu", n=64, repeats=2) > 0
     assert matmul_peak(torch.device("cpu"), n=64, repeats=1) > 0  # no CUDA synchronize on the CPU
+
+
+def test_a_resume_with_fewer_devices_adds_at_its_own_rate_and_never_rewrites_the_past():
+    state = {"wall_s": 3600.0, "device_hours": 9.0, "gen_tokens": 0, "train_tokens": 0}  # 9 devices for an hour
+    resumed = ComputeMeter(devices=2, n_params=1)
+    resumed.load_state_dict(state)
+    assert 9.0 <= resumed.device_hours < 9.0 + 2 * 60 / 3600  # not 2 × (1 h + ε)
+    old = ComputeMeter(devices=2, n_params=1)  # a checkpoint from before device-hours were stored
+    old.load_state_dict({"wall_s": 1800.0, "gen_tokens": 0, "train_tokens": 0})
+    assert old.device_hours == pytest.approx(1.0, abs=1e-3)

@@ -1,9 +1,11 @@
 """Compute spent by a run, counted two ways: device-hours and analytic FLOPs.
 
 1. **Device-hours** (the paper's GPU-hours, digest §1.7): wall-clock hours × devices of the
-   whole allocation, generators and trainers alike. On CPU a "device" is one role process
-   (the ``local`` backend runs 1 learner + N generators; ``inprocess`` runs 1). Wall time
-   accumulates across resumes: the checkpoint stores what was spent before.
+   whole allocation, generators and trainers alike. On CPU a "device" is one core a role
+   holds (its torch threads, ``pipeline.cores``: 1 learner thread + 1 generator on two
+   cores), so the same run on a larger machine is not credited with free compute. Device-
+   hours accumulate across resumes: the checkpoint stores what was spent before, so a
+   resume on another machine adds at its own rate and never rewrites the past.
 2. **Analytic FLOPs** with the usual dense-transformer estimate (Kaplan et al. 2020):
    a forward pass costs ``2·N_params`` per token and forward + backward ``6·N_params``, so
    ``FLOPs = 2·N·tokens_generated + 6·N·tokens_trained``. Generated tokens count the prompt
@@ -26,6 +28,7 @@ class ComputeMeter:
     def __init__(self, devices: int, n_params: int) -> None:
         self.devices, self.n_params = devices, n_params
         self.previous_wall_s = 0.0  # spent in earlier segments of a resumed run
+        self.previous_device_hours = 0.0
         self.gen_tokens = 0
         self.train_tokens = 0
         self._start = time.perf_counter()
@@ -42,8 +45,8 @@ class ComputeMeter:
 
     @property
     def device_hours(self) -> float:
-        """``devices × wall-clock hours`` since the run began (resumes included)."""
-        return self.devices * self.wall_s / 3600.0
+        """``Σ devices × wall-clock hours`` over the run's segments (resumes included)."""
+        return self.previous_device_hours + self.devices * (time.perf_counter() - self._start) / 3600.0
 
     @property
     def flops(self) -> float:
@@ -69,10 +72,13 @@ class ComputeMeter:
         }
 
     def state_dict(self) -> dict[str, float]:
-        return {"wall_s": self.wall_s, "gen_tokens": self.gen_tokens, "train_tokens": self.train_tokens}
+        return {"wall_s": self.wall_s, "device_hours": self.device_hours, "gen_tokens": self.gen_tokens,
+                "train_tokens": self.train_tokens}
 
     def load_state_dict(self, state: dict[str, float]) -> None:
         self.previous_wall_s = float(state["wall_s"])
+        # checkpoints written before device-hours were stored: the segments ran on this count
+        self.previous_device_hours = float(state.get("device_hours", self.devices * self.previous_wall_s / 3600.0))
         self.gen_tokens = int(state["gen_tokens"])
         self.train_tokens = int(state["train_tokens"])
         self._start = time.perf_counter()

@@ -262,9 +262,9 @@ class OptimConfig(_Frozen):
     micro_batch: int = Field(64, ge=1)
     """Completions per forward/backward micro-batch; gradients accumulate over the batch."""
     micro_batch_tokens: int | None = Field(2048, ge=1)
-    """With ``shared_prompt``, also cap a micro-batch's forwarded token positions (padding
-    included; ``pipeline.packing.forward_slots``), so long completions go in smaller
-    micro-batches and activations stay cache-sized; None: rows only."""
+    """On the CPU with ``shared_prompt``, also cap a micro-batch's forwarded token positions
+    (padding included; ``pipeline.packing.forward_slots``), so long completions go in smaller
+    micro-batches and activations stay cache-sized (a GPU ignores it); None: rows only."""
     shared_prompt: bool = True
     """Learner forward runs each distinct prompt once per micro-batch (its KV cache shared by
     the completions) on reordered, length-bucketed micro-batches; False: the plain

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import select
 import shutil
 import subprocess
 import sys
@@ -38,8 +39,10 @@ NS = pytest.mark.skipif(not isolation().namespaces, reason=f"no kernel namespace
 ADD_TESTS = ["assert add(123456, 654321) == 777777", "assert add(-5, 2) == -3"]
 
 
-def _sandbox_pids() -> set[int]:
-    """Live processes that carry the sandbox's environment marker or another PID namespace."""
+def _sandbox_pids(program_only: bool = False) -> set[int]:
+    """Live processes that carry the sandbox's environment marker or another PID namespace
+    (``program_only``: only the latter, i.e. the program itself behind its launch chain,
+    where kernel namespaces are in use)."""
     own_ns = os.readlink("/proc/self/ns/pid")
     found = set()
     for entry in os.listdir("/proc"):
@@ -51,7 +54,7 @@ def _sandbox_pids() -> set[int]:
             other_ns = os.readlink(f"/proc/{entry}/ns/pid") != own_ns
         except OSError:
             continue
-        if state != "Z" and (marked or other_ns):
+        if state != "Z" and (other_ns if program_only else marked or other_ns):
             found.add(int(entry))
     return found
 
@@ -322,7 +325,9 @@ def test_native_extension_cannot_be_loaded_from_the_work_directory(tmp_path, ans
 
 def test_a_killed_trainer_takes_its_programs_with_it(tmp_path):
     # the trainer probes the isolation first (a short-lived sandbox of its own) and says so,
-    # so that the processes seen afterwards are the program's, not the probe's
+    # so that the processes seen afterwards are the program's, not the probe's; with
+    # namespaces the test waits for the program itself (in its own PID namespace), past the
+    # launch chain's death-signal set-up, so the kill cannot land inside that set-up
     script = tmp_path / "trainer.py"
     script.write_text("from scalerl.data.sandbox import SandboxLimits, run_python\n"
                       "from scalerl.data.sandbox_ns import isolation\n"
@@ -331,10 +336,11 @@ def test_a_killed_trainer_takes_its_programs_with_it(tmp_path):
     before = _sandbox_pids()
     trainer = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
-        assert trainer.stdout.readline().strip() == "probed", "the trainer died before launching"
+        ready, _, _ = select.select([trainer.stdout], [], [], 120)
+        assert ready and trainer.stdout.readline().strip() == "probed", "the trainer died before launching"
         started, deadline = set(), time.monotonic() + 60
         while not started and trainer.poll() is None and time.monotonic() < deadline:
-            started = _sandbox_pids() - before
+            started = _sandbox_pids(program_only=isolation().namespaces) - before
             time.sleep(0.05)
         assert started, "the sandboxed program never started"
     finally:

@@ -24,6 +24,7 @@ def run_overrides(model_dir, **extra) -> list[str]:
         "eval.k": 4,
         "log.progress": "false",
         "log.tensorboard": "false",
+        "train.cores": 2,  # the roles split as on the 2-core machine, whatever CI runs on
     }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]

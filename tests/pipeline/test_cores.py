@@ -26,6 +26,9 @@ def test_numbers_the_config_sets_are_kept_and_the_rule_fills_in_the_rest():
     one = split_cores("inprocess", 4)  # both roles share one process: the learner takes every core
     assert (one.generators, one.learner_threads) == (1, 4) and "in the learner's process" in one.rule
     assert split_cores("ray", 8).generators == 1
+    # CUDA or vLLM generators each hold a model copy on the device: one unless asked
+    gpu = split_cores("local", 16, accelerated=True)
+    assert (gpu.generators, gpu.learner_threads) == (1, 15)
 
 
 def test_the_config_reaches_the_split_and_a_sweep_shares_the_cores_between_its_points():

@@ -28,7 +28,8 @@ def need(cfg: Config) -> int:
     backend = cfg.pipeline.backend
     split = split_cores(backend, cfg.train.cores or (2 if backend == "local" else 1), cfg.pipeline.num_generators,
                         cfg.pipeline.generator_threads, cfg.train.threads)
-    return split.learner_threads + (0 if backend == "inprocess" else split.generators * split.generator_threads)
+    # inprocess generates in the learner's process; ray's generator actors reserve their own CPUs
+    return split.learner_threads + (split.generators * split.generator_threads if backend == "local" else 0)
 
 
 def auto_parallel(configs: Sequence[Config], cores: int | None = None) -> int:

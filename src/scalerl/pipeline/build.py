@@ -109,7 +109,18 @@ def core_split(cfg: Config):
     from scalerl.pipeline.cores import split_cores
 
     return split_cores(cfg.pipeline.backend, cfg.train.cores, cfg.pipeline.num_generators,
-                       cfg.pipeline.generator_threads, cfg.train.threads)
+                       cfg.pipeline.generator_threads, cfg.train.threads,
+                       accelerated=cfg.rollout.engine == "vllm" or device(cfg).startswith("cuda"))
+
+
+def compute_devices(cfg: Config, backend) -> int:
+    """Devices the compute meter counts: on CPU the cores the roles hold (their threads),
+    on a GPU the backend's role processes (``scalerl.compute``)."""
+    if device(cfg).startswith("cuda"):
+        return backend.num_devices
+    split = core_split(cfg)
+    generators = split.generators * split.generator_threads if cfg.pipeline.backend != "inprocess" else 0
+    return split.learner_threads + generators
 
 
 def actor_spec(cfg: Config, model_dir: Path, seed: int):

@@ -13,7 +13,8 @@ processes of one thread each and the rest to the learner's threads:
 Two cores give the overlap the pipeline was built for (one learner thread, one generator);
 sixteen give eight generators and an eight-thread learner. ``inprocess`` runs both roles in
 one process, so its learner takes every core; ``ray`` schedules generators on the cluster,
-one thread each unless told otherwise. Any of the three numbers can be set, and the rule
+one thread each unless told otherwise. Generators on a GPU (``train.device=cuda``) or on vLLM
+are one by default: each holds a model copy on the device. Any of the three numbers can be set, and the rule
 fills in the rest (``train.threads``, ``pipeline.num_generators``,
 ``pipeline.generator_threads``); ``train.cores`` bounds the whole run (a sweep running
 points side by side gives each its share).
@@ -26,11 +27,34 @@ from dataclasses import dataclass
 
 
 def available_cores() -> int:
-    """The CPUs this process may run on (its affinity mask, not the machine's count)."""
+    """The CPUs this process may run on: its affinity mask, bounded by a cgroup CPU quota
+    (a container limited with ``--cpus 2`` on a 64-core host gets 2)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    return max(1, min(cores, quota)) if quota is not None else cores
+
+
+def _cgroup_quota() -> int | None:
+    """CPUs allowed by the cgroup v2 ``cpu.max`` (or v1 ``cfs_quota_us``), None if unlimited."""
+    import math
+    from pathlib import Path
+
+    try:
+        text = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if text and text[0] != "max":
+            return math.ceil(int(text[0]) / int(text[1]))
+        return None
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        quota = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
+        period = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
+        return math.ceil(quota / period) if quota > 0 else None
+    except (OSError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -44,8 +68,11 @@ class CoreSplit:
 
 
 def split_cores(backend: str, cores: int | None = None, generators: int | str = "auto",
-                generator_threads: int | str = "auto", learner_threads: int | str = "auto") -> CoreSplit:
-    """The ``auto`` rule of the module doc, with any explicit number kept as given."""
+                generator_threads: int | str = "auto", learner_threads: int | str = "auto",
+                accelerated: bool = False) -> CoreSplit:
+    """The ``auto`` rule of the module doc, with any explicit number kept as given.
+    ``accelerated`` (CUDA generators or vLLM): ``auto`` is one generator, since each holds
+    a model copy (vLLM reserves most of the GPU's memory)."""
     cores = cores or available_cores()
     auto = [name for name, v in (("generators", generators), ("generator threads", generator_threads),
                                  ("learner threads", learner_threads)) if v == "auto"]
@@ -54,7 +81,8 @@ def split_cores(backend: str, cores: int | None = None, generators: int | str = 
         gens = 1 if generators == "auto" else int(generators)
         learner = cores if learner_threads == "auto" else int(learner_threads)
     else:
-        gens = (max(1, cores // 2) if backend == "local" else 1) if generators == "auto" else int(generators)
+        per_core = backend == "local" and not accelerated
+        gens = (max(1, cores // 2) if per_core else 1) if generators == "auto" else int(generators)
         learner = max(1, cores - gens * g_threads) if learner_threads == "auto" else int(learner_threads)
     how = f"auto: {', '.join(auto)}" if auto else "all set by the config"
     where = "in the learner's process" if backend == "inprocess" else f"{gens} generator(s) x {g_threads} thread(s)"

@@ -10,10 +10,12 @@ between chunks and sends an :class:`~scalerl.types.EvalResult` back.
 
 :class:`OrderedRecords` holds each step's record until its evaluation (and every earlier
 one) is in, then releases the records in step order, so ``metrics.jsonl``, the live
-forecast and the sinks see exactly what an inline evaluation would have given. The
-evaluation's tokens are counted as generation compute in the record of the step it
-evaluates and in every record after it, as the inline path counts them. A checkpoint
-first drains the outstanding evaluations, so the log and the checkpoint agree on resume.
+forecast and the sinks see every step in order, each evaluation on its own step. A
+record's compute snapshot is taken when its step ends (before its evaluation, on either
+path), and the evaluation's tokens are added to it and to every record after it. The last
+step waits for every outstanding evaluation; a periodic checkpoint is copied at its step and
+written once the log has reached it (``pipeline.run.DeferredCheckpoints``), so the log and
+the checkpoint agree on resume and the learner does not wait.
 
 Role-time fields: ``learner_eval_s`` (what the evaluation cost the learner: the whole
 evaluation inline, one weight copy on a generator) and ``eval_s`` (the evaluation's own
@@ -58,7 +60,8 @@ class GeneratorEvaluation:
         self.backend, self.layout = backend, backend.weights.layout
 
     def submit(self, step: int, version: int, model) -> None:
-        self.backend.evaluate(EvalRequest(step, version, self.layout.flatten(model)))
+        # on the CPU: a CUDA tensor would cross processes by CUDA IPC and pin learner memory
+        self.backend.evaluate(EvalRequest(step, version, self.layout.flatten(model).cpu()))
 
     def results(self, timeout: float = 0.0) -> list[EvalResult]:
         return self.backend.evaluations(timeout)
@@ -91,6 +94,10 @@ class OrderedRecords:
             self.waiting.add(record["step"])
             self.evaluation.submit(record["step"], version, model)
             record["learner_eval_s"] = time.perf_counter() - start
+
+    def logged_through(self, step: int) -> bool:
+        """Whether every record up to ``step`` has been released."""
+        return not self.held or self.held[0]["step"] > step
 
     @property
     def pending(self) -> int:

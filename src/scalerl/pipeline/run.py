@@ -18,6 +18,7 @@ into ``/dev/shm`` (``scalerl.pipeline.shm``).
 
 from __future__ import annotations
 
+import copy
 import time
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     backend = build.make_backend(cfg, build.actor_spec(cfg, model_dir, cfg.train.seed + step), model)
     # built before the compute meter starts: the evaluation sets' construction is set-up
     evaluation = make_evaluation(build.eval_on_generator(cfg), backend, lambda: build.evaluators(cfg, model, tokenizer))
-    compute = ComputeMeter(backend.num_devices, count_parameters(model))
+    compute = ComputeMeter(build.compute_devices(cfg, backend), count_parameters(model))
     if saved:
         restore(saved[0], learner, pool, scheduler, compute)
         log(f"resumed {run_dir} at step {step} (policy version {learner.version})")
@@ -77,6 +78,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     logger = build.make_logger(cfg, run_dir, step)
     forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if saved else ())
     records = OrderedRecords(evaluation, compute)
+    checkpoints = DeferredCheckpoints(run_dir)
     record: dict[str, Any] = {}
     previous = compute.snapshot()
     try:
@@ -98,12 +100,14 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
                       "publish_s": time.perf_counter() - publish_s, "refused_stale": scheduler.refused, **metrics}
             previous = with_compute(record, compute, previous)
             records.add(record, evaluate=step % cfg.eval.every == 0 or last, model=model, version=learner.version)
-            checkpoint = step % cfg.train.checkpoint_every == 0 or last
             stop = write_released(records, forecaster, logger, lambda: receive(scheduler, backend, compute, 0.0),
-                                  drain=checkpoint, final=step if last else None)
-            if checkpoint or stop:
-                save_checkpoint(run_dir, snapshot(learner, pool, scheduler, compute),
-                                {"step": step, "version": learner.version, "recipe": cfg.name})
+                                  drain=last, final=step if last else None)
+            meta = {"step": step, "version": learner.version, "recipe": cfg.name}
+            if last or stop:  # the log is drained: the checkpoint is this step's
+                checkpoints.write(snapshot(learner, pool, scheduler, compute), meta)
+            elif step % cfg.train.checkpoint_every == 0:
+                checkpoints.take(snapshot(learner, pool, scheduler, compute), meta)
+            checkpoints.flush(records)
             if stop:
                 log(stop)
             if last or stop:
@@ -113,6 +117,30 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
         backend.close()
         logger.close()
     return record
+
+
+class DeferredCheckpoints:
+    """Periodic checkpoints written once ``metrics.jsonl`` has reached their step.
+
+    A resume truncates the log back to the checkpoint's step, so a checkpoint must never be
+    ahead of the log. When an evaluation of step s (or before) is still out, waiting for it
+    would stop the learner, so the state of step s is copied now and written when the
+    records up to s have been logged; a later checkpoint supersedes a pending one.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir, self.pending = run_dir, None
+
+    def take(self, state: dict[str, Any], meta: dict[str, Any]) -> None:
+        self.pending = (copy.deepcopy(state), meta)  # training goes on changing the live tensors
+
+    def write(self, state: dict[str, Any], meta: dict[str, Any]) -> None:
+        save_checkpoint(self.run_dir, state, meta)
+        self.pending = None
+
+    def flush(self, records: OrderedRecords) -> None:
+        if self.pending is not None and records.logged_through(self.pending[1]["step"]):
+            self.write(*self.pending)
 
 
 def with_compute(record: dict[str, Any], compute: ComputeMeter, previous: dict[str, float]) -> dict[str, float]:

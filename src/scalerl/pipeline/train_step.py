@@ -52,10 +52,12 @@ def _micro_batch_logits(model, completions, idx: list[int], T: int, cfg, pad_id:
     return logits, int(attn.sum()), ids.numel()
 
 
-def _micro_batches(batch: Batch, cfg) -> list[list[int]]:
+def _micro_batches(batch: Batch, cfg, device) -> list[list[int]]:
     """The live rows in micro-batches: reordered for the shared-prompt path, as they come for the plain one."""
     if cfg.optim.shared_prompt:
-        return micro_batches(batch.completions, batch.rows, cfg.optim.micro_batch, cfg.optim.micro_batch_tokens)
+        # the token budget keeps CPU activations cache-sized; a GPU wants its micro-batches big
+        budget = cfg.optim.micro_batch_tokens if device.type == "cpu" else None
+        return micro_batches(batch.completions, batch.rows, cfg.optim.micro_batch, budget)
     return [batch.rows[s : s + cfg.optim.micro_batch] for s in range(0, len(batch.rows), cfg.optim.micro_batch)]
 
 
@@ -77,7 +79,7 @@ def _backward(model, batch: Batch, cfg, pad_id: int, scaler) -> dict[str, Any]:
     sums: dict[str, float] = {}
     reduced: dict[str, float] = {}
     acc = {"loss": 0.0, "trained_tokens": 0, "padded_tokens": 0, "mask_tokens": 0, "mismatch": [], "fresh": []}
-    for idx in _micro_batches(batch, cfg):
+    for idx in _micro_batches(batch, cfg, device):
         comp_logits, n_real, n_slots = _micro_batch_forward(model, batch, idx, cfg, pad_id, device, scaler)
         W = comp_logits.shape[1]  # columns past the micro-batch's longest completion carry no loss token
         tok, beh, m = tokens[idx, :W], behaviour[idx, :W], mask[idx, :W]
