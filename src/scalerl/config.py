@@ -246,9 +246,12 @@ class CurriculumConfig(_Frozen):
 class OptimConfig(_Frozen):
     """AdamW (digest §2.1): constant LR after a linear warm-up, tiny eps, wd 0.01, no KL."""
 
-    lr: float = Field(2e-4, gt=0)
+    lr: float = Field(5e-5, gt=0)
     """Peak (constant) learning rate; the paper's 5e-7 is for an 8B model. For the nano model,
-    1e-3 and 5e-4 collapsed within ~50 steps; 2e-4 climbed steadily."""
+    1e-3 and 5e-4 collapsed within ~50 steps; 2e-4 climbed but collapsed by 0.1–0.23 within
+    50 steps after its rise (1–3 of 8 prompts survive the zero-variance filter there, so a
+    step is a noisy gradient); 1e-4 fell back 2.2–2.4 SE; 5e-5 rose and saturated on every
+    seed (``bench/paper_claims/RESULTS.md``, stability)."""
     warmup_steps: int = Field(10, ge=0)
     """Linear warm-up length in optimiser steps (paper: 100)."""
     eps: float = 1e-15
