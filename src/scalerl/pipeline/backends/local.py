@@ -58,6 +58,8 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, 
                 continue
             if chunk is None:
                 return
+            if orphaned():  # a dead learner's backlog (chunks, evaluations) is nobody's work
+                break
             if isinstance(chunk, EvalRequest):
                 cpu = time.process_time()
                 eval_q.put(actor.evaluate(chunk, weights.layout.unflatten))
