@@ -13,10 +13,12 @@ be built on the learner's model (``eval.on=learner``) or inside a generator proc
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field, replace
 
 from scalerl.rollout.validate import validate
-from scalerl.types import SamplingParams
+from scalerl.types import EvalResult, SamplingParams
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,14 @@ def run_evaluators(evaluators: list[Evaluator]) -> tuple[dict[str, float], int]:
         tokens += int(result.pop(f"{evaluator.prefix}_tokens"))
         metrics |= result
     return metrics, tokens
+
+
+def evaluate(evaluators: list[Evaluator], step: int, version: int) -> EvalResult:
+    """Run ``evaluators`` on whatever weights their engine holds (policy ``version``, after
+    learner step ``step``); timed, and stamped with the process that ran them."""
+    start = time.perf_counter()
+    metrics, tokens = run_evaluators(evaluators)
+    return EvalResult(step, version, metrics, tokens, time.perf_counter() - start, os.getpid())
 
 
 class Evaluator:

@@ -29,7 +29,7 @@ def need(cfg: Config) -> int:
     split = split_cores(backend, cfg.train.cores or (2 if backend == "local" else 1), cfg.pipeline.num_generators,
                         cfg.pipeline.generator_threads, cfg.train.threads)
     # inprocess generates in the learner's process; ray's generator actors reserve their own CPUs
-    return split.learner_threads + (split.generators * split.generator_threads if backend == "local" else 0)
+    return split.held(generators=backend == "local")
 
 
 def auto_parallel(configs: Sequence[Config], cores: int | None = None) -> int:

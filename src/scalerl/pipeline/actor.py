@@ -23,13 +23,12 @@ backend in an actor, the in-process backend directly.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from scalerl.eval import build_evaluators
+from scalerl.eval import build_evaluators, evaluate
 from scalerl.types import (
     Completion,
     EvalRequest,
@@ -103,18 +102,15 @@ class Actor:
 
     def evaluate(self, request: EvalRequest, unflatten) -> EvalResult:
         """Run the spec's evaluators on the request's weights (``unflatten``: flat tensor ->
-        state dict); the next poll reloads the newest published weights."""
-        from scalerl.eval import run_evaluators
-
-        start = time.perf_counter()
+        state dict), then load the latest published weights back."""
         self.engine.update_weights(unflatten(request.weights), request.version)
-        metrics, tokens = run_evaluators(self._evaluators)
+        result = evaluate(self._evaluators, request.step, request.version)
         # back to the latest *published* weights: the request's may be newer than what the
         # lag policy lets this generator sample with (e.g. mid-round in ppo-off-policy)
         latest = self.weights.read(-1) if self.weights is not None else None
         if latest is not None:
             self.engine.update_weights(latest[1], latest[0])
-        return EvalResult(request.step, request.version, metrics, tokens, time.perf_counter() - start, os.getpid())
+        return result
 
     def _score(self, a: PromptAssignment, completions: list[Completion]) -> Group:
         example = self.task.train_example(a.prompt_id)

@@ -118,9 +118,7 @@ def compute_devices(cfg: Config, backend) -> int:
     on a GPU the backend's role processes (``scalerl.compute``)."""
     if device(cfg).startswith("cuda"):
         return backend.num_devices
-    split = core_split(cfg)
-    generators = split.generators * split.generator_threads if cfg.pipeline.backend != "inprocess" else 0
-    return split.learner_threads + generators
+    return core_split(cfg).held(generators=cfg.pipeline.backend != "inprocess")
 
 
 def actor_spec(cfg: Config, model_dir: Path, seed: int):

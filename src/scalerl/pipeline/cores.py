@@ -66,6 +66,11 @@ class CoreSplit:
     rule: str
     """One line: the split, and which parts the rule chose."""
 
+    def held(self, generators: bool = True) -> int:
+        """Cores the roles' threads hold (``generators=False``: the learner's alone, when
+        generation shares its process or reserves its own CPUs elsewhere)."""
+        return self.learner_threads + (self.generators * self.generator_threads if generators else 0)
+
 
 def split_cores(backend: str, cores: int | None = None, generators: int | str = "auto",
                 generator_threads: int | str = "auto", learner_threads: int | str = "auto",

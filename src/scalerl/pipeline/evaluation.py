@@ -24,7 +24,6 @@ wall time on the role that ran it).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -42,11 +41,9 @@ class LearnerEvaluation:
         self.evaluators, self._done = evaluators, []
 
     def submit(self, step: int, version: int, model) -> None:
-        from scalerl.eval import run_evaluators
+        from scalerl.eval import evaluate
 
-        start = time.perf_counter()
-        metrics, tokens = run_evaluators(self.evaluators)
-        self._done.append(EvalResult(step, version, metrics, tokens, time.perf_counter() - start, os.getpid()))
+        self._done.append(evaluate(self.evaluators, step, version))
 
     def results(self, timeout: float = 0.0) -> list[EvalResult]:
         out, self._done = self._done, []

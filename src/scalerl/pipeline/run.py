@@ -152,8 +152,8 @@ def with_compute(record: dict[str, Any], compute: ComputeMeter, previous: dict[s
 
 def write_released(records: OrderedRecords, forecaster: LiveForecast, logger, pump, *, drain: bool,
                    final: int | None) -> str | None:
-    """Log the records whose evaluations are in (all of them, waiting, with ``drain``: before
-    a checkpoint or an early stop, so the log reaches the checkpoint's step); each is seen by
+    """Log the records whose evaluations are in (all of them, waiting, with ``drain``, and
+    after an early stop: the run's last checkpoint must not be ahead of the log); each is seen by
     the live forecast, which waits for its refit on the ``final`` step's record. Returns the
     first early-stop reason, if any."""
     stop = None
