@@ -16,17 +16,37 @@ def test_flops_are_2n_per_generated_and_6n_per_trained_token():
     assert meter.flops == 120_000
 
 
+class FakeClock:
+    """A clock that moves only when told: wall-time figures are exact, whatever the load."""
+
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
 def test_device_hours_scale_with_devices_and_survive_a_resume():
-    meter = ComputeMeter(devices=2, n_params=1)
-    time.sleep(0.05)
-    assert meter.device_hours == pytest.approx(2 * meter.wall_s / 3600, rel=0.05)
+    clock = FakeClock()
+    meter = ComputeMeter(devices=2, n_params=1, clock=clock)
+    clock.t += 90.0  # 90 s on 2 devices = 0.05 device-hours
+    assert meter.wall_s == 90.0 and meter.device_hours == pytest.approx(2 * 90.0 / 3600, rel=1e-12)
     state = meter.state_dict()
-    resumed = ComputeMeter(devices=2, n_params=1)
+    assert state["wall_s"] == 90.0 and state["device_hours"] == pytest.approx(0.05, rel=1e-12)
+    resumed = ComputeMeter(devices=2, n_params=1, clock=clock)
     resumed.load_state_dict(state)
-    assert resumed.wall_s >= state["wall_s"] >= 0.05
+    clock.t += 36.0  # the resumed segment adds its own 36 s x 2 devices = 0.02 device-hours
+    assert resumed.wall_s == pytest.approx(126.0, rel=1e-12)
     snap = resumed.snapshot()
     assert set(snap) >= {"compute_gpu_hours", "flops", "wall_s"}
-    assert snap["compute_gpu_hours"] >= 2 * 0.05 / 3600
+    assert snap["compute_gpu_hours"] == pytest.approx(0.07, rel=1e-12)
+
+
+def test_the_default_clock_is_the_wall_clock():
+    meter = ComputeMeter(devices=2, n_params=1)
+    time.sleep(0.01)
+    # only bounds: a busy machine may stretch the sleep, never shrink it
+    assert meter.wall_s >= 0.005 and meter.device_hours >= 2 * 0.005 / 3600
 
 
 def test_token_rates_between_snapshots():

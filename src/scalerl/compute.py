@@ -20,18 +20,24 @@ curves from different machines can be compared on a hardware-free axis.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 
 class ComputeMeter:
-    """Accumulates wall time × devices and generated/trained tokens."""
+    """Accumulates wall time × devices and generated/trained tokens.
 
-    def __init__(self, devices: int, n_params: int) -> None:
+    ``clock`` (seconds, default ``time.perf_counter``) is read for every wall-time figure;
+    a test passes a fake one so its expected device-hours are exact, not a race.
+    """
+
+    def __init__(self, devices: int, n_params: int, *, clock: Callable[[], float] = time.perf_counter) -> None:
         self.devices, self.n_params = devices, n_params
+        self._clock = clock
         self.previous_wall_s = 0.0  # spent in earlier segments of a resumed run
         self.previous_device_hours = 0.0
         self.gen_tokens = 0
         self.train_tokens = 0
-        self._start = time.perf_counter()
+        self._start = self._clock()
 
     def add_generation(self, tokens: int) -> None:
         self.gen_tokens += int(tokens)
@@ -41,12 +47,12 @@ class ComputeMeter:
 
     @property
     def wall_s(self) -> float:
-        return self.previous_wall_s + time.perf_counter() - self._start
+        return self.previous_wall_s + self._clock() - self._start
 
     @property
     def device_hours(self) -> float:
         """``Σ devices × wall-clock hours`` over the run's segments (resumes included)."""
-        return self.previous_device_hours + self.devices * (time.perf_counter() - self._start) / 3600.0
+        return self.previous_device_hours + self.devices * (self._clock() - self._start) / 3600.0
 
     @property
     def flops(self) -> float:
@@ -81,7 +87,7 @@ class ComputeMeter:
         self.previous_device_hours = float(state.get("device_hours", self.devices * self.previous_wall_s / 3600.0))
         self.gen_tokens = int(state["gen_tokens"])
         self.train_tokens = int(state["train_tokens"])
-        self._start = time.perf_counter()
+        self._start = self._clock()
 
 
 def matmul_peak(device: str = "cpu", dtype=None, n: int | None = None, repeats: int = 5) -> float:
