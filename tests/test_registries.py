@@ -4,7 +4,8 @@ from typing import get_args
 
 from scalerl.algo.losses import LOSSES
 from scalerl.algo.mismatch import CORRECTIONS
-from scalerl.config import EvalConfig, ISCorrectionConfig, LossConfig, PipelineConfig, RolloutConfig
+from scalerl.config import EvalConfig, PipelineConfig, RolloutConfig
+from scalerl.config_loss import ISCorrectionConfig, LossConfig
 from scalerl.pipeline.actor import ENGINES
 from scalerl.pipeline.backends import BACKENDS
 from scalerl.pipeline.evaluation import EVAL_ON

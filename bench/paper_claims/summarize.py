@@ -20,7 +20,7 @@ from scalerl.metrics import read_records
 
 
 def _mean(values) -> float:
-    values = [v for v in values if v is not None]
+    values = [v for v in values if v is not None and v == v]  # NaN: a step with nothing measured
     return statistics.mean(values) if values else float("nan")
 
 

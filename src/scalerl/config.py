@@ -8,9 +8,8 @@ merged last (the layering lives in ``scalerl.config_layers``). The merged mappin
 frozen models, so an unknown or mistyped key is an error that names the key and the file
 (or ``--set``) it came from; ``ConfigError`` carries that one sentence.
 
-Each loss keeps its own hyperparameter names (``loss.cispo.eps_max``, ``loss.dapo.eps_high``
-...), mirroring the ``scalerl.algo.losses`` signatures, so no name changes meaning with the
-loss (the TRL ``epsilon_high`` trap).
+The ``loss`` section lives in ``scalerl.config_loss``: each loss and each mismatch correction
+keeps its own hyperparameter names there.
 
 Task knobs belong to their task: a recipe, or the ``--set`` overrides taken together, that
 switch ``task.name`` without giving ``task.knobs`` start from the new task's own defaults, never from the knobs
@@ -24,7 +23,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
+
+from scalerl.config_base import Frozen as _Frozen
 
 # the loading API is this module's: re-exported
 from scalerl.config_layers import RECIPE_DIR as RECIPE_DIR
@@ -33,13 +34,10 @@ from scalerl.config_layers import Layers, merged_layers
 from scalerl.config_layers import parse_override as parse_override
 from scalerl.config_layers import recipe_names as recipe_names
 from scalerl.config_layers import resolve_recipe as resolve_recipe
+from scalerl.config_loss import LossConfig
 
 DEFAULT_RECIPE = "scalerl"
 """The recipe ``scalerl train`` runs when none is named."""
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------------------- model / task
@@ -145,80 +143,6 @@ class SamplingConfig(_Frozen):
 
 
 # ---------------------------------------------------------------------------- learner
-
-
-class CispoParams(_Frozen):
-    eps_max: float = 5.0
-    """Upper cap of the stop-gradient IS weight ``min(ρ, ε_max)`` (Eq. 4; 4, 5, 8 all work)."""
-    eps_min: float | None = None
-    """Lower cap of the IS weight; None is the paper's "lower clip ratio fixed at 0"."""
-
-
-class DapoParams(_Frozen):
-    eps_low: float = 0.2
-    """Lower clip offset: ratios below ``1 − eps_low`` are clipped (Eq. 8)."""
-    eps_high: float = 0.28
-    """Upper clip offset: ratios above ``1 + eps_high`` are clipped (Eq. 8; Qwen2.5 used 0.26)."""
-
-
-class GrpoParams(_Frozen):
-    eps_clip: float = 0.2
-    """Symmetric PPO clip ``clip(ρ, 1 ± ε)`` (A.2 Eq. 5–7)."""
-
-
-class GspoParams(_Frozen):
-    gspo_eps_low: float = 3e-3
-    """Lower clip offset of the sequence-level ratio (A.17.3)."""
-    gspo_eps_high: float = 4e-3
-    """Upper clip offset of the sequence-level ratio (A.17.3)."""
-
-
-class ReinforceParams(_Frozen):
-    tis_cap: float | None = None
-    """Truncated-IS cap on the token ratio; None means no off-policy correction."""
-
-
-class ISCorrectionConfig(_Frozen):
-    mode: Literal["none", "tis", "mis", "seq_mask"] = "none"
-    """``tis``: token weight ``min(ρ, cap)`` with ρ = π_train/π_gen (truncated IS); ``mis``:
-    tokens with ρ outside [low, cap] are dropped (masked IS); ``seq_mask``: completions whose
-    geometric-mean ρ is outside [low, cap] are dropped (TRL's ``sequence_mask``). Each replaces
-    the loss's own IS ratio (``scalerl.algo.mismatch``). ``none`` in ScaleRL: CISPO already
-    truncates its IS weight at ``eps_max``."""
-    cap: float = Field(2.0, gt=0)
-    """Upper edge of the ratio: the TIS cap, the top of the MIS / sequence-mask band (2.0 is
-    the token-level cap of TRL's Olmo-3 recipe; TRL's sequence_mask default is 3.0)."""
-    low: float = Field(0.0, ge=0)
-    """Lower edge of the MIS / sequence-mask band (and a TIS floor when above 0)."""
-
-    @model_validator(mode="after")
-    def _band(self) -> ISCorrectionConfig:
-        if not self.low < self.cap:
-            raise ValueError(f"loss.is_correction needs low < cap; got low={self.low}, cap={self.cap}")
-        return self
-
-
-class LossConfig(_Frozen):
-    name: Literal["cispo", "dapo", "grpo", "gspo", "reinforce"] = "cispo"
-    """Registered per-token objective (``scalerl.algo.losses``); digest §2.3."""
-    aggregation: Literal["prompt", "sample", "token"] = "prompt"
-    """Loss reduction (digest §2.5): prompt average is the recipe."""
-    cispo: CispoParams = CispoParams()
-    """Hyperparameters of ``cispo``."""
-    dapo: DapoParams = DapoParams()
-    """Hyperparameters of ``dapo``."""
-    grpo: GrpoParams = GrpoParams()
-    """Hyperparameters of ``grpo``."""
-    gspo: GspoParams = GspoParams()
-    """Hyperparameters of ``gspo``."""
-    reinforce: ReinforceParams = ReinforceParams()
-    """Hyperparameters of ``reinforce``."""
-    is_correction: ISCorrectionConfig = ISCorrectionConfig()
-    """Training–inference mismatch correction applied around the loss (``algo.mismatch``)."""
-
-    def hparams(self) -> dict[str, Any]:
-        """Keyword arguments of the selected loss: only its own names."""
-        return getattr(self, self.name).model_dump()
 
 
 class AdvantageConfig(_Frozen):

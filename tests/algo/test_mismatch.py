@@ -28,8 +28,14 @@ def test_statistics_combine_over_micro_batches_and_are_zero_when_equal():
     halves = [mismatch_sums(LOGP[:, :2], GEN[:, :2], MASK[:, :2]), mismatch_sums(LOGP[:, 2:], GEN[:, 2:], MASK[:, 2:])]
     assert mismatch_metrics(halves) == pytest.approx(mismatch_metrics([mismatch_sums(LOGP, GEN, MASK)]))
     same = mismatch_metrics([mismatch_sums(LOGP, LOGP, MASK)])
-    assert same == {"mismatch_kl": 0.0, "mismatch_logp_abs_mean": 0.0, "mismatch_logp_abs_max": 0.0,
-                    "mismatch_ratio_out_frac": 0.0}
+    assert same == {"mismatch_tokens": 3, "mismatch_kl": 0.0, "mismatch_logp_abs_mean": 0.0,
+                    "mismatch_logp_abs_max": 0.0, "mismatch_ratio_out_frac": 0.0}
+
+
+def test_no_measured_token_is_nan_not_perfect_agreement():
+    m = mismatch_metrics([mismatch_sums(LOGP, GEN, torch.zeros_like(MASK))])
+    assert m["mismatch_tokens"] == 0
+    assert all(math.isnan(v) for k, v in m.items() if k != "mismatch_tokens")
 
 
 def test_tis_truncates_the_ratio():
@@ -57,7 +63,7 @@ def test_sequence_mask_on_the_geometric_mean_ratio():
     ("mis", 2.0, 0.5, [2.0, 1.0, 0.0]),
     ("seq_mask", 3.0, 0.5, [2 ** (-1 / 3)] * 3),
 ])
-@pytest.mark.parametrize("loss", ["cispo", "dapo", "grpo", "reinforce"])
+@pytest.mark.parametrize("loss", ["cispo", "dapo", "grpo", "gspo", "reinforce"])
 def test_corrected_gradient_is_minus_w_times_advantage(mode, cap, low, expected_w, loss):
     # against sg(logp) the loss's own ratio is 1, so ∂ℓ_t/∂logp_t = −w_t·Â for every loss
     logp = LOGP.clone().requires_grad_(True)
@@ -67,6 +73,19 @@ def test_corrected_gradient_is_minus_w_times_advantage(mode, cap, low, expected_
     assert logp.grad[0, :3].tolist() == pytest.approx([-w * 0.7 for w in expected_w])
     assert logp.grad[0, 3] == 0
     assert out.metrics["is_ratio_max"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("loss, value", [
+    # log-prob losses: ℓ_t = −sg(min(ρ, ε))·Â·logp_t with ρ = 1, times w_t
+    ("cispo", lambda w, lp: -w * 0.7 * lp), ("reinforce", lambda w, lp: -w * 0.7 * lp),
+    # ratio losses: ℓ_t = −min(ρÂ, clip(ρ)Â) = −Â at ρ = 1, times w_t
+    ("grpo", lambda w, lp: -w * 0.7), ("dapo", lambda w, lp: -w * 0.7), ("gspo", lambda w, lp: -w * 0.7),
+])
+def test_corrected_loss_value_is_w_times_the_loss_at_ratio_one(loss, value):
+    out = corrected_loss(get_loss(loss), LOGP, GEN, torch.tensor([0.7]), MASK, mode="tis", cap=1.5)
+    want = [value(w, lp) for w, lp in zip([1.5, 1.0, 0.25], LOGP[0, :3].tolist())]
+    assert out.per_token[0, :3].tolist() == pytest.approx(want)
+    assert out.per_token[0, 3] == 0
 
 
 def test_none_is_the_plain_loss():

@@ -151,17 +151,63 @@ def test_mismatch_is_measured_on_every_step_and_fresh_tokens_are_told_apart():
     assert metrics["mismatch_fresh_frac"] == 0.0 and "mismatch_fresh_kl" not in metrics
 
 
+def _set_log_ratios(model, groups) -> list[np.ndarray]:
+    """Behaviour log-probs ``log π_gen = log π_train − d`` so each token's ratio is ``ρ = e^d``:
+    odd completions ``d = 1.5`` throughout (ρ 4.48), even ones alternate ``d = 0.2, −1.5``
+    (ρ 1.22, 0.22; geometric mean e^−0.65 ≈ 0.52). Every ratio is far from a band edge."""
+    from scalerl.algo.logprobs import token_logprobs
+    from scalerl.models.forward import forward_logits
+
+    ds = []
+    with torch.no_grad():
+        for i, c in enumerate(c for g in groups for c in g.completions):
+            ids = torch.tensor([list(c.prompt_tokens) + list(c.tokens)])
+            logits, _ = forward_logits(model, ids, fp32_head=True)
+            logp = token_logprobs(logits[:, len(c.prompt_tokens) - 1: -1], ids[:, len(c.prompt_tokens):])[0]
+            d = np.full(len(c.tokens), 1.5) if i % 2 else np.where(np.arange(len(c.tokens)) % 2, -1.5, 0.2)
+            c.logprobs[:] = (logp.numpy() - d).astype(np.float32)
+            ds.append(d)
+    return ds
+
+
+def _expected_correction(mode: str, ds: list[np.ndarray]) -> tuple[float, float]:
+    """``(dropped share, mean weight of kept tokens)`` derived by hand from the log-ratios, with
+    the recipe's bands: TIS cap 2, MIS [0.5, 2], sequence mask [0, 3] on the geometric mean."""
+    rho = [np.exp(d) for d in ds]
+    if mode == "tis":
+        w = np.concatenate([np.minimum(r, 2.0) for r in rho])
+        return 0.0, float(w.mean())
+    if mode == "mis":
+        r = np.concatenate(rho)
+        keep = (r >= 0.5) & (r <= 2.0)
+        return 1 - keep.mean(), float(r[keep].mean())
+    seq = [np.full(len(d), np.exp(d.mean())) for d in ds]
+    s = np.concatenate(seq)
+    keep = s <= 3.0
+    return 1 - keep.mean(), float(s[keep].mean())
+
+
 @pytest.mark.parametrize("mode", ["tis", "mis", "seq_mask"])
 def test_each_mismatch_correction_runs_a_real_step(mode):
+    model = _model()
     groups = _batch([[1, -1, -1, 1], [1, -1, 1, 1]])
-    grads, metrics = _grads(groups, [f"loss.is_correction.mode={mode}", "loss.is_correction.cap=2.0",
-                                     "loss.is_correction.low=0.5"])
-    plain, _ = _grads(groups)
-    assert 0 <= metrics["is_correction_dropped_frac"] <= 1
+    ds = _set_log_ratios(model, groups)
+    grads, metrics = _grads(groups, [f"loss.is_correction.mode={mode}"], model=model)
+    plain, _ = _grads(groups, model=model)
+    dropped, weight = _expected_correction(mode, ds)
+    assert metrics["is_correction_dropped_frac"] == pytest.approx(dropped, abs=1e-6)
+    assert metrics["is_correction_weight_mean"] == pytest.approx(weight, rel=1e-4)
+    assert (0 < dropped < 1) if mode != "tis" else weight < np.exp(1.5)  # the band bites
     assert metrics["is_ratio_max"] == pytest.approx(1.0)  # the loss now sees its own log-probs
-    changed = any(g is not None and not torch.allclose(g, p) for g, p in zip(grads, plain))
-    dropped_all = metrics["is_correction_dropped_frac"] == 1.0
-    assert changed or dropped_all
+    assert any(g is not None and not torch.allclose(g, p) for g, p in zip(grads, plain))
+    # and a real optimiser step moves the weights
+    before = [p.detach().clone() for p in model.parameters()]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    cfg = load_config("scalerl", [f"loss.is_correction.mode={mode}"])
+    out = train_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, TOKENIZER.pad_token_id)
+    assert out["grad_norm"] > 0
+    assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
 
 
 def _bf16_mismatch_kl(fp32_head: bool) -> float:

@@ -68,10 +68,16 @@ def mismatch_sums(
 
 
 def mismatch_metrics(parts: list[dict[str, torch.Tensor]], prefix: str = "mismatch") -> dict[str, float]:
-    """Means of :func:`mismatch_sums` over all parts (0.0 with no tokens)."""
+    """Means of :func:`mismatch_sums` over all parts, and ``{prefix}_tokens``, the count they are
+    over. With no tokens the means are NaN, not 0.0, which would read as perfect agreement."""
     n = sum(float(p["n"]) for p in parts)
-    denom = max(n, 1.0)
+    if n == 0:
+        nan = float("nan")
+        return {f"{prefix}_{k}": nan for k in ("kl", "logp_abs_mean", "logp_abs_max", "ratio_out_frac")} | {
+            f"{prefix}_tokens": 0}
+    denom = n
     return {
+        f"{prefix}_tokens": int(n),
         f"{prefix}_kl": sum(float(p["kl"]) for p in parts) / denom,
         f"{prefix}_logp_abs_mean": sum(float(p["abs"]) for p in parts) / denom,
         f"{prefix}_logp_abs_max": max((float(p["abs_max"]) for p in parts), default=0.0),

@@ -88,7 +88,7 @@ def _backward(model, batch: Batch, cfg, pad_id: int, scaler) -> dict[str, Any]:
         acc["mismatch"].append(mismatch_sums(logp, beh, m))
         acc["fresh"].append(mismatch_sums(logp, beh, m & fresh[idx, :W]))
         out = corrected_loss(loss_fn, logp, beh, adv[idx], m, logits=comp_logits,
-                             mode=correction.mode, cap=correction.cap, low=correction.low, **hparams)
+                             mode=correction.mode, **correction.band(), **hparams)
         loss = torch.where(m, out.per_token * weights[idx, :W], 0.0).sum()
         (scaler.scale(loss) if scaler is not None else loss).backward()
         acc["loss"] += float(loss.detach())
