@@ -118,11 +118,29 @@ class LengthConfig(_Frozen):
     """Score a truncated completion as wrong whatever its text: it never finished its answer."""
 
 
+class VLLMConfig(_Frozen):
+    """``vllm.LLM`` options of a ``rollout.engine=vllm`` generator."""
+
+    gpu_memory_utilization: float = Field(0.4, gt=0, le=1)
+    """Share of the GPU's memory vLLM takes for weights and KV cache. vLLM's own 0.9 would
+    leave a learner on the same GPU almost nothing; give a generator alone on its GPU 0.9."""
+    enforce_eager: bool = False
+    """Skip CUDA-graph capture: a faster start and a slower decode."""
+    extra: dict[str, Any] = {}
+    """Further ``vllm.LLM`` keyword arguments, passed as given (e.g. ``max_model_len``)."""
+
+    def llm_kwargs(self) -> dict[str, Any]:
+        return {"gpu_memory_utilization": self.gpu_memory_utilization,
+                "enforce_eager": self.enforce_eager, **self.extra}
+
+
 class RolloutConfig(_Frozen):
     engine: Literal["torch", "vllm"] = "torch"
     """Generation engine of every generator: ``torch`` (``rollout.torch_engine``, CPU or one
     GPU) or ``vllm`` (``rollout.vllm_engine``, the optional ``vllm`` extra, GPU only; not yet
     run against real vLLM by this project, only against a scripted stand-in)."""
+    vllm: VLLMConfig = VLLMConfig()
+    """Options of the ``vllm`` engine (ignored by ``torch``)."""
 
     @model_validator(mode="after")
     def _engine_installed(self) -> RolloutConfig:

@@ -99,6 +99,17 @@ def test_a_pipeline_run_stamps_versions_and_interrupts_in_two_phases(standin, wa
     assert max(r["interrupted_rate"] for r in trained) > 0
 
 
+def test_the_config_s_vllm_options_reach_vllm_llm(standin, warm_model_dir):
+    from scalerl.pipeline.actor import build_engine
+    from scalerl.pipeline.build import actor_spec
+
+    cfg = load_config("scalerl", [f"model.base={warm_model_dir}", "rollout.engine=vllm",
+                                  "rollout.vllm.gpu_memory_utilization=0.3", "rollout.vllm.extra={max_model_len: 128}"])
+    engine, _ = build_engine(actor_spec(cfg, warm_model_dir, seed=0))
+    assert engine.llm.kwargs["gpu_memory_utilization"] == 0.3 and engine.llm.kwargs["max_model_len"] == 128
+    assert engine.llm.kwargs["enforce_eager"] is False
+
+
 def test_choosing_vllm_without_vllm_is_one_sentence(tmp_path):
     run = subprocess.run([sys.executable, "-m", "scalerl", "train", "--set", "rollout.engine=vllm",
                           "--out", str(tmp_path / "r")], capture_output=True, text=True, timeout=120)

@@ -141,6 +141,8 @@ class ActorSpec:
     generations: int = 8
     engine: str = "torch"
     """``torch`` (:class:`~scalerl.rollout.torch_engine.TorchEngine`) or ``vllm``."""
+    engine_kwargs: dict = field(default_factory=dict)
+    """Further keyword arguments of the engine: ``vllm.LLM``'s options (``rollout.vllm``)."""
     device: str = "cpu"
     """Where the engine decodes: ``cpu`` or ``cuda`` (``cuda:N``)."""
     dtype: str = "float32"
@@ -166,7 +168,7 @@ def build_engine(spec: ActorSpec, index: int = 0):
         from scalerl.rollout.vllm_engine import VLLMEngine
 
         engine = VLLMEngine(spec.model_dir, fp32_head=spec.fp32_head, dtype=spec.dtype,
-                            seed=spec.seed_for(index), version=-1)  # vLLM places itself
+                            seed=spec.seed_for(index), version=-1, **spec.engine_kwargs)  # vLLM places itself
         return engine, engine.tokenizer
     if spec.engine != "torch":
         raise ValueError(f"unknown engine {spec.engine!r}; valid: {', '.join(ENGINES)}")

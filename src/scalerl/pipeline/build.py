@@ -130,6 +130,7 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
         engine=cfg.rollout.engine, device=device(cfg), dtype=cfg.model.dtype,
         fp32_head=cfg.model.fp32_head_generator, reward_form=cfg.task.reward, seed=seed,
         threads=core_split(cfg).generator_threads, evals=eval_specs(cfg) if eval_on_generator(cfg) else (),
+        engine_kwargs=cfg.rollout.vllm.llm_kwargs() if cfg.rollout.engine == "vllm" else {},
     )
 
 
