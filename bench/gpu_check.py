@@ -12,8 +12,16 @@ Everything a first session on a GPU needs to measure, in one process start, with
    peak, 989 TFLOP/s, is printed beside it);
 4. ``learner``: one optimiser step's trained tokens/s and MFU, ``6·N·tokens / time / peak``
    (``scalerl.compute``'s FLOP count);
-5. ``pipeline``: 20 ``pipeline-rl`` steps end to end (``local`` backend), wall time and the
+5. ``mismatch``: ``bench/mismatch.py``'s statistics by precision (fp32, bf16, bf16 + FP32 head,
+   fp16 and fp16 + FP32 head: fp16 only where CUDA is);
+6. ``pipeline``: 20 ``pipeline-rl`` steps end to end (``local`` backend), wall time and the
    mean ``mismatch_kl``.
+
+Each section is written to the JSON file as soon as it is done, and a section that fails or
+runs out of its time records its error and lets the next one run, so the 8-minute bound of
+``scripts/gpu_check.sh`` can cost the last figures, never all of them. Learner MFU is given
+against the measured peak (``mfu``) and against the data-sheet bf16 dense peak
+(``mfu_vs_nominal``).
 
 ``--dry-run`` runs the same code on whatever device there is with a tiny model and a few
 steps, so the suite can prove the script works without a GPU (figures then mean nothing).
@@ -33,13 +41,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from generation import _engine_generate, _hf_generate  # noqa: E402
+from mismatch import ROWS as MISMATCH_ROWS  # noqa: E402
+from mismatch import measure as measure_mismatch  # noqa: E402
 
 from scalerl.compute import matmul_peak  # noqa: E402
 from scalerl.config import load_config  # noqa: E402
@@ -55,9 +67,13 @@ ROOT = Path(__file__).resolve().parents[1]
 NOMINAL_PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
 """Dense bf16 tensor-core peaks from the data sheets, for context beside the measured one."""
 FULL = {"preset": "large", "dtype": torch.bfloat16, "batches": [64, 256], "new_tokens": 128, "prompt_len": 32,
-        "repeats": 3, "peak_n": 8192, "learner_shape": (8, 8, 512), "steps": 20}
+        "repeats": 3, "peak_n": 8192, "learner_shape": (8, 8, 512), "steps": 20, "tests_s": 150,
+        "mismatch": {"preset": "large", "prompts": 32, "new_tokens": 48}, "pipeline_minutes": 3.0}
 DRY = {"preset": "nano", "dtype": torch.float32, "batches": [4, 8], "new_tokens": 8, "prompt_len": 8,
-       "repeats": 1, "peak_n": 256, "learner_shape": (2, 4, 16), "steps": 2}
+       "repeats": 1, "peak_n": 256, "learner_shape": (2, 4, 16), "steps": 2, "tests_s": 150,
+       "mismatch": {"preset": "nano", "prompts": 2, "new_tokens": 4}, "pipeline_minutes": 3.0}
+"""``tests_s`` bounds the gpu tests' subprocess; ``pipeline_minutes`` is the run's own
+``train.max_minutes``, so it stops itself inside the script's 8 minutes."""
 
 
 def _wall(fn, device: str) -> float:
@@ -76,10 +92,10 @@ def _median(fn, device: str, repeats: int) -> float:
     return statistics.median(_wall(fn, device) for _ in range(repeats))
 
 
-def gpu_tests() -> dict:
-    """Run the ``gpu``-marked tests; their summary line and exit status."""
+def gpu_tests(seconds: float) -> dict:
+    """Run the ``gpu``-marked tests, for at most ``seconds``; their summary line and exit status."""
     run = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"],
-                         cwd=ROOT, capture_output=True, text=True)
+                         cwd=ROOT, capture_output=True, text=True, timeout=seconds)
     lines = [ln for ln in run.stdout.splitlines() if re.search(r"\d+ (passed|skipped|failed|error)", ln)]
     return {"returncode": run.returncode, "summary": lines[-1].strip("= ") if lines else run.stdout[-300:]}
 
@@ -110,7 +126,7 @@ def _synthetic_groups(P: int, G: int, length: int, vocab: int) -> list[Group]:
     return groups
 
 
-def learner_throughput(model, tokenizer, p: dict, device: str, peak: float) -> dict:
+def learner_throughput(model, tokenizer, p: dict, device: str, peak: float, nominal: float | None) -> dict:
     """Trained tokens/s and MFU of one optimiser step on P × G synthetic completions."""
     P, G, length = p["learner_shape"]
     cfg = load_config("scalerl", ["optim.micro_batch=8", "filters.zero_variance=false"])
@@ -125,7 +141,8 @@ def learner_throughput(model, tokenizer, p: dict, device: str, peak: float) -> d
 
     seconds = _median(step, device, p["repeats"])
     flops = 6 * count_parameters(model) * tokens["n"] / seconds
-    return {"shape": [P, G, length], "trained_tok_s": tokens["n"] / seconds, "flop_s": flops, "mfu": flops / peak}
+    return {"shape": [P, G, length], "trained_tok_s": tokens["n"] / seconds, "flop_s": flops, "mfu": flops / peak,
+            "mfu_vs_nominal": flops / nominal if nominal else None}
 
 
 def pipeline_run(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
@@ -134,7 +151,8 @@ def pipeline_run(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
     cfg = load_config("scalerl", [
         f"model.base={model_dir}", f"model.dtype={dtype}", f"train.device={device}", "pipeline.backend=local",
         "pipeline.mode=pipeline-rl", f"train.steps={p['steps']}", "eval.every=1000", "eval.num_prompts=8", "eval.k=1",
-        "log.progress=false", "log.tensorboard=false", "train.checkpoint_every=1000", "train.max_minutes=null",
+        "log.progress=false", "log.tensorboard=false", "train.checkpoint_every=1000",
+        f"train.max_minutes={p['pipeline_minutes']}",
         "filters.zero_variance=false"] + (["pipeline.prompts_per_step=2", "pipeline.generations=2"] if dry else []))
     with tempfile.TemporaryDirectory() as run_dir:
         start = time.perf_counter()
@@ -144,6 +162,24 @@ def pipeline_run(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
     return {"steps": len(records), "wall_s": wall, "steps_per_s": len(records) / wall,
             "mismatch_kl_mean": float(np.mean([r["mismatch_kl"] for r in records])),
             "staleness_max": max(r["staleness_max"] for r in records)}
+
+
+def mismatch_by_precision(p: dict, device: str) -> dict:
+    """``bench/mismatch.py``'s rows on this device (fp16 only on CUDA)."""
+    args = SimpleNamespace(model=None, head_scale=10.0, seed=0, **p["mismatch"])
+    return {name: measure_mismatch(args, dtype, head, device) for name, dtype, head in MISMATCH_ROWS
+            if dtype != torch.float16 or device == "cuda"}
+
+
+def _section(report: dict, key: str, out: Path, fn) -> None:
+    """``report[key] = fn()``, or its error; the JSON file is rewritten after every section."""
+    start = time.perf_counter()
+    try:
+        report[key] = fn()
+    except Exception as err:  # noqa: BLE001 - one broken section must not cost the others
+        report[key] = {"error": f"{type(err).__name__}: {err}", "trace": traceback.format_exc()[-2000:]}
+    report.setdefault("section_s", {})[key] = round(time.perf_counter() - start, 2)
+    out.write_text(json.dumps(report, indent=1))
 
 
 def main() -> None:
@@ -156,20 +192,26 @@ def main() -> None:
         sys.exit("gpu_check: no CUDA device is visible; run with --dry-run to check the script on CPU")
     p = DRY if args.dry_run else FULL
     name = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu"
-    report: dict = {"device": name, "torch": torch.__version__, "dry_run": args.dry_run, "preset": p["preset"]}
-    report["gpu_tests"] = gpu_tests()
+    report: dict = {"device": name, "torch": torch.__version__, "dry_run": args.dry_run, "preset": p["preset"],
+                    "nominal_peak_flop_s": next((v for k, v in NOMINAL_PEAK.items() if k in name), None)}
+    _section(report, "gpu_tests", args.out, lambda: gpu_tests(p["tests_s"]))
     tokenizer = build_task_tokenizer()
     model = build_model(p["preset"], len(tokenizer), tokenizer=tokenizer, dtype=p["dtype"]).to(device)
     report["params"] = count_parameters(model)
-    report["engine"] = engine_throughput(model, tokenizer, p, device)
-    report["peak_flop_s"] = matmul_peak(device, p["dtype"], n=p["peak_n"], repeats=max(3, p["repeats"]))
-    report["nominal_peak_flop_s"] = next((v for k, v in NOMINAL_PEAK.items() if k in name), None)
-    report["learner"] = learner_throughput(model, tokenizer, p, device, report["peak_flop_s"])
+    _section(report, "engine", args.out, lambda: engine_throughput(model, tokenizer, p, device))
+    _section(report, "peak_flop_s", args.out,
+             lambda: matmul_peak(device, p["dtype"], n=p["peak_n"], repeats=max(3, p["repeats"])))
+    peak = report["peak_flop_s"] if isinstance(report["peak_flop_s"], float) else float("nan")
+    _section(report, "learner", args.out,
+             lambda: learner_throughput(model, tokenizer, p, device, peak, report["nominal_peak_flop_s"]))
+    _section(report, "mismatch", args.out, lambda: mismatch_by_precision(p, device))
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = save_pretrained(model.float().cpu(), tokenizer, Path(tmp) / "model")
-        report["pipeline"] = pipeline_run(p, model_dir, device, args.dry_run)
-    args.out.write_text(json.dumps(report, indent=1))
+        _section(report, "pipeline", args.out, lambda: pipeline_run(p, model_dir, device, args.dry_run))
     print(json.dumps(report, indent=1))
+    failed = [k for k, v in report.items() if isinstance(v, dict) and "error" in v]
+    if failed:
+        sys.exit(f"gpu_check: {', '.join(failed)} failed; the others' figures are in {args.out}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,16 @@ def test_statistics_by_hand():
     assert m["mismatch_ratio_out_frac"] == pytest.approx(1 / 3)  # ρ = 2 is inside [0.5, 2], 1/4 is not
 
 
+def test_k3_keeps_its_sign_near_agreement():
+    # float32 log-probs a few ulps apart: ρ − 1 − log ρ computed naively in float32 goes negative
+    logp = torch.full((1, 64), -2.0)
+    gen = logp + torch.tensor([1e-6, -1e-6] * 32)
+    lr = (logp - gen).double()
+    m = mismatch_metrics([mismatch_sums(logp, gen, torch.ones_like(logp, dtype=torch.bool))])
+    assert m["mismatch_kl"] >= 0
+    assert m["mismatch_kl"] == pytest.approx(float((lr ** 2 / 2).mean()), rel=1e-3)
+
+
 def test_statistics_combine_over_micro_batches_and_are_zero_when_equal():
     halves = [mismatch_sums(LOGP[:, :2], GEN[:, :2], MASK[:, :2]), mismatch_sums(LOGP[:, 2:], GEN[:, 2:], MASK[:, 2:])]
     assert mismatch_metrics(halves) == pytest.approx(mismatch_metrics([mismatch_sums(LOGP, GEN, MASK)]))

@@ -17,4 +17,21 @@ def test_gpu_check_dry_run_writes_every_figure(tmp_path):
     assert [r["batch"] for r in report["engine"]] == [4, 8]
     assert all(r["engine_tok_s"] > 0 and r["generate_tok_s"] > 0 for r in report["engine"])
     assert report["peak_flop_s"] > 0 and 0 < report["learner"]["mfu"]
+    assert set(report["mismatch"]) == {"fp32", "bf16", "bf16+fp32head"}  # fp16 needs CUDA
+    assert all(m["mismatch_tokens"] > 0 and m["mismatch_kl"] >= 0 for m in report["mismatch"].values())
+    assert set(report["section_s"]) == {"gpu_tests", "engine", "peak_flop_s", "learner", "mismatch", "pipeline"}
     assert report["pipeline"]["steps"] == 2 and report["pipeline"]["staleness_max"] <= 1
+
+
+def test_a_failing_section_records_its_error_and_the_rest_still_run(tmp_path, monkeypatch):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import gpu_check
+
+    out = tmp_path / "r.json"
+    report: dict = {}
+    gpu_check._section(report, "engine", out, lambda: 1 / 0)
+    gpu_check._section(report, "peak_flop_s", out, lambda: 2.0)
+    saved = json.loads(out.read_text())
+    assert saved["engine"]["error"].startswith("ZeroDivisionError") and saved["peak_flop_s"] == 2.0
