@@ -2,6 +2,7 @@
 Attacks on the reward and on isolation are in ``test_sandbox_escapes.py``."""
 
 import os
+import tempfile
 import time
 
 import pytest
@@ -152,7 +153,7 @@ def test_a_launch_that_fails_leaks_no_descriptors_or_folders(monkeypatch, tmp_pa
         raise OSError(24, "Too many open files")
 
     monkeypatch.setattr(sandbox.subprocess, "Popen", refuse)
-    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(tmp_path))  # where the work folders go
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the work folders go
     before = set(os.listdir("/proc/self/fd"))
     for _ in range(3):
         with pytest.raises(OSError, match="Too many open files"):

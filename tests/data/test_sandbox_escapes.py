@@ -7,19 +7,27 @@ filling the disk) and the standard Python-jail and reward-hacking repertoire: fr
 signal handlers, ``ctypes``, ``/proc``, symlinks and traversal to the answers, environment
 leaks, huge or deep or non-plain return values.
 
-Three families:
+Three families, each run on the full stack, the Python layers alone (the fallback without
+namespaces) and the kernel layer alone:
 - GENERIC: would pass tests *without knowing their answers* if the verdict could be forged;
 - SECRET: the expected answer exists only on the host (a file, an environment variable, the
   trainer's memory); a route that reaches it would score 1;
-- KERNEL: run with the audit hook switched off, so only the namespaces contain them.
+- single attacks whose success would turn into a reward: a native extension the program
+  writes, filling the disk, overwriting the trainer's own modules, reaching a live listener
+  on the host, a double-forked setsid child.
+What the Python layer must refuse because no audit event reports it (``mkfifo``, a fresh
+builtin module, crafted bytecode, directory fds) is in ``test_sandbox_boot.py``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import secrets
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -28,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from scalerl.data.sandbox import SandboxLimits
+from scalerl.data.sandbox import SandboxLimits, run_python
 from scalerl.data.sandbox_ns import isolation
 from scalerl.data.tasks.base import Example
 from scalerl.data.tasks.code import code_reward, normalize_tests
@@ -240,9 +248,8 @@ def test_stdlib_files_are_unchanged_by_the_overwrite_attack():
     assert [os.stat(m.__file__).st_mtime_ns for m in (ast, json)] == stamps
 
 
-@NS
-@pytest.mark.parametrize("limits", [LIMITS, NO_HOOK], ids=["hook", "kernel-only"])
-def test_double_forked_setsid_child_dies_with_the_program(limits, answers):
+@LAYERS
+def test_double_forked_setsid_child_dies_with_the_program(layer, answers):
     token, path = answers
     program = textwrap.dedent(f"""
         import os, time
@@ -260,7 +267,7 @@ def test_double_forked_setsid_child_dies_with_the_program(limits, answers):
             time.sleep(0.5)
     """)
     before = _sandbox_pids()
-    assert _reward(program, [f"assert secret() == {token!r}"], limits) == 0.0
+    assert _reward(program, [f"assert secret() == {token!r}"], layer) == 0.0
     assert not _leftovers(before)
 
 
@@ -272,54 +279,168 @@ def test_fork_bomb_past_the_hook_is_contained():
     assert not _leftovers(before)
 
 
-@NS
-@pytest.mark.parametrize("limits", [LIMITS, NO_HOOK], ids=["hook", "kernel-only"])
-def test_fifos_and_device_nodes_cannot_be_made_outside(limits, tmp_path):
-    targets = [tmp_path / "fifo", tmp_path / "null", Path("/tmp") / f"scalerl-fifo-{secrets.token_hex(4)}"]
-    program = "import os\n" + "".join(
-        f"try:\n    os.mkfifo({str(t)!r})\nexcept OSError:\n    pass\n"
-        f"try:\n    os.mknod({str(t) + 'n'!r}, 0o20666, os.makedev(1, 3))\nexcept OSError:\n    pass\n"
-        for t in targets)
-    _reward(program, ADD_TESTS, limits)
-    assert not any(t.exists() or Path(str(t) + "n").exists() for t in targets)
-
-
-@NS
-def test_disk_writes_are_capped():
-    program = textwrap.dedent("""
+@LAYERS
+def test_disk_writes_are_capped_in_total(layer):
+    # one big file, then many more: the total stays within disk_mb on every layer stack
+    # (a size-capped tmpfs, or without namespaces file size x file count)
+    cap = 16 << 20
+    program = textwrap.dedent(f"""
         written = 0
-        try:
-            with open('fill', 'wb') as f:
-                for _ in range(2048):
-                    f.write(b'x' * (1 << 20))
-                    written += 1 << 20
-        except OSError:
-            pass
+        def fill(name, chunks):
+            global written
+            try:
+                with open(name, 'wb') as f:
+                    for _ in range(chunks):
+                        f.write(b'x' * (1 << 20))
+                        written += 1 << 20
+            except OSError:
+                pass
+        fill('big', 2048)
+        for i in range(64):
+            fill(f'more{{i}}', 1)
         print(written)
+        def add(a, b):
+            return a + b if written > {cap} else None
     """)
-    limits = SandboxLimits(timeout_s=10.0, disk_mb=16, max_output_bytes=1 << 30, audit_hook=False)
-    from scalerl.data.sandbox import run_python
-    r = run_python(program, limits=limits)
-    assert r.finished and int(r.stdout) <= 16 << 20
-
-
-@NS
-@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to build the native extension")
-def test_native_extension_cannot_be_loaded_from_the_work_directory(tmp_path, answers):
-    # a shared object whose constructor double-forks: the writable directory is noexec
-    c = tmp_path / "evil.c"
-    c.write_text("#include <unistd.h>\n__attribute__((constructor)) static void go(void) {\n"
-                 "  if (fork() == 0) { setsid(); if (fork() == 0) { sleep(30); } _exit(0); } }\n"
-                 "void PyInit_evil(void) {}\n")
-    so = tmp_path / "evil.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(c)], check=True, capture_output=True)
-    blob = so.read_bytes()
-    token, _ = answers
-    program = (f"import sys\nopen('evil.so', 'wb').write({blob!r})\nsys.path.insert(0, '.')\n"
-               "import evil\ndef secret():\n    return 'loaded'")
+    limits = dataclasses.replace(layer, timeout_s=10.0, disk_mb=cap >> 20, max_output_bytes=1 << 30)
     before = _sandbox_pids()
-    assert _reward(program, [f"assert secret() == {token!r}"]) == 0.0
-    assert _reward(program, ["assert secret() == 'loaded'"]) == 0.0  # the import itself fails
+    r = run_python(program, limits=limits)
+    assert r.finished, r.stderr
+    assert int(r.stdout) <= cap
+    assert _reward(program, ADD_TESTS, limits) == 0.0
+    assert not _leftovers(before)
+
+
+@pytest.fixture(scope="module")
+def evil_so(tmp_path_factory):
+    """A shared object whose constructor leaves a mark in the working directory and
+    double-forks a setsid grandchild: proof that native code ran, and a leftover if it did."""
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler to build the native extension")
+    folder = tmp_path_factory.mktemp("evil")
+    (folder / "evil.c").write_text(
+        "#include <fcntl.h>\n#include <unistd.h>\n"
+        "__attribute__((constructor)) static void go(void) {\n"
+        "  close(open(\"ran\", O_CREAT | O_WRONLY, 0644));\n"
+        "  if (fork() == 0) { setsid(); if (fork() == 0) { sleep(30); } _exit(0); } }\n"
+        "void *PyInit_evil(void) { return 0; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(folder / "evil.so"), str(folder / "evil.c")],
+                   check=True, capture_output=True)
+    return (folder / "evil.so").read_bytes()
+
+
+@LAYERS
+def test_native_extension_written_by_the_program_never_runs(layer, evil_so):
+    # the import system, the extension loader directly, and ctypes; the writable directory is
+    # noexec under namespaces and the hook refuses native code from it without them
+    program = textwrap.dedent(f"""
+        import os, sys
+        open('evil.so', 'wb').write({evil_so!r})
+        sys.path.insert(0, '.')
+        def via_import():
+            import evil
+        def via_loader():
+            import _imp, importlib.machinery as m
+            _imp.create_dynamic(m.ModuleSpec('evil', None, origin=os.path.abspath('evil.so')))
+        def via_ctypes():
+            import ctypes
+            ctypes.CDLL(os.path.abspath('evil.so'))
+        for attempt in (via_import, via_loader, via_ctypes):
+            try:
+                attempt()
+            except BaseException:
+                pass
+        def add(a, b):
+            return a + b if os.path.exists('ran') else None
+    """)
+    before = _sandbox_pids()
+    assert _reward(program, ADD_TESTS, layer) == 0.0
+    assert not _leftovers(before)
+
+
+def _trainer_files() -> list[Path]:
+    """Files the trainer imports to grade: scalerl's own modules and installed packages."""
+    import pytest as installed
+
+    import scalerl.data.asserts
+    import scalerl.data.sandbox
+    import scalerl.data.tasks.code
+    files = [Path(m.__file__) for m in (scalerl.data.asserts, scalerl.data.sandbox, scalerl.data.tasks.code)]
+    files += [Path(scalerl.data.sandbox.__file__).with_name("sandbox_boot.py"), Path(installed.__file__),
+              Path(textwrap.__file__)]
+    return [f.resolve() for f in files]
+
+
+@LAYERS
+def test_the_trainers_own_modules_cannot_be_overwritten(layer):
+    # every write short of truncation (which would destroy the checkout if it got through): a
+    # write open, an append, os.open, utime, chmod and rename onto itself
+    files = _trainer_files()
+    stamps = {f: (hashlib.sha256(f.read_bytes()).hexdigest(), f.stat().st_mtime_ns) for f in files}
+    program = textwrap.dedent(f"""
+        import os
+        changed = False
+        def attempts(p):
+            yield lambda: open(p, 'r+b').close()
+            yield lambda: open(p, 'ab').close()
+            yield lambda: os.close(os.open(p, os.O_WRONLY | os.O_APPEND))
+            yield lambda: os.utime(p)
+            yield lambda: os.chmod(p, os.stat(p).st_mode & 0o7777)
+            yield lambda: os.rename(p, p)
+        for p in {[str(f) for f in files]!r}:
+            for attempt in attempts(p):
+                try:
+                    attempt()
+                    changed = True
+                except Exception:
+                    pass
+        def add(a, b):
+            return a + b if changed else None
+    """)
+    before = _sandbox_pids()
+    assert _reward(program, ADD_TESTS, layer) == 0.0
+    assert {f: (hashlib.sha256(f.read_bytes()).hexdigest(), f.stat().st_mtime_ns) for f in files} == stamps
+    assert not _leftovers(before)
+
+
+@LAYERS
+def test_nothing_reaches_a_live_listener_on_the_host(layer, answers):
+    # a TCP listener and a UDP socket on the host's loopback: a connection or a datagram would
+    # still be queued there after the run (no timing involved), and it would turn into a reward
+    token, _ = answers
+    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen(16)
+        udp.bind(("127.0.0.1", 0))
+        ports = tcp.getsockname()[1], udp.getsockname()[1]
+        program = textwrap.dedent(f"""
+            sent = False
+            def tcp(module):
+                s = module.socket(module.AF_INET, module.SOCK_STREAM)
+                s.settimeout(2)
+                s.connect(('127.0.0.1', {ports[0]}))
+                s.sendall({token.encode()!r})
+            def udp(module):
+                s = module.socket(module.AF_INET, module.SOCK_DGRAM)
+                s.sendto({token.encode()!r}, ('127.0.0.1', {ports[1]}))
+            for name in ('socket', '_socket'):
+                for send in (tcp, udp):
+                    try:
+                        send(__import__(name))
+                        sent = True
+                    except BaseException:
+                        pass
+            def add(a, b):
+                return a + b if sent else None
+        """)
+        before = _sandbox_pids()
+        assert _reward(program, ADD_TESTS, layer) == 0.0
+        tcp.setblocking(False)
+        udp.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            tcp.accept()
+        with pytest.raises(BlockingIOError):
+            udp.recv(64)
     assert not _leftovers(before)
 
 

@@ -16,40 +16,37 @@ run log names it):
 2. resource limits: address space, CPU seconds, file size (stdout, stderr and results are
    size-capped memfds), open files, processes, no core dumps;
 3. ``python -I -S -B`` with a bare environment, and an audit hook (``sandbox_boot.py``) that
-   blocks sockets, new processes, ctypes and file access outside the work directory.
+   blocks sockets, new processes, ctypes, native code but the standard extensions, crafted
+   bytecode, and file access outside the work directory (with the routes no audit event
+   reports, such as ``os.mkfifo``, removed before the program runs).
 
-Without namespaces, layers 2–3 hold, plus a new process group killed as a whole, and as root
-a private network namespace and ``nobody``. This is defence in depth for reward computation;
-for hostile multi-tenant code use gVisor or nsjail.
+Without namespaces (``sandbox_fallback``), layers 2–3 hold, plus a new process group killed
+as a whole, a work folder per run that is swept if its trainer died, a disk cap of file size
+times file count, and as root a private network namespace (best effort) and ``nobody``; the
+run log's one warning says what stays uncontained. This is defence in depth for reward
+computation; for hostile multi-tenant code use gVisor or nsjail.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
-import ctypes
 import json
 import os
 import resource
 import shutil
 import signal
-import stat
 import subprocess
-import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalerl.data.sandbox_fallback import disk_caps, fallback_python, make_workdir, preexec
 from scalerl.data.sandbox_ns import NOBODY, isolation, ns_argv, python_path
 
-CLONE_NEWNET, PR_SET_PDEATHSIG = 0x40000000, 1
 _BOOT = "# scalerl-sandbox\n" + Path(__file__).with_name("sandbox_boot.py").read_text()
 _ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8", "SCALERL_SANDBOX": "1"}
-# Loaded once in the parent: the pre-exec hook must not import (the import lock may be held
-# by another thread at fork time).
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,9 @@ class SandboxLimits:
     max_output_bytes: int = 1 << 20
     """Cap on stdout, stderr and the results channel; a program that writes more fails."""
     disk_mb: int = 64
-    """Size of the program's writable directory (a tmpfs, with kernel namespaces)."""
+    """Size of the program's writable directory: a tmpfs with kernel namespaces; without them,
+    a file-size rlimit of ``min(max_output_bytes, disk_mb)`` times a cap on the number of
+    files and folders the program creates (``sandbox_fallback.disk_caps``)."""
     max_processes: int = 64
     parallel: int = 0
     """Runs of one completion at once; 0 means one per CPU core."""
@@ -96,23 +95,9 @@ class SandboxResult:
         return self.exit_code == 0 and not self.timed_out
 
 
-def _world_executable(path: str) -> bool:
-    p = Path(path).resolve()
-    return all(part.stat().st_mode & stat.S_IXOTH for part in [p, *p.parents]) and bool(
-        p.stat().st_mode & stat.S_IROTH)
-
-
-def _fallback_python() -> str:
-    """Without namespaces, an interpreter the dropped user can execute."""
-    candidates = [os.path.realpath(sys.executable), shutil.which("python3") or "", "/usr/bin/python3"]
-    if os.geteuid() != 0:
-        return candidates[0]
-    return next((c for c in candidates if c and os.path.exists(c) and _world_executable(c)), candidates[0])
-
-
-def _rlimits(limits: SandboxLimits) -> dict[int, int]:
+def _rlimits(limits: SandboxLimits, fsize: int | None = None) -> dict[int, int]:
     return {resource.RLIMIT_AS: limits.memory_mb << 20, resource.RLIMIT_CPU: int(limits.timeout_s) + 1,
-            resource.RLIMIT_FSIZE: limits.max_output_bytes, resource.RLIMIT_NOFILE: 64,
+            resource.RLIMIT_FSIZE: fsize or limits.max_output_bytes, resource.RLIMIT_NOFILE: 64,
             resource.RLIMIT_CORE: 0, resource.RLIMIT_NPROC: limits.max_processes}
 
 
@@ -120,25 +105,6 @@ def _prlimit_argv(limits: SandboxLimits) -> list[str]:
     names = {resource.RLIMIT_AS: "as", resource.RLIMIT_CPU: "cpu", resource.RLIMIT_FSIZE: "fsize",
              resource.RLIMIT_NOFILE: "nofile", resource.RLIMIT_CORE: "core", resource.RLIMIT_NPROC: "nproc"}
     return ["prlimit", *(f"--{names[k]}={v}" for k, v in _rlimits(limits).items()), "--"]
-
-
-def _preexec(limits: SandboxLimits, workdir: str, root: bool):
-    """Fallback layers, set in the child between fork and exec (no imports, no allocation)."""
-    rlimits = list(_rlimits(limits).items())
-
-    def setup() -> None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if root:
-            _LIBC.unshare(CLONE_NEWNET)  # best effort; the audit hook still blocks sockets
-        for key, value in rlimits:
-            resource.setrlimit(key, (value, value))
-        if root:
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-        os.chdir(workdir)
-
-    return setup
 
 
 def _memfd(name: str, data: bytes = b"") -> int:
@@ -207,28 +173,29 @@ class _Run:
         for k in ("out", "err", "res"):
             self.fds[k] = _memfd(k)
         use_ns = limits.namespaces and isolation().namespaces
-        self.tmp = None if use_ns else tempfile.mkdtemp(prefix="scalerl-sbx-")
+        self.tmp = None if use_ns else make_workdir()
         workdir = "/work" if use_ns else os.path.join(self.tmp, "work")
+        fsize, max_files = (None, None) if use_ns else disk_caps(limits.disk_mb, limits.max_output_bytes)
         payload = json.dumps({"source": source, "stdin": stdin, "workdir": workdir,
                               "calls": calls or [], "result_fd": self.fds["res"],
-                              "audit_hook": limits.audit_hook}).encode()
+                              "audit_hook": limits.audit_hook, "max_files": max_files}).encode()
         self.fds["in"] = _memfd("in", payload)
         boot = ["-I", "-S", "-B", "-c", _BOOT]
         if use_ns:
             argv = ns_argv(user_namespace=isolation().user_namespace, disk_mb=limits.disk_mb,
                            inner=[*_prlimit_argv(limits), python_path(), *boot])
-            preexec, cwd = None, "/"
+            setup, cwd = None, "/"
         else:
             root = os.geteuid() == 0
             os.chmod(self.tmp, 0o711)  # the dropped user must traverse it to reach workdir
             os.mkdir(workdir, 0o700)
             if root:
                 os.chown(workdir, NOBODY, NOBODY)
-            argv, preexec, cwd = [_fallback_python(), *boot], _preexec(limits, workdir, root), self.tmp
+            argv, setup, cwd = [fallback_python(), *boot], preexec(_rlimits(limits, fsize), workdir, root), self.tmp
         self.proc = subprocess.Popen(
             argv, stdin=self.fds["in"], stdout=self.fds["out"], stderr=self.fds["err"],
             pass_fds=(self.fds["res"],), cwd=cwd, env=_ENV, start_new_session=True,
-            close_fds=True, preexec_fn=preexec)
+            close_fds=True, preexec_fn=setup)
 
     def done(self) -> bool:
         return self.proc.poll() is not None

@@ -1,9 +1,8 @@
 """Bootstrap run INSIDE the sandboxed interpreter (passed with ``python -I -S -B -c``).
 
 It holds no secret and decides no verdict. It reads its JSON payload from stdin, moves into
-the writable directory, installs an audit hook (PEP 578) that blocks the network, new
-processes, frame and garbage-collector introspection and file access outside that directory
-(the standard library stays readable), and runs the untrusted program.
+the writable directory, closes the routes to native code and to the file system that raise
+no audit event, installs an audit hook (PEP 578), and runs the untrusted program.
 
 - ``mode="io"``: the program's stdout is the output; the exit status says whether it
   finished (0) or raised (1, or its own ``SystemExit`` code).
@@ -14,90 +13,276 @@ processes, frame and garbage-collector introspection and file access outside tha
   process never sees an expected value, so rebinding builtins, a permissive ``__eq__`` or a
   forged line can at best claim a value, never a pass.
 
-The audit hook is an inner layer: the kernel namespaces around this process
-(``sandbox_ns.py``) are what contain a program that gets past it.
+What the Python layer enforces (``_seal`` before the program, ``_hook`` while it runs):
+
+- no network, no new processes, no ctypes, no frame-list or garbage-collector walks, no
+  signal handlers, no rlimit changes, no sub-interpreters, no symlinks;
+- reads only inside the work directory and the standard library, writes only inside the
+  work directory; no directory outside it may be opened (a directory fd would let a
+  relative path land elsewhere), and a relative path may not climb with ``..``;
+- native code only from an allow-list of standard extension modules loaded from the
+  standard library (never a ``.so`` the program wrote), and unmarshalled code only from a
+  genuine standard-library ``.pyc`` (crafted bytecode can corrupt the interpreter's memory);
+- ``os.mkfifo``/``os.mknod`` (which raise no audit event) removed, and the builtin-module
+  constructor removed so a fresh ``posix`` or ``_posixsubprocess`` cannot be made;
+- without kernel namespaces, at most ``max_files`` files and folders created, so that with
+  the file-size rlimit the disk use is bounded.
+
+It is an inner layer: the kernel namespaces around this process (``sandbox_ns.py``) are
+what contain a program that gets past it, e.g. through a bug in the interpreter itself.
 
 Never import this module in the trainer; ``sandbox.py`` ships its source text.
 """
 
+_BLOCKED_EVENTS = (
+    "socket.", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system",
+    "os.kill", "os.killpg", "os.setuid", "os.setgid", "subprocess.", "_posixsubprocess",
+    "ctypes.", "sys._current_frames", "sys.settrace", "sys.setprofile", "gc.get_", "pty.",
+    "webbrowser.", "os.startfile", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.",
+    "imaplib.", "telnetlib.", "shutil.chown", "os.chroot", "os.mount", "resource.setrlimit",
+    "resource.prlimit", "code.__new__", "sys.monitoring", "cpython.", "signal.", "os.mkfifo",
+    "os.mknod", "os.symlink", "marshal.load", "syslog.", "sqlite3.")
+_BLOCKED_IMPORTS = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "gc", "multiprocessing",
+                              "_multiprocessing", "_posixshmem", "sqlite3", "_sqlite3"})
+_NATIVE_OK = frozenset({
+    # the interpreter's own builtins
+    "_abc", "_ast", "_codecs", "_collections", "_functools", "_imp", "_io", "_locale",
+    "_operator", "_signal", "_sre", "_stat", "_string", "_symtable", "_thread", "_tokenize",
+    "_tracemalloc", "_typing", "_warnings", "_weakref", "atexit", "builtins", "errno",
+    "faulthandler", "itertools", "marshal", "posix", "sys", "time",
+    # computation, text and data formats (their I/O goes through audited Python code)
+    "math", "cmath", "_bisect", "_heapq", "_random", "_struct", "array", "_datetime",
+    "_decimal", "_json", "_pickle", "binascii", "zlib", "_bz2", "_lzma", "_hashlib",
+    "_blake2", "_md5", "_sha1", "_sha2", "_sha256", "_sha3", "_sha512", "_statistics",
+    "unicodedata", "_csv", "_contextvars", "_asyncio", "_queue", "select", "_zoneinfo",
+    "_opcode", "_uuid", "_multibytecodec", "_codecs_cn", "_codecs_hk", "_codecs_iso2022",
+    "_codecs_jp", "_codecs_kr", "_codecs_tw", "pyexpat", "_elementtree", "_socket", "mmap",
+    "resource", "audioop", "_crypt"})
+# events that change the file system: by the positions of their path arguments, and those
+# that add a directory entry (counted against ``max_files`` without namespaces). Frozensets,
+# not a dict: nothing the hook can reach may be mutable.
+_WRITE_ONE = frozenset({"os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown",
+                        "os.truncate", "os.utime", "shutil.rmtree", "os.removexattr",
+                        "os.setxattr", "os.chflags", "os.lchflags", "os.lchmod"})
+_WRITE_TWO = frozenset({"os.rename", "os.replace", "os.link", "shutil.move", "shutil.copyfile",
+                        "shutil.copymode", "shutil.copystat", "shutil.copytree",
+                        "shutil.unpack_archive"})
+_CREATES = frozenset({"os.mkdir", "os.link", "os.setxattr"})
+_READ_EVENTS = frozenset({"os.listdir", "os.scandir", "glob.glob", "glob.glob/2", "os.chdir",
+                          "os.getxattr", "os.listxattr", "os.walk", "os.fwalk"})
+
 
 def _normalize(path, cwd, _type=type, _str=str, _bytes=bytes):
-    """Absolute, ``.``/``..``-resolved path by string operations only (no patchable helpers)."""
+    """Absolute, ``.``/``..``-resolved path by string operations only (no patchable helpers);
+    None for a non-string, and for a relative path with a ``..`` part: with a directory fd
+    (``dir_fd=``, which no audit event reports) the kernel would resolve it from another
+    directory than the one this check assumes, and climb out of it."""
     if _type(path) is _bytes:
         path = path.decode("utf-8", "surrogateescape")
     if _type(path) is not _str:
         return None
     if not path.startswith("/"):
+        if ".." in path.split("/"):
+            return None
         path = cwd + "/" + path
-    parts = []
+    parts = ()  # a tuple: a program's code run by the garbage collector cannot edit it
     for part in path.split("/"):
-        if part in ("", "."):
-            continue
         if part == "..":
-            if parts:
-                parts.pop()
-        else:
-            parts.append(part)
+            parts = parts[:-1]
+        elif part not in ("", "."):
+            parts = (*parts, part)
     return "/" + "/".join(parts)
 
 
-def _hook(event, args, _cfg=None, _norm=_normalize, _type=type, _int=int, _str=str,
-          _bytes=bytes, _perm=PermissionError, _any=any):
-    """Audit hook. Everything it uses is bound as a default so a program cannot patch it
-    (reassigning ``__defaults__`` / ``__code__`` is itself an audited, blocked event)."""
-    (sandbox_dir, read_roots, getcwd, blocked_prefixes, blocked_imports, path_events,
-     write_events, write_flags, frozen_attrs, protected) = _cfg
+def _within(path, roots, cwd, _norm=_normalize, _type=type, _int=int, _any=any):
+    """``path`` (a string, or an open fd, which only ever names what was checked when opened)
+    lies in one of ``roots``."""
+    if _type(path) is _int:
+        return True
+    real = _norm(path, cwd)
+    return real is not None and _any(real == r or real.startswith(r + "/") for r in roots)
 
-    def inside(path, roots):
-        if _type(path) is _int:
-            return True
-        real = _norm(path, getcwd())
-        return real is not None and _any(real == r or real.startswith(r + "/") for r in roots)
 
-    if event.startswith(blocked_prefixes):
+def _genuine_bytecode(cfg, _type=type, _str=str, _bytes=bytes, _mv=memoryview, _len=len,
+                      _within=_within, _keyerror=KeyError):
+    """True when the ``marshal.loads`` being audited is the import system reading a real
+    standard-library ``.pyc``: the caller is ``_compile_bytecode`` itself (code objects cannot
+    be forged), its buffer is immutable, and it equals that file's body. Anything else could be
+    crafted bytecode that corrupts the interpreter's memory."""
+    sandbox_dir, stdlib, getcwd, getframe, read_file, pyc_code = (
+        cfg[0], cfg[2], cfg[3], cfg[5], cfg[6], cfg[7])
+    frame = getframe(2)  # 0: this function, 1: the hook, 2: marshal.loads's Python caller
+    if frame.f_code is not pyc_code:
+        return False
+    try:  # read straight from the frame, never through a dict a program could edit
+        data = frame.f_locals["data"]
+        path = frame.f_locals["bytecode_path"]
+    except _keyerror:
+        return False
+    immutable = _type(data) is _bytes or (_type(data) is _mv and _type(data.obj) is _bytes)
+    if not immutable or _type(path) is not _str or not path.endswith(".pyc"):
+        return False
+    cwd = getcwd()
+    if not _within(path, stdlib, cwd) or _within(path, (sandbox_dir,), cwd):
+        return False
+    body = read_file(path)
+    return _len(body) > 16 and data == body[16:]
+
+
+def _check_import(cfg, args, _type=type, _str=str, _any=any, _perm=PermissionError,
+                  _within=_within, _tuple=tuple):
+    """Blocked modules by any part of their dotted name; native code only from the allow-list,
+    loaded from the standard library, and builtins only if pre-made by ``_seal``."""
+    sandbox_dir, stdlib, getcwd, blocked, native_ok, builtin_names = (
+        cfg[0], cfg[2], cfg[3], cfg[9], cfg[10], cfg[11])
+    name, filename = args[0], args[1]
+    if _type(name) is not _str:
+        raise _perm("sandbox: importing a non-string module name is not allowed")
+    parts = _tuple(name.split("."))
+    if _any(p in blocked for p in parts) or (name in builtin_names and name not in native_ok):
+        raise _perm("sandbox: importing " + name + " is not allowed")
+    if filename is None:
+        return
+    cwd = getcwd()
+    if (_type(filename) is not _str or parts[-1] not in native_ok
+            or not _within(filename, stdlib, cwd) or _within(filename, (sandbox_dir,), cwd)):
+        raise _perm("sandbox: loading native code for " + name + " is not allowed")
+
+
+def _shown(path, _type=type, _repr=repr, _str=str, _bytes=bytes):
+    """``repr`` of a string path for a message; a program's own object is never called."""
+    return _repr(path) if _type(path) in (_str, _bytes) else "that path"
+
+
+def _count_creation(cfg, _next=next, _str=str, _perm=PermissionError):
+    """Without namespaces there is no size-capped tmpfs: cap the number of created entries,
+    so that with RLIMIT_FSIZE the total disk use is bounded (``max_files`` x file size)."""
+    counter, max_files = cfg[12], cfg[13]
+    if counter is not None and _next(counter) > max_files:
+        raise _perm("sandbox: more than " + _str(max_files) + " files written")
+
+
+def _check_open(cfg, args, _type=type, _str=str, _int=int, _any=any, _perm=PermissionError,
+                _within=_within, _count=_count_creation, _name=_shown, _oserror=OSError):
+    sandbox_dir, read_roots, getcwd, stat, write_flags = cfg[0], cfg[1], cfg[3], cfg[4], cfg[8]
+    path, mode, flags = args
+    if path is None:
+        return
+    writing = (_type(mode) is _str and _any(c in mode for c in "wax+")) or (
+        _type(flags) is _int and flags & write_flags)
+    cwd = getcwd()
+    if not _within(path, (sandbox_dir,) if writing else read_roots, cwd):
+        raise _perm("sandbox: cannot open " + _name(path))
+    if writing:
+        _count(cfg)
+    elif _type(path) is not _int and not _within(path, (sandbox_dir,), cwd):
+        try:
+            is_dir = stat(path).st_mode & 0o170000 == 0o040000
+        except _oserror:
+            is_dir = False
+        if is_dir:
+            raise _perm("sandbox: cannot open a directory outside the work directory")
+
+
+def _hook(event, args, _cfg=None, _type=type, _str=str, _perm=PermissionError, _any=any,
+          _within=_within, _bytecode=_genuine_bytecode, _import=_check_import,
+          _open=_check_open, _count=_count_creation, _name=_shown, _blocked=_BLOCKED_EVENTS,
+          _reads=_READ_EVENTS, _one=_WRITE_ONE, _two=_WRITE_TWO, _creates=_CREATES):
+    """Audit hook. Everything it uses, helpers and builtins included, is bound as a default,
+    never looked up in the (program-writable) globals or builtins; reassigning ``__defaults__``
+    / ``__code__`` is itself an audited, blocked event; and nothing it holds is mutable but a
+    counter that only goes up."""
+    cfg = _cfg
+    sandbox_dir, read_roots, getcwd = cfg[0], cfg[1], cfg[3]
+    frozen_attrs, protected, frame_type = cfg[14], cfg[15], cfg[16]
+    if event == "marshal.loads":
+        if not _bytecode(cfg):
+            raise _perm("sandbox: unmarshalling code is not allowed")
+        return
+    if event.startswith(_blocked):
         raise _perm("sandbox: " + event + " is not allowed")
-    if (event == "object.__setattr__" and args[1] in frozen_attrs
-            and _any(args[0] is p for p in protected)):
-        raise _perm("sandbox: setting " + _str(args[1]) + " is not allowed")
-    if event == "import" and args[0].split(".")[0] in blocked_imports:
-        raise _perm("sandbox: importing " + _str(args[0]) + " is not allowed")
-    if event == "open":
-        path, mode, flags = args
-        writing = (_type(mode) is _str and _any(c in mode for c in "wax+")) or (
-            _type(flags) is _int and flags & write_flags)
-        if path is not None and not inside(path, (sandbox_dir,) if writing else read_roots):
-            raise _perm("sandbox: cannot open " + repr(path))
-    elif event in path_events and args and not inside(args[0], read_roots):
-        raise _perm("sandbox: cannot access " + repr(args[0]))
-    elif event in write_events:
-        for a in args[:2]:
-            if _type(a) in (_str, _bytes) and not inside(a, (sandbox_dir,)):
-                raise _perm("sandbox: cannot modify " + repr(a))
+    if event == "object.__getattr__":
+        if not (_type(args[0]) is frame_type and _type(args[1]) is _str and args[1] == "f_code"):
+            raise _perm("sandbox: object.__getattr__ is not allowed")
+    elif event == "object.__setattr__":
+        if _any(args[0] is p for p in protected) and (
+                _type(args[1]) is not _str or args[1] in frozen_attrs):
+            raise _perm("sandbox: setting that attribute is not allowed")
+    elif event == "import":
+        _import(cfg, args)
+    elif event == "open":
+        _open(cfg, args)
+    elif event in _reads:
+        path = args[0] if args and args[0] is not None else "."
+        if not _within(path, read_roots, getcwd()):
+            raise _perm("sandbox: cannot access " + _name(path))
+    elif event in _one or event in _two:
+        for path in args[:2 if event in _two else 1]:
+            if not _within(path, (sandbox_dir,), getcwd()):
+                raise _perm("sandbox: cannot modify " + _name(path))
+        if event in _creates:
+            _count(cfg)
 
 
-def _audit_config(os, sandbox_dir):
+def _audit_config(os, sys, sandbox_dir, max_files):
+    """The hook's configuration: one immutable tuple (indexed by the functions above)."""
+    import _io
+    import itertools
+    from importlib import _bootstrap_external
+
     stdlib = os.path.realpath(os.path.dirname(os.__file__))
+
+    def read_file(path, _open=_io.FileIO):
+        with _open(path, "rb") as f:
+            return f.readall()
+
     return (
-        sandbox_dir,
-        (sandbox_dir, stdlib),
-        os.getcwd,
-        ("socket.", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn",
-         "os.system", "os.kill", "os.killpg", "os.setuid", "os.setgid", "subprocess.",
-         "_posixsubprocess", "ctypes.", "sys._current_frames", "sys.settrace",
-         "sys.setprofile", "gc.get_", "pty.", "webbrowser.", "os.startfile", "urllib.",
-         "http.", "ftplib.", "smtplib.", "poplib.", "imaplib.", "telnetlib.", "shutil.chown",
-         "os.chroot", "os.mount", "resource.setrlimit", "resource.prlimit", "code.__new__",
-         "object.__getattr__", "sys.monitoring", "cpython.", "signal.", "os.mkfifo", "os.mknod"),
-        frozenset({"ctypes", "_ctypes", "_posixsubprocess", "gc", "multiprocessing"}),
-        frozenset({"os.listdir", "os.scandir", "glob.glob", "os.chdir"}),
-        frozenset({"os.remove", "os.rmdir", "os.mkdir", "os.rename", "os.replace", "os.chmod",
-                   "os.chown", "os.link", "os.symlink", "os.truncate", "os.utime",
-                   "shutil.rmtree", "shutil.move", "shutil.copyfile", "os.removexattr",
-                   "os.setxattr"}),
-        os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND,
+        sandbox_dir,                                    # 0
+        (sandbox_dir, stdlib),                          # 1 read roots
+        (stdlib,),                                      # 2 native code and bytecode
+        os.getcwd,                                      # 3
+        os.stat,                                        # 4
+        sys._getframe,                                  # 5
+        read_file,                                      # 6
+        _bootstrap_external._compile_bytecode.__code__,  # 7
+        os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND,  # 8
+        _BLOCKED_IMPORTS,                               # 9
+        _NATIVE_OK,                                     # 10
+        frozenset(sys.builtin_module_names),            # 11
+        itertools.count(1) if max_files else None,      # 12
+        max_files,                                      # 13
         frozenset({"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"}),
-        (_hook, _normalize),
+        (_hook, _normalize, _within, _genuine_bytecode, _check_import, _count_creation,
+         _check_open, _shown, read_file),               # 15
+        type(sys._getframe()),                          # 16
     )
+
+
+def _seal(os, sys):
+    """Close, before the program runs, what no audit event reports: ``mkfifo``/``mknod`` are
+    removed wherever they are referenced, the allowed builtin modules are made now and the
+    builtin-module constructor is removed (so ``_imp.create_builtin`` cannot give a fresh
+    ``posix`` or ``_posixsubprocess``)."""
+    import _imp
+    import posix
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in sys.builtin_module_names:
+            if name in _NATIVE_OK and name not in sys.modules:
+                __import__(name)
+    del _imp.create_builtin
+    gone = [getattr(posix, n) for n in ("mkfifo", "mknod") if hasattr(posix, n)]
+    for module in list(sys.modules.values()):
+        space = getattr(module, "__dict__", None)
+        if isinstance(space, dict):
+            for key in [k for k, v in space.items() if any(v is g for g in gone)]:
+                del space[key]
+    os.__all__ = [n for n in os.__all__ if n not in ("mkfifo", "mknod")]
+    for name in ("supports_dir_fd", "supports_fd", "supports_follow_symlinks", "supports_effective_ids"):
+        for g in gone:
+            getattr(os, name, set()).discard(g)
 
 
 _PLAIN = (type(None), bool, int, float, str)
@@ -152,8 +337,10 @@ def _main():
     calls, fd, literal_eval = payload.get("calls") or [], payload.get("result_fd"), ast.literal_eval
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     if payload.get("audit_hook", True):
+        _seal(os, sys)
         hook = _hook
-        hook.__defaults__ = (_audit_config(os, os.path.realpath(os.getcwd())), *hook.__defaults__[1:])
+        cfg = _audit_config(os, sys, os.path.realpath(os.getcwd()), payload.get("max_files"))
+        hook.__defaults__ = (cfg, *hook.__defaults__[1:])
         sys.addaudithook(hook)
     del payload
     status, hard_exit = 0, os._exit
