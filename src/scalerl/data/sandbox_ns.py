@@ -75,9 +75,15 @@ class Isolation:
             who = "the trainer's uid in a user namespace" if self.user_namespace else "nobody"
             return ("code sandbox: kernel namespaces (pid, mount, net, ipc via util-linux unshare), "
                     f"read-only root, capped tmpfs, running as {who}; audit hook and rlimits inside")
-        return (f"code sandbox WARNING: no kernel namespaces ({self.missing}); running with the "
-                "Python audit hook and rlimits only, so a program that loads native code can "
-                "leave processes behind and read world-readable files")
+        if os.geteuid() == 0:
+            user, reach = "as nobody", "read world-readable files, and reach the network where no private one could be made"
+        else:
+            user, reach = "as the trainer's own user", "read and write all the trainer's files, and reach the network"
+        return (f"code sandbox WARNING: no kernel namespaces ({self.missing}); programs run {user} "
+                "under the Python audit hook, rlimits and a process group only, so one that gets "
+                "past the interpreter (a memory-safety bug in CPython) could leave processes "
+                f"behind, {reach}; and disk use is capped per file and by file count, not by a "
+                "size-capped filesystem")
 
 
 def bind_sources() -> list[str]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import functools
 import json
+import multiprocessing
+import os
 import re
 import sys
 from pathlib import Path
@@ -107,10 +109,23 @@ def code_reward(completion_text: str, example: Example, *, all_tests: bool = Fal
     return sum(passed) / len(passed)
 
 
+ANNOUNCED = "SCALERL_SANDBOX_ANNOUNCED"
+"""Set to the pid of the process that named the sandbox's layer; the generator processes it
+spawns inherit it and stay quiet."""
+
+
 @functools.cache
 def _announce_isolation() -> None:
-    """Name the sandbox's strongest layer once per process, in the run's log."""
+    """Name the sandbox's strongest layer once per run, in the run's log.
+
+    The process that builds the task first says it; the generators it then spawns are
+    multiprocessing children of an announcer and say nothing. A ``scalerl train`` that a sweep
+    starts is no multiprocessing child, so each run's own log still has the line."""
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.environ.get(ANNOUNCED) == str(parent.pid):
+        return
     print(isolation().describe(), file=sys.stderr, flush=True)
+    os.environ[ANNOUNCED] = str(os.getpid())
 
 
 def sandbox_limits(limits: SandboxLimits | dict | None) -> SandboxLimits:
