@@ -119,7 +119,8 @@ def _genuine_bytecode(cfg, _type=type, _str=str, _bytes=bytes, _mv=memoryview, _
         path = frame.f_locals["bytecode_path"]
     except _keyerror:
         return False
-    immutable = _type(data) is _bytes or (_type(data) is _mv and _type(data.obj) is _bytes)
+    immutable = _type(data) is _bytes or (_type(data) is _mv and _type(data.obj) is _bytes
+                                          and data.c_contiguous and data.format == "B")
     if not immutable or _type(path) is not _str or not path.endswith(".pyc"):
         return False
     cwd = getcwd()
