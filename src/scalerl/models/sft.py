@@ -190,7 +190,8 @@ def sft_warmup(
     the pass rate is probed on ``probe_size`` validation problems; a probe inside the band is
     confirmed on ``final_eval_size`` problems, and a confirmed rate in the band stops training.
     An overshoot past ``hi`` rolls back to the probed weights closest to the band and goes on
-    at half the learning rate. At ``max_seconds`` / ``max_steps`` the closest weights are kept.
+    at half the learning rate. At ``max_seconds`` / ``max_steps``, whichever comes first, the
+    closest weights are kept (``max_seconds=math.inf``: a pure function of the step count).
     R0 (``SFTResult.pass_rate``) is the ``final_eval_size`` measurement of the returned
     weights. With ``output_dir``, the model, tokenizer and ``sft_result.json`` are saved there
     as a Hugging Face model directory.
@@ -202,9 +203,7 @@ def sft_warmup(
     lo, hi = target_band
     if not 0.0 <= lo < hi <= 1.0:
         raise ValueError(f"target_band must satisfy 0 <= lo < hi <= 1, got {target_band}")
-    measure = pass_rate_fn or default_pass_rate_fn()
-    if pass_rate_fn is None and sampling_params is not None:
-        measure = functools.partial(engine_pass_rate, params=sampling_params)
+    measure = _measure(pass_rate_fn, sampling_params)
     device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     t0, history, step, rate = time.monotonic(), [], 0, 0.0
@@ -225,12 +224,13 @@ def sft_warmup(
         history.append(row)
         if log is not None:
             log(row)
-        dist = _band_distance(rate if confirmed is None else confirmed, lo, hi)
+        measured = rate if confirmed is None else confirmed
+        dist = _band_distance(measured, lo, hi)
         if dist < best[0]:
             best = (dist, copy.deepcopy(model.state_dict()), confirmed)
         if dist == 0.0:
             break
-        if (rate if confirmed is None else confirmed) > hi and best[1] is not None:
+        if measured > hi and best[1] is not None:
             model.load_state_dict(best[1])  # overshoot: step back and go more gently
             lr, probe_every = lr / 2, max(1, probe_every // 2)
     if best[1] is not None:
@@ -240,9 +240,23 @@ def sft_warmup(
     result = SFTResult(pass_rate=final, reached_band=lo <= final <= hi, steps=step,
                        seconds=time.monotonic() - t0, history=history)
     if output_dir is not None:
-        from scalerl.models.load import save_pretrained
-
-        out = save_pretrained(model, tokenizer, output_dir)
-        result.output_dir = str(out)
-        (out / "sft_result.json").write_text(json.dumps(result.to_dict(), indent=2))
+        _save(result, model, tokenizer, output_dir)
     return result
+
+
+def _measure(pass_rate_fn: PassRateFn | None, sampling_params) -> PassRateFn:
+    """The probe: the caller's, else the engine under ``sampling_params``, else the default."""
+    if pass_rate_fn is not None:
+        return pass_rate_fn
+    if sampling_params is not None:
+        return functools.partial(engine_pass_rate, params=sampling_params)
+    return default_pass_rate_fn()
+
+
+def _save(result: SFTResult, model, tokenizer, output_dir: str | Path) -> None:
+    """The model and tokenizer as a Hugging Face directory, with ``sft_result.json`` beside."""
+    from scalerl.models.load import save_pretrained
+
+    out = save_pretrained(model, tokenizer, output_dir)
+    result.output_dir = str(out)
+    (out / "sft_result.json").write_text(json.dumps(result.to_dict(), indent=2))
