@@ -159,3 +159,23 @@ def test_a_launch_that_fails_leaks_no_descriptors_or_folders(monkeypatch, tmp_pa
         with pytest.raises(OSError, match="Too many open files"):
             run_python("print(1)", limits=SandboxLimits(namespaces=False))
     assert set(os.listdir("/proc/self/fd")) == before and not list(tmp_path.iterdir())
+
+
+@NS
+def test_a_chain_whose_trainer_is_gone_before_the_death_signal_stops_itself():
+    # the chain checks, once its death signal is armed, that its parent is still the trainer
+    # that started it: here it is told to expect another pid, as if that trainer had died
+    import subprocess
+
+    from scalerl.data.sandbox_ns import ns_argv, python_path
+
+    def run(parent):
+        argv = ns_argv(user_namespace=isolation().user_namespace, disk_mb=1, parent=parent,
+                       inner=[python_path(), "-I", "-S", "-c", "print('ran')"])
+        return subprocess.run(argv, capture_output=True, timeout=60, stdin=subprocess.DEVNULL,
+                              env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin"})
+
+    gone = run(parent=os.getpid() + 1_000_000)
+    assert gone.returncode == 125 and gone.stdout == b""
+    here = run(parent=None)
+    assert here.returncode == 0 and here.stdout.strip() == b"ran"

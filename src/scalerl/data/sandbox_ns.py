@@ -4,6 +4,8 @@ Each sandboxed program runs as PID 1 of its own PID namespace, so every descenda
 (a double fork, a ``setsid``, a native extension's threads) dies with it. The command chain is
 
     setpriv --pdeathsig KILL            a killed trainer takes the whole chain with it
+      sh -c PARENT_CHECK                  ... and one killed before that signal was armed
+                                          (getppid() is no longer the trainer) stops here
       unshare --pid --fork --kill-child --mount --net --ipc --uts [--user --map-root-user]
         sh -c NS_SETUP                  inside the new mount namespace (never seen outside):
           - a tmpfs root holding read-only binds of /usr, /lib*, /bin, /sbin and the Python
@@ -99,11 +101,20 @@ def python_path() -> str:
                         os.path.basename(os.path.realpath(sys.executable)))
 
 
-def ns_argv(*, user_namespace: bool, disk_mb: int, inner: list[str]) -> list[str]:
-    """The command that runs ``inner`` (argv inside the new root) in fresh namespaces."""
+PARENT_CHECK = '[ "$PPID" = "$1" ] || exit 125; shift; exec "$@"'
+"""Run after ``setpriv`` armed the death signal: if the trainer died between the fork and
+that moment, the signal can never come, but the shell's parent is no longer the trainer, so
+the chain ends here (exit 125) instead of running unwatched. No window is left: a trainer
+that dies later sends the signal."""
+
+
+def ns_argv(*, user_namespace: bool, disk_mb: int, inner: list[str], parent: int | None = None) -> list[str]:
+    """The command that runs ``inner`` (argv inside the new root) in fresh namespaces, for a
+    trainer of pid ``parent`` (this process by default) to start."""
     uid = 0 if user_namespace else NOBODY
-    outer = ["setpriv", "--pdeathsig", "KILL", "unshare", "--pid", "--fork", "--kill-child",
-             "--mount", "--net", "--ipc", "--uts"]
+    parent = os.getpid() if parent is None else parent
+    outer = ["setpriv", "--pdeathsig", "KILL", "sh", "-c", PARENT_CHECK, "sh", str(parent),
+             "unshare", "--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc", "--uts"]
     if user_namespace:
         outer += ["--user", "--map-root-user"]
     drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
