@@ -90,7 +90,8 @@ def profile_fits(lc, y, a_values, *, r0, lower, upper) -> tuple[np.ndarray, np.n
     R, K = y.shape[0], a_values.size
     seeds = _seeds(lc, y, a_values, r0, lower, upper).reshape(R * K, 4)
     free = np.array([False, True, True, r0 is None])
-    y_rep = np.repeat(y, K, axis=0)  # (R*K, n)
+    # (R*K, n): a view for one curve (no copy of n x K), repeated rows for several
+    y_rep = np.broadcast_to(y, (K, y.shape[1])) if R == 1 else np.repeat(y, K, axis=0)
     theta, sse, _ = solver.batched_lm(lc, y_rep, seeds, free, lower, upper, max_iter=100)
     return theta.reshape(R, K, 4), sse.reshape(R, K)
 
@@ -132,11 +133,7 @@ def _grid_sse(lc, y, a_values, r0, lower, upper, m_values=None):
     b_values = np.geomspace(b_lo, max(b_hi, b_lo), _N_B)
     if m_values is None:
         m_values = np.linspace(lower[2], upper[2], _N_M)
-    s = expit(b_values[:, None, None] * (lc - m_values[:, None])[None])  # (nb, nm, n)
-    t = 1.0 - s
-    ss, tt, ts = (s * s).sum(-1), (t * t).sum(-1), (t * s).sum(-1)  # (nb, nm)
-    sy = np.einsum("bmn,rn->rbm", s, y)[:, None]  # (R, 1, nb, nm)
-    ty = np.einsum("bmn,rn->rbm", t, y)[:, None]
+    ss, tt, ts, sy, ty = _moments(lc, y, b_values, m_values)  # (nb, nm) x 3, (R, 1, nb, nm) x 2
     yy = (y * y).sum(-1)[:, None, None, None]  # (R, 1, 1, 1)
     A = np.asarray(a_values, dtype=float)[None, :, None, None]  # (1, K, 1, 1)
     if r0 is None:
@@ -145,6 +142,27 @@ def _grid_sse(lc, y, a_values, r0, lower, upper, m_values=None):
         R0 = np.full(np.broadcast_shapes(sy.shape, A.shape), float(r0))
     sse = R0**2 * tt + A**2 * ss + yy + 2 * R0 * A * ts - 2 * R0 * ty - 2 * A * sy
     return sse, np.broadcast_to(R0, sse.shape), b_values, m_values
+
+
+def _moments(lc, y, b_values, m_values):
+    """Sums over the points of ``s = expit(B (lc - m))`` and ``t = 1 - s`` on the (B, m) grid:
+    ``ss, tt, ts`` (nb, nm) and ``sy, ty`` (R, 1, nb, nm) for curves y (R, n).
+
+    The nb * nm cells are taken in chunks of ``solver.chunk_rows(n, GRID_ROW_ARRAYS)``, so
+    no (nb, nm, n) array is built and memory stays within ``solver.CHUNK_BYTES`` + O(R n).
+    """
+    B, M = np.meshgrid(b_values, m_values, indexing="ij")  # (nb, nm)
+    b, m = B.ravel(), M.ravel()
+    ss, tt, ts = (np.empty(b.size) for _ in range(3))
+    sy, ty = np.empty((y.shape[0], b.size)), np.empty((y.shape[0], b.size))
+    for c in solver.chunks(b.size, solver.chunk_rows(np.size(lc), solver.GRID_ROW_ARRAYS)):
+        s = expit(b[c, None] * (lc - m[c, None]))  # (k, n)
+        t = 1.0 - s
+        ss[c], tt[c], ts[c] = (s * s).sum(-1), (t * t).sum(-1), (t * s).sum(-1)
+        sy[:, c], ty[:, c] = np.einsum("kn,rn->rk", s, y), np.einsum("kn,rn->rk", t, y)
+    grid = (y.shape[0], 1, *B.shape)
+    ss, tt, ts = (v.reshape(B.shape) for v in (ss, tt, ts))
+    return ss, tt, ts, sy.reshape(grid), ty.reshape(grid)
 
 
 def _seeds(lc, y, a_values, r0, lower, upper) -> np.ndarray:

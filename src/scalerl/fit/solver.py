@@ -11,6 +11,11 @@ which is *linear* in ``(A, R0)`` for fixed ``(B, m)``. ``profile_grid`` uses tha
 search (B, m) on a grid with A and R0 in closed form (variable projection), and
 ``batched_lm`` polishes many problems (grid seeds or bootstrap resamples) at once with a
 Levenberg-Marquardt loop whose linear algebra is batched over the leading axis.
+
+Both work in chunks of their leading axis (grid cells, problems) sized by ``CHUNK_BYTES``,
+so their memory is bounded by the budget plus O(n), never by n times the grid or the number
+of problems. Every cell and problem is computed on its own row, so the chunking changes no
+result (tests/fit/test_solver.py forces a one-row chunk and compares).
 """
 
 from __future__ import annotations
@@ -21,6 +26,22 @@ from scipy.special import expit
 A_, B_, M_, R0_ = 0, 1, 2, 3  # positions in theta
 N_PARAMS = 4
 BOUND_RTOL = 1e-6  # a parameter this close (relative) to a box edge is on it
+CHUNK_BYTES = 64 * 2**20
+"""Working-set budget of one chunk (64 MB): a chunk holds ``CHUNK_BYTES // row_bytes`` rows.
+Read at call time, so a test can shrink it."""
+GRID_ROW_ARRAYS = 8  # (n,) float arrays live per grid cell in ``profile_grid``
+LM_ROW_ARRAYS = 24  # (n,) float arrays live per problem in ``batched_lm`` (J is (n, 4) twice)
+
+
+def chunk_rows(n: int, arrays_per_row: int) -> int:
+    """Rows per chunk when each row holds ``arrays_per_row`` float64 arrays of length n:
+    ``max(1, CHUNK_BYTES // (8 n arrays_per_row))``."""
+    return max(1, int(CHUNK_BYTES // max(8 * n * arrays_per_row, 1)))
+
+
+def chunks(total: int, rows: int):
+    """Slices ``[0, rows), [rows, 2 rows), ...`` covering ``range(total)``."""
+    return (slice(i, min(i + rows, total)) for i in range(0, total, rows))
 
 
 def to_internal(compute, bounds: dict, scale: float):
@@ -85,10 +106,23 @@ def batched_lm(
     Marquardt damping (diagonal of J^T J) is adapted per problem; a problem stops when
     an accepted step lowers the SSE by a relative ``ftol`` or less, or when no damped
     step can lower it any more (a minimum, possibly on a bound).
+    The problems are independent, so they are solved in chunks of ``chunk_rows(n,
+    LM_ROW_ARRAYS)``: the Jacobian (k, n, 4) of a chunk stays within ``CHUNK_BYTES``.
     Returns theta (K, 4), sse (K,), converged (K,) bool.
     """
     y = np.asarray(y, dtype=float)
     lc = np.broadcast_to(np.asarray(lc, dtype=float), y.shape)
+    theta0 = np.asarray(theta0, dtype=float)
+    rows = chunk_rows(y.shape[-1], LM_ROW_ARRAYS)
+    if y.shape[0] <= rows:
+        return _lm(lc, y, theta0, free, lower, upper, max_iter, ftol)
+    parts = [_lm(lc[c], y[c], theta0[c], free, lower, upper, max_iter, ftol)
+             for c in chunks(y.shape[0], rows)]
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts))
+
+
+def _lm(lc, y, theta0, free, lower, upper, max_iter: int, ftol: float):
+    """``batched_lm`` on one chunk: lc, y (k, n), theta0 (k, 4)."""
     theta = np.clip(np.array(theta0, dtype=float), lower, upper)
     idx = np.flatnonzero(free)
     p = idx.size
@@ -141,9 +175,23 @@ def profile_grid(
     lc, y (n,); b_values (nb,), m_values (nm,). For fixed (B, m) the model is linear in
     A and R0 with basis (s, 1 - s), so their least-squares values are a 1x1 or 2x2 solve;
     they are then clipped into their bounds (exact for one free coefficient, a good seed
-    for two). Returns theta (nb, nm, 4) and sse (nb, nm).
+    for two). The nb * nm cells are computed in chunks of ``chunk_rows(n,
+    GRID_ROW_ARRAYS)``, so no (nb, nm, n) array is ever built.
+    Returns theta (nb, nm, 4) and sse (nb, nm).
     """
-    s = expit(b_values[:, None, None] * (lc - m_values[:, None])[None])  # (nb, nm, n)
+    B, m = np.meshgrid(b_values, m_values, indexing="ij")  # (nb, nm) each
+    b_cells, m_cells = B.ravel(), m.ravel()
+    A, R0, sse = (np.empty(b_cells.size) for _ in range(3))
+    for c in chunks(b_cells.size, chunk_rows(np.size(lc), GRID_ROW_ARRAYS)):
+        A[c], R0[c], sse[c] = _profile_cells(lc, y, b_cells[c], m_cells[c], a_fixed, r0_fixed,
+                                             a_bounds, r0_bounds)
+    theta = np.stack([A.reshape(B.shape), B, m, R0.reshape(B.shape)], axis=-1)
+    return theta, sse.reshape(B.shape)
+
+
+def _profile_cells(lc, y, b, m, a_fixed, r0_fixed, a_bounds, r0_bounds):
+    """Closed-form A, R0 and the SSE of the cells (b[j], m[j]): b, m (k,) -> three (k,)."""
+    s = expit(b[:, None] * (lc - m[:, None]))  # (k, n)
     t = 1.0 - s
     if a_fixed is None and r0_fixed is None:
         ss, tt, st = (s * s).sum(-1), (t * t).sum(-1), (s * t).sum(-1)
@@ -154,17 +202,15 @@ def profile_grid(
         A = np.where(safe, (tt * sy - st * ty) / det, y.mean())
         R0 = np.where(safe, (ss * ty - st * sy) / det, y.mean())
     elif a_fixed is None:
-        R0 = np.full(s.shape[:2], r0_fixed)
+        R0 = np.full(b.shape, r0_fixed)
         A = r0_fixed + (s * (y - r0_fixed)).sum(-1) / np.maximum((s * s).sum(-1), 1e-300)
     elif r0_fixed is None:
-        A = np.full(s.shape[:2], a_fixed)
+        A = np.full(b.shape, a_fixed)
         R0 = (t * (y - a_fixed * s)).sum(-1) / np.maximum((t * t).sum(-1), 1e-300)
     else:
-        A, R0 = np.full(s.shape[:2], a_fixed), np.full(s.shape[:2], r0_fixed)
+        A, R0 = np.full(b.shape, a_fixed), np.full(b.shape, r0_fixed)
     A = np.clip(A, *a_bounds)
     R0 = np.clip(R0, *r0_bounds)
     pred = R0[..., None] + (A - R0)[..., None] * s
     sse = ((pred - y) ** 2).sum(-1)
-    B, m = np.meshgrid(b_values, m_values, indexing="ij")
-    theta = np.stack([A, B, m, R0], axis=-1)
-    return theta, sse
+    return A, R0, sse
