@@ -92,6 +92,23 @@ def test_extrapolation_scores_are_the_held_out_errors_and_sigmoid_beats_power_la
     assert score.power_law_fit.c0 == curve.compute[1]  # its C0: first positive compute
 
 
+def test_a_long_prefix_is_binned_for_both_laws_and_the_table_says_so():
+    # compare --fit-frac on a per-step log: both laws are fitted on means of the prefix, so
+    # neither builds a (grid, n) array on the raw points (a limit of 200 keeps this quick)
+    from scalerl.fit.report import extrapolation_table
+
+    curve = run("long", 0.61, 1.92, n=1201, noise=0.02)  # every 13.3 GPU-h to 16k
+    score = extrapolation_errors(curve, fit_frac=0.5, options=FitOptions(max_points=200))
+    # 600 prefix points after the step-0 one, in 200 means of 3
+    assert (score.sigmoid_fit.binned_from, score.sigmoid_fit.n_points) == (600, 200)
+    assert (score.power_law_fit.binned_from, score.power_law_fit.n_points) == (600, 200)
+    data = score.to_dict()
+    assert data["sigmoid"]["binned_from"] == data["power_law"]["binned_from"] == 600
+    caption = extrapolation_table([score]).caption
+    assert caption.endswith("; long: sigmoid binned 600 -> 200, power law binned 600 -> 200"), caption
+    assert "binned" not in extrapolation_table([extrapolation_errors(curve, fit_frac=0.5)]).caption
+
+
 def test_compare_needs_two_distinct_runs():
     with pytest.raises(CurveError, match="at least two runs"):
         compare_runs([run("a", 0.6, 2.0)])

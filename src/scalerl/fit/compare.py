@@ -406,8 +406,8 @@ class ExtrapolationScore:
             "fit_compute": self.fit_compute,
             "n_fit": self.n_fit,
             "n_heldout": self.n_heldout,
-            "sigmoid": law(self.sigmoid),
-            "power_law": law(self.power_law),
+            "sigmoid": law(self.sigmoid) | {"binned_from": self.sigmoid_fit.binned_from},
+            "power_law": law(self.power_law) | {"binned_from": self.power_law_fit.binned_from},
         }
 
 
@@ -422,7 +422,8 @@ def extrapolation_errors(
     """Fit sigmoid and power law on compute <= fit_frac * max compute; score the rest.
 
     The power law uses the same points with positive compute (it is undefined at C = 0)
-    from ``min_compute`` on, i.e. its C0 is the first fitted point's compute (App. A.4).
+    from ``min_compute`` on, i.e. its C0 is the first fitted point's compute (App. A.4),
+    binned above ``options.max_points`` as the sigmoid is (``binned_from`` on each fit).
     """
     options = FitOptions() if options is None else options
     hold = holdout_forecast(
@@ -436,6 +437,7 @@ def extrapolation_errors(
         c0=c0,
         bounded=options.bounded,
         source=curve.source,
+        max_points=options.max_points,
     )
     return ExtrapolationScore(
         curve.name,

@@ -182,11 +182,17 @@ def fit_sigmoid(
         where = f"{source}: " if source else ""
         raise CurveError(f"{where}unknown fit method {method!r}; use 'fast' or 'paper'.")
     c, r = validate_curve(compute, reward, bounded=bounded, source=source)
-    problem = _select_points(c, r, r0, min_compute, fixed_A, bounded, source)
-    if max_points is not None and problem.compute.size > max_points:
-        bc, br = bin_points(problem.compute, problem.reward, max_points)
-        problem = replace(problem, compute=bc, reward=br, binned_from=int(problem.compute.size))
+    problem = _binned(_select_points(c, r, r0, min_compute, fixed_A, bounded, source), max_points)
     return _fit(problem, method, a_grid, c_mid_grid, a_bounds, b_bounds, c_mid_bounds)
+
+
+def _binned(problem: _Problem, max_points: int | None) -> _Problem:
+    """The problem on at most ``max_points`` means of consecutive points (``bin_points``),
+    with ``binned_from`` set, when it has more; else unchanged (None never bins)."""
+    if max_points is None or problem.compute.size <= max_points:
+        return problem
+    bc, br = bin_points(problem.compute, problem.reward, max_points)
+    return replace(problem, compute=bc, reward=br, binned_from=int(problem.compute.size))
 
 
 def bin_points(compute, reward, max_points: int) -> tuple[np.ndarray, np.ndarray]:
@@ -217,16 +223,21 @@ def fit_points(
     a_bounds: tuple[float, float] | None = None,
     b_bounds: tuple[float, float] = B_BOUNDS,
     c_mid_bounds: tuple[float, float] | None = None,
+    max_points: int | None = None,
 ) -> FitResult:
-    """Fit Eq. 1 to exactly these points, with R0 fixed (float) or fitted (None).
+    """Fit Eq. 1 to these points, with R0 fixed (float) or fitted (None).
 
     No R0 rule and no ``min_compute`` cut; compute may repeat (pooled seeds) but must
-    not decrease. Arguments otherwise as in ``fit_sigmoid``.
+    not decrease. Every point is fitted unless ``max_points`` is given and exceeded: then,
+    as in ``fit_sigmoid``, that many means of consecutive points are (``binned_from`` and
+    ``message`` say so); the pooled fit of many long seeds passes its options' limit.
+    Arguments otherwise as in ``fit_sigmoid``.
     """
     c, r = validate_curve(compute, reward, bounded=bounded, strict=False)
     problem = _Problem(c, r, None if r0 is None else float(r0), fixed_A, bounded)
     if c.size < problem.n_free:
         raise CurveError(f"{c.size} point(s) are fewer than the {problem.n_free} free parameters.")
+    problem = _binned(problem, max_points)
     return _fit(problem, method, a_grid, c_mid_grid, a_bounds, b_bounds, c_mid_bounds)
 
 

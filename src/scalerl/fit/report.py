@@ -270,7 +270,18 @@ def extrapolation_table(scores: Sequence[ExtrapolationScore]) -> Table:
         for s in scores
     )
     caption = "Extrapolation: both laws fitted on the same prefix, scored on the rest (App. A.4)"
+    binned = [note for note in map(_binning, scores) if note]
+    if binned:
+        caption += "; " + "; ".join(binned)
     return Table(caption, header, rows)
+
+
+def _binning(score: ExtrapolationScore) -> str | None:
+    """``"run: sigmoid binned 400,000 -> 2,000, power law binned ..."``, or None if neither was."""
+    parts = [f"{law} binned {fit.binned_from:,} -> {fit.n_points:,}"
+             for law, fit in (("sigmoid", score.sigmoid_fit), ("power law", score.power_law_fit))
+             if fit.binned_from is not None]
+    return f"{score.name}: {', '.join(parts)}" if parts else None
 
 
 def comparison_report(
