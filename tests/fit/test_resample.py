@@ -1,11 +1,18 @@
-"""Bootstrap intervals (residual and case), their speed and coverage, and pooled seeds."""
-
-import time
+"""Bootstrap intervals (residual and case), their batching, chunking and coverage, and
+pooled seeds."""
 
 import numpy as np
 import pytest
 
-from scalerl.fit import CurveError, bootstrap, fit_points, fit_sigmoid, pooled_fit
+from scalerl.fit import (
+    CurveError,
+    FitOptions,
+    bootstrap,
+    fit_points,
+    fit_sigmoid,
+    pooled_fit,
+    solver,
+)
 
 from .conftest import make_curve
 
@@ -56,13 +63,32 @@ def test_residual_refits_match_a_full_refit_of_each_resample(fit):
         assert boot.samples[i, :3] == pytest.approx([ref.A, ref.B, ref.C_mid], rel=1e-5)
 
 
-def test_1000_resamples_are_fast(fit):
-    # Measured ~0.03 s per 1000 resamples on an idle core; the bound leaves room for CPU
-    # contention on the shared machine (the brief's target is 3 s).
+def test_1000_resamples_are_refitted_in_one_batched_solve(fit, monkeypatch):
+    # The work, not the time: the resamples share one batched LM loop (chunked only past
+    # solver.CHUNK_BYTES), not a fit each. How long 1000 take (~0.03 s) is a speed figure a
+    # busy machine stretches; bench/fit_speed.py measures it.
+    sizes, real = [], solver.batched_lm
+
+    def spy(lc, y, *args, **kwargs):
+        sizes.append(len(y))
+        return real(lc, y, *args, **kwargs)
+
+    monkeypatch.setattr(solver, "batched_lm", spy)
     for kind in ("residual", "case"):
-        t = time.perf_counter()
-        bootstrap(fit, 1000, kind=kind, seed=0)
-        assert time.perf_counter() - t < 3.0
+        sizes.clear()
+        assert bootstrap(fit, 1000, kind=kind, seed=0).n == 1000
+        assert sizes == [1000]
+
+
+@pytest.mark.parametrize("kind", ["residual", "case"])
+def test_bootstrap_in_one_resample_chunks_equals_one_batch(fit, monkeypatch, kind):
+    whole = bootstrap(fit, 40, kind=kind, seed=2)
+    monkeypatch.setattr(solver, "CHUNK_BYTES", 1)  # one resample per chunk
+    chunked = bootstrap(fit, 40, kind=kind, seed=2)
+    assert chunked.samples.shape == whole.samples.shape
+    assert np.allclose(chunked.samples, whole.samples, rtol=0, atol=1e-12)
+    assert (chunked.n_failed, chunked.n_unconverged, chunked.on_bound) == (
+        whole.n_failed, whole.n_unconverged, whole.on_bound)
 
 
 def test_fitted_r0_and_fixed_a_change_the_reported_intervals(curve):
@@ -94,6 +120,19 @@ def test_pooled_fit_reports_across_seed_spread():
     assert abs(pooled.fit.A - 0.61) < 0.005 and set(pooled.to_dict()) >= {"pooled", "spread"}
     with pytest.raises(CurveError, match="at least 2 seeds"):
         pooled_fit(seeds[:1])
+
+
+def test_a_pooled_fit_of_long_seeds_is_binned_and_says_so():
+    seeds = [make_curve(0.61, 1.92, 2542.0, seed=s, n=3001, sigma=0.02) for s in (31, 32, 33)]
+    pooled = pooled_fit(seeds)
+    # each seed: 3000 fit points in 1500 means of 2; pooled: 3 x 1500 in 1500 means of 3
+    assert [f.binned_from for f in pooled.per_seed] == [3000] * 3
+    assert pooled.fit.binned_from == 4500 and pooled.fit.n_points == 1500
+    assert "1500 means of consecutive points of the 4500 given" in pooled.fit.message
+    assert pooled.to_dict()["pooled"]["binned_from"] == 4500
+    assert abs(pooled.fit.A - 0.61) < 0.01
+    unbinned = pooled_fit(seeds, FitOptions(max_points=None))
+    assert unbinned.fit.binned_from is None and unbinned.fit.n_points == 9000
 
 
 @pytest.mark.slow

@@ -126,17 +126,7 @@ def bootstrap(
     free = np.array([fit.fixed_A is None, True, True, fit.r0_fitted])
     theta0 = np.array([fit.A, fit.B, np.log(fit.C_mid / scale), fit.R0])
     rng = np.random.default_rng(seed)
-    m = fit.n_points
-    idx = rng.integers(0, m, size=(n, m))
-    if kind == "residual":
-        p = int(free.sum())
-        res = (fit.residuals - fit.residuals.mean()) * np.sqrt(m / max(m - p, 1))
-        y, lc_b = fit.predict(fit.compute) + res[idx], lc  # (n, m), (m,)
-    else:
-        y, lc_b = fit.reward[idx], lc[idx]  # (n, m), (n, m)
-    theta, sse, conv = solver.batched_lm(
-        lc_b, y, np.tile(theta0, (n, 1)), free, lower, upper, max_iter=100
-    )
+    theta, sse, conv = _refits(fit, n, kind, rng, lc, theta0, free, lower, upper)
     ok = np.isfinite(sse) & np.isfinite(theta).all(axis=1)
     theta = theta[ok]
     at_bound = solver.on_bound(theta, lower, upper, free)
@@ -153,6 +143,32 @@ def bootstrap(
         on_bound={name: int(k) for name, k in zip(PARAMS, at_bound.sum(axis=0)) if k},
         seed=seed,
     )
+
+
+def _refits(fit: FitResult, n: int, kind: str, rng, lc, theta0, free, lower, upper):
+    """Draw and refit the ``n`` resamples in chunks of resamples: theta (n, 4), sse, conv (n,).
+
+    A chunk of k resamples holds their indices (k, m) and data (k, m) next to the solver's
+    working set, so k is ``solver.chunk_rows(m, LM_ROW_ARRAYS + 3)`` and memory stays
+    within ``solver.CHUNK_BYTES`` whatever n x m. The chunks draw their indices one after
+    another from the same generator, which continues its stream, so the resamples are the
+    ones a single (n, m) draw gives.
+    """
+    m = fit.n_points
+    if kind == "residual":
+        p = int(free.sum())
+        res = (fit.residuals - fit.residuals.mean()) * np.sqrt(m / max(m - p, 1))
+        centre = fit.predict(fit.compute)  # (m,)
+    parts = []
+    for c in solver.chunks(n, solver.chunk_rows(m, solver.LM_ROW_ARRAYS + 3)):
+        idx = rng.integers(0, m, size=(c.stop - c.start, m))  # (k, m)
+        if kind == "residual":
+            y, lc_b = centre + res[idx], lc  # (k, m), (m,)
+        else:
+            y, lc_b = fit.reward[idx], lc[idx]  # (k, m), (k, m)
+        parts.append(solver.batched_lm(lc_b, y, np.tile(theta0, (len(y), 1)), free, lower, upper,
+                                       max_iter=100))
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts))
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,8 +212,10 @@ def pooled_fit(curves, options: FitOptions | None = None) -> PooledFit:
     """Fit each seed's ``(compute, reward)`` curve alone and all of them pooled.
 
     Each seed is fitted with ``options`` (same R0 rule and cut). The
-    pooled fit uses every seed's fit points together; R0 is the mean of the seeds' fixed
-    R0 values, or fitted if any seed fitted it.
+    pooled fit uses every seed's fit points together, sorted by compute, and bins them
+    like one long curve when there are more than ``options.max_points`` (the result's
+    ``binned_from`` and ``message`` say so); R0 is the mean of the seeds' fixed R0 values,
+    or fitted if any seed fitted it.
     """
     options = FitOptions() if options is None else options
     curves = list(curves.values()) if isinstance(curves, dict) else list(curves)
@@ -215,6 +233,6 @@ def pooled_fit(curves, options: FitOptions | None = None) -> PooledFit:
     pooled = fit_points(
         compute[order], reward[order], r0=r0, bounded=o.bounded, method=o.method,
         a_grid=o.a_grid, c_mid_grid=o.c_mid_grid, a_bounds=o.a_bounds, b_bounds=o.b_bounds,
-        c_mid_bounds=o.c_mid_bounds,
+        c_mid_bounds=o.c_mid_bounds, max_points=o.max_points,
     )  # fmt: skip
     return PooledFit(fit=pooled, per_seed=per_seed)
