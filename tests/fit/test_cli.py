@@ -192,7 +192,7 @@ def test_bad_curve_files_exit_2_with_one_sentence(tmp_path, name, capsys):
         (["fit", "{d}/ok.csv", "--margin", "-0.1"], "--margin must be 0 or more"),
         (["fit", "{d}/ok.csv", "--margin", "nan"], "--margin must be 0 or more"),
         (["fit", "{d}/ok.csv", "--min-compute", "-5"], "--min-compute must be 0 or more"),
-        (["fit", "{d}/ok.csv", "--max-compute", "-1"], "no point has compute <= --max-compute -1"),
+        (["fit", "{d}/ok.csv", "--max-compute", "-1"], "--max-compute must be a positive compute, got -1."),
         (
             ["compare", "{d}/ok.csv", "{d}/ok2.csv", "--baseline", "zzz", "--no-budget"],
             "baseline 'zzz' is not one of the runs",

@@ -67,6 +67,14 @@ def _case(tmp: Path, name: str) -> tuple[list[str], str]:
         return ["fit", _ok(tmp), "--min-compute", "-5"], "--min-compute must be 0 or more, got -5."
     if name == "--min-compute -5 in compare":
         return ["compare", _ok(tmp), _ok(tmp), "--min-compute", "-5"], "--min-compute must be 0 or more"
+    if name == "--r0 nan":
+        return ["fit", _ok(tmp), "--r0", "nan"], "--r0 must be a pass rate in [0, 1], 'first' or 'fit', got nan."
+    if name == "--r0 1.5 in compare":
+        return ["compare", _ok(tmp), _ok(tmp), "--r0", "1.5"], "--r0 must be a pass rate in [0, 1]"
+    if name == "--max-compute nan":
+        return ["fit", _ok(tmp), "--max-compute", "nan"], "--max-compute must be a positive compute, got nan."
+    if name == "--max-compute -5 before the file is read":
+        return ["fit", str(tmp / "missing.csv"), "--max-compute", "-5"], "--max-compute must be a positive compute, got -5."
     if name == "--level as a word":
         return ["compare", _ok(tmp), "--level", "high"], "argument --level: invalid float value: 'high'"
     raise AssertionError(name)
@@ -75,7 +83,8 @@ def _case(tmp: Path, name: str) -> tuple[list[str], str]:
 CASES = ["binary file", "latin-1 csv", "latin-1 jsonl", "latin-1 in compare", "deeply nested json",
          "symlink loop", "symlink loop in compare", "csv field over 128 KB", "--margin nan",
          "--bootstrap 1e20 (no such flag)", "--target-compute -100", "--target-reward nan",
-         "--min-compute -5", "--min-compute -5 in compare", "--level as a word"]
+         "--min-compute -5", "--min-compute -5 in compare", "--r0 nan", "--r0 1.5 in compare",
+         "--max-compute nan", "--max-compute -5 before the file is read", "--level as a word"]
 
 
 @pytest.mark.parametrize("name", CASES)

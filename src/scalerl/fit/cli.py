@@ -204,7 +204,14 @@ def _load(args: argparse.Namespace) -> list[Curve]:
 
 
 def options_from(args: argparse.Namespace) -> FitOptions:
-    """The fit options the flags name; a bad level or margin is one sentence."""
+    """The fit options the flags name. Every bad number (a level, margin, R0, cut or target
+    outside its range, NaN included) is one sentence here, before any file is read or
+    any line printed."""
+    if isinstance(args.r0, float) and not 0.0 <= args.r0 <= 1.0:  # also NaN
+        raise CurveError(f"--r0 must be a pass rate in [0, 1], 'first' or 'fit', got {args.r0:g}.")
+    max_compute = getattr(args, "max_compute", None)
+    if max_compute is not None and not (np.isfinite(max_compute) and max_compute > 0):
+        raise CurveError(f"--max-compute must be a positive compute, got {max_compute:g}.")
     if not 0.0 < args.level < 1.0:
         raise CurveError(f"--level must lie in (0, 1), got {args.level:g}.")
     if not args.margin >= 0:  # also NaN
@@ -311,7 +318,7 @@ def fit_figure(outcomes: list[report.FitOutcome]):
 def fit_command(args: argparse.Namespace) -> int:
     """``scalerl fit``: fit each run, print the table, verdicts, forecasts, hold-out scores."""
     _check_fraction(args.fit_frac, "--fit-frac", allow_one=True)
-    options = options_from(args)
+    options = options_from(args)  # bad flags fail before anything is read or printed
     if args.pool and args.fit_frac < 1.0:
         raise CurveError("--pool fits whole runs; use it without --fit-frac.")
     curves = _load(args)
