@@ -67,7 +67,8 @@ def test_sigkill_then_resume_completes_with_contiguous_metrics(warm_model_dir, t
     overrides = run_overrides(warm_model_dir, **{
         "pipeline.backend": "local", "train.steps": STEPS, "train.checkpoint_every": 3,
         "eval.every": 4, "eval.num_prompts": 3, "eval.k": 2, "pipeline.prompts_per_step": 4,
-        "pipeline.generations": 4, "log.tensorboard": "true"})
+        "pipeline.generations": 4, "log.tensorboard": "true",
+        "train.max_minutes": "null"})  # no wall-clock stop: a slow machine must not end it early
     sets = [a for o in overrides for a in ("--set", o)]
     proc = _train(["--recipe", "scalerl", *sets, "--out", str(run), "--no-fit"])
     _wait_until(lambda: (run / "checkpoint" / "meta.json").exists(), proc, "a first checkpoint")
