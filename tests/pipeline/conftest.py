@@ -25,6 +25,7 @@ def run_overrides(model_dir, **extra) -> list[str]:
         "log.progress": "false",
         "log.tensorboard": "false",
         "train.cores": 2,  # the roles split as on the 2-core machine, whatever CI runs on
+        "train.max_minutes": "null",  # steps end a test run, never the wall clock
     }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]

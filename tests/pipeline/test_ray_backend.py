@@ -91,18 +91,19 @@ def test_ray_backend_drives_the_vllm_engine(local_ray, warm_model_dir, tmp_path,
 
 
 def _collect_one(backend, publish_from=None, model=None):
-    """Wait for one chunk's groups; if ``publish_from`` is given, keep publishing newer
-    versions (every ~20 ms) while the generator decodes."""
+    """Wait for one chunk's groups, and the last version published meanwhile; if
+    ``publish_from`` is given, keep publishing newer versions (every ~20 ms) while the
+    generator decodes."""
     version, groups = publish_from, []
     while not groups:
         if version is not None:
             version += 1
             backend.publish(model, version)
         groups = backend.collect(timeout=0.02 if version is not None else 5.0)
-    return groups
+    return groups, version
 
 
-def test_generators_pull_published_weights_and_swap_them_in_flight(local_ray, nano_dir):
+def test_generators_wait_for_and_pull_published_weights(local_ray, nano_dir):
     tokenizer = build_task_tokenizer()
     model = build_model("nano", len(tokenizer), tokenizer=tokenizer, seed=1)  # != the saved weights
     spec = ActorSpec(model_dir=str(nano_dir), task_name="addition", generations=4,
@@ -111,19 +112,19 @@ def test_generators_pull_published_weights_and_swap_them_in_flight(local_ray, na
     try:
         backend.publish(model, 3)
         backend.submit([PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=3)])
-        (group,) = _collect_one(backend)
+        (group,), _ = _collect_one(backend)
         # the chunk waited for version 3 and every token was sampled by it, not the saved model
         assert group.min_version == 3 and group.meta["seq"] == 1 and len(group.completions) == 4
         assert all(set(c.versions.tolist()) == {3} for c in group.completions)
 
-        # PipelineRL in-flight update: versions published while a chunk decodes are pulled
-        # between decode steps, so one completion carries tokens of several versions
+        # versions published while a chunk decodes may be pulled between decode steps. Whether
+        # one lands mid-chunk is a race, so only its bounds are asserted here; the mid-completion
+        # swap itself is tested deterministically in test_actor.py (PublishAfterTwoReads)
         backend.submit([PromptAssignment(seq=2, prompt_id=1, epoch=0, min_version=3)])
-        (group,) = _collect_one(backend, publish_from=3, model=model)
+        (group,), last = _collect_one(backend, publish_from=3, model=model)
         versions = np.concatenate([c.versions for c in group.completions])
-        assert versions.min() >= 3 and len(np.unique(versions)) > 1
+        assert 3 <= versions.min() and versions.max() <= last
         assert all(np.all(np.diff(c.versions) >= 0) for c in group.completions)  # never backwards
-        assert backend.swaps()[0] >= 1  # counted by the Actor: swaps inside a generate call
     finally:
         backend.close()
 
