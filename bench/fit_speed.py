@@ -16,6 +16,7 @@ import argparse
 import time
 
 import numpy as np
+from _workload import parallel_scaling  # bench/ is on the path when run as a script
 
 from scalerl.fit import bootstrap, fit_sigmoid, sigmoid
 from scalerl.fit.paper import TABLE1 as PAPER_TABLE1
@@ -48,6 +49,7 @@ def main() -> None:
     ap.add_argument("--unbinned", type=int, default=100_000,
                     help="points of the unbinned long curve (0: skip)")
     args = ap.parse_args()
+    print(f"machine parallel scaling at the start (2 single-thread processes vs 1): {parallel_scaling():.2f}x")
     print(f"{'curve':24s} {'paper s':>8s} {'fast ms':>8s} {'ratio':>7s} {'SSE paper':>10s} "
           f"{'SSE fast':>10s}  |dA| paper/fast")  # fmt: skip
     ratios = []
@@ -71,6 +73,7 @@ def main() -> None:
         long_curve(args.big)
     if args.unbinned:
         unbinned_curve(args.unbinned)
+    print(f"machine parallel scaling at the end: {parallel_scaling():.2f}x")
 
 
 def _met(ok: bool) -> str:
@@ -126,6 +129,7 @@ def unbinned_curve(n: int) -> None:
           f"(A {fit.A:.4f}), + power law {t_all:.2f} s in all (A {power.A:.4f}); traced peak "
           f"{peak:.0f} MB (chunk budget {solver.CHUNK_BYTES / 2**20:.0f} MB; one unchunked grid "
           f"array {8 * 1500 * n / 1e9:.1f} GB)")
+
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from _workload import parallel_scaling  # bench/ is on the path when run as a script
 
 from scalerl.algo.logprobs import token_logprobs
 from scalerl.algo.mismatch import mismatch_metrics, mismatch_sums
@@ -75,7 +76,10 @@ def main() -> None:
     p.add_argument("--new-tokens", type=int, default=48)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--no-scaling", action="store_true", help="skip the parallel-scaling probes (smoke tests)")
     args = p.parse_args()
+    if not args.no_scaling:
+        print(f"machine parallel scaling at the start (2 single-thread processes vs 1): {parallel_scaling():.2f}x")
     torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     rows = [(n, d, h) for n, d, h in ROWS if d != torch.float16 or device == "cuda"]
@@ -92,6 +96,8 @@ def main() -> None:
               f"{m['mismatch_logp_abs_mean']:>12.3e} {m['mismatch_ratio_out_frac']:>11.4f} {rel:>10.3f}")
     if device == "cpu":
         print("fp16 rows need a CUDA device (fp16 training needs CUDA loss scaling); not run here.")
+    if not args.no_scaling:
+        print(f"machine parallel scaling at the end: {parallel_scaling():.2f}x")
 
 
 if __name__ == "__main__":
