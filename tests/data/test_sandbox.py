@@ -1,6 +1,7 @@
 """The sandbox runs ordinary programs, returns plain-data call results and enforces limits.
 Attacks on the reward and on isolation are in ``test_sandbox_escapes.py``."""
 
+import dataclasses
 import os
 import tempfile
 import time
@@ -179,3 +180,39 @@ def test_a_chain_whose_trainer_is_gone_before_the_death_signal_stops_itself():
     assert gone.returncode == 125 and gone.stdout == b""
     here = run(parent=None)
     assert here.returncode == 0 and here.stdout.strip() == b"ran"
+
+
+HONEST = '''
+import inspect, sys, traceback
+from dataclasses import dataclass
+
+@dataclass
+class Pair:
+    a: int
+    b: int = 0
+
+for _ in range(100):  # appends to one file are not new files
+    with open("log.txt", "a") as f:
+        f.write("x")
+def gen():
+    yield 1
+assert inspect.signature(Pair).parameters["b"].default == 0 and next(gen()) == 1
+try:
+    1 / 0
+except ZeroDivisionError:
+    assert "ZeroDivisionError" in traceback.format_exc()
+read = sys.stdin.buffer.readline if sys.argv[-1] != "open0" else open(0).readline
+a, b = map(int, read().split())
+print(Pair(a, b).a + Pair(a, b).b)
+'''
+
+
+@pytest.mark.parametrize("namespaces", [pytest.param(True, marks=NS), False])
+def test_honest_programs_use_the_ordinary_idioms(namespaces):
+    # dataclasses, inspect and traceback read code objects and frames; competitive programs
+    # read sys.stdin.buffer or open(0): none of it may cost a correct program its reward
+    limits = dataclasses.replace(SandboxLimits(), namespaces=namespaces)
+    for source in (HONEST, HONEST.replace('sys.argv[-1] != "open0"', "False")):
+        (result,) = run_cases(source, ["3 4\n"], limits)
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.strip() == "7"

@@ -59,6 +59,15 @@ def test_work_folders_of_dead_trainers_are_swept_and_live_ones_kept(tmp_path):
     assert not any(f.exists() for f in stale) and all(f.exists() for f in live + foreign)
 
 
+def test_without_proc_nothing_is_swept(tmp_path, monkeypatch):
+    # every owner would read as namespace 0: no trainer could be told alive or gone
+    import scalerl.data.sandbox_fallback as fallback
+
+    monkeypatch.setattr(fallback, "_pid_namespace", lambda: 0)
+    folder = _workdir(tmp_path, _dead_pid(), 1, pidns=0)
+    assert sweep_stale_workdirs(str(tmp_path)) == [] and folder.exists()
+
+
 @pytest.fixture
 def temp_root(monkeypatch):
     """A fresh temp dir for the sandbox's work folders, traversable by the dropped user."""

@@ -63,7 +63,7 @@ class SandboxLimits:
     disk_mb: int = 64
     """Size of the program's writable directory: a tmpfs with kernel namespaces; without them,
     a file-size rlimit of ``min(max_output_bytes, disk_mb)`` times a cap on the number of
-    files and folders the program creates (``sandbox_fallback.disk_caps``)."""
+    new files and folders the program creates (``sandbox_fallback.disk_caps``)."""
     max_processes: int = 64
     parallel: int = 0
     """Runs of one completion at once; 0 means one per CPU core."""

@@ -68,6 +68,8 @@ _WRITE_TWO = frozenset({"os.rename", "os.replace", "os.link", "shutil.move", "sh
                         "shutil.copymode", "shutil.copystat", "shutil.copytree",
                         "shutil.unpack_archive"})
 _CREATES = frozenset({"os.mkdir", "os.link", "os.setxattr"})
+_READABLE_ATTRS = frozenset({"f_code", "__code__", "__defaults__", "__kwdefaults__", "gi_code", "cr_code",
+                             "ag_code", "gi_frame", "cr_frame", "ag_frame", "tb_frame"})
 _READ_EVENTS = frozenset({"os.listdir", "os.scandir", "glob.glob", "glob.glob/2", "os.chdir",
                           "os.getxattr", "os.listxattr", "os.walk", "os.fwalk"})
 
@@ -175,7 +177,11 @@ def _check_open(cfg, args, _type=type, _str=str, _int=int, _any=any, _perm=Permi
     if not _within(path, (sandbox_dir,) if writing else read_roots, cwd):
         raise _perm("sandbox: cannot open " + _name(path))
     if writing:
-        _count(cfg)
+        if _type(path) is not _int:  # only a new entry counts: appends and rewrites do not
+            try:
+                stat(path)
+            except _oserror:
+                _count(cfg)
     elif _type(path) is not _int and not _within(path, (sandbox_dir,), cwd):
         try:
             is_dir = stat(path).st_mode & 0o170000 == 0o040000
@@ -188,14 +194,15 @@ def _check_open(cfg, args, _type=type, _str=str, _int=int, _any=any, _perm=Permi
 def _hook(event, args, _cfg=None, _type=type, _str=str, _perm=PermissionError, _any=any,
           _within=_within, _bytecode=_genuine_bytecode, _import=_check_import,
           _open=_check_open, _count=_count_creation, _name=_shown, _blocked=_BLOCKED_EVENTS,
-          _reads=_READ_EVENTS, _one=_WRITE_ONE, _two=_WRITE_TWO, _creates=_CREATES):
+          _reads=_READ_EVENTS, _one=_WRITE_ONE, _two=_WRITE_TWO, _creates=_CREATES,
+          _readable=_READABLE_ATTRS):
     """Audit hook. Everything it uses, helpers and builtins included, is bound as a default,
     never looked up in the (program-writable) globals or builtins; reassigning ``__defaults__``
     / ``__code__`` is itself an audited, blocked event; and nothing it holds is mutable but a
     counter that only goes up."""
     cfg = _cfg
     sandbox_dir, read_roots, getcwd = cfg[0], cfg[1], cfg[3]
-    frozen_attrs, protected, frame_type = cfg[14], cfg[15], cfg[16]
+    frozen_attrs, protected = cfg[14], cfg[15]
     if event == "marshal.loads":
         if not _bytecode(cfg):
             raise _perm("sandbox: unmarshalling code is not allowed")
@@ -203,7 +210,10 @@ def _hook(event, args, _cfg=None, _type=type, _str=str, _perm=PermissionError, _
     if event.startswith(_blocked):
         raise _perm("sandbox: " + event + " is not allowed")
     if event == "object.__getattr__":
-        if not (_type(args[0]) is frame_type and _type(args[1]) is _str and args[1] == "f_code"):
+        # reads of code objects, defaults and traceback frames (what @dataclass, inspect,
+        # traceback and asyncio need): nothing secret lives in this interpreter, frames are
+        # reachable through sys._getframe anyway, and every write to these stays blocked
+        if not (_type(args[1]) is _str and args[1] in _readable):
             raise _perm("sandbox: object.__getattr__ is not allowed")
     elif event == "object.__setattr__":
         if _any(args[0] is p for p in protected) and (
@@ -255,7 +265,6 @@ def _audit_config(os, sys, sandbox_dir, max_files):
         frozenset({"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"}),
         (_hook, _normalize, _within, _genuine_bytecode, _check_import, _count_creation,
          _check_open, _shown, read_file),               # 15
-        type(sys._getframe()),                          # 16
     )
 
 
@@ -326,14 +335,19 @@ def _run_calls(namespace, calls, fd, os, literal_eval):
 
 def _main():
     import ast
-    import io
     import json
     import os
     import sys
 
     payload = json.loads(sys.stdin.buffer.read().decode())
     os.chdir(payload["workdir"])
-    sys.stdin = io.StringIO(payload.get("stdin", ""))
+    # the case's input on fd 0 itself, so sys.stdin.buffer and open(0) read it as usual
+    stdin = os.memfd_create("stdin")
+    os.write(stdin, payload.get("stdin", "").encode())
+    os.lseek(stdin, 0, os.SEEK_SET)
+    os.dup2(stdin, 0)
+    os.close(stdin)
+    sys.stdin = open(0, encoding="utf-8", errors="surrogateescape", closefd=False)  # noqa: SIM115
     code = compile(payload["source"], "solution.py", "exec")
     calls, fd, literal_eval = payload.get("calls") or [], payload.get("result_fd"), ast.literal_eval
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}

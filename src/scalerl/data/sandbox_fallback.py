@@ -7,8 +7,10 @@ supplies what stands in for them:
   namespace, pid and process start time), so that the folders a ``kill -9``-ed trainer left
   behind are recognised and swept when a sandbox next starts there, and a live trainer's are
   kept (as are those of trainers in other PID namespaces, whose pids mean nothing here);
-- the disk cap, as RLIMIT_FSIZE per file times a cap on the files and folders a program may
-  create (the audit hook counts them): ``max_files * file_size <= disk_mb``;
+- the disk cap, as RLIMIT_FSIZE per file times a cap on the new files and folders a program
+  may create (the audit hook counts each open or mkdir that makes a new entry; appending to
+  or rewriting a file counts nothing, and deleting one gives no slot back):
+  ``max_files * file_size <= disk_mb``;
 - the set-up between fork and exec: parent-death signal, rlimits, and as root a private
   network namespace (best effort) and the ``nobody`` user;
 - an interpreter that the ``nobody`` user can execute.
@@ -67,6 +69,8 @@ def sweep_stale_workdirs(root: str) -> list[str]:
     Only folders of this user and this PID namespace, named by :func:`make_workdir`, are
     considered; one whose trainer (pid and start time) still runs is kept, whoever it is."""
     removed, here = [], _pid_namespace()
+    if here == 0:  # no /proc: no trainer can be told alive or gone, so nothing is swept
+        return removed
     with contextlib.suppress(OSError), os.scandir(root) as entries:
         for entry in entries:
             owner = _OWNED.match(entry.name)
@@ -118,9 +122,12 @@ def fallback_python() -> str:
 def preexec(rlimits: dict[int, int], workdir: str, root: bool):
     """Set-up run in the child between fork and exec (no imports, no allocation)."""
     limits = list(rlimits.items())
+    parent = os.getpid()
 
     def setup() -> None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the trainer died before the signal was armed: it never comes
+            os._exit(125)
         if root:
             _LIBC.unshare(CLONE_NEWNET)  # best effort; the audit hook still blocks sockets
         for key, value in limits:

@@ -120,7 +120,8 @@ def _announce_isolation() -> None:
 
     The process that builds the task first says it; the generators it then spawns are
     multiprocessing children of an announcer and say nothing. A ``scalerl train`` that a sweep
-    starts is no multiprocessing child, so each run's own log still has the line."""
+    starts is no multiprocessing child, so each run's own log still has the line; a Ray
+    worker inherits no environment, so on ``ray`` each worker says it once more."""
     parent = multiprocessing.parent_process()
     if parent is not None and os.environ.get(ANNOUNCED) == str(parent.pid):
         return
