@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -94,10 +96,19 @@ def _median(fn, device: str, repeats: int) -> float:
 
 def gpu_tests(seconds: float) -> dict:
     """Run the ``gpu``-marked tests, for at most ``seconds``; their summary line and exit status."""
-    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=seconds)
-    lines = [ln for ln in run.stdout.splitlines() if re.search(r"\d+ (passed|skipped|failed|error)", ln)]
-    return {"returncode": run.returncode, "summary": lines[-1].strip("= ") if lines else run.stdout[-300:]}
+    # its own session, so a timeout takes the tests' own children (pipeline generators holding
+    # the GPU) down with it
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    lines = [ln for ln in out.splitlines() if re.search(r"\d+ (passed|skipped|failed|error)", ln)]
+    return {"returncode": proc.returncode, "summary": lines[-1].strip("= ") if lines else out[-300:]}
 
 
 def engine_throughput(model, tokenizer, p: dict, device: str) -> list[dict]:
@@ -126,7 +137,7 @@ def _synthetic_groups(P: int, G: int, length: int, vocab: int) -> list[Group]:
     return groups
 
 
-def learner_throughput(model, tokenizer, p: dict, device: str, peak: float, nominal: float | None) -> dict:
+def learner_throughput(model, tokenizer, p: dict, device: str, peak: float | None, nominal: float | None) -> dict:
     """Trained tokens/s and MFU of one optimiser step on P × G synthetic completions."""
     P, G, length = p["learner_shape"]
     cfg = load_config("scalerl", ["optim.micro_batch=8", "filters.zero_variance=false"])
@@ -141,7 +152,8 @@ def learner_throughput(model, tokenizer, p: dict, device: str, peak: float, nomi
 
     seconds = _median(step, device, p["repeats"])
     flops = 6 * count_parameters(model) * tokens["n"] / seconds
-    return {"shape": [P, G, length], "trained_tok_s": tokens["n"] / seconds, "flop_s": flops, "mfu": flops / peak,
+    return {"shape": [P, G, length], "trained_tok_s": tokens["n"] / seconds, "flop_s": flops,
+            "mfu": flops / peak if peak else None,
             "mfu_vs_nominal": flops / nominal if nominal else None}
 
 
@@ -160,7 +172,9 @@ def pipeline_run(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
         wall = time.perf_counter() - start
         records = read_records(Path(run_dir) / "metrics.jsonl")[1:]
     return {"steps": len(records), "wall_s": wall, "steps_per_s": len(records) / wall,
-            "mismatch_kl_mean": float(np.mean([r["mismatch_kl"] for r in records])),
+            # a step with nothing measured logs NaN, which JSONL reads back as None
+            "mismatch_kl_mean": float(np.nanmean([np.nan if r["mismatch_kl"] is None else r["mismatch_kl"]
+                                                  for r in records])),
             "staleness_max": max(r["staleness_max"] for r in records)}
 
 
@@ -201,7 +215,7 @@ def main() -> None:
     _section(report, "engine", args.out, lambda: engine_throughput(model, tokenizer, p, device))
     _section(report, "peak_flop_s", args.out,
              lambda: matmul_peak(device, p["dtype"], n=p["peak_n"], repeats=max(3, p["repeats"])))
-    peak = report["peak_flop_s"] if isinstance(report["peak_flop_s"], float) else float("nan")
+    peak = report["peak_flop_s"] if isinstance(report["peak_flop_s"], float) else None
     _section(report, "learner", args.out,
              lambda: learner_throughput(model, tokenizer, p, device, peak, report["nominal_peak_flop_s"]))
     _section(report, "mismatch", args.out, lambda: mismatch_by_precision(p, device))

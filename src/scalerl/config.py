@@ -127,7 +127,18 @@ class VLLMConfig(_Frozen):
     enforce_eager: bool = False
     """Skip CUDA-graph capture: a faster start and a slower decode."""
     extra: dict[str, Any] = {}
-    """Further ``vllm.LLM`` keyword arguments, passed as given (e.g. ``max_model_len``)."""
+    """Further ``vllm.LLM`` keyword arguments, passed as given (e.g. ``max_model_len``); not
+    the ones the trainer sets itself from the rest of the config (``model``, ``dtype``,
+    ``seed``), nor those named here."""
+
+    @model_validator(mode="after")
+    def _extra_is_extra(self) -> VLLMConfig:
+        taken = sorted(set(self.extra) & {"model", "dtype", "seed", "version", "fp32_head",
+                                          "gpu_memory_utilization", "enforce_eager"})
+        if taken:
+            raise ValueError(f"rollout.vllm.extra cannot set {', '.join(taken)}: the trainer sets "
+                             "them (model.base, model.dtype, train.seed, or rollout.vllm's own fields)")
+        return self
 
     def llm_kwargs(self) -> dict[str, Any]:
         return {"gpu_memory_utilization": self.gpu_memory_utilization,

@@ -24,9 +24,7 @@ def test_gpu_check_dry_run_writes_every_figure(tmp_path):
 
 
 def test_a_failing_section_records_its_error_and_the_rest_still_run(tmp_path, monkeypatch):
-    import sys
-
-    sys.path.insert(0, str(ROOT / "bench"))
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     import gpu_check
 
     out = tmp_path / "r.json"

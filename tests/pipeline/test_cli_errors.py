@@ -77,6 +77,9 @@ def _case(tmp: Path, name: str) -> tuple[list[str], list[str]]:
         return [*model, "--out", str(_read_only(tmp) / "run")], ["--out", "cannot be written"]
     if name == "eval.num_prompts=0":
         return [*model, "--set", "eval.num_prompts=0", *out], ["'eval.num_prompts'", "greater than or equal to 1"]
+    if name == "rollout.vllm.extra repeating the trainer's own arguments":
+        return [*model, "--set", "rollout.vllm.extra={seed: 3, dtype: half}", *out], [
+            "rollout.vllm.extra cannot set dtype, seed"]
     if name == "recipe with invalid UTF-8":
         (tmp / "bad.yaml").write_bytes(b"name: x\ndescription: caf\xe9\n")
         return ["--recipe", str(tmp / "bad.yaml"), *out], [f"{tmp / 'bad.yaml'} line 2 is not UTF-8"]
@@ -135,7 +138,8 @@ CASES = ["model.base missing", "model.base without config.json", "model.base wit
          "max_minutes=-1", "a nan number", "max_new_tokens above the context",
          "max_new_tokens above a preset's context", "--resume with --recipe",
          "--resume without config.yaml", "--resume with an empty config.yaml",
-         "--resume with an unparsable config.yaml", "--resume where no checkpoint loads", "an unknown flag"]
+         "--resume with an unparsable config.yaml", "--resume where no checkpoint loads", "an unknown flag",
+         "rollout.vllm.extra repeating the trainer's own arguments"]
 
 
 @pytest.mark.parametrize("name", CASES)
