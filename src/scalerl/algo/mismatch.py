@@ -108,7 +108,7 @@ def is_correction(
     if mode == "none":
         return torch.ones_like(ratio), mask
     if mode == "tis":
-        return ratio.clamp(min=low, max=cap) if low > 0 else ratio.clamp(max=cap), mask
+        return ratio.clamp(max=cap), mask  # w = min(ρ, C); ``low`` belongs to the two masks
     if mode == "mis":
         keep = mask & (ratio >= low) & (ratio <= cap)
         return torch.where(keep, ratio, 0.0), keep
