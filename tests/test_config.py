@@ -151,3 +151,163 @@ def test_a_recipe_that_is_not_utf8_names_the_line(tmp_path):
     bad.write_bytes("name: x\n\ndescription: café\n".encode("latin-1"))
     with pytest.raises(ConfigError, match=r"latin1.yaml line 3 is not UTF-8 text \(byte 0xe9\)"):
         load_config(bad)
+
+
+# ---------------------------------------------------------------------------- bounded recipe YAML
+
+
+def _bomb(levels: int = 9, width: int = 9, indent: str = "      ") -> str:
+    """Nine levels of nine aliases: a few hundred bytes that expand to 9^9 values."""
+    lines = [f"a0: &a0 [{', '.join(['x'] * width)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "\n".join(indent + line for line in lines) + "\n"
+
+
+def _recipe(tmp_path, text: str, name: str = "r.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_an_alias_bomb_is_refused_at_load_wherever_it_is(tmp_path):
+    bomb = _recipe(tmp_path, "extends: scalerl\nrollout:\n  vllm:\n    extra:\n" + _bomb())
+    with pytest.raises(ConfigError, match=r"r.yaml line \d+: its aliases expand to more than 100,000 values"):
+        load_config(bomb)
+    flow = "{" + ", ".join(_bomb(indent="").strip().splitlines()) + "}"
+    with pytest.raises(ConfigError, match=r"--set rollout.vllm.extra: its value is refused: its aliases expand"):
+        load_config("scalerl", [f"rollout.vllm.extra={flow}"])
+    selfish = _recipe(tmp_path, "rollout: {vllm: {extra: {a: &a [1, *a]}}}\n", "self.yaml")
+    with pytest.raises(ConfigError, match="self.yaml line 1: an alias refers to a value that contains it"):
+        load_config(selfish)
+    # aliases that stay small are ordinary YAML and still work
+    fine = _recipe(tmp_path, "extends: scalerl\nrollout: {vllm: {extra: {a: &k {max_model_len: 64}, b: *k}}}\n",
+                   "fine.yaml")
+    assert load_config(fine).rollout.vllm.extra == {"a": {"max_model_len": 64}, "b": {"max_model_len": 64}}
+
+
+def test_nesting_is_bounded_without_a_recursion_error(tmp_path):
+    deep_list = _recipe(tmp_path, "train: " + "[" * 20_000 + "]" * 20_000 + "\n", "list.yaml")
+    with pytest.raises(ConfigError, match=r"list.yaml line 1: lists and mappings nest deeper than 64 levels"):
+        load_config(deep_list)
+    deep_map = _recipe(tmp_path, "".join(" " * i + f"k{i}:\n" for i in range(3000)) + " " * 3000 + "1\n", "map.yaml")
+    with pytest.raises(ConfigError, match=r"map.yaml line \d+: lists and mappings nest deeper than 64"):
+        load_config(deep_map)
+    # 60 levels of aliases, each 40 deep: shallow in the file, 2,400 deep once expanded
+    chain = "".join(f"a{i}: &a{i} " + "[" * 40 + (f"*a{i - 1}" if i else "1") + "]" * 40 + "\n" for i in range(60))
+    with pytest.raises(ConfigError, match=r"chain.yaml line \d+: its aliases nest lists and mappings deeper"):
+        load_config(_recipe(tmp_path, "rollout: {vllm: {extra: {}}}\nx:\n" + "".join(
+            "  " + line + "\n" for line in chain.splitlines()), "chain.yaml"))
+    nested = "[" * 50 + "1" + "]" * 50  # deep, but within the bound: an ordinary value
+    assert load_config(_recipe(tmp_path, f"rollout: {{vllm: {{extra: {{x: {nested}}}}}}}\n", "ok.yaml"))
+
+
+def test_a_repeated_key_is_refused_with_its_line(tmp_path):
+    dup = _recipe(tmp_path, "name: dup\ntrain: {steps: 3}\ndescription: x\ntrain: {steps: 4}\n")
+    with pytest.raises(ConfigError, match=r"r.yaml line 4: the key 'train' appears twice in one mapping "
+                                          r"\(first on line 2\)"):
+        load_config(dup)
+    with pytest.raises(ConfigError, match=r"--set train: its value is refused: the key 'steps' appears twice"):
+        load_config("scalerl", ["train={steps: 3, steps: 4}"])
+    merged = _recipe(tmp_path, "base: &b {steps: 3, seed: 1}\ntrain: {<<: *b, steps: 4}\n", "merge.yaml")
+    with pytest.raises(ConfigError, match="unknown config key 'base'"):  # a merge key may be overridden
+        load_config(merged)
+
+
+def test_non_plain_tags_are_refused_and_dates_stay_strings(tmp_path):
+    for tag, value in (("binary", "aGVsbG8="), ("set", "{a, b}"), ("timestamp", "2024-01-01")):
+        path = _recipe(tmp_path, f"name: t\ndescription: !!{tag} {value}\n", f"{tag}.yaml")
+        with pytest.raises(ConfigError, match=rf"{tag}.yaml line 2: the tag !!{tag} is not allowed"):
+            load_config(path)
+    assert load_config(_recipe(tmp_path, "description: 2024-01-01\n")).description == "2024-01-01"
+    with pytest.raises(ValidationError, match="description"):  # bytes are not decoded into a str
+        Config(description=b"hello")
+
+
+# ---------------------------------------------------------------------------- extends
+
+
+@pytest.mark.parametrize("value, words", [
+    ("5", "'extends' must be a recipe name or a YAML path, not the int 5"),
+    ("[scalerl, loo-dapo]", "'extends' is a list, but a recipe extends exactly one recipe"),
+    ("''", "'extends' is empty"),
+    ("", "'extends' is empty"),
+])
+def test_extends_must_name_one_recipe(tmp_path, value, words):
+    path = _recipe(tmp_path, f"extends: {value}\n")
+    with pytest.raises(ConfigError, match=rf"^{path}: {words}"):
+        load_config(path)
+
+
+def test_extends_reads_a_relative_path_from_the_extending_file(tmp_path, monkeypatch):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    _recipe(tmp_path, "extends: scalerl\ntrain: {steps: 7}\n", "parent.yaml")
+    child = _recipe(tmp_path, "extends: ../parent.yaml\nname: child\n", "sub/child.yaml")
+    monkeypatch.chdir(tmp_path / "elsewhere")  # not where the parent is
+    assert load_config(child).train.steps == 7
+    orphan = _recipe(tmp_path, "extends: ./missing.yaml\n", "sub/orphan.yaml")
+    with pytest.raises(ConfigError, match=rf"recipe file {tmp_path / 'sub' / 'missing.yaml'}, which "
+                                          rf"{orphan} extends, does not exist"):
+        load_config(orphan)
+    folder = _recipe(tmp_path, "extends: ../elsewhere\n", "sub/folder.yaml")
+    with pytest.raises(ConfigError, match=r"elsewhere, which .*folder.yaml extends, is a folder, not a YAML file"):
+        load_config(folder)
+
+
+# ---------------------------------------------------------------------------- --set and seeds
+
+
+def test_overrides_are_applied_together_and_a_dotted_one_keeps_the_other_keys(tmp_path):
+    sets = ["task.knobs.path=p.jsonl", "task.knobs.problem_field=q", "task.name=code"]
+    assert load_config("scalerl", sets).task.knobs == {"path": "p.jsonl", "problem_field": "q"}
+    knobs3 = _recipe(tmp_path, "extends: scalerl\ntask: {knobs: {min_digits: 2, max_digits: 3}}\n")
+    assert load_config(knobs3, ["task.knobs.max_digits=4"]).task.knobs == {"min_digits": 2, "max_digits": 4}
+    # a whole mapping replaces the knobs, as a recipe's task.knobs does
+    assert load_config(knobs3, ["task.knobs={max_digits: 4}"]).task.knobs == {"max_digits": 4}
+    cfg = load_config(knobs3, ["train={steps: 4}", "train.seed=3"])  # sections still merge
+    assert (cfg.train.steps, cfg.train.seed, cfg.train.max_minutes) == (4, 3, 6.5)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**70])
+def test_seeds_outside_what_numpy_and_torch_accept_are_refused(seed):
+    with pytest.raises(ConfigError, match=rf"bad value {seed} for 'train.seed' in --set train.seed"):
+        load_config("scalerl", [f"train.seed={seed}"])
+
+
+def test_the_largest_seed_is_accepted():
+    assert load_config("scalerl", [f"train.seed={2**32 - 1}"]).train.seed == 2**32 - 1
+
+
+# ---------------------------------------------------------------------------- which layer is blamed
+
+
+def test_a_whole_config_error_blames_the_layer_that_set_the_field(tmp_path):
+    knobs = _recipe(tmp_path, "extends: scalerl\neval: {downstream_knobs: {a0: 1}}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(knobs, ["eval.num_prompts=5"])
+    assert str(err.value).startswith(f"invalid config in {knobs} (eval.downstream_knobs): ")
+    assert "--set" not in str(err.value)
+    ranged = _recipe(tmp_path, "extends: scalerl\nlength: {interrupt_range: [50, 60]}\n", "range.yaml")
+    with pytest.raises(ConfigError, match=rf"^invalid config in {ranged} \(length.interrupt_range\) and "
+                                          r"--set sampling.max_new_tokens: length.interrupt_range must end"):
+        load_config(ranged, ["sampling.max_new_tokens=55", "eval.num_prompts=5"])
+
+
+def test_an_error_no_layer_set_a_field_for_names_the_whole_stack():
+    from pydantic import BaseModel, model_validator
+
+    from scalerl.config_errors import explain
+
+    class Whole(BaseModel):
+        a: int = 0
+
+        @model_validator(mode="after")
+        def _never(self):
+            raise ValueError("the parts do not fit")
+
+    layers = [("base.yaml", {}), ("r.yaml", {"a": 1}), ("--set a", {"a": 2}), ("--set b.c", {"b": {"c": 1}})]
+    with pytest.raises(ValidationError) as err:
+        Whole.model_validate({"a": 2})
+    assert explain(err.value, layers, Whole) == ("invalid config in the recipe r.yaml with the overrides "
+                                                 "--set a, --set b.c: the parts do not fit.")
+    assert explain(err.value, layers[:2], Whole) == "invalid config in the recipe r.yaml: the parts do not fit."

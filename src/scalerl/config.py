@@ -23,14 +23,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, Strict, ValidationError, model_validator
 
 from scalerl.config_base import Frozen as _Frozen
+from scalerl.config_errors import explain
 
 # the loading API is this module's: re-exported
 from scalerl.config_layers import RECIPE_DIR as RECIPE_DIR
 from scalerl.config_layers import ConfigError as ConfigError
-from scalerl.config_layers import Layers, merged_layers
+from scalerl.config_layers import merged_layers
 from scalerl.config_layers import parse_override as parse_override
 from scalerl.config_layers import recipe_names as recipe_names
 from scalerl.config_layers import resolve_recipe as resolve_recipe
@@ -338,8 +339,9 @@ class TrainConfig(_Frozen):
     (the SFT warm-up is not counted); None trains for all ``steps``."""
     checkpoint_every: int = Field(50, ge=1)
     """Write an atomic checkpoint every this many steps (and at the end)."""
-    seed: int = 0
-    """Seed of model init, prompt order and sampling."""
+    seed: int = Field(0, ge=0, lt=2**32)
+    """Seed of model init, prompt order and sampling; in [0, 2^32), the range numpy's and
+    torch's seeding both accept (-1 and 2^70 failed there, after the run folder was written)."""
     threads: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     """torch threads of the learner; ``auto``: the cores the generators leave
     (``scalerl.pipeline.cores``: 1 on two cores, so the two roles overlap)."""
@@ -356,9 +358,9 @@ class TrainConfig(_Frozen):
 class Config(_Frozen):
     """A whole ``scalerl train`` run."""
 
-    name: str = "scalerl"
+    name: Annotated[str, Strict()] = "scalerl"
     """Recipe name, copied into metrics and reports."""
-    description: str = ""
+    description: Annotated[str, Strict()] = ""
     """One line on what this recipe reverts or changes."""
     model: ModelConfig = ModelConfig()
     task: TaskConfig = TaskConfig()
@@ -417,31 +419,6 @@ class Config(_Frozen):
 # ---------------------------------------------------------------------------- loading
 
 
-def _has_path(data: Any, loc: tuple) -> bool:
-    for part in loc:
-        if not isinstance(data, dict) or part not in data:
-            return False
-        data = data[part]
-    return True
-
-
-def _explain(err: ValidationError, layers: Layers) -> str:
-    first = err.errors()[0]
-    loc = tuple(str(p) for p in first["loc"] if not isinstance(p, int))
-    key = ".".join(loc) or "<root>"
-    source = next((src for src, data in reversed(layers) if _has_path(data, loc)), None)
-    if source is None:  # a missing/derived key: blame the most specific layer
-        source = layers[-1][0] if layers else "<defaults>"
-    if first["type"] == "extra_forbidden":
-        return f"unknown config key {key!r} in {source}."
-    msg = first["msg"].removeprefix("Value error, ")
-    if not loc:
-        return f"invalid config in {source}: {msg}."
-    if isinstance(first.get("input"), dict):  # a whole section's check
-        return f"invalid {key!r} in {source}: {msg}."
-    return f"bad value {first.get('input')!r} for {key!r} in {source}: {msg[0].lower()}{msg[1:]}."
-
-
 def load_config(
     recipe: str | Path | None = DEFAULT_RECIPE, overrides: list[str] | tuple[str, ...] = ()
 ) -> Config:
@@ -453,7 +430,7 @@ def load_config(
     try:
         return Config.model_validate(merged)
     except ValidationError as err:
-        raise ConfigError(_explain(err, layers)) from err
+        raise ConfigError(explain(err, layers, Config)) from err
 
 
 def dump_config(cfg: Config) -> str:

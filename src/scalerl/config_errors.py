@@ -1,0 +1,99 @@
+"""A config validation error as one sentence that names the layer to blame.
+
+The merged mapping pydantic validates has lost where each value came from; the layers
+(``scalerl.config_layers``: recipe files, then one layer per ``--set``) still know. A field's
+error is blamed on the last layer that set the field. A section's check (a ``model_validator``
+of ``task`` or ``rollout.vllm``) is blamed on the last layer that set anything in that section.
+
+A whole-config check has no field of its own, and blaming the last layer, as this once did,
+named an unrelated ``--set`` ("invalid config in --set eval.num_prompts" for knobs that came
+from the recipe file). So its message is searched for the config fields it names
+(``eval.downstream_knobs``, ``length.interrupt_range``), and each is blamed on the layer that set
+it; when no layer set any of them, the sentence names the whole stack ("the recipe R with the
+overrides ..."), never one layer that had nothing to do with it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+Layers = list[tuple[str, dict[str, Any]]]
+
+_DOTTED = re.compile(r"\b[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+")
+
+
+def has_path(data: Any, loc: tuple[str, ...]) -> bool:
+    """Whether the nested mapping ``data`` holds a value at ``loc``."""
+    for part in loc:
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
+
+
+def _setter(layers: Layers, loc: tuple[str, ...]) -> str | None:
+    return next((src for src, data in reversed(layers) if has_path(data, loc)), None)
+
+
+def _field(model: type[BaseModel] | None, dotted: str) -> tuple[str, ...] | None:
+    """``dotted`` cut after its first part that is no section (``task.knobs.path`` ->
+    ``("task", "knobs")``), or None when it does not start with a field of ``model``."""
+    loc: list[str] = []
+    for part in dotted.split("."):
+        field = model.model_fields.get(part) if model is not None else None
+        if field is None:
+            break
+        loc.append(part)
+        sub = field.annotation
+        plain_class = isinstance(sub, type) and get_origin(sub) is None  # not tuple[int, int]
+        model = sub if plain_class and issubclass(sub, BaseModel) else None
+    return tuple(loc) if len(loc) > 1 else None
+
+
+def _stack(layers: Layers) -> str:
+    """The whole stack of layers in words, for an error no single layer is to blame for."""
+    recipes = [src for src, _ in layers if not src.startswith("--set ")]
+    sets = [src for src, _ in layers if src.startswith("--set ")]
+    if not layers:
+        return "the default config"
+    if not sets:
+        return f"the recipe {recipes[-1]}"
+    if not recipes:
+        return f"the defaults with the overrides {', '.join(sets)}"
+    return f"the recipe {recipes[-1]} with the overrides {', '.join(sets)}"
+
+
+def _blame_whole(msg: str, layers: Layers, model: type[BaseModel]) -> str:
+    """``SOURCE (field, ...) and SOURCE (...)`` for the fields ``msg`` names that a layer set."""
+    by_source: dict[str, list[str]] = {}
+    for dotted in dict.fromkeys(_DOTTED.findall(msg)):
+        loc = _field(model, dotted)
+        source = _setter(layers, loc) if loc is not None else None
+        if source is not None and ".".join(loc) not in by_source.get(source, []):
+            by_source.setdefault(source, []).append(".".join(loc))
+    if not by_source:
+        return _stack(layers)
+    parts = [src if src in {f"--set {f}" for f in fields} and len(fields) == 1 else f"{src} ({', '.join(fields)})"
+             for src, fields in by_source.items()]
+    return " and ".join(parts)
+
+
+def explain(err: ValidationError, layers: Layers, model: type[BaseModel]) -> str:
+    """The first error of ``err`` as one sentence naming its key and the layer(s) to blame."""
+    first = err.errors()[0]
+    loc = tuple(str(p) for p in first["loc"] if not isinstance(p, int))
+    key = ".".join(loc) or "<root>"
+    msg = first["msg"].removeprefix("Value error, ")
+    if not loc:
+        return f"invalid config in {_blame_whole(msg, layers, model)}: {msg}."
+    source = _setter(layers, loc)
+    if source is None:  # a missing/derived key: blame the most specific layer
+        source = layers[-1][0] if layers else "<defaults>"
+    if first["type"] == "extra_forbidden":
+        return f"unknown config key {key!r} in {source}."
+    if isinstance(first.get("input"), dict):  # a whole section's check
+        return f"invalid {key!r} in {source}: {msg}."
+    return f"bad value {first.get('input')!r} for {key!r} in {source}: {msg[0].lower()}{msg[1:]}."
