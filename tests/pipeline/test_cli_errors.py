@@ -180,3 +180,99 @@ def test_a_full_disk_while_checkpointing_is_one_sentence_and_keeps_the_checkpoin
                         "the previous checkpoint is intact", f"--resume {run}")
     state, meta = load_checkpoint(run)
     assert meta["step"] == 1 and not list(run.glob(".checkpoint.tmp-*"))
+
+
+# ---------------------------------------------------------------------------- refused before anything
+
+
+def _bomb_recipe(tmp: Path) -> Path:
+    """Nine levels of nine aliases in ``rollout.vllm.extra``: 9^9 values once expanded."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    return _write(tmp / "bomb.yaml", "rollout:\n  vllm:\n    extra:\n" + "".join(f"      {x}\n" for x in lines))
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _early_case(tmp: Path, name: str) -> tuple[list[str], list[str], list[str]]:
+    """(arguments, words the sentence must contain, words it must not) of a case refused
+    before anything is built or written."""
+    out = ["--out", str(tmp / "run")]
+    recipe = lambda text: ["--recipe", str(_write(tmp / "r.yaml", text)), *out]  # noqa: E731
+    if name == "alias bomb in rollout.vllm.extra":
+        return ["--recipe", str(_bomb_recipe(tmp)), *out], ["bomb.yaml line", "aliases expand to more than"], []
+    if name == "list nested 20,000 deep":
+        return recipe("train: " + "[" * 20_000 + "]" * 20_000 + "\n"), ["r.yaml line 1", "deeper than 64"], []
+    if name == "mapping nested 3,000 deep":
+        text = "".join(" " * i + f"k{i}:\n" for i in range(3000)) + " " * 3000 + "1\n"
+        return recipe(text), ["r.yaml line", "deeper than 64"], []
+    if name == "two train sections":
+        return recipe("train: {steps: 3}\nname: x\ntrain: {steps: 4}\n"), [
+            "r.yaml line 3", "'train' appears twice", "first on line 1"], []
+    if name == "description: !!binary":
+        return recipe("description: !!binary aGVsbG8=\n"), ["r.yaml line 1", "!!binary is not allowed"], []
+    if name == "extends: 5":
+        return recipe("extends: 5\n"), ["r.yaml", "'extends' must be a recipe name", "int 5"], []
+    if name == "extends: a list":
+        return recipe("extends: [scalerl, loo-dapo]\n"), ["r.yaml", "'extends' is a list"], []
+    if name == "extends: ''":
+        return recipe("extends: ''\n"), ["r.yaml", "'extends' is empty"], []
+    if name == "extends: a folder":
+        (tmp / "folder").mkdir()
+        return recipe("extends: ./folder\n"), [f"{tmp / 'folder'}, which", "is a folder, not a YAML file"], []
+    if name == "extends: a missing file":
+        return recipe("extends: ./missing.yaml\n"), [f"{tmp / 'missing.yaml'}, which {tmp / 'r.yaml'} extends",
+                                                     "does not exist"], []
+    if name == "train.seed=2^70":
+        return ["--set", f"train.seed={2**70}", *out], ["'train.seed' in --set train.seed", "less than"], []
+    if name == "train.seed=-1":
+        return ["--set", "train.seed=-1", *out], ["'train.seed' in --set train.seed", "greater than or equal"], []
+    if name == "--out too long":
+        return ["--out", str(tmp / ("x" * 300))], ["--out", "File name too long"], []
+    if name == "--out empty":
+        return ["--out", ""], ["--out", "empty"], []
+    if name == "recipe knobs with an unrelated --set":
+        return [*recipe("eval: {downstream_knobs: {a0: 1}}\n"), "--set", "eval.num_prompts=5"], [
+            f"in {tmp / 'r.yaml'} (eval.downstream_knobs)", "has no knob 'a0'"], ["--set"]
+    raise AssertionError(name)
+
+
+EARLY_CASES = ["alias bomb in rollout.vllm.extra", "list nested 20,000 deep", "mapping nested 3,000 deep",
+               "two train sections", "description: !!binary", "extends: 5", "extends: a list", "extends: ''",
+               "extends: a folder", "extends: a missing file", "train.seed=2^70", "train.seed=-1",
+               "--out too long", "--out empty", "recipe knobs with an unrelated --set"]
+
+
+@pytest.mark.parametrize("name", EARLY_CASES)
+def test_bad_input_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys, name):
+    """In this process (each case fails at the config or the run folder's path, in
+    milliseconds): an escaping exception fails the test as a traceback would."""
+    from scalerl.cli import main
+
+    args, needles, absent = _early_case(tmp_path, name)
+    before = sorted(tmp_path.rglob("*"))
+    monkeypatch.chdir(tmp_path)  # so an empty --out would write here
+    try:
+        rc = main(["train", "--no-fit", *args])
+    except SystemExit as stop:  # argparse's refusals
+        rc = stop.code
+    err = capsys.readouterr().err.strip()
+    assert rc == EXIT_BAD_INPUT, err
+    assert err.count("\n") == 0 and err.startswith("scalerl train"), err
+    for needle in needles:
+        assert needle in err, err
+    for word in absent:
+        assert word not in err, err
+    assert sorted(tmp_path.rglob("*")) == before  # no run folder, no config.yaml
+
+
+def test_a_refused_recipe_is_one_sentence_through_the_real_command(tmp_path):
+    """One case end to end in a fresh interpreter, as a user runs it."""
+    proc = scalerl("train", "--no-fit", "--recipe", str(_bomb_recipe(tmp_path)), "--out", str(tmp_path / "run"),
+                   cwd=tmp_path)
+    assert_one_sentence(proc, "bomb.yaml line", "aliases expand to more than")
+    assert not (tmp_path / "run").exists()

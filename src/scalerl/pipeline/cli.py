@@ -7,6 +7,8 @@ Torch is imported inside the handler only, so ``scalerl fit`` works without it. 
 recipe, override, flag or run folder prints one sentence and exits with code 2, before
 anything is built or written (``scalerl.pipeline.preflight``); so do a run directory whose
 ``config.yaml`` or checkpoints do not load and a disk that fills up during the run.
+SIGTERM or SIGINT stops the run after the step under way with a checkpoint, one sentence and
+exit code 143 or 130 (a second one exits at once; ``scalerl.pipeline.stop``).
 """
 
 from __future__ import annotations
@@ -27,21 +29,31 @@ def register(subparsers) -> None:
     p.add_argument("--recipe", help="recipe name (scalerl, loo-dapo, ...) or YAML path (default: scalerl)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config field, e.g. --set pipeline.k=4 (repeatable)")
-    p.add_argument("--out", type=Path, help="run directory (default: runs/RECIPE-TIMESTAMP)")
-    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue the run in RUN_DIR")
+    p.add_argument("--out", type=_folder, help="run directory (default: runs/RECIPE-TIMESTAMP)")
+    p.add_argument("--resume", type=_folder, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("--no-fit", action="store_true", help="skip the final sigmoid fit and report")
     p.set_defaults(func=handle)
     one_line_errors(p)
 
 
+def _folder(text: str) -> Path:
+    """A folder flag's value; an empty one is refused, not read as the working directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the folder is empty (it would train in the working directory); "
+                                         "name a folder, or . for this one")
+    return Path(text)
+
+
 def _config(args: argparse.Namespace):
     from scalerl.config import DEFAULT_RECIPE, ConfigError, load_config
+    from scalerl.pipeline.preflight import check_path
 
     if args.resume is None:
         return load_config(args.recipe or DEFAULT_RECIPE, args.overrides)
     if args.recipe is not None:
         raise ConfigError(f"--resume continues {args.resume} with its own config.yaml, so it takes no "
                           "--recipe (change fields with --set).")
+    check_path(args.resume, "--resume")
     saved = args.resume / "config.yaml"
     if not saved.is_file():
         raise ConfigError(f"{args.resume} is not a run directory (no config.yaml in it).")
@@ -62,6 +74,7 @@ def _prepare(args: argparse.Namespace):
 
     cfg = _config(args)
     run_dir = args.resume or args.out or Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    preflight.check_path(run_dir, "--resume" if args.resume is not None else "--out")
     if args.resume is None and (run_dir / "metrics.jsonl").exists():
         raise ConfigError(f"{run_dir} already holds a run; continue it with --resume {run_dir} "
                           "or choose another --out.")
@@ -75,6 +88,14 @@ def _fail(message: object) -> int:
 
 
 def handle(args: argparse.Namespace) -> int:
+    try:
+        return _handle(args)
+    except KeyboardInterrupt:  # before or after the run (imports, the fit): nothing to save
+        print("scalerl train: interrupted.", file=sys.stderr)
+        return 130
+
+
+def _handle(args: argparse.Namespace) -> int:
     from scalerl.config import ConfigError
 
     try:
@@ -86,9 +107,13 @@ def handle(args: argparse.Namespace) -> int:
     from scalerl.checkpoint import CheckpointError
     from scalerl.pipeline.report import final_report
     from scalerl.pipeline.run import train
+    from scalerl.pipeline.stop import Stopped
 
     try:
         train(cfg, run_dir, resume=args.resume is not None)
+    except Stopped as stop:  # SIGTERM or SIGINT: the sentence says where the checkpoint is
+        print(f"scalerl train: {stop}", file=sys.stderr)
+        return stop.code
     except (ConfigError, CheckpointError) as err:
         return _fail(err)
     except OSError as err:

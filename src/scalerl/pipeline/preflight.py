@@ -29,6 +29,15 @@ def check(cfg: Config, run_dir: Path, flag: str = "--out") -> None:
     check_run_dir(run_dir, flag)
 
 
+def check_path(run_dir: Path, flag: str = "--out") -> None:
+    """The run folder's path can be looked up at all: a name too long for the file system or a
+    parent we may not search fails here as one sentence, not in a later ``exists()``."""
+    try:
+        (run_dir / "config.yaml").exists()  # ignores only "not there" (ENOENT, ENOTDIR, ELOOP)
+    except OSError as err:
+        raise ConfigError(f"{flag} {run_dir} cannot be used as a run folder ({err.strerror or err}).") from None
+
+
 def check_task(cfg: Config) -> None:
     """The task builds from ``task.knobs`` (values the constructor rejects, unreadable files)."""
     from scalerl.data.tasks import get_task
