@@ -10,10 +10,15 @@ them in its own way): there they do score, so the zeros are the hook's doing.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import dataclasses
+import importlib.util
 import os
 import secrets
 import shutil
+import subprocess
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -32,7 +37,14 @@ from test_sandbox_escapes import (
     _sandbox_pids,
 )
 
+from scalerl.data import sandbox
 from scalerl.data.sandbox import SandboxLimits
+from scalerl.data.sandbox_fallback import fallback_python
+
+# the stacks the audit hook is part of (the kernel layer alone lets these attacks through)
+HOOK_LAYERS = pytest.mark.parametrize("layer", [
+    pytest.param(LIMITS, id="all-layers"),
+    pytest.param(SandboxLimits(timeout_s=3.0, namespaces=False), id="python-layers-only")])
 
 # Every route to a node maker: the os/posix functions, a reloaded os or posix, os.supports_*,
 # and a freshly made posix module (through sys.modules or the builtin-module constructor).
@@ -138,8 +150,7 @@ if os.path.exists('fifo'):
 }
 
 
-@pytest.mark.parametrize("layer", [pytest.param(LIMITS, id="all-layers"),
-                                   pytest.param(SandboxLimits(timeout_s=3.0, namespaces=False), id="python-layers-only")])
+@HOOK_LAYERS
 @pytest.mark.parametrize("name", sorted(UNAUDITED))
 def test_the_python_layer_refuses_what_no_audit_event_reports(name, layer):
     program = UNAUDITED_PRELUDE + textwrap.dedent(UNAUDITED[name]).strip()
@@ -155,3 +166,225 @@ def test_those_routes_are_real_where_the_hook_is_off(name):
     # (the renamed extension exists as a file only in some Python builds, so it is left out)
     program = UNAUDITED_PRELUDE + textwrap.dedent(UNAUDITED[name]).strip()
     assert _reward(program, ADD_TESTS, NO_HOOK) == 1.0
+
+
+# Every route to a signal that leaves the program, or to a handler or timer: the os, signal
+# and _signal functions, reloaded modules, a freshly made _signal, and os.supports_*. Each
+# entry of ``found`` is (name, function); a program that signals a victim or installs a
+# handler through any of them turns that into a reward.
+FIND_SIGNALLERS = textwrap.dedent("""
+    import faulthandler, importlib, os, signal, sys, threading
+    NAMES = ('pidfd_open', 'pidfd_send_signal', 'kill', 'killpg', 'pthread_kill', 'signal',
+             'setitimer', 'alarm', 'set_wakeup_fd', 'siginterrupt', 'register', 'enable')
+    found = []
+    def collect(module):
+        found.extend((n, getattr(module, n)) for n in NAMES if hasattr(module, n))
+    def fresh(name):
+        import _imp, importlib.machinery as m
+        return _imp.create_builtin(m.ModuleSpec(name, m.BuiltinImporter))
+    for get in (lambda: os, lambda: sys.modules['posix'], lambda: signal, lambda: faulthandler,
+                lambda: sys.modules['_signal'], lambda: importlib.reload(signal),
+                lambda: importlib.reload(sys.modules['_signal']), lambda: fresh('_signal'),
+                lambda: fresh('posix')):
+        try:
+            collect(get())
+        except Exception:
+            pass
+    for name in ('supports_fd', 'supports_dir_fd', 'supports_follow_symlinks'):
+        found.extend((f.__name__, f) for f in getattr(os, name, ()) if f.__name__ in NAMES)
+""")
+
+
+def _signal_attempts(found: str, pid: str) -> str:
+    """Program text that calls every function of ``found`` on process ``pid`` (SIGKILL), or
+    to install a handler or timer; ``worked`` ends True if any call returned."""
+    return textwrap.dedent(f"""
+        worked = False
+        def attempts(name, f, pid):
+            if name == 'pidfd_open':
+                yield lambda: f(pid)
+            elif name == 'pidfd_send_signal':
+                for opener in [g for n, g in {found} if n == 'pidfd_open']:
+                    yield lambda opener=opener: f(opener(pid), 9)
+            elif name in ('kill', 'killpg'):
+                yield lambda: f(pid, 9)
+                yield lambda: f(-pid, 9)
+            elif name == 'pthread_kill':
+                yield lambda: f(threading.get_ident(), 0)
+            elif name in ('signal', 'siginterrupt'):
+                yield lambda: f(signal.SIGTERM, signal.SIG_IGN if name == 'signal' else True)
+            elif name in ('setitimer', 'alarm'):
+                yield lambda: f(signal.ITIMER_REAL, 100.0) if name == 'setitimer' else f(100)
+            elif name == 'set_wakeup_fd':
+                yield lambda: f(-1)
+            elif name in ('register', 'enable'):
+                yield lambda: f(signal.SIGUSR1) if name == 'register' else f()
+        for name, f in {found}:
+            for attempt in attempts(name, f, {pid}):
+                try:
+                    attempt()
+                    worked = True
+                except Exception:
+                    pass
+        def add(a, b):
+            return a + b if worked else None
+    """)
+
+
+@pytest.fixture
+def victim():
+    """A process the programs' fallback user could have signalled: ``nobody``'s (root
+    trainers ran every program as nobody), or this user's own where the tests are not root."""
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    if drop and shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to start a process as nobody")
+    proc = subprocess.Popen([*drop, "sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@HOOK_LAYERS
+def test_no_signal_leaves_the_program_and_no_handler_is_installed(layer, victim):
+    # pidfd_open + pidfd_send_signal raise no audit event: they killed nobody's processes
+    # and concurrent programs as root, and the trainer itself as a plain user; os.kill,
+    # killpg and pthread_kill are audited and refused; handlers and timers are removed
+    program = FIND_SIGNALLERS + _signal_attempts("found", str(victim.pid))
+    before = _sandbox_pids()
+    assert _reward(program, ADD_TESTS, layer) == 0.0
+    assert victim.poll() is None
+    assert not _leftovers(before)
+
+
+def test_the_signal_routes_exist_where_no_hook_removes_them():
+    # the control: in a plain interpreter the same search finds every kind of function, so
+    # an empty ``found`` in the sandbox is the seal's doing, not the search failing
+    code = FIND_SIGNALLERS + "print(sorted({n for n, _ in found}))"
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, check=True)
+    names = set(ast.literal_eval(out.stdout))
+    assert {"pidfd_open", "pidfd_send_signal", "kill", "killpg", "signal", "setitimer", "register"} <= names
+
+
+@LAYERS
+def test_honest_threads_and_futures_still_run(layer):
+    program = textwrap.dedent("""
+        import queue, threading
+        from concurrent.futures import ThreadPoolExecutor
+        def add(a, b):
+            with ThreadPoolExecutor(4) as ex:
+                parts = list(ex.map(lambda x: x, [a, b]))
+            q = queue.Queue()
+            t = threading.Thread(target=lambda: q.put(sum(parts)))
+            t.start()
+            t.join()
+            return q.get()
+    """)
+    assert _reward(program, ADD_TESTS, layer) == 1.0
+
+
+@HOOK_LAYERS
+def test_a_thread_moving_the_working_directory_cannot_redirect_a_path(layer):
+    # the hook judged a relative path from getcwd() at check time; a thread flipping the cwd
+    # made ~1% of opens land elsewhere (a stdlib directory fd, a file in a writable folder
+    # outside). Now the cwd cannot leave the work dir, and paths are judged from it.
+    outside = Path(tempfile.mkdtemp(prefix="scalerl-test-cwd-"))
+    outside.chmod(0o1777)
+    program = f"OUTSIDE = {str(outside)!r}\n" + textwrap.dedent("""
+        import os, threading
+        START, STDLIB = os.getcwd(), os.path.dirname(os.__file__)
+        got, stop = [], []
+        def flip():
+            while not stop:
+                for d in (OUTSIDE, STDLIB, '/'):
+                    try:
+                        os.chdir(d)
+                        got.append('chdir')
+                    except OSError:
+                        pass
+                    try:
+                        os.fchdir(os.open(d, os.O_RDONLY))
+                        got.append('fchdir')
+                    except OSError:
+                        pass
+        threading.Thread(target=flip).start()
+        for i in range(2000):
+            try:
+                os.close(os.open('x%d' % i, os.O_CREAT | os.O_WRONLY))
+            except OSError:
+                pass
+            try:  # the stdlib's json package: a directory fd, were the cwd the stdlib
+                os.close(os.open('json', os.O_RDONLY))
+                got.append('json')
+            except OSError:
+                pass
+        stop.append(1)
+        def add(a, b):
+            return a + b if got or os.getcwd() != START else None
+    """)
+    try:
+        assert _reward(program, ADD_TESTS, dataclasses.replace(layer, timeout_s=10.0)) == 0.0
+        assert list(outside.iterdir()) == []
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
+def _boot_module():
+    """``sandbox_boot``'s functions, loaded as a module of their own (nothing runs)."""
+    path = Path(sandbox.__file__).with_name("sandbox_boot.py")
+    spec = importlib.util.spec_from_file_location("sandbox_boot_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_hook_judges_a_symlink_by_where_it_leads(tmp_path):
+    # a read root holding a link to a file outside every root (as Debian's stdlib holds
+    # sitecustomize.py -> /etc/...), a link to a file inside, and a chain of relative links
+    boot = _boot_module()
+    root, work, elsewhere = tmp_path / "stdlib", tmp_path / "work", tmp_path / "elsewhere"
+    for d in (root, work, elsewhere, root / "pkg"):
+        d.mkdir()
+    (elsewhere / "secret.txt").write_text("s")
+    (root / "mod.py").write_text("x = 1")
+    (root / "out.py").symlink_to(elsewhere / "secret.txt")
+    (root / "in.py").symlink_to("mod.py")
+    (root / "pkg" / "up").symlink_to("..")
+    (root / "pkg" / "hop").symlink_to("../out.py")
+    cfg = list(boot._audit_config(os, sys, str(work), None))
+    cfg[1], cfg[2] = (str(work), str(root)), (str(root),)
+    cfg = tuple(cfg)
+    allowed = [root / "mod.py", root / "in.py", root / "pkg" / "up" / "mod.py"]
+    refused = [root / "out.py", root / "pkg" / "hop", root / "pkg" / "up" / "out.py", elsewhere / "secret.txt"]
+    for path in allowed:
+        boot._hook("open", (str(path), "r", os.O_RDONLY), cfg)
+    for path in refused:
+        with pytest.raises(PermissionError, match="cannot open"):
+            boot._hook("open", (str(path), "r", os.O_RDONLY), cfg)
+    assert boot._resolve(str(root / "pkg" / "hop"), cfg) == str(elsewhere / "secret.txt")
+    loop = root / "loop"
+    loop.symlink_to("loop")
+    assert boot._resolve(str(loop), cfg) is None
+
+
+def test_a_symlink_in_the_standard_library_leads_nowhere_outside():
+    # end to end, with the links the fallback interpreter's stdlib holds at its top (Debian's
+    # sitecustomize.py -> /etc/python3.X/...): 155 bytes were read through one before
+    layer = SandboxLimits(timeout_s=3.0, namespaces=False)
+    code = ("import os\nroot = os.path.realpath(os.path.dirname(os.__file__))\n"
+            "for f in os.listdir(root):\n    p, t = os.path.join(root, f), os.path.realpath(os.path.join(root, f))\n"
+            "    if os.path.islink(p) and os.path.isfile(t) and not t.startswith(root + '/'):\n"
+            "        print(p)\n")
+    links = subprocess.run([fallback_python(), "-I", "-S", "-c", code], capture_output=True, text=True).stdout.split()
+    if not links:
+        pytest.skip(f"{fallback_python()}'s standard library holds no symlink to a file outside it")
+    program = f"LINKS = {links!r}\n" + textwrap.dedent("""
+        read = []
+        for p in LINKS:
+            try:
+                read.append(open(p, 'rb').read())
+            except OSError:
+                pass
+        def add(a, b):
+            return a + b if read else None
+    """)
+    assert _reward(program, ADD_TESTS, layer) == 0.0

@@ -75,6 +75,16 @@ def _case(tmp: Path, name: str) -> tuple[list[str], str]:
         return ["fit", _ok(tmp), "--max-compute", "nan"], "--max-compute must be a positive compute, got nan."
     if name == "--max-compute -5 before the file is read":
         return ["fit", str(tmp / "missing.csv"), "--max-compute", "-5"], "--max-compute must be a positive compute, got -5."
+    if name == "mixed delimiters":
+        lines = Path(_ok(tmp)).read_text().splitlines()
+        lines[3::2] = [row.replace(",", ";") for row in lines[3::2]]  # every other row from line 4
+        (tmp / "mixed.csv").write_text("\n".join(lines) + "\n")
+        return ["fit", str(tmp / "mixed.csv")], (
+            f"{tmp / 'mixed.csv'} line 4 has 1 cell(s), but the header has 3 columns split on ','; "
+            "the row seems split on ';'")
+    if name == "duplicate header column":
+        (tmp / "dup.csv").write_text("step,gpu_hours,gpu_hours,val_pass_rate\n0,0,0,0.3\n1,10,20,0.4\n")
+        return ["fit", str(tmp / "dup.csv")], f"{tmp / 'dup.csv'}: the header names the column 'gpu_hours' twice"
     if name == "--level as a word":
         return ["compare", _ok(tmp), "--level", "high"], "argument --level: invalid float value: 'high'"
     raise AssertionError(name)
@@ -84,7 +94,8 @@ CASES = ["binary file", "latin-1 csv", "latin-1 jsonl", "latin-1 in compare", "d
          "symlink loop", "symlink loop in compare", "csv field over 128 KB", "--margin nan",
          "--bootstrap 1e20 (no such flag)", "--target-compute -100", "--target-reward nan",
          "--min-compute -5", "--min-compute -5 in compare", "--r0 nan", "--r0 1.5 in compare",
-         "--max-compute nan", "--max-compute -5 before the file is read", "--level as a word"]
+         "--max-compute nan", "--max-compute -5 before the file is read", "--level as a word",
+         "mixed delimiters", "duplicate header column"]
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -273,3 +273,27 @@ def _last_length(data: bytes) -> int:
         (n,) = struct.unpack("<Q", data[offset : offset + 8])
         offset += 16 + n
     return n
+
+
+def test_rows_must_split_into_the_header_columns(tmp_path):
+    ok = tmp_path / "ok.csv"  # trailing commas, and a header whose unnamed last column rows omit
+    ok.write_text("step,gpu_hours,val_pass_rate,\n0,0,0.3,\n1,10,0.4\n2,20,0.45,,\n")
+    (c,) = read_curves(ok)
+    np.testing.assert_array_equal(c.reward, [0.3, 0.4, 0.45])
+    long = tmp_path / "long.csv"  # a fourth cell with data: no column to put it in
+    long.write_text("step,gpu_hours,val_pass_rate\n0,0,0.3\n1,10,0.4,7\n")
+    with pytest.raises(CurveError, match=r"long\.csv line 3 has 4 cell\(s\), but the header has 3 columns"):
+        read_curves(long)
+    tabs = tmp_path / "tabs.tsv"  # a comma row in a TSV is named as such
+    tabs.write_text("gpu_hours\tval_pass_rate\n0\t0.3\n10,0.4\n")
+    with pytest.raises(CurveError, match=r"tabs\.tsv line 3 has 1 cell\(s\).*seems split on ','"):
+        read_curves(tabs)
+
+
+def test_a_column_named_twice_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "dup.csv"
+    path.write_text("step,gpu_hours,val_pass_rate,val_pass_rate\n0,0,0.3,0.3\n")
+    with pytest.raises(CurveError, match=r"dup\.csv: the header names the column 'val_pass_rate' twice "
+                                         r"\(columns 3 and 4\)") as info:
+        read_curves(path)
+    assert "\n" not in str(info.value)

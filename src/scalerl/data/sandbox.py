@@ -44,6 +44,7 @@ from typing import Any
 
 from scalerl.data.sandbox_fallback import disk_caps, fallback_python, make_workdir, preexec
 from scalerl.data.sandbox_ns import NOBODY, isolation, ns_argv, python_path
+from scalerl.data.sandbox_uids import lease_uid
 
 _BOOT = "# scalerl-sandbox\n" + Path(__file__).with_name("sandbox_boot.py").read_text()
 _ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8", "SCALERL_SANDBOX": "1"}
@@ -181,17 +182,23 @@ class _Run:
                               "audit_hook": limits.audit_hook, "max_files": max_files}).encode()
         self.fds["in"] = _memfd("in", payload)
         boot = ["-I", "-S", "-B", "-c", _BOOT]
+        # as root, a uid of the program's own (its process budget and signals are its own);
+        # the lease's fd is closed with the memfds once the run is reaped, which gives it back
+        lease = None if use_ns and isolation().user_namespace else lease_uid()
+        uid = NOBODY if lease is None else lease[0]
+        if lease is not None:
+            self.fds["uid"] = lease[1]
         if use_ns:
             argv = ns_argv(user_namespace=isolation().user_namespace, disk_mb=limits.disk_mb,
-                           inner=[*_prlimit_argv(limits), python_path(), *boot])
+                           inner=[*_prlimit_argv(limits), python_path(), *boot], uid=uid)
             setup, cwd = None, "/"
         else:
             root = os.geteuid() == 0
             os.chmod(self.tmp, 0o711)  # the dropped user must traverse it to reach workdir
             os.mkdir(workdir, 0o700)
             if root:
-                os.chown(workdir, NOBODY, NOBODY)
-            argv, setup, cwd = [fallback_python(), *boot], preexec(_rlimits(limits, fsize), workdir, root), self.tmp
+                os.chown(workdir, uid, uid)
+            argv, setup, cwd = [fallback_python(), *boot], preexec(_rlimits(limits, fsize), workdir, root, uid), self.tmp
         self.proc = subprocess.Popen(
             argv, stdin=self.fds["in"], stdout=self.fds["out"], stderr=self.fds["err"],
             pass_fds=(self.fds["res"],), cwd=cwd, env=_ENV, start_new_session=True,

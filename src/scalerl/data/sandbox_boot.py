@@ -15,11 +15,16 @@ no audit event, installs an audit hook (PEP 578), and runs the untrusted program
 
 What the Python layer enforces (``_seal`` before the program, ``_hook`` while it runs):
 
-- no network, no new processes, no ctypes, no frame-list or garbage-collector walks, no
-  signal handlers, no rlimit changes, no sub-interpreters, no symlinks;
+- no network, no new processes, no signals to any process (``os.kill`` and co. are audited
+  and refused; ``pidfd_open``/``pidfd_send_signal``, which are not, are removed), no
+  ctypes, no frame-list or garbage-collector walks, no signal handlers or timers
+  (``signal.signal``, ``setitimer``, ``alarm``, ``faulthandler.register`` removed), no
+  rlimit changes, no sub-interpreters, no symlinks;
 - reads only inside the work directory and the standard library, writes only inside the
-  work directory; no directory outside it may be opened (a directory fd would let a
-  relative path land elsewhere), and a relative path may not climb with ``..``;
+  work directory, each path judged as the kernel will resolve it: from the work directory
+  fixed at start (the working directory cannot be changed, so no thread can move it under a
+  check) and with symlinks followed; no directory outside it may be opened (a directory fd
+  would let a relative path land elsewhere), and a relative path may not climb with ``..``;
 - native code only from an allow-list of standard extension modules loaded from the
   standard library (never a ``.so`` the program wrote), and unmarshalled code only from a
   genuine standard-library ``.pyc`` (crafted bytecode can corrupt the interpreter's memory);
@@ -70,8 +75,8 @@ _WRITE_TWO = frozenset({"os.rename", "os.replace", "os.link", "shutil.move", "sh
 _CREATES = frozenset({"os.mkdir", "os.link", "os.setxattr"})
 _READABLE_ATTRS = frozenset({"f_code", "__code__", "__defaults__", "__kwdefaults__", "gi_code", "cr_code",
                              "ag_code", "gi_frame", "cr_frame", "ag_frame", "tb_frame"})
-_READ_EVENTS = frozenset({"os.listdir", "os.scandir", "glob.glob", "glob.glob/2", "os.chdir",
-                          "os.getxattr", "os.listxattr", "os.walk", "os.fwalk"})
+_READ_EVENTS = frozenset({"os.listdir", "os.scandir", "glob.glob", "glob.glob/2", "os.getxattr",
+                          "os.listxattr", "os.walk", "os.fwalk"})
 
 
 def _normalize(path, cwd, _type=type, _str=str, _bytes=bytes):
@@ -96,12 +101,52 @@ def _normalize(path, cwd, _type=type, _str=str, _bytes=bytes):
     return "/" + "/".join(parts)
 
 
-def _within(path, roots, cwd, _norm=_normalize, _type=type, _int=int, _any=any):
+def _resolve(path, cfg, _norm=_normalize, _type=type, _str=str, _bytes=bytes, _len=len,
+             _tuple=tuple, _oserror=OSError):
+    """``path`` as the kernel will find it: absolute, from the work directory fixed at start
+    (never ``getcwd()`` at check time, which another thread may have moved), with every
+    symlink replaced by its target, so that a link inside the read roots pointing elsewhere is
+    judged by where it leads; None where :func:`_normalize` refuses, or past 40 links.
+    Only the fixed directory, ``lstat`` and ``readlink`` bound at start are used."""
+    cwd, lstat, readlink = cfg[0], cfg[3], cfg[16]
+    if _norm(path, cwd) is None:
+        return None
+    if _type(path) is _bytes:
+        path = path.decode("utf-8", "surrogateescape")
+    todo = _tuple(path.split("/")) if path.startswith("/") else _tuple((cwd + "/" + path).split("/"))
+    base, links, missing = "", 0, False
+    while todo:
+        part, todo = todo[0], todo[1:]
+        if part in ("", "."):
+            continue
+        if part == "..":  # ``base`` holds no symlink, so its parent is the string's parent
+            base = base[:base.rfind("/")]
+            continue
+        step = base + "/" + part
+        if not missing:
+            try:
+                is_link = lstat(step).st_mode & 0o170000 == 0o120000
+            except _oserror:  # absent (or unreadable): the rest is taken as written
+                is_link, missing = False, True
+            if is_link:
+                links += 1
+                target = readlink(step)
+                if links > 40 or _type(target) is not _str:
+                    return None
+                if target.startswith("/"):
+                    base = ""
+                todo = _tuple(target.split("/")) + todo
+                continue
+        base = step
+    return base or "/"
+
+
+def _within(path, roots, cfg, _resolve=_resolve, _type=type, _int=int, _any=any):
     """``path`` (a string, or an open fd, which only ever names what was checked when opened)
-    lies in one of ``roots``."""
+    lies in one of ``roots`` once resolved (:func:`_resolve`)."""
     if _type(path) is _int:
         return True
-    real = _norm(path, cwd)
+    real = _resolve(path, cfg)
     return real is not None and _any(real == r or real.startswith(r + "/") for r in roots)
 
 
@@ -111,8 +156,7 @@ def _genuine_bytecode(cfg, _type=type, _str=str, _bytes=bytes, _mv=memoryview, _
     standard-library ``.pyc``: the caller is ``_compile_bytecode`` itself (code objects cannot
     be forged), its buffer is immutable, and it equals that file's body. Anything else could be
     crafted bytecode that corrupts the interpreter's memory."""
-    sandbox_dir, stdlib, getcwd, getframe, read_file, pyc_code = (
-        cfg[0], cfg[2], cfg[3], cfg[5], cfg[6], cfg[7])
+    sandbox_dir, stdlib, getframe, read_file, pyc_code = cfg[0], cfg[2], cfg[5], cfg[6], cfg[7]
     frame = getframe(2)  # 0: this function, 1: the hook, 2: marshal.loads's Python caller
     if frame.f_code is not pyc_code:
         return False
@@ -125,8 +169,7 @@ def _genuine_bytecode(cfg, _type=type, _str=str, _bytes=bytes, _mv=memoryview, _
                                           and data.c_contiguous and data.format == "B")
     if not immutable or _type(path) is not _str or not path.endswith(".pyc"):
         return False
-    cwd = getcwd()
-    if not _within(path, stdlib, cwd) or _within(path, (sandbox_dir,), cwd):
+    if not _within(path, stdlib, cfg) or _within(path, (sandbox_dir,), cfg):
         return False
     body = read_file(path)
     return _len(body) > 16 and data == body[16:]
@@ -136,8 +179,7 @@ def _check_import(cfg, args, _type=type, _str=str, _any=any, _perm=PermissionErr
                   _within=_within, _tuple=tuple):
     """Blocked modules by any part of their dotted name; native code only from the allow-list,
     loaded from the standard library, and builtins only if pre-made by ``_seal``."""
-    sandbox_dir, stdlib, getcwd, blocked, native_ok, builtin_names = (
-        cfg[0], cfg[2], cfg[3], cfg[9], cfg[10], cfg[11])
+    sandbox_dir, stdlib, blocked, native_ok, builtin_names = cfg[0], cfg[2], cfg[9], cfg[10], cfg[11]
     name, filename = args[0], args[1]
     if _type(name) is not _str:
         raise _perm("sandbox: importing a non-string module name is not allowed")
@@ -146,9 +188,8 @@ def _check_import(cfg, args, _type=type, _str=str, _any=any, _perm=PermissionErr
         raise _perm("sandbox: importing " + name + " is not allowed")
     if filename is None:
         return
-    cwd = getcwd()
     if (_type(filename) is not _str or parts[-1] not in native_ok
-            or not _within(filename, stdlib, cwd) or _within(filename, (sandbox_dir,), cwd)):
+            or not _within(filename, stdlib, cfg) or _within(filename, (sandbox_dir,), cfg)):
         raise _perm("sandbox: loading native code for " + name + " is not allowed")
 
 
@@ -166,33 +207,33 @@ def _count_creation(cfg, _next=next, _str=str, _perm=PermissionError):
 
 
 def _check_open(cfg, args, _type=type, _str=str, _int=int, _any=any, _perm=PermissionError,
-                _within=_within, _count=_count_creation, _name=_shown, _oserror=OSError):
-    sandbox_dir, read_roots, getcwd, stat, write_flags = cfg[0], cfg[1], cfg[3], cfg[4], cfg[8]
+                _resolve=_resolve, _count=_count_creation, _name=_shown, _oserror=OSError):
+    sandbox_dir, read_roots, stat, write_flags = cfg[0], cfg[1], cfg[4], cfg[8]
     path, mode, flags = args
-    if path is None:
+    if path is None or _type(path) is _int:  # an fd only ever names what was checked when opened
         return
     writing = (_type(mode) is _str and _any(c in mode for c in "wax+")) or (
         _type(flags) is _int and flags & write_flags)
-    cwd = getcwd()
-    if not _within(path, (sandbox_dir,) if writing else read_roots, cwd):
+    real = _resolve(path, cfg)  # resolved once: the checks below all judge this one path
+    roots = (sandbox_dir,) if writing else read_roots
+    if real is None or not _any(real == r or real.startswith(r + "/") for r in roots):
         raise _perm("sandbox: cannot open " + _name(path))
-    if writing:
-        if _type(path) is not _int:  # only a new entry counts: appends and rewrites do not
-            try:
-                stat(path)
-            except _oserror:
-                _count(cfg)
-    elif _type(path) is not _int and not _within(path, (sandbox_dir,), cwd):
+    if writing:  # only a new entry counts: appends and rewrites do not
         try:
-            is_dir = stat(path).st_mode & 0o170000 == 0o040000
+            stat(real)
+        except _oserror:
+            _count(cfg)
+    elif not (real == sandbox_dir or real.startswith(sandbox_dir + "/")):
+        try:
+            is_dir = stat(real).st_mode & 0o170000 == 0o040000
         except _oserror:
             is_dir = False
         if is_dir:
             raise _perm("sandbox: cannot open a directory outside the work directory")
 
 
-def _hook(event, args, _cfg=None, _type=type, _str=str, _perm=PermissionError, _any=any,
-          _within=_within, _bytecode=_genuine_bytecode, _import=_check_import,
+def _hook(event, args, _cfg=None, _type=type, _str=str, _int=int, _perm=PermissionError, _any=any,
+          _within=_within, _resolve=_resolve, _bytecode=_genuine_bytecode, _import=_check_import,
           _open=_check_open, _count=_count_creation, _name=_shown, _blocked=_BLOCKED_EVENTS,
           _reads=_READ_EVENTS, _one=_WRITE_ONE, _two=_WRITE_TWO, _creates=_CREATES,
           _readable=_READABLE_ATTRS):
@@ -201,7 +242,7 @@ def _hook(event, args, _cfg=None, _type=type, _str=str, _perm=PermissionError, _
     / ``__code__`` is itself an audited, blocked event; and nothing it holds is mutable but a
     counter that only goes up."""
     cfg = _cfg
-    sandbox_dir, read_roots, getcwd = cfg[0], cfg[1], cfg[3]
+    sandbox_dir, read_roots = cfg[0], cfg[1]
     frozen_attrs, protected = cfg[14], cfg[15]
     if event == "marshal.loads":
         if not _bytecode(cfg):
@@ -223,13 +264,19 @@ def _hook(event, args, _cfg=None, _type=type, _str=str, _perm=PermissionError, _
         _import(cfg, args)
     elif event == "open":
         _open(cfg, args)
+    elif event == "os.chdir":
+        # the working directory stays the work directory: paths are judged from it, and a
+        # thread moving it elsewhere and back would make the kernel resolve a relative path
+        # from another directory than the one checked (also ``os.fchdir``, whose fd is unknown)
+        if _type(args[0]) is _int or _resolve(args[0], cfg) != sandbox_dir:
+            raise _perm("sandbox: changing the working directory is not allowed")
     elif event in _reads:
         path = args[0] if args and args[0] is not None else "."
-        if not _within(path, read_roots, getcwd()):
+        if not _within(path, read_roots, cfg):
             raise _perm("sandbox: cannot access " + _name(path))
     elif event in _one or event in _two:
         for path in args[:2 if event in _two else 1]:
-            if not _within(path, (sandbox_dir,), getcwd()):
+            if not _within(path, (sandbox_dir,), cfg):
                 raise _perm("sandbox: cannot modify " + _name(path))
         if event in _creates:
             _count(cfg)
@@ -251,7 +298,7 @@ def _audit_config(os, sys, sandbox_dir, max_files):
         sandbox_dir,                                    # 0
         (sandbox_dir, stdlib),                          # 1 read roots
         (stdlib,),                                      # 2 native code and bytecode
-        os.getcwd,                                      # 3
+        os.lstat,                                       # 3 (a builtin, bound before the program)
         os.stat,                                        # 4
         sys._getframe,                                  # 5
         read_file,                                      # 6
@@ -263,18 +310,31 @@ def _audit_config(os, sys, sandbox_dir, max_files):
         itertools.count(1) if max_files else None,      # 12
         max_files,                                      # 13
         frozenset({"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"}),
-        (_hook, _normalize, _within, _genuine_bytecode, _check_import, _count_creation,
-         _check_open, _shown, read_file),               # 15
+        (_hook, _normalize, _resolve, _within, _genuine_bytecode, _check_import,
+         _count_creation, _check_open, _shown, read_file),  # 15
+        os.readlink,                                    # 16
     )
 
 
+# What ``_seal`` removes, by module: routes that raise no audit event. Node makers (a fifo or
+# device outside the work dir), pidfds (a kill of any process the user may signal, which
+# ``os.kill``'s audited event would have refused), and signal handlers and timers (a program
+# that catches the harness's signals, or arms one for later).
+_REMOVED = (("posix", ("mkfifo", "mknod", "pidfd_open")),
+            ("_signal", ("signal", "setitimer", "alarm", "set_wakeup_fd", "siginterrupt",
+                         "pidfd_send_signal")),
+            ("signal", ("signal",)),  # the Python wrapper around _signal.signal
+            ("faulthandler", ("register", "enable")))
+
+
 def _seal(os, sys):
-    """Close, before the program runs, what no audit event reports: ``mkfifo``/``mknod`` are
-    removed wherever they are referenced, the allowed builtin modules are made now and the
-    builtin-module constructor is removed (so ``_imp.create_builtin`` cannot give a fresh
-    ``posix`` or ``_posixsubprocess``)."""
+    """Close, before the program runs, what no audit event reports: the functions of
+    ``_REMOVED`` are removed wherever they are referenced, the allowed builtin modules are
+    made now and the builtin-module constructor is removed (so ``_imp.create_builtin`` cannot
+    give a fresh ``posix``, ``_signal`` or ``_posixsubprocess``)."""
     import _imp
-    import posix
+    import _signal
+    import signal
     import warnings
 
     with warnings.catch_warnings():
@@ -283,13 +343,20 @@ def _seal(os, sys):
             if name in _NATIVE_OK and name not in sys.modules:
                 __import__(name)
     del _imp.create_builtin
-    gone = [getattr(posix, n) for n in ("mkfifo", "mknod") if hasattr(posix, n)]
+    # SIGINT back to its default action: then asyncio.run, which installs its own SIGINT
+    # handler only over Python's default one, needs no signal.signal
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    gone = [getattr(sys.modules[m], n) for m, names in _REMOVED for n in names
+            if m in sys.modules and hasattr(sys.modules[m], n)]
     for module in list(sys.modules.values()):
         space = getattr(module, "__dict__", None)
         if isinstance(space, dict):
             for key in [k for k, v in space.items() if any(v is g for g in gone)]:
                 del space[key]
-    os.__all__ = [n for n in os.__all__ if n not in ("mkfifo", "mknod")]
+    for module, names in _REMOVED:
+        if isinstance(getattr(sys.modules.get(module), "__all__", None), list):
+            sys.modules[module].__all__ = [n for n in sys.modules[module].__all__ if n not in names]
+    os.__all__ = [n for n in os.__all__ if n not in _REMOVED[0][1]]
     for name in ("supports_dir_fd", "supports_fd", "supports_follow_symlinks", "supports_effective_ids"):
         for g in gone:
             getattr(os, name, set()).discard(g)

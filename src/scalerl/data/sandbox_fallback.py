@@ -11,9 +11,10 @@ supplies what stands in for them:
   may create (the audit hook counts each open or mkdir that makes a new entry; appending to
   or rewriting a file counts nothing, and deleting one gives no slot back):
   ``max_files * file_size <= disk_mb``;
-- the set-up between fork and exec: parent-death signal, rlimits, and as root a private
-  network namespace (best effort) and the ``nobody`` user;
-- an interpreter that the ``nobody`` user can execute.
+- the set-up between fork and exec: rlimits, as root a private network namespace (best
+  effort) and a uid of the program's own (``sandbox_uids``; ``nobody`` where none is
+  free), then the parent-death signal, which a uid change would have cleared;
+- an interpreter that the dropped user can execute.
 """
 
 from __future__ import annotations
@@ -119,23 +120,28 @@ def fallback_python() -> str:
     return next((c for c in candidates if c and os.path.exists(c) and _world_executable(c)), candidates[0])
 
 
-def preexec(rlimits: dict[int, int], workdir: str, root: bool):
-    """Set-up run in the child between fork and exec (no imports, no allocation)."""
+def preexec(rlimits: dict[int, int], workdir: str, root: bool, uid: int = NOBODY):
+    """Set-up run in the child between fork and exec (no imports, no allocation).
+
+    The parent-death signal is armed *after* the uid change, because the kernel clears it on
+    one (armed before, a root trainer's ``kill -9`` left its program running as ``nobody``);
+    the parent is checked once it is armed, since a trainer that died before that sends
+    nothing. As root, ``uid`` is the program's own (``sandbox_uids``), or ``nobody``."""
     limits = list(rlimits.items())
     parent = os.getpid()
 
     def setup() -> None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the trainer died before the signal was armed: it never comes
-            os._exit(125)
         if root:
             _LIBC.unshare(CLONE_NEWNET)  # best effort; the audit hook still blocks sockets
         for key, value in limits:
             resource.setrlimit(key, (value, value))
         if root:
             os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
+            os.setgid(uid)
+            os.setuid(uid)
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the trainer died before the signal was armed: it never comes
+            os._exit(125)
         os.chdir(workdir)
 
     return setup

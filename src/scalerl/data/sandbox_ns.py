@@ -10,15 +10,22 @@ Each sandboxed program runs as PID 1 of its own PID namespace, so every descenda
         sh -c NS_SETUP                  inside the new mount namespace (never seen outside):
           - a tmpfs root holding read-only binds of /usr, /lib*, /bin, /sbin and the Python
             prefix (no /proc, no /dev, no /etc, no home, no project or data directories);
-          - /work, a tmpfs of ``disk_mb`` owned by the program's user (nodev, nosuid,
-            noexec: no native code can be loaded from what the program writes);
+          - /work, a tmpfs of ``disk_mb`` and ``work_inodes(disk_mb)`` files owned by the
+            program's user (nodev, nosuid, noexec: no native code can be loaded from what
+            the program writes; the inode cap bounds the kernel memory that empty files
+            take, which the size cap does not count);
         chroot ROOT setpriv --reuid U --regid U --clear-groups --inh-caps=-all
                            --bounding-set=-all --no-new-privs --pdeathsig KILL
           prlimit --as --cpu --fsize --nofile --nproc --core   (the rlimit layer)
             python -I -S -B -c BOOT
 
-``U`` is ``nobody`` when the trainer is root. Without root, ``--user --map-root-user`` gives
-an unprivileged user namespace, and the program keeps the trainer's uid with no capabilities.
+``U`` is, when the trainer is root, a uid of the program's own (``sandbox_uids``: its process
+budget is not shared with other programs; ``nobody`` where no pool uid is free). Without
+root, ``--user --map-root-user`` gives an unprivileged user namespace, and the program keeps
+the trainer's uid with no capabilities; there ``--keep-groups`` replaces ``--clear-groups``,
+because the kernel refuses ``setgroups`` in a user namespace made without privilege (that
+refusal used to fail the whole probe: ``setpriv: setgroups failed``), and the user
+namespace gives the program a process budget of its own.
 The network namespace has only a downed loopback.
 
 :func:`isolation` probes, once per process, whether this chain runs here. Where it does not
@@ -43,7 +50,7 @@ MOUNT_POINT = os.path.join(tempfile.gettempdir(), "scalerl-sandbox-root")
 
 NS_SETUP = r"""
 set -eu
-root=$1 disk=$2 uid=$3; shift 3
+root=$1 disk=$2 inodes=$3 uid=$4; shift 4
 mount -t tmpfs -o size=1m,mode=0755,nosuid,nodev tmpfs "$root"
 while [ "$1" != "--" ]; do
   d=$1; shift
@@ -55,7 +62,7 @@ while [ "$1" != "--" ]; do
 done
 shift
 mkdir "$root/work"
-mount -t tmpfs -o "size=$disk,mode=0700,uid=$uid,gid=$uid,nosuid,nodev,noexec" tmpfs "$root/work"
+mount -t tmpfs -o "size=$disk,nr_inodes=$inodes,mode=0700,uid=$uid,gid=$uid,nosuid,nodev,noexec" tmpfs "$root/work"
 mount -o remount,bind,ro "$root"
 exec chroot "$root" "$@"
 """
@@ -108,19 +115,28 @@ the chain ends here (exit 125) instead of running unwatched. No window is left: 
 that dies later sends the signal."""
 
 
-def ns_argv(*, user_namespace: bool, disk_mb: int, inner: list[str], parent: int | None = None) -> list[str]:
+def work_inodes(disk_mb: int) -> int:
+    """Files and folders the program's tmpfs holds: 16 per MiB, at least 64 (an empty file
+    costs the kernel about 1 KiB that the size cap does not count)."""
+    return max(64, disk_mb * 16)
+
+
+def ns_argv(*, user_namespace: bool, disk_mb: int, inner: list[str], parent: int | None = None,
+            uid: int | None = None) -> list[str]:
     """The command that runs ``inner`` (argv inside the new root) in fresh namespaces, for a
-    trainer of pid ``parent`` (this process by default) to start."""
-    uid = 0 if user_namespace else NOBODY
+    trainer of pid ``parent`` (this process by default) to start, as ``uid`` (``nobody`` by
+    default; always the trainer's own in a user namespace)."""
+    uid = 0 if user_namespace else (NOBODY if uid is None else uid)
     parent = os.getpid() if parent is None else parent
     outer = ["setpriv", "--pdeathsig", "KILL", "sh", "-c", PARENT_CHECK, "sh", str(parent),
              "unshare", "--pid", "--fork", "--kill-child", "--mount", "--net", "--ipc", "--uts"]
     if user_namespace:
         outer += ["--user", "--map-root-user"]
-    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+    groups = "--keep-groups" if user_namespace else "--clear-groups"
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", groups, "--inh-caps=-all",
             "--bounding-set=-all", "--no-new-privs", "--pdeathsig", "KILL", "--"]
-    return [*outer, "sh", "-c", NS_SETUP, "sh", MOUNT_POINT, f"{disk_mb}m", str(uid),
-            *bind_sources(), "--", *drop, *inner]
+    return [*outer, "sh", "-c", NS_SETUP, "sh", MOUNT_POINT, f"{disk_mb}m", str(work_inodes(disk_mb)),
+            str(uid), *bind_sources(), "--", *drop, *inner]
 
 
 def _probe(user_namespace: bool) -> str:

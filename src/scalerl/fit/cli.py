@@ -27,8 +27,9 @@ from scalerl.fit.compare import (
 )
 from scalerl.fit.demo import demo_command
 from scalerl.fit.errors import CurveError, CurveWarning
-from scalerl.fit.io import Curve, load_runs
+from scalerl.fit.io import Curve, expand_paths, load_runs
 from scalerl.fit.options import FitOptions
+from scalerl.fit.outputs import check_outputs
 from scalerl.fit.resample import PooledFit, pooled_fit
 
 
@@ -199,6 +200,22 @@ def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
     return run
 
 
+def _check_outputs(args: argparse.Namespace, outputs: dict[str, Path | None]) -> None:
+    """Refuse, before anything is read or written, an output that is an input (a TensorBoard
+    folder's event files included) or that another output also writes."""
+    given = expand_paths(args.runs)
+    inside = [f for p in given if p.is_dir() for f in p.iterdir()]
+    check_outputs([*given, *inside], outputs)
+
+
+def _markdown_figures(markdown: Path | None) -> dict[str, Path | None]:
+    """The PNGs ``report.write_markdown`` puts beside a comparison's Markdown file."""
+    if markdown is None:
+        return {}
+    return {f"--markdown's {name.removesuffix('.png')} figure": markdown.parent / f"{markdown.stem}_{name}"
+            for name in ("compare.png", "efficiency.png")}  # report.comparison_figures' names
+
+
 def _load(args: argparse.Namespace) -> list[Curve]:
     return load_runs(args.runs, x=args.x, y=args.y, step_to_compute=args.step_to_compute)
 
@@ -321,6 +338,7 @@ def fit_command(args: argparse.Namespace) -> int:
     options = options_from(args)  # bad flags fail before anything is read or printed
     if args.pool and args.fit_frac < 1.0:
         raise CurveError("--pool fits whole runs; use it without --fit-frac.")
+    _check_outputs(args, {"--json": args.json, "--plot": args.plot, "--html": args.html})
     curves = _load(args)
     if args.max_compute is not None:
         curves = [_cut(c, args.max_compute) for c in curves]
@@ -384,6 +402,8 @@ def compare_command(args: argparse.Namespace) -> int:
     """``scalerl compare``: table, verdict, and the figure / HTML / Markdown / JSON."""
     options = options_from(args)  # bad flags fail before anything is read or printed
     _check_fraction(args.fit_frac, "--fit-frac", allow_one=False)
+    outputs = {"--html": args.html, "--markdown": args.markdown, "--plot": args.plot, "--json": args.json}
+    _check_outputs(args, outputs | _markdown_figures(args.markdown))
     curves = _load(args)
     console = report.console()
     _columns(console, curves)

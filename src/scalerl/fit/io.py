@@ -27,7 +27,10 @@ Column choice (``x`` compute, ``y`` reward), matched exactly, then case-insensit
 
 Every problem raises :class:`~scalerl.fit.errors.CurveError` with one sentence naming the
 file and the field or line, unreadable files included (binary or not UTF-8, a symbolic link
-loop, a CSV cell over ``csv.field_size_limit()``, JSON nested past the parser's depth). Checks done here need the line: unparsable or NaN/inf values,
+loop, a CSV cell over ``csv.field_size_limit()``, JSON nested past the parser's depth), and
+so is a CSV that would lose data silently: a column named twice in the header, or a row
+that does not split into the header's columns (another delimiter, extra cells). Checks done
+here need the line: unparsable or NaN/inf values,
 negative or non-increasing compute, reward outside [0, 1]. Point-count and flat-curve
 checks belong to the fitter (``fit_sigmoid``); callers prefix its message with
 :attr:`Curve.source`.
@@ -260,7 +263,8 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
         start += 1
     if start == len(lines):
         raise CurveError(f"{path} is empty.")
-    reader = csv.reader(lines[start:], delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    reader = csv.reader(lines[start:], delimiter=delimiter)
     try:
         header = [h.strip() for h in next(reader)]
         rows = [(start + 1 + i + 1, row) for i, row in enumerate(reader) if any(c.strip() for c in row)]
@@ -268,7 +272,40 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
         raise CurveError(f"{path} line {start + reader.line_num} is not a table row ({err}).") from None
     if not rows:
         raise CurveError(f"{path} has a header but no data rows.")
+    _unique_header(path, header)
+    _rows_fit_header(path, header, rows, delimiter)
     return header, rows
+
+
+def _unique_header(path: Path, header: Sequence[str]) -> None:
+    """Two columns of one name: which one holds the curve is a guess, so it is an error."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(header):
+        if name and name in first:
+            raise CurveError(
+                f"{path}: the header names the column '{name}' twice (columns {first[name] + 1} "
+                f"and {i + 1}); rename one so that it is clear which to read."
+            )
+        first.setdefault(name, i)
+
+
+def _rows_fit_header(path: Path, header: Sequence[str], rows, delimiter: str) -> None:
+    """Every row must split into the header's columns: a row written with another delimiter
+    (``;`` among ``,`` rows) is one cell whose reward looks empty, so it would be dropped
+    silently as a sparse row. Trailing empty cells (a trailing comma) are allowed, and so is
+    a row that stops before the header's unnamed trailing columns."""
+    named = max((i + 1 for i, h in enumerate(header) if h), default=0)
+    for line, row in rows:
+        extra = row[len(header):]
+        if len(row) >= named and not any(c.strip() for c in extra):
+            continue
+        text = delimiter.join(row)
+        other = next((d for d in (";", "\t", ",", "|") if d != delimiter and d in text), None)
+        seems = f"; the row seems split on {other!r}" if other else ""
+        raise CurveError(
+            f"{path} line {line} has {len(row)} cell(s), but the header has {named} columns split on "
+            f"{delimiter!r}{seems} (every row must use the header's delimiter and columns)."
+        )
 
 
 def _cell(row: list[str], index: int) -> str:

@@ -5,19 +5,22 @@ x tag is joined to the reward tag by step (linear interpolation in step where th
 logged at other steps). TensorBoard's own reader does the parsing, imported lazily.
 
 A file whose last record is cut short (a run killed mid-write, a partial copy) is read up
-to its last whole record, with a :class:`~scalerl.fit.errors.CurveWarning` that says so
-(the CLI prints it as one line on stderr); TensorBoard's reader would skip the torn tail
-silently.
+to its last whole record, and a file with corrupt records mid-file (a flipped byte, a
+broken length field) is read around them (:mod:`scalerl.fit.tfrecord` resyncs on the next
+whole record), each with a :class:`~scalerl.fit.errors.CurveWarning` naming the file, the
+byte and the record (the CLI prints it as one line on stderr); TensorBoard's reader would
+stop at the first bad record silently, losing every point after it.
 """
 
 from __future__ import annotations
 
-import struct
+import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from scalerl.fit import tfrecord
 from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.io import Curve, _build, _choose
 
@@ -43,42 +46,69 @@ def _tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def torn_tail(path: Path) -> tuple[int, int]:
-    """``(whole records, bytes after them)`` of a TFRecord file, by its framing alone: each
-    record is a little-endian u64 length, a u32 CRC, the data and another u32 CRC."""
-    size, offset, records = path.stat().st_size, 0, 0
-    with path.open("rb") as handle:
-        while offset + 12 <= size:
-            handle.seek(offset)
-            (length,) = struct.unpack("<Q", handle.read(8))
-            if offset + 16 + length > size:
-                break
-            offset += 16 + length
-            records += 1
-    return records, size - offset
+    """``(whole records, bytes after the last one)`` of a TFRecord file, by its framing."""
+    framing = tfrecord.scan(path.read_bytes())
+    return len(framing.records), framing.tail
 
 
-def _warn_if_torn(path: Path) -> None:
-    records, torn = torn_tail(path)
-    if torn:
+def _damage_warnings(path: Path, framing: tfrecord.Framing, size: int) -> None:
+    """One warning per kind of loss, naming the file, the byte and the record."""
+    if framing.damage:
+        first, skipped = framing.damage[0], sum(d.skipped for d in framing.damage)
         warnings.warn(
-            f"{path}: the last {torn} bytes are a record cut short (the file is truncated, or still "
-            f"being written); read the {records} whole records before them.",
+            f"{path}: {len(framing.damage)} corrupt stretch(es) fail the CRC check, the first at byte "
+            f"{first.offset} where record {first.record} starts; skipped {skipped} bytes in all (at least "
+            f"{len(framing.damage)} record(s) lost) and read the {len(framing.records)} whole records "
+            "around them.",
             CurveWarning,
-            stacklevel=2,
+            stacklevel=3,
+        )
+    if framing.torn:
+        warnings.warn(
+            f"{path}: the last {framing.tail} bytes are a record cut short (the file is truncated, or still "
+            f"being written); read the {len(framing.records)} whole records before them.",
+            CurveWarning,
+            stacklevel=3,
+        )
+    elif framing.tail:
+        record = len(framing.records) + len(framing.damage) + 1
+        warnings.warn(
+            f"{path}: record {record} at byte {size - framing.tail} is corrupt and no whole record follows "
+            f"it; stopped there, so the last {framing.tail} bytes were not read.",
+            CurveWarning,
+            stacklevel=3,
         )
 
 
 def _tb_file_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """tag -> (steps, values) of one event file (TF1 simple_value and TF2 tensor form)."""
+    """tag -> (steps, values) of one event file, its damage warned about (see
+    :mod:`scalerl.fit.tfrecord`). TensorBoard's reader stops at the first bad record, so a
+    damaged file is read as a copy of its whole records, in a temporary folder."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise CurveError(f"{path} cannot be read ({err.strerror or err}).") from None
+    framing = tfrecord.scan(data)
+    _damage_warnings(path, framing, len(data))
+    if not framing.damage:
+        return _read_events(path, path)
+    with tempfile.TemporaryDirectory(prefix="scalerl-tb-") as folder:
+        whole = Path(folder) / path.name  # the name keeps "tfevents": the reader needs it
+        whole.write_bytes(b"".join(data[offset : offset + size] for offset, size in framing.records))
+        return _read_events(whole, path)
+
+
+def _read_events(file: Path, path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """tag -> (steps, values) of ``file`` (TF1 simple_value and TF2 tensor form); messages
+    name ``path``, the file the user gave."""
     from tensorboard.backend.event_processing import event_accumulator as ea
     from tensorboard.util import tensor_util
 
-    acc = ea.EventAccumulator(str(path), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
+    acc = ea.EventAccumulator(str(file), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
     try:
         acc.Reload()
     except Exception as err:  # the library raises assorted errors on corrupt files
         raise CurveError(f"{path} is not a readable TensorBoard event file ({err}).") from None
-    _warn_if_torn(path)
     tags = acc.Tags()
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for tag in tags.get("scalars", []):
