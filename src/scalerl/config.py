@@ -6,7 +6,10 @@ so a leave-one-out variant is a few lines that revert one axis. ``--set key.sub=
 overrides are parsed as YAML scalars (so ``1e-5`` is a float and ``null`` is None) and
 merged last (the layering lives in ``scalerl.config_layers``). The merged mapping is validated by pydantic v2 with ``extra="forbid"`` and
 frozen models, so an unknown or mistyped key is an error that names the key and the file
-(or ``--set``) it came from; ``ConfigError`` carries that one sentence.
+(or ``--set``) it came from; ``ConfigError`` carries that one sentence. A whole-config check
+names the layers that set the fields it is about (``scalerl.config_errors``), and the YAML
+itself is read with bounds on aliases and nesting, without repeated keys or non-plain tags
+(``scalerl.config_yaml``), so a hostile recipe is a sentence too, not a memory blow-up.
 
 The ``loss`` section lives in ``scalerl.config_loss``: each loss and each mismatch correction
 keeps its own hyperparameter names there.
