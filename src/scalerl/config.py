@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, Strict, ValidationError, model_validator
+from pydantic import Field, Strict, ValidationError, field_validator, model_validator
 
 from scalerl.config_base import Frozen as _Frozen
 from scalerl.config_errors import explain
@@ -68,6 +68,22 @@ class ModelConfig(_Frozen):
     """Dtype of the model body (the LM head follows ``fp32_head_*``). ``bfloat16``: the
     learner trains bf16 weights. ``float16`` (CUDA only): generators run fp16, the learner
     keeps float32 master weights under fp16 autocast with dynamic loss scaling."""
+    chat_template: str = "auto"
+    """How prompts are rendered (``scalerl.models.chat``): ``auto`` applies the tokenizer's
+    chat template whenever it has one (plain text otherwise), ``none`` never does, and a
+    ``PATH.jinja`` file replaces the tokenizer's."""
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keywords passed to the chat template, e.g. ``{enable_thinking: false}``."""
+
+    @field_validator("chat_template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        if value in ("auto", "none"):
+            return value
+        path = Path(value).expanduser()
+        if path.suffix != ".jinja" or not path.is_file():
+            raise ValueError(f"{value!r} is neither auto, none, nor an existing .jinja file")
+        return str(path.resolve())
     fp32_head_trainer: bool = True
     """Compute the trainer's LM-head logits in FP32 (digest §2.4)."""
     fp32_head_generator: bool = True
@@ -78,18 +94,54 @@ class ModelConfig(_Frozen):
 
 class TaskConfig(_Frozen):
     name: str = "addition"
-    """Registered task name (``scalerl.data.tasks.get_task``)."""
+    """A built-in task (``addition``, ``multiplication``, ``math``, ``code``, ``dataset``: a
+    user's JSONL / parquet / ``datasets`` directory) or a user's task factory as
+    ``FILE.py:NAME`` / ``package.module:NAME``, loaded in every process that builds the task."""
     knobs: dict[str, Any] = Field(default_factory=lambda: {"min_digits": 1, "max_digits": 2})
     """Keyword arguments passed to the task constructor (difficulty, sizes, seed ...)."""
     reward: Literal["binary", "pm1"] = "pm1"
     """Reward form: {0, 1} or the paper's ±1 (digest §2.1); advantages are equal either way."""
+    reward_fn: str | None = None
+    """The user's reward ``FILE.py:NAME`` / ``package.module:NAME``, called as
+    ``NAME(completion, **fields) -> float | None`` with the record's columns and ``prompt``
+    (``scalerl.data.tasks.user_reward``); replaces the task's own reward."""
+    system_prompt: str | None = None
+    """Put first as a system message (as text before the prompt without a chat template)."""
+
+    @field_validator("name")
+    @classmethod
+    def _absolute_plugin(cls, name: str) -> str:
+        from scalerl.plugins import canonical, is_spec
+
+        return canonical(name, "task.name") if is_spec(name) else name  # same file in every process
+
+    @field_validator("reward_fn")
+    @classmethod
+    def _reward_fn(cls, spec: str | None) -> str | None:
+        if spec is None:
+            return None
+        from scalerl.data.tasks.user_reward import load_reward_fn
+        from scalerl.plugins import canonical
+
+        spec = canonical(spec, "task.reward_fn")
+        load_reward_fn(spec)  # a missing file or name, or no `completion` parameter: refused now
+        return spec
 
     @model_validator(mode="after")
     def _known_task(self) -> TaskConfig:
         from scalerl.data.tasks.registry import check_task  # light: tasks import lazily
 
         check_task(self.name, self.knobs)
+        if self.reward_fn is None and self.name == "dataset":
+            raise ValueError("task 'dataset' is scored by your own function: set task.reward_fn "
+                             "to FILE.py:NAME or package.module:NAME")
         return self
+
+    def spec(self, knobs: dict[str, Any] | None = None):
+        """The picklable :class:`~scalerl.data.tasks.spec.TaskSpec` every process builds from."""
+        from scalerl.data.tasks.spec import TaskSpec
+
+        return TaskSpec(self.name, dict(self.knobs if knobs is None else knobs), self.reward_fn)
 
 
 # ---------------------------------------------------------------------------- rollout

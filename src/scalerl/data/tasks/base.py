@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 THINK_CLOSE = "</think>"
 
@@ -24,6 +24,34 @@ class Example:
     problem: str
     answer: str
     meta: Mapping = field(default_factory=dict)
+
+
+Prompt = str | list[dict]
+"""A task's prompt: plain text, or chat messages ``[{"role": ..., "content": ...}, ...]``
+(rendered with the model's chat template, ``scalerl.models.chat``)."""
+
+
+class PromptError(ValueError):
+    """A prompt that is neither a string nor a list of chat messages, in one sentence."""
+
+
+def check_prompt(prompt: Any, where: str) -> Prompt:
+    """``prompt`` if it is a string or a list of ``{role: str, content: str}`` messages, else
+    :class:`PromptError` naming ``where`` (a file and line, or an example)."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in prompt):
+        return prompt
+    raise PromptError(f"{where}: the prompt is neither a string nor a non-empty list of "
+                      f"chat messages ({{'role': ..., 'content': ...}}), it is {_kind(prompt)}.")
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list whose items are not all {'role': str, 'content': str}" if value else "an empty list"
+    return f"a {type(value).__name__}"
 
 
 RewardFn = Callable[[str, Example], float]
@@ -41,7 +69,7 @@ class Task(Protocol):
 
     def validation(self) -> list[Example]: ...
 
-    def prompt(self, example: Example) -> str: ...
+    def prompt(self, example: Example) -> Prompt: ...
 
     def reward(self, completion_text: str, example: Example) -> float: ...
 

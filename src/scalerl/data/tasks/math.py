@@ -5,7 +5,8 @@ The reward follows digest §2.1: strip the think block (keep the text after the 
 (``parse`` + ``verify``), so ``1/2``, ``0.5`` and ``\\frac{1}{2}`` all count. The reward is
 in {0, 1}; pass ``reward_fn=plus_minus_one(math_reward)`` for the paper's ±1.
 
-Field names are configurable. The validation split is either a second file or a seeded
+Field names are configurable. The problem field holds a string (put into the prompt
+template) or a list of chat messages (given to the model's chat template as they are). The validation split is either a second file or a seeded
 held-out slice of the training file; problems whose text appears in validation are removed
 from training, so the splits never overlap.
 """
@@ -16,7 +17,7 @@ import threading
 from pathlib import Path
 
 from scalerl.data.tasks.base import Example, RewardFn, strip_thinking
-from scalerl.data.tasks.records import FileTask
+from scalerl.data.tasks.records import FileTask, prompt_field
 
 DEFAULT_PROMPT = (
     "Solve the problem. Think step by step inside <think> </think>, then write the final "
@@ -66,10 +67,11 @@ class MathTask(FileTask):
     ) -> None:
         fields = [problem_field, answer_field] + ([solution_field] if solution_field else [])
 
-        def to_example(i: int, rec: dict, file) -> Example:
-            meta = {"solution": str(rec[solution_field])} if solution_field else {}
-            return Example(id=i, problem=str(rec[problem_field]), answer=str(rec[answer_field]),
-                           meta=meta)
+        def to_example(i: int, rec: dict, where: str) -> Example:
+            problem, meta = prompt_field(rec, problem_field, where)
+            if solution_field:
+                meta["solution"] = str(rec[solution_field])
+            return Example(id=i, problem=problem, answer=str(rec[answer_field]), meta=meta)
 
         super().__init__(path, fields, to_example, validation_path=validation_path,
                          num_validation=num_validation, seed=seed, prompt_template=prompt_template)

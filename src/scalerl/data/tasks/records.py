@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.data.tasks.base import Example
+from scalerl.data.tasks.base import Example, Prompt, check_prompt
 
 
 def _check_fields(record: dict, fields: Sequence[str], where: str) -> None:
@@ -21,7 +21,7 @@ def _check_fields(record: dict, fields: Sequence[str], where: str) -> None:
             raise KeyError(f"{where}: missing field {f!r} (fields present: {sorted(record)})")
 
 
-def _read_jsonl(path: Path, fields: Sequence[str]) -> list[dict]:
+def _read_jsonl(path: Path, fields: Sequence[str]) -> list[tuple[str, dict]]:
     out = []
     with path.open() as fh:
         for n, line in enumerate(fh, 1):
@@ -31,8 +31,10 @@ def _read_jsonl(path: Path, fields: Sequence[str]) -> list[dict]:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            if not isinstance(rec, dict):
+                raise ValueError(f"{path}:{n}: a record must be a JSON object, not a {type(rec).__name__}")
             _check_fields(rec, fields, f"{path}:{n}")
-            out.append(rec)
+            out.append((f"{path}:{n}", rec))
     return out
 
 
@@ -47,6 +49,12 @@ def load_records(path: str | Path, fields: Sequence[str]) -> list[dict]:
 
     Every record must carry ``fields``; the error names the file (and line for JSONL).
     """
+    return [rec for _, rec in load_located(path, fields)]
+
+
+def load_located(path: str | Path, fields: Sequence[str]) -> list[tuple[str, dict]]:
+    """:func:`load_records`, each record with where it came from (``file:line`` for JSONL,
+    ``file: row N`` otherwise), for errors about one record's contents."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
@@ -59,18 +67,18 @@ def load_records(path: str | Path, fields: Sequence[str]) -> list[dict]:
                 raise KeyError(f"{path}: dataset has no 'train' split (splits: {sorted(ds)})")
             ds = ds["train"]
         _check_columns(ds.column_names, fields, str(path))
-        return ds.to_list()
-    if path.suffix == ".parquet":
+        rows = ds.to_list()
+    elif path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         table = pq.read_table(path)
         _check_columns(table.column_names, fields, str(path))
-        return table.to_pylist()
-    if path.suffix in (".jsonl", ".json"):
+        rows = table.to_pylist()
+    elif path.suffix in (".jsonl", ".json"):
         return _read_jsonl(path, fields)
-    raise ValueError(f"{path}: unsupported format; use .jsonl, .parquet or a datasets directory")
-
-
+    else:
+        raise ValueError(f"{path}: unsupported format; use .jsonl, .parquet or a datasets directory")
+    return [(f"{path}: row {i + 1}", rec) for i, rec in enumerate(rows)]
 
 
 def split_train_validation(
@@ -101,7 +109,8 @@ def split_train_validation(
 class FileTask:
     """The file-backed half of a task (math, code): examples, held-out split and prompt.
 
-    ``to_example(i, record, file)`` turns one record into an ``Example``; subclasses add
+    ``to_example(i, record, where)`` turns one record into an ``Example`` (``where`` is the
+    record's file and line, for errors); subclasses add
     ``reward`` and ``demonstration``.
     """
 
@@ -109,7 +118,7 @@ class FileTask:
         self,
         path: str | Path,
         fields: Sequence[str],
-        to_example: Callable[[int, dict, str | Path], Example],
+        to_example: Callable[[int, dict, str], Example],
         *,
         validation_path: str | Path | None,
         num_validation: int,
@@ -117,7 +126,7 @@ class FileTask:
         prompt_template: str,
     ) -> None:
         def read(file: str | Path) -> list[Example]:
-            return [to_example(i, rec, file) for i, rec in enumerate(load_records(file, fields))]
+            return [to_example(i, rec, where) for i, (where, rec) in enumerate(load_located(file, fields))]
 
         val = read(validation_path) if validation_path is not None else None
         self._train, self._validation = split_train_validation(
@@ -131,5 +140,19 @@ class FileTask:
     def validation(self) -> list[Example]:
         return self._validation
 
-    def prompt(self, example: Example) -> str:
+    def prompt(self, example: Example) -> Prompt:
+        """The problem in the task's template, or a record's chat messages as they are."""
+        messages = example.meta.get("messages")
+        if messages is not None:
+            return [dict(m) for m in messages]
         return self.prompt_template.format(problem=example.problem)
+
+
+def prompt_field(record: dict, name: str, where: str) -> tuple[str, dict]:
+    """``(problem, meta)`` of a record's prompt field: a string is the problem itself; a list
+    of chat messages rides in ``meta["messages"]``, and its JSON text is the problem (what
+    the validation split compares and the log shows); anything else is one sentence."""
+    value = check_prompt(record[name], f"{where}: field {name!r}")
+    if isinstance(value, str):
+        return value, {}
+    return json.dumps(value, ensure_ascii=False), {"messages": tuple(dict(m) for m in value)}

@@ -1,5 +1,7 @@
-"""``get_task(name, **knobs)``: build a task by name; ``register_task`` adds a user's own;
-``check_task`` checks a name and its knobs without building anything."""
+"""``get_task(name, **knobs)``: build a task by name; ``register_task`` adds a user's own in
+this process, and a ``FILE.py:NAME`` or ``package.module:NAME`` name loads a user's factory in
+every process that builds the task; ``check_task`` checks a name and its knobs without
+building anything."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scalerl.data.tasks.base import Task
+from scalerl.plugins import PluginError, is_spec, load
 
 _FACTORIES: dict[str, Callable[..., Task]] = {}
 
@@ -35,10 +38,25 @@ def _builtin(name: str) -> Callable[..., Task] | None:
         from scalerl.data.tasks.code import CodeTask
 
         return CodeTask
+    if name == "dataset":
+        from scalerl.data.tasks.dataset import DatasetTask
+
+        return DatasetTask
     return None
 
 
-BUILTIN_TASKS = ("addition", "multiplication", "math", "code")
+BUILTIN_TASKS = ("addition", "multiplication", "math", "code", "dataset")
+
+
+def _factory(name: str) -> Callable[..., Task] | None:
+    """A registered or built-in task, or a user's ``FILE.py:NAME`` / ``package.module:NAME``
+    factory, loaded in whichever process asks (``scalerl.plugins``)."""
+    factory = _FACTORIES.get(name) or _builtin(name)
+    if factory is None and is_spec(name):
+        factory = load(name, "task.name")
+        if not callable(factory):
+            raise PluginError(f"task.name {name!r} is a {type(factory).__name__}, not a task factory")
+    return factory
 
 
 def task_names() -> list[str]:
@@ -47,7 +65,7 @@ def task_names() -> list[str]:
 
 def get_task(name: str, **knobs) -> Task:
     """The task called ``name``, built with ``knobs`` (e.g. ``max_digits=4, seed=1``)."""
-    factory = _FACTORIES.get(name) or _builtin(name)
+    factory = _factory(name)
     if factory is None:
         raise ValueError(f"unknown task {name!r}; choose one of {task_names()}")
     return factory(**knobs)
@@ -56,9 +74,10 @@ def get_task(name: str, **knobs) -> Task:
 def check_task(name: str, knobs: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` (one sentence) when ``name`` is no task or ``knobs`` do not fit
     its constructor (an unknown knob, a required one missing); builds nothing."""
-    factory = _FACTORIES.get(name) or _builtin(name)
+    factory = _factory(name)
     if factory is None:
-        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(task_names())}")
+        raise ValueError(f"unknown task {name!r}; choose one of {', '.join(task_names())}, "
+                         "or name your own as FILE.py:NAME or package.module:NAME")
     try:
         params = list(inspect.signature(factory).parameters.values())
     except (TypeError, ValueError):  # a callable without a signature: nothing to check

@@ -1,0 +1,68 @@
+"""A user's reward function (``task.reward_fn: FILE.py:NAME | package.module:NAME``).
+
+It is called as ``NAME(completion: str, **fields) -> float | None`` with the example's fields
+(``scalerl.data.tasks.dataset.reward_fields``: a dataset record's columns, or a built-in
+task's answer and metadata) and ``prompt``. It replaces the task's own reward; everything
+else about the task (data, prompts, validation) stays.
+
+- ``None`` means "cannot be scored": the sample is counted in ``reward_none`` and left out
+  of the loss and of its group's statistics (``pipeline.batch``).
+- An exception inside the function is caught per sample: the sample scores 0, is counted
+  in ``reward_errors``, and the first traceback of each process is printed once (a policy
+  that found the input that breaks the function will find it again and again).
+- A result that is not a finite real number is an error of the same kind.
+
+The function is loaded from its spec in every process that scores (generators, local and
+Ray alike, and the learner's evaluation), so nothing about it has to be picklable.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import traceback
+from numbers import Real
+
+from scalerl.data.tasks.base import Example
+from scalerl.data.tasks.dataset import reward_fields
+from scalerl.plugins import check_parameter, load
+
+
+def load_reward_fn(spec: str):
+    """The function named by ``spec``, checked to take a ``completion`` argument
+    (``PluginError``, one sentence, otherwise)."""
+    fn = load(spec, "task.reward_fn")
+    check_parameter(fn, "completion", spec, "task.reward_fn")
+    return fn
+
+
+class UserRewardTask:
+    """``task`` with its reward replaced by the user's function; counts what it could not score."""
+
+    def __init__(self, task, fn, spec: str) -> None:
+        self._task, self._fn, self.spec = task, fn, spec
+        self.reward_errors = 0
+        """Samples whose reward function raised or returned a non-number (scored 0)."""
+        self.reward_none = 0
+        """Samples the function declined to score (``None``): left out of the loss."""
+
+    def __getattr__(self, name: str):  # data, prompts and validation are the task's own
+        return getattr(self._task, name)
+
+    def reward(self, completion_text: str, example: Example) -> float:
+        """The user's reward as a float; NaN for "cannot be scored" (``None``)."""
+        try:
+            value = self._fn(completion=completion_text, **reward_fields(self._task, example))
+            if value is None:
+                self.reward_none += 1
+                return math.nan
+            if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+                raise TypeError(f"it returned {value!r}, not a finite number or None")
+            return float(value)
+        except Exception:  # noqa: BLE001 - the user's code: any failure is this sample's 0
+            self.reward_errors += 1
+            if self.reward_errors == 1:
+                print(f"task.reward_fn {self.spec} failed on a sample, which scores 0 (counted in "
+                      f"reward_errors; only this first failure is shown):\n{traceback.format_exc()}",
+                      file=sys.stderr, flush=True)
+            return 0.0

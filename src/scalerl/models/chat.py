@@ -1,0 +1,99 @@
+"""Prompts as the model was trained to read them: the tokenizer's chat template, or plain text.
+
+A task's prompt is either a string or a list of chat messages (``{"role", "content"}``).
+:class:`PromptRenderer` turns it into the exact text and token ids a generator is given:
+
+- with a chat template (``model.chat_template: auto`` and a tokenizer that has one, or a
+  ``.jinja`` file): a string becomes one user message, ``task.system_prompt`` is put first as
+  a system message, and the template is applied with the generation prompt (the assistant
+  turn's opening markers) and ``model.chat_template_kwargs`` (e.g. ``enable_thinking``). The
+  text is then encoded with ``add_special_tokens=False``: the template already holds every
+  special token it wants, and encoding it again would put a second BOS in front;
+- without one (``none``, or ``auto`` on a tokenizer without a template, such as the built-in
+  task tokenizer): the string is encoded as it always was, ``tokenizer.encode(prompt)``, after
+  ``system_prompt`` and a blank line when one is set. Message prompts need a template.
+
+The ids are computed once per prompt and cached: the learner later scores exactly these ids
+and the sampled ones, and nothing is ever re-tokenised from text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scalerl.data.tasks.base import Prompt
+
+
+class ChatTemplateError(ValueError):
+    """A prompt or template the renderer cannot use, in one sentence."""
+
+
+@dataclass(frozen=True)
+class ChatFormat:
+    """How prompts are rendered (picklable: generators build their renderer from it)."""
+
+    template: str = "auto"
+    """``auto`` (the tokenizer's template when it has one), ``none``, or a ``.jinja`` path."""
+    system_prompt: str | None = None
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def template_text(fmt: ChatFormat, tokenizer) -> str | None:
+    """The Jinja template ``fmt`` renders with, or None for plain text."""
+    if fmt.template == "none":
+        return None
+    if fmt.template == "auto":
+        return getattr(tokenizer, "chat_template", None) or None
+    path = Path(fmt.template)
+    if not path.is_file():
+        raise ChatTemplateError(f"model.chat_template: the file {path} does not exist.")
+    return path.read_text(encoding="utf-8")
+
+
+class PromptRenderer:
+    """Task prompts -> (rendered text, token ids), once per distinct prompt."""
+
+    def __init__(self, tokenizer, fmt: ChatFormat = ChatFormat()) -> None:
+        self.tokenizer, self.fmt = tokenizer, fmt
+        self.template = template_text(fmt, tokenizer)
+        self._cache: dict[Any, tuple[str, list[int]]] = {}
+
+    @property
+    def chat(self) -> bool:
+        return self.template is not None
+
+    def text(self, prompt: Prompt) -> str:
+        """The exact text the model is given for ``prompt``."""
+        return self.render(prompt)[0]
+
+    def ids(self, prompt: Prompt) -> list[int]:
+        """The token ids the model is given for ``prompt`` (a fresh list: callers may keep it)."""
+        return list(self.render(prompt)[1])
+
+    def render(self, prompt: Prompt) -> tuple[str, list[int]]:
+        key = prompt if isinstance(prompt, str) else tuple((m["role"], m["content"]) for m in prompt)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._render(prompt)
+        return hit
+
+    def _render(self, prompt: Prompt) -> tuple[str, list[int]]:
+        system = self.fmt.system_prompt
+        if not self.chat:
+            if not isinstance(prompt, str):
+                raise ChatTemplateError(
+                    "chat-message prompts need a chat template, and the tokenizer has none "
+                    f"(model.chat_template: {self.fmt.template}); set model.chat_template to a "
+                    ".jinja file, or give the prompts as strings.")
+            text = f"{system}\n\n{prompt}" if system else prompt
+            return text, self.tokenizer.encode(text)
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        if system and messages[0]["role"] != "system":
+            messages = [{"role": "system", "content": system}, *messages]
+        text = self.tokenizer.apply_chat_template(
+            messages, chat_template=self.template, tokenize=False, add_generation_prompt=True,
+            **dict(self.fmt.kwargs))
+        return text, self.tokenizer.encode(text, add_special_tokens=False)
