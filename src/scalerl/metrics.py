@@ -14,9 +14,12 @@ atomically without the records past the checkpoint's step, so steps stay contigu
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,22 +81,45 @@ def truncate_after(path: Path, step: int) -> None:
 
 
 class TensorBoardSink:
-    """Scalars under ``RUN_DIR/tb``; ``purge_step`` drops events a resumed run rewrites."""
+    """Scalars under ``RUN_DIR/tb``: one event per record, written on the caller's thread.
+
+    torch's ``SummaryWriter`` writes from a thread of its own: on a full disk that thread
+    died with a 30-line ``OSError`` traceback before the run's own one-sentence error. Here
+    a failed write raises in the run like any other (``scalerl train`` says ENOSPC in one
+    sentence). A resumed run's first event is a ``SessionLog.START`` at ``start_step + 1``,
+    so TensorBoard drops the events of the steps it writes again (as ``purge_step`` did).
+    """
+
+    _serial = itertools.count()  # two sinks opened in one second by one process get two files
 
     def __init__(self, directory: Path, start_step: int) -> None:
-        from torch.utils.tensorboard import SummaryWriter
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+        from tensorboard.summary.writer.record_writer import RecordWriter
 
-        self.writer = SummaryWriter(str(directory), purge_step=start_step + 1 if start_step else None)
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{next(self._serial)}"
+        self._file = open(directory / name, "wb")  # noqa: SIM115 - closed by close()
+        self._records = RecordWriter(self._file)
+        self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
+        if start_step:
+            self._write(Event(wall_time=time.time(), step=start_step + 1,
+                              session_log=SessionLog(status=SessionLog.START)))
 
     def write(self, record: dict[str, Any]) -> None:
-        step = int(record["step"])
-        for key, value in record.items():
-            if key != "step" and isinstance(value, int | float) and not isinstance(value, bool):
-                self.writer.add_scalar(key, value, step)
-        self.writer.flush()
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        values = [Summary.Value(tag=key, simple_value=float(value)) for key, value in record.items()
+                  if key != "step" and isinstance(value, int | float) and not isinstance(value, bool)]
+        self._write(Event(wall_time=time.time(), step=int(record["step"]), summary=Summary(value=values)))
+
+    def _write(self, event) -> None:
+        self._records.write(event.SerializeToString())
+        self._records.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        self._file.close()
 
 
 class WandbSink:
@@ -172,5 +198,13 @@ class MetricsLogger:
             sink.write(record)
 
     def close(self) -> None:
+        """Close every sink, then raise the first failure (a full disk): one sink's error must
+        not leave the next open (a progress bar would keep redrawing)."""
+        failure = None
         for sink in self.sinks:
-            sink.close()
+            try:
+                sink.close()
+            except Exception as err:  # noqa: BLE001 - re-raised below, once all are closed
+                failure = failure or err
+        if failure is not None:
+            raise failure

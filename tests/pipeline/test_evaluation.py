@@ -147,26 +147,3 @@ def test_a_run_evaluating_on_the_generator_logs_what_an_inline_one_does(warm_mod
 def test_eval_on_generator_needs_the_local_backend():
     with pytest.raises(ConfigError, match="eval.on=generator needs pipeline.backend=local"):
         load_config("scalerl", ["eval.on=generator", "pipeline.backend=inprocess"])
-
-
-def test_a_periodic_checkpoint_is_written_only_once_the_log_reaches_its_step(tmp_path):
-    from scalerl.checkpoint import load_checkpoint
-    from scalerl.pipeline.run import DeferredCheckpoints
-
-    meter, late = ComputeMeter(2, n_params=1), _Late()
-    records, checkpoints = OrderedRecords(late, meter), DeferredCheckpoints(tmp_path)
-    records.add(_record(meter, 2), evaluate=True)
-    state = {"weights": torch.ones(3)}
-    checkpoints.take(state, {"step": 2})
-    state["weights"] += 1  # training goes on: the copy taken at step 2 must not follow
-    checkpoints.flush(records)
-    assert not (tmp_path / "checkpoint").exists()  # step 2's evaluation is still out
-    late.deliver(2, 0.5, 1)
-    assert [r["step"] for r in records.ready()] == [2]
-    checkpoints.flush(records)
-    saved, meta = load_checkpoint(tmp_path, lambda *_: None)
-    assert meta["step"] == 2 and torch.equal(saved["weights"], torch.ones(3))
-    checkpoints.take({"weights": torch.zeros(1)}, {"step": 4})
-    checkpoints.write({"weights": torch.full((1,), 5.0)}, {"step": 5})  # supersedes the pending one
-    checkpoints.flush(records)
-    assert load_checkpoint(tmp_path, lambda *_: None)[1]["step"] == 5

@@ -9,12 +9,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
 from conftest import run_overrides
 
 from scalerl.checkpoint import load_checkpoint
-from scalerl.metrics import read_records
+from scalerl.compute import ComputeMeter
+from scalerl.metrics import JsonlSink, read_records, truncate_after
+from scalerl.pipeline.evaluation import OrderedRecords
+from scalerl.pipeline.run import checkpoint
+from scalerl.types import EvalResult
 
 STEPS = 16
 
@@ -135,3 +141,80 @@ def test_a_truncated_newest_checkpoint_resumes_from_the_older_one(nano_dir, tmp_
     assert any("checkpoint/state.pt does not load" in s and "at step 2 instead" in s for s in said), said
     assert [r["step"] for r in read_records(tmp_path / "metrics.jsonl")] == list(range(7))
     assert load_checkpoint(tmp_path)[1]["step"] == 6
+
+
+class _LaggingEvaluation:
+    """Evaluations on a 'generator' that come back when the test delivers them; each submit
+    returns the weight snapshot it evaluates, as ``GeneratorEvaluation`` does."""
+
+    def __init__(self) -> None:
+        self.submitted, self.out = {}, []
+
+    def submit(self, step, version, model):
+        weights = torch.full((2,), float(step))
+        self.resubmit(step, version, weights)
+        return weights
+
+    def resubmit(self, step, version, weights):
+        self.submitted[step] = weights
+
+    def results(self, timeout=0.0):
+        out, self.out = self.out, []
+        return out
+
+    def deliver(self, step):
+        weights = self.submitted.pop(step)
+        self.out.append(EvalResult(step, step, {"val_pass_rate": float(weights[0]) / 100}, 10, 0.1, 1))
+
+
+def _roles(step: int):
+    """Stand-ins for the learner, prompt pool and scheduler: ``checkpoint`` only reads their state."""
+    state = lambda: {"step": step}  # noqa: E731
+    return (SimpleNamespace(state_dict=state, version=step), SimpleNamespace(state_dict=state),
+            SimpleNamespace(state_dict=state))
+
+
+def _drive(run: Path, records: OrderedRecords, evaluation, meter, steps: range, lag: int, sink) -> None:
+    """The run loop's bookkeeping: a record per step, an evaluation every 6 steps that comes
+    back ``lag`` steps later, released records logged, a checkpoint every 3 steps."""
+    for step in steps:
+        records.add({"step": step, **meter.snapshot()}, evaluate=step % 6 == 0, version=step)
+        for done in [s for s in evaluation.submitted if s <= step - lag]:
+            evaluation.deliver(done)
+        for record in records.ready():
+            sink.write(record)
+        if step % 3 == 0:
+            checkpoint(run, "test", step, *_roles(step), meter, records)
+
+
+def test_checkpoints_keep_pace_while_evaluations_lag_and_resume_logs_each_step_once(tmp_path):
+    """Evaluations lag 8 steps, checkpoints are due every 3: every checkpoint is written at its
+    step (it used to wait for the log and stay at step 3 while the log reached 36), and a
+    crash after step 35 resumes from step 33 with every step logged once, evaluations redone."""
+    meter, evaluation = ComputeMeter(2, n_params=1), _LaggingEvaluation()
+    records, sink = OrderedRecords(evaluation, meter), JsonlSink(tmp_path / "metrics.jsonl")
+    for upto in range(3, 36, 3):
+        _drive(tmp_path, records, evaluation, meter, range(upto - 2 if upto > 3 else 0, upto + 1), 8, sink)
+        assert load_checkpoint(tmp_path)[1]["step"] == upto  # never starved by the lag
+    _drive(tmp_path, records, evaluation, meter, range(34, 36), 8, sink)  # then a kill -9
+    sink.close()
+    state, meta = load_checkpoint(tmp_path)
+    assert meta["step"] == 33 and meta["logged_through"] == 29  # step 30's evaluation is out
+    assert _last_step(tmp_path) == 29
+
+    truncate_after(tmp_path / "metrics.jsonl", meta["logged_through"])
+    meter, evaluation = ComputeMeter(2, n_params=1), _LaggingEvaluation()
+    meter.load_state_dict(state["compute"])
+    records, sink = OrderedRecords(evaluation, meter), JsonlSink(tmp_path / "metrics.jsonl")
+    records.load_state_dict(state["records"])
+    assert list(evaluation.submitted) == [30] and torch.equal(evaluation.submitted[30], torch.full((2,), 30.0))
+    _drive(tmp_path, records, evaluation, meter, range(34, 49), 8, sink)
+    for step in list(evaluation.submitted):
+        evaluation.deliver(step)
+    for record in records.ready():
+        sink.write(record)
+    sink.close()
+    logged = read_records(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in logged] == list(range(49))
+    assert [r["step"] for r in logged if "val_pass_rate" in r] == list(range(0, 49, 6))
+    assert all(r["val_pass_rate"] == r["step"] / 100 for r in logged if "val_pass_rate" in r)

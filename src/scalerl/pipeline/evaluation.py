@@ -13,9 +13,16 @@ one) is in, then releases the records in step order, so ``metrics.jsonl``, the l
 forecast and the sinks see every step in order, each evaluation on its own step. A
 record's compute snapshot is taken when its step ends (before its evaluation, on either
 path), and the evaluation's tokens are added to it and to every record after it. The last
-step waits for every outstanding evaluation; a periodic checkpoint is copied at its step and
-written once the log has reached it (``pipeline.run.DeferredCheckpoints``), so the log and
-the checkpoint agree on resume and the learner does not wait.
+step waits for every outstanding evaluation.
+
+Checkpoints carry the backlog (:meth:`OrderedRecords.state_dict`): the held records and, for
+each evaluation still out, the weights it evaluates (the snapshot a generator was sent
+anyway). A checkpoint is therefore written at its step however far the evaluations lag, and
+a resume truncates ``metrics.jsonl`` to the last record logged before it, holds the backlog
+again and re-submits its evaluations: no step is lost or logged twice. (Checkpoints used to
+wait for the log to reach their step; with evaluations lagging more than
+``train.checkpoint_every`` steps each pending one was superseded before it was written, and
+the newest checkpoint stayed at step 3 while the log reached step 36.)
 
 Role-time fields: ``learner_eval_s`` (what the evaluation cost the learner: the whole
 evaluation inline, one weight copy on a generator) and ``eval_s`` (the evaluation's own
@@ -24,6 +31,7 @@ wall time on the role that ran it).
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,9 +49,16 @@ class LearnerEvaluation:
         self.evaluators, self._done = evaluators, []
 
     def submit(self, step: int, version: int, model) -> None:
+        """Evaluate now; no weight snapshot is kept (the result is in before any checkpoint)."""
         from scalerl.eval import evaluate
 
         self._done.append(evaluate(self.evaluators, step, version))
+
+    def resubmit(self, step: int, version: int, weights) -> None:
+        from scalerl.config import ConfigError
+
+        raise ConfigError(f"the checkpoint holds the evaluation of step {step} still to be done on a "
+                          "generator; resume with eval.on=generator (the setting it was written with).")
 
     def results(self, timeout: float = 0.0) -> list[EvalResult]:
         out, self._done = self._done, []
@@ -56,9 +71,17 @@ class GeneratorEvaluation:
     def __init__(self, backend) -> None:
         self.backend, self.layout = backend, backend.weights.layout
 
-    def submit(self, step: int, version: int, model) -> None:
+    def submit(self, step: int, version: int, model):
+        """Queue the evaluation; returns the weight snapshot sent, which a checkpoint keeps
+        until the result is in."""
         # on the CPU: a CUDA tensor would cross processes by CUDA IPC and pin learner memory
-        self.backend.evaluate(EvalRequest(step, version, self.layout.flatten(model).cpu()))
+        weights = self.layout.flatten(model).cpu()
+        self.resubmit(step, version, weights)
+        return weights
+
+    def resubmit(self, step: int, version: int, weights) -> None:
+        """Queue the evaluation of a snapshot (a resumed checkpoint's backlog)."""
+        self.backend.evaluate(EvalRequest(step, version, weights))
 
     def results(self, timeout: float = 0.0) -> list[EvalResult]:
         return self.backend.evaluations(timeout)
@@ -81,6 +104,7 @@ class OrderedRecords:
         self.evaluation, self.compute = evaluation, compute
         self.held: list[dict[str, Any]] = []
         self.waiting: set[int] = set()
+        self.snapshots: dict[int, tuple[int, Any]] = {}  # step -> (version, weights) of those out
 
     def add(self, record: dict[str, Any], evaluate: bool = False, model=None, version: int = 0) -> None:
         """Hold ``record`` (it already carries its compute snapshot); with ``evaluate``,
@@ -89,12 +113,34 @@ class OrderedRecords:
         if evaluate:
             start = time.perf_counter()
             self.waiting.add(record["step"])
-            self.evaluation.submit(record["step"], version, model)
+            weights = self.evaluation.submit(record["step"], version, model)
+            if weights is not None:
+                self.snapshots[record["step"]] = (version, weights)
             record["learner_eval_s"] = time.perf_counter() - start
 
     def logged_through(self, step: int) -> bool:
         """Whether every record up to ``step`` has been released."""
         return not self.held or self.held[0]["step"] > step
+
+    def logged_until(self, step: int) -> int:
+        """The last step released to the log when ``step`` is the newest record added."""
+        return self.held[0]["step"] - 1 if self.held else step
+
+    def state_dict(self) -> dict[str, Any]:
+        """The backlog a checkpoint needs: the held records and, for every evaluation still
+        out, ``(step, version, weights)`` to submit again on resume."""
+        for result in self.evaluation.results():  # in but not absorbed (inline ones always are)
+            self._absorb(result)
+        return {"held": copy.deepcopy(self.held),
+                "evaluations": [(s, *self.snapshots[s]) for s in sorted(self.waiting)]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Hold a checkpoint's backlog again and re-submit its evaluations."""
+        self.held = copy.deepcopy(list(state["held"]))
+        for step, version, weights in state["evaluations"]:
+            self.waiting.add(step)
+            self.snapshots[step] = (version, weights)
+            self.evaluation.resubmit(step, version, weights)
 
     @property
     def pending(self) -> int:
@@ -129,3 +175,4 @@ class OrderedRecords:
                 later["gen_tokens"] += result.tokens
                 later["flops"] += flops
         self.waiting.discard(result.step)
+        self.snapshots.pop(result.step, None)

@@ -7,10 +7,15 @@ in, refit the law in the background (the live forecast), checkpoint, stop early 
 forecast says the run cannot reach its goal } -> fit the sigmoid law to the run's own
 validation curve.
 
+Checkpoints are written every ``train.checkpoint_every`` steps at once, with the records
+whose evaluations are still out (``pipeline.evaluation``). SIGTERM and SIGINT stop the run after
+the step under way with a checkpoint of it (``pipeline.stop``).
+
 Resuming (``resume=True``) restores the newest checkpoint of ``run_dir`` that loads (the older
 of the two kept when the newest is broken, said in the log) — model, optimiser, RNG,
-curriculum, queued groups, undelivered prompts (re-dispatched), step, version, compute — and
-truncates ``metrics.jsonl`` back to the checkpoint's step.
+curriculum, queued groups, undelivered prompts (re-dispatched), step, version, compute, the
+records awaiting their evaluations (re-submitted) — and truncates ``metrics.jsonl`` back to
+the last record logged before the checkpoint.
 
 Every start writes ``config.yaml`` atomically and sweeps the semaphores a killed run leaked
 into ``/dev/shm`` (``scalerl.pipeline.shm``).
@@ -18,7 +23,6 @@ into ``/dev/shm`` (``scalerl.pipeline.shm``).
 
 from __future__ import annotations
 
-import copy
 import time
 from pathlib import Path
 from typing import Any
@@ -43,15 +47,23 @@ from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.queues import LagPolicy
 from scalerl.pipeline.scheduler import Scheduler
 from scalerl.pipeline.shm import sweep_semaphores
+from scalerl.pipeline.stop import Stopping, on_signals
 
 
 def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) -> dict[str, Any]:
-    """Run (or resume) ``cfg`` in ``run_dir``; returns the last metrics record."""
+    """Run (or resume) ``cfg`` in ``run_dir``; returns the last metrics record.
+
+    Raises :class:`~scalerl.pipeline.stop.Stopped` when SIGTERM or SIGINT ended the run."""
+    run_dir = Path(run_dir)
+    saved = _start(cfg, run_dir, resume, log)
+    with on_signals(run_dir, resumable=saved is not None) as stopping:
+        return _train(cfg, run_dir, saved, resume, log, stopping)
+
+
+def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopping) -> dict[str, Any]:
     from scalerl.data.tasks import get_task
     from scalerl.models import count_parameters
 
-    run_dir = Path(run_dir)
-    saved = _start(cfg, run_dir, resume, log)
     split = build.core_split(cfg)
     log(split.rule)
     torch.set_num_threads(split.learner_threads)
@@ -70,44 +82,40 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     # built before the compute meter starts: the evaluation sets' construction is set-up
     evaluation = make_evaluation(build.eval_on_generator(cfg), backend, lambda: build.evaluators(cfg, model, tokenizer))
     compute = ComputeMeter(build.compute_devices(cfg, backend), count_parameters(model))
-    if saved:
-        restore(saved[0], learner, pool, scheduler, compute)
-        log(f"resumed {run_dir} at step {step} (policy version {learner.version})")
-    if resume:  # records past the checkpoint (all of them, without one) are redone
-        truncate_after(run_dir / "metrics.jsonl", step if saved else -1)
-    logger = build.make_logger(cfg, run_dir, step)
-    forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if saved else ())
     records = OrderedRecords(evaluation, compute)
-    checkpoints = DeferredCheckpoints(run_dir)
+    if saved:
+        restore(saved[0], learner, pool, scheduler, compute, records)
+        log(f"resumed {run_dir} at step {step} (policy version {learner.version})")
+    logged = saved[1].get("logged_through", step) if saved else -1  # the checkpoint's log
+    if resume:  # records past it (all of them, without a checkpoint) are redone
+        truncate_after(run_dir / "metrics.jsonl", logged)
+    logger = build.make_logger(cfg, run_dir, max(logged, 0))
+    forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if saved else ())
     record: dict[str, Any] = {}
     previous = compute.snapshot()
     try:
         backend.publish(model, learner.version)
-        if step == 0:
+        if not saved:
             records.add({"step": 0, **compute.snapshot()}, evaluate=True, model=model, version=learner.version)
         deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
         overlap = OverlapMonitor(enabled=backend.num_devices > 1 and cfg.pipeline.mode != "sync")
+        stopping.arm()
         while step < cfg.train.steps:
-            batch, waited = next_batch(scheduler, backend, learner.version, compute)
-            metrics = learn(learner, pool, batch, waited, overlap, log)
-            step += 1
-            compute.add_training(metrics["trained_tokens"])
-            publish_s = time.perf_counter()
-            if policy.publish_after_step(scheduler.outstanding):
-                backend.publish(model, learner.version)
-            last = step == cfg.train.steps or (deadline is not None and time.monotonic() > deadline)
-            record = {"step": step, "version": learner.version, "learner_wait_s": waited,
-                      "publish_s": time.perf_counter() - publish_s, "refused_stale": scheduler.refused, **metrics}
-            previous = with_compute(record, compute, previous)
-            records.add(record, evaluate=step % cfg.eval.every == 0 or last, model=model, version=learner.version)
+            got = next_batch(scheduler, backend, learner.version, compute, stopping)
+            done = False
+            if got is not None:  # None: a signal came while waiting for groups; no state changed
+                step += 1
+                record = {"step": step} | advance(learner, pool, scheduler, backend, compute, got, overlap, log)
+                done = step == cfg.train.steps or (deadline is not None and time.monotonic() > deadline)
+                previous = with_compute(record, compute, previous)
+                records.add(record, evaluate=step % cfg.eval.every == 0 or done, model=model, version=learner.version)
+            last = done or stopping.requested
+            if stopping.requested and records.pending:  # first with the evaluations still out:
+                checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records)  # a kill waiting loses nothing
             stop = write_released(records, forecaster, logger, lambda: receive(scheduler, backend, compute, 0.0),
-                                  drain=last, final=step if last else None)
-            meta = {"step": step, "version": learner.version, "recipe": cfg.name}
-            if last or stop:  # the log is drained: the checkpoint is this step's
-                checkpoints.write(snapshot(learner, pool, scheduler, compute), meta)
-            elif step % cfg.train.checkpoint_every == 0:
-                checkpoints.take(snapshot(learner, pool, scheduler, compute), meta)
-            checkpoints.flush(records)
+                                  drain=last, final=step if done else None)
+            if last or stop or step % cfg.train.checkpoint_every == 0:  # at once, however far evaluations lag
+                checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records)
             if stop:
                 log(stop)
             if last or stop:
@@ -116,31 +124,31 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
         forecaster.close()
         backend.close()
         logger.close()
+    if stopping.requested:
+        raise stopping.stopped(step)
     return record
 
 
-class DeferredCheckpoints:
-    """Periodic checkpoints written once ``metrics.jsonl`` has reached their step.
+def checkpoint(run_dir: Path, recipe: str, step: int, learner: Learner, pool, scheduler: Scheduler,
+               compute: ComputeMeter, records: OrderedRecords) -> None:
+    """Write the checkpoint of ``step`` with the records not yet logged (their evaluations are
+    out); its meta says the last step logged before them: a resume truncates the log there."""
+    state = snapshot(learner, pool, scheduler, compute) | {"records": records.state_dict()}
+    meta = {"step": step, "version": learner.version, "recipe": recipe, "logged_through": records.logged_until(step)}
+    save_checkpoint(run_dir, state, meta)
 
-    A resume truncates the log back to the checkpoint's step, so a checkpoint must never be
-    ahead of the log. When an evaluation of step s (or before) is still out, waiting for it
-    would stop the learner, so the state of step s is copied now and written when the
-    records up to s have been logged; a later checkpoint supersedes a pending one.
-    """
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir, self.pending = run_dir, None
-
-    def take(self, state: dict[str, Any], meta: dict[str, Any]) -> None:
-        self.pending = (copy.deepcopy(state), meta)  # training goes on changing the live tensors
-
-    def write(self, state: dict[str, Any], meta: dict[str, Any]) -> None:
-        save_checkpoint(self.run_dir, state, meta)
-        self.pending = None
-
-    def flush(self, records: OrderedRecords) -> None:
-        if self.pending is not None and records.logged_through(self.pending[1]["step"]):
-            self.write(*self.pending)
+def advance(learner: Learner, pool, scheduler: Scheduler, backend, compute: ComputeMeter, got,
+            overlap: OverlapMonitor, log) -> dict[str, Any]:
+    """One learner step on ``got`` = ``(batch, seconds waited)``, its weights published when the
+    lag policy says; the step's record, without its compute snapshot."""
+    metrics = learn(learner, pool, *got, overlap, log)
+    compute.add_training(metrics["trained_tokens"])
+    publish_s = time.perf_counter()
+    if scheduler.policy.publish_after_step(scheduler.outstanding):
+        backend.publish(learner.model, learner.version)
+    return {"version": learner.version, "learner_wait_s": got[1], "publish_s": time.perf_counter() - publish_s,
+            "refused_stale": scheduler.refused, **metrics}
 
 
 def with_compute(record: dict[str, Any], compute: ComputeMeter, previous: dict[str, float]) -> dict[str, float]:
@@ -213,17 +221,20 @@ def learn(learner: Learner, pool, batch, waited: float, overlap: OverlapMonitor,
 
 def generator_times(batch) -> dict[str, float]:
     """Where the generators' time went for this batch's groups (``actor`` module doc), and
-    the mean seconds a group spent between leaving its generator and reaching the driver."""
+    the mean seconds a group spent between leaving its generator and reaching the driver, and
+    how many samples the task could not grade (``reward_errors``: each scored 0)."""
     keys = ("cpu_s", "eval_cpu_s", "stall_s", "swap_s", "idle_s")
     out = {f"generator_{k}": sum(g.meta.get(f"gen_{k}", 0.0) for g in batch) for k in keys}
     transit = [g.meta["received_at"] - g.meta["sent_at"] for g in batch if "sent_at" in g.meta and "received_at" in g.meta]
-    return out | {"group_transit_s": sum(transit) / len(transit) if transit else 0.0}
+    return out | {"group_transit_s": sum(transit) / len(transit) if transit else 0.0,
+                  "reward_errors": sum(g.meta.get("reward_errors", 0) for g in batch)}
 
 
-def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMeter):
+def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMeter, stopping=None):
     """Dispatch what the lag policy allows and collect groups until P admissible ones wait.
 
-    Returns ``(batch, seconds the learner waited)``.
+    Returns ``(batch, seconds the learner waited)``, or None once ``stopping`` is requested
+    (the scheduler's state, a checkpoint's, holds what was dispatched and received meanwhile).
     """
     start = time.perf_counter()
     while True:
@@ -232,6 +243,8 @@ def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMete
         batch = scheduler.next_batch(version)
         if batch is not None:
             return batch, time.perf_counter() - start
+        if stopping is not None and stopping.requested:
+            return None
         receive(scheduler, backend, compute, 0.5)
 
 
@@ -257,9 +270,11 @@ def snapshot(learner: Learner, pool, scheduler: Scheduler, compute: ComputeMeter
     }
 
 
-def restore(state: dict[str, Any], learner: Learner, pool, scheduler: Scheduler, compute: ComputeMeter) -> None:
+def restore(state: dict[str, Any], learner: Learner, pool, scheduler: Scheduler, compute: ComputeMeter,
+            records: OrderedRecords) -> None:
     learner.load_state_dict(state["learner"])
     pool.load_state_dict(state["pool"])
     scheduler.load_state_dict(state["scheduler"])
     compute.load_state_dict(state["compute"])
+    records.load_state_dict(state.get("records", {"held": [], "evaluations": []}))  # older: none
     set_rng_state(state["rng"])

@@ -30,6 +30,7 @@ import torch
 import torch.multiprocessing as mp
 
 from scalerl.pipeline.actor import ActorSpec, build_actor
+from scalerl.pipeline.stop import children_ignore_sigint
 from scalerl.pipeline.weights import SharedWeights
 from scalerl.types import EvalRequest, EvalResult, Group, PromptAssignment
 
@@ -93,8 +94,9 @@ class LocalBackend:
                         args=(spec, self.weights, self.assign_q, self.group_q, self.eval_q, i, os.getpid()))
             for i in range(num_generators)
         ]
-        for proc in self.procs:
-            proc.start()
+        with children_ignore_sigint():  # Ctrl-C stops the driver, which stops them (``stop``)
+            for proc in self.procs:
+                proc.start()
 
     @property
     def num_devices(self) -> int:
