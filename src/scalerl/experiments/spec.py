@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from scalerl.config import Config, ConfigError, load_config
-from scalerl.experiments.sweep import Variant
+from scalerl.experiments.sweep import Variant, check_model, config_reason
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,16 @@ class Axis:
     help: str
     kind: type
     overrides: Callable[[Any, Config], list[str]]
+    check: Callable[[Any], str | None] = lambda value: None
+    """Why a value cannot be a point (checked when the spec is read), or None."""
+
+
+def _model_preset(value: str) -> str | None:
+    """The config accepts any preset name, and the model builder refuses an unknown one only
+    when a point starts training: hours in, after the sweep folder was made."""
+    from scalerl.models.build import PRESETS
+
+    return None if value in PRESETS else f"unknown model preset {value!r}; choose one of {', '.join(PRESETS)}"
 
 
 def _length(value: int, base: Config) -> list[str]:
@@ -69,7 +79,7 @@ AXES: dict[str, Axis] = {
                                    f"pipeline.prompts_per_chunk={min(v, base.pipeline.prompts_per_chunk)}"]),
     "length": Axis("generation budget in tokens, interruption range scaled alike", int, _length),
     "generations": Axis("completions per prompt at a fixed total batch", int, _generations),
-    "model": Axis("model size preset", str, lambda v, base: [f"model.preset={v}"]),
+    "model": Axis("model size preset", str, lambda v, base: [f"model.preset={v}"], _model_preset),
 }
 KEYS = ("name", "recipes", "seeds", "set", "axes", "parallel", "runner")
 RUNNERS = ("local", "ray")
@@ -85,6 +95,12 @@ class SweepSpec:
     parallel: int | None  # None: auto
     runner: str
     source: str
+    axis_at: tuple[tuple[str, str], ...] = ()
+    """``(axis, "FILE line N, 'axes.NAME'")``: where each axis is written, for messages."""
+
+    def at(self, axis: str) -> str:
+        """Where ``axis`` is written in the spec (file, line and key)."""
+        return dict(self.axis_at).get(axis, f"{self.source}, 'axes.{axis}'")
 
     def to_dict(self) -> dict:
         """The spec as plain data (what ``OUT/sweep.yaml`` records)."""
@@ -166,6 +182,9 @@ def load_spec(path: str | Path) -> SweepSpec:
             raise ConfigError(f"{at('axes', name)}: the grid is empty; give a non-empty list of values")
         for v in values:
             _typed(at("axes", name), v, AXES[name].kind, f"each {name} value")
+            why = AXES[name].check(v)
+            if why:
+                raise ConfigError(f"{at('axes', name)}: {why}")
         _unique(at("axes", name), values, f"{name} value")
     parallel = data.get("parallel", "auto")
     if parallel != "auto" and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
@@ -184,7 +203,8 @@ def load_spec(path: str | Path) -> SweepSpec:
         overrides=tuple(f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
                         for k, v in sets.items()),
         axes=tuple((k, tuple(v)) for k, v in axes.items()),
-        parallel=None if parallel == "auto" else parallel, runner=runner, source=str(path))
+        parallel=None if parallel == "auto" else parallel, runner=runner, source=str(path),
+        axis_at=tuple((k, at("axes", k)) for k in axes))
 
 
 def points(spec: SweepSpec, out: Path, extra: tuple[str, ...] = ()) -> list[Variant]:
@@ -193,26 +213,57 @@ def points(spec: SweepSpec, out: Path, extra: tuple[str, ...] = ()) -> list[Vari
     names = [name for name, _ in spec.axes]
     out_points = []
     for recipe in spec.recipes:
+        sets = [*spec.overrides, *extra]
         try:
-            base = load_config(recipe, [*spec.overrides, *extra])
+            base = load_config(recipe, sets)
         except ConfigError as err:
             raise ConfigError(f"{spec.source}, recipe {recipe!r}: {err}") from None
         for combo in grid:
             values = tuple(zip(names, combo))
-            try:
-                axis_sets = [o for name, value in values for o in AXES[name].overrides(value, base)]
-            except ValueError as err:
-                raise ConfigError(f"{spec.source}, axes: {err}") from None
+            per_axis = [_axis_sets(spec, name, value, base) for name, value in values]
             label = ",".join(f"{k}={v}" for k, v in values)
             for seed in spec.seeds:
+                point_sets = [*sets, *(o for axis in per_axis for o in axis)]
                 try:
-                    cfg = load_config(recipe, [*spec.overrides, *extra, *axis_sets, f"train.seed={seed}"])
+                    cfg = load_config(recipe, [*point_sets, f"train.seed={seed}"])
                 except ConfigError as err:
-                    raise ConfigError(f"{spec.source}, point {recipe} {label or '(no axes)'}: {err}") from None
+                    raise _blame(spec, recipe, sets, values, per_axis, seed, err) from None
+                try:
+                    check_model(cfg)  # an axis value was checked at load: the preset is the recipe's or a set's
+                except ConfigError as err:
+                    raise ConfigError(f"{spec.source}, recipe {recipe!r}: {err}") from None
                 run_dir = Path(out) / Path(recipe).stem / label / f"seed{seed}"
                 out_points.append(Variant(recipe, seed, run_dir, cfg, values))
     _distinct_folders(out_points, spec.source)
     return out_points
+
+
+def _axis_sets(spec: SweepSpec, name: str, value, base: Config) -> list[str]:
+    try:
+        return AXES[name].overrides(value, base)
+    except ValueError as err:
+        raise ConfigError(f"{spec.at(name)}: {err}") from None
+
+
+def _blame(spec: SweepSpec, recipe: str, sets: list[str], values, per_axis, seed: int,
+           err: ConfigError) -> ConfigError:
+    """The error of a point that does not validate, naming what made it so: one axis value
+    (its line in the spec), the seed, or the axis values together. ``load_config`` can only
+    name the ``--set`` it saw last, and the sweep passed every one of these as a ``--set``."""
+    for (name, value), axis_sets in zip(values, per_axis):
+        try:
+            load_config(recipe, [*sets, *axis_sets])
+        except ConfigError as one:
+            return ConfigError(f"{spec.at(name)}: the {name} value {value!r} makes recipe {recipe!r} "
+                               f"invalid ({config_reason(one)})")
+    label = ",".join(f"{k}={v}" for k, v in values) or "(no axes)"
+    try:
+        load_config(recipe, [*sets, *(o for axis in per_axis for o in axis)])
+    except ConfigError:
+        return ConfigError(f"{spec.source}, point {recipe} {label}: these axis values together make an "
+                           f"invalid config ({config_reason(err)})")
+    return ConfigError(f"{spec.source}, point {recipe} {label}: seed {seed} makes an invalid config "
+                       f"({config_reason(err)})")
 
 
 def _distinct_folders(variants: list[Variant], source: str) -> None:

@@ -33,6 +33,7 @@ from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import holdout_forecast
 from scalerl.fit.io import read_jsonl
 from scalerl.fit.options import FitOptions
+from scalerl.fit.outputs import check_outputs
 
 SKIP = {"_base", "base_model", "checkpoint", "checkpoint.old", "checkpoint.broken"}
 _SEED = re.compile(r"seed\d+")
@@ -217,12 +218,14 @@ def write_study(root: Path, *, html: Path | None = None, markdown: Path | None =
                 x: str | None = None, y: str | None = None) -> list[Path]:
     """Write the Markdown (figures beside it) and the self-contained HTML report."""
     root = Path(root)
-    try:
-        rep = study_report(root, x, y)
-    except CurveError as err:
-        raise StudyError(str(err)) from None
     html = html or root / "study.html"
     markdown = markdown or root / "study.md"
-    written = report.write_markdown(markdown, rep)
-    written.append(report.write(html, report.to_html(rep)))
+    try:
+        # an output that is a run's log (or the other output) is refused before any is written
+        check_outputs([m for p in discover(root) for m in p.metrics], {"--html": html, "--markdown": markdown})
+        rep = study_report(root, x, y)
+        written = report.write_markdown(markdown, rep)
+        written.append(report.write(html, report.to_html(rep)))
+    except CurveError as err:  # a curve that cannot be fitted, or an output that cannot be written
+        raise StudyError(str(err)) from None
     return written

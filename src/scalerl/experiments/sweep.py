@@ -61,10 +61,45 @@ def plan(recipes: Sequence[str], seeds: Sequence[int], overrides: Sequence[str],
         raise ConfigError(f"seeds repeat in {list(seeds)}; each may appear once.")
     variants = []
     for recipe in recipes:
+        load_config(recipe, overrides)  # its errors name the recipe or the --set at fault
         for seed in seeds:
-            cfg = load_config(recipe, [*overrides, f"train.seed={seed}"])
+            try:
+                cfg = load_config(recipe, [*overrides, f"train.seed={seed}"])
+            except ConfigError as err:  # the seed is the sweep's own --set: name it as a seed
+                raise ConfigError(f"recipe {recipe!r}: seed {seed} makes an invalid config "
+                                  f"({config_reason(err)})") from None
+            try:
+                check_model(cfg)
+            except ConfigError as err:
+                raise ConfigError(f"recipe {recipe!r}: {err}") from None
             variants.append(Variant(recipe, seed, Path(out) / Path(recipe).stem / f"seed{seed}", cfg))
     return variants
+
+
+def config_reason(err: ConfigError) -> str:
+    """What is wrong with a config, without the source ``load_config`` guessed: the caller
+    knows the real one (a sweep axis, a seed) and names it itself."""
+    from pydantic import ValidationError
+
+    cause = err.__cause__
+    if not isinstance(cause, ValidationError):
+        return str(err).rstrip(".")
+    first = cause.errors()[0]
+    key = ".".join(str(p) for p in first["loc"] if not isinstance(p, int))
+    msg = first["msg"].removeprefix("Value error, ").rstrip(".")
+    return f"{key}: {msg}" if key else msg
+
+
+def check_model(cfg: Config) -> None:
+    """Refuse a ``model.preset`` the model builder does not know before anything is made: the
+    config accepts any name, and the builder's error would come when a point starts."""
+    if cfg.model.base is not None:
+        return
+    from scalerl.models.build import PRESETS
+
+    if cfg.model.preset not in PRESETS:
+        raise ConfigError(f"model.preset {cfg.model.preset!r} (from the recipe or a set) is not a model "
+                          f"preset; choose one of {', '.join(PRESETS)}")
 
 
 def is_finished(run_dir: Path, steps: int) -> bool:
