@@ -39,6 +39,7 @@ from scalerl.config_layers import parse_override as parse_override
 from scalerl.config_layers import recipe_names as recipe_names
 from scalerl.config_layers import resolve_recipe as resolve_recipe
 from scalerl.config_loss import LossConfig
+from scalerl.config_model import ExportConfig, LoraConfig
 
 DEFAULT_RECIPE = "scalerl"
 """The recipe ``scalerl train`` runs when none is named."""
@@ -90,6 +91,8 @@ class ModelConfig(_Frozen):
     """Compute the generator's LM-head logits in FP32 (digest §2.4); both on is the recipe."""
     sft: SFTConfig = SFTConfig()
     """Warm-up settings, used only when ``base`` is None."""
+    lora: LoraConfig | None = None
+    """Train LoRA adapters instead of every weight (``{rank, alpha, dropout, targets}``)."""
 
 
 class TaskConfig(_Frozen):
@@ -381,6 +384,8 @@ class LogConfig(_Frozen):
     """W&B project name."""
     progress: bool = True
     """Show a rich progress bar (step, reward, validation pass rate, ETA)."""
+    samples: int = Field(8, ge=0)
+    """Samples each evaluation appends to ``RUN_DIR/samples.jsonl`` (and TensorBoard's text)."""
 
 
 class TrainConfig(_Frozen):
@@ -431,6 +436,7 @@ class Config(_Frozen):
     eval: EvalConfig = EvalConfig()
     forecast: ForecastConfig = ForecastConfig()
     log: LogConfig = LogConfig()
+    export: ExportConfig = ExportConfig()
     train: TrainConfig = TrainConfig()
 
     @model_validator(mode="after")

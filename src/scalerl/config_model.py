@@ -1,0 +1,35 @@
+"""The parts of the ``model`` section about what is trained and what comes out: LoRA and the
+exported Hugging Face directory (``RUN_DIR/model``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from scalerl.config_base import Frozen as _Frozen
+
+
+class LoraConfig(_Frozen):
+    """LoRA adapters through ``peft`` (``scalerl.models.lora``): only they train and travel."""
+
+    rank: int = Field(16, ge=1)
+    """Adapter rank r: ``W' = W0 + (alpha / r) · B A`` with ``A (r, in)``, ``B (out, r)``."""
+    alpha: float = Field(32.0, gt=0)
+    """Scale numerator; the update is scaled by ``alpha / rank``."""
+    dropout: float = Field(0.0, ge=0, lt=1)
+    """Dropout on the adapter's input while training (generators sample without it)."""
+    targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    """Names of the linear layers that get adapters (never the LM head: it stays FP32 and frozen)."""
+
+    def spec(self):
+        from scalerl.models.lora import LoraSpec
+
+        return LoraSpec(self.rank, self.alpha, self.dropout, tuple(self.targets))
+
+
+class ExportConfig(_Frozen):
+    """``RUN_DIR/model``: the policy as a Hugging Face directory, written at every checkpoint."""
+
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Dtype of the exported weights (the learner's master weights are cast to it)."""

@@ -1,0 +1,128 @@
+"""LoRA through ``peft``: the learner trains adapters only; generators sample with them.
+
+``W' = W0 + (alpha / rank) · B A`` on each targeted linear layer (Hu et al., 2021), with
+``A (rank, in)`` and ``B (out, rank)`` trained and ``W0`` frozen.
+
+- **Learner.** :func:`apply_lora` wraps the model with ``peft.get_peft_model``; only the
+  adapter parameters require grad, so only they reach AdamW and the checkpoint's optimiser
+  state. The LM head is never a target: the FP32 head (digest §2.4) reads the frozen head
+  weight as before.
+- **Publishing.** Only the adapters travel (:func:`published_parameters`): rank r on a
+  d×d layer is 2·r·d numbers instead of d², so a version costs a small fraction of the
+  full weights' bytes.
+- **Generators** hold the plain base model and :class:`AdapterMerger` turns each published
+  adapter into the merged weights of the targeted layers, loaded in place as a partial
+  update: the engine's fast decode path, KV cache and in-flight swap stay exactly as they
+  are, and a generator can never sample with the base model by mistake (a trap of peers'
+  LoRA paths: verl#7495, ms-swift#9856), since the merge is the only way weights arrive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+_A, _B = ".lora_A.default.weight", ".lora_B.default.weight"
+_PREFIX = "base_model.model."
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """``model.lora`` as plain data (picklable into generator processes)."""
+
+    rank: int
+    alpha: float
+    dropout: float
+    targets: tuple[str, ...]
+    """Linear layer names (``config_model.LoraConfig`` holds the defaults)."""
+
+    @property
+    def scale(self) -> float:
+        return self.alpha / self.rank
+
+
+def apply_lora(model: torch.nn.Module, spec: LoraSpec) -> torch.nn.Module:
+    """``model`` wrapped by peft with fresh adapters (``B = 0``, so it starts as the base)."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
+                        target_modules=list(spec.targets), bias="none", task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def is_lora(model: torch.nn.Module) -> bool:
+    return hasattr(model, "peft_config")
+
+
+def published_parameters(model: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
+    """What a weight sync sends: every parameter, or with LoRA the adapters alone."""
+    params = list(model.named_parameters())
+    return [(n, p) for n, p in params if p.requires_grad] if is_lora(model) else params
+
+
+def _layer(name: str) -> str | None:
+    """``base_model.model.X.lora_A.default.weight`` -> ``X`` (the adapted linear layer)."""
+    for suffix in (_A, _B):
+        if name.endswith(suffix):
+            return name[: -len(suffix)].removeprefix(_PREFIX)
+    return None
+
+
+def merged_weights(adapters: Mapping[str, torch.Tensor], base: Mapping[str, torch.Tensor],
+                   scale: float) -> dict[str, torch.Tensor]:
+    """``{X.weight: W0 + scale · B A}`` for every layer ``X`` the adapters name.
+
+    ``base[X.weight]`` is ``W0 (out, in)``; ``A (rank, in)``, ``B (out, rank)``; the product is
+    computed in float32 and cast back to ``W0``'s dtype."""
+    out = {}
+    for name, a in adapters.items():
+        if not name.endswith(_A):
+            continue
+        layer = _layer(name)
+        b = adapters[name[: -len(_A)] + _B]
+        w0 = base[f"{layer}.weight"]
+        out[f"{layer}.weight"] = (w0.float() + scale * (b.float() @ a.float())).to(w0.dtype)
+    return out
+
+
+class AdapterMerger:
+    """A generator's view of published adapters: merged weights for its plain base model."""
+
+    def __init__(self, model: torch.nn.Module, spec: LoraSpec) -> None:
+        self.scale = spec.scale
+        targets = set(spec.targets)
+        # the base weights of the targeted layers, kept aside: every merge starts from W0
+        self.base = {n: p.detach().clone() for n, p in model.named_parameters()
+                     if n.endswith(".weight") and n[: -len(".weight")].rsplit(".", 1)[-1] in targets}
+        if not self.base:
+            raise ValueError(f"model.lora.targets {sorted(targets)} name no linear layer of the model")
+
+    def __call__(self, adapters: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return merged_weights(adapters, self.base, self.scale)
+
+
+def save_adapter_and_merged(model, state: Mapping[str, torch.Tensor], dtype: torch.dtype, directory: Path,
+                            save_tokenizer: Callable[[Path], None]) -> None:
+    """The adapter (``PeftModel.from_pretrained`` loads it) in ``directory``, and the merged
+    model (``AutoModelForCausalLM`` loads it), with the tokenizer, in ``directory/merged``."""
+    from peft import get_peft_model_state_dict
+
+    from scalerl.models.export import set_config_dtype
+
+    cast = {k: v.detach().to("cpu", dtype=dtype if v.is_floating_point() else v.dtype) for k, v in state.items()}
+    model.save_pretrained(directory, state_dict=get_peft_model_state_dict(model, state_dict=cast))
+    plain = {}
+    for name, value in cast.items():
+        if ".lora_" in name:
+            continue
+        plain[name.removeprefix(_PREFIX).replace(".base_layer.", ".")] = value
+    adapters = {k: v for k, v in cast.items() if ".lora_" in k}
+    scale = next(iter(model.peft_config.values())).lora_alpha / next(iter(model.peft_config.values())).r
+    plain |= merged_weights(adapters, plain, scale)
+    merged = directory / "merged"
+    model.get_base_model().save_pretrained(merged, state_dict=plain)
+    set_config_dtype(merged, dtype)
+    save_tokenizer(merged)

@@ -1,0 +1,44 @@
+"""RUN_DIR/model: a Hugging Face directory that transformers loads, in the dtype asked for."""
+
+import pytest
+import torch
+
+from scalerl.models.export import write_model_dir
+from scalerl.models.load import _load_tokenizer, load_pretrained
+from scalerl.models.tiny_chat import build_chat_model_dir
+
+
+@pytest.fixture(scope="module")
+def chat_dir(tmp_path_factory):
+    return build_chat_model_dir(tmp_path_factory.mktemp("chat") / "model")
+
+
+def test_export_loads_with_auto_classes(chat_dir, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    model, tokenizer = load_pretrained(chat_dir)
+    state = {k: v + 0.5 if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    out = write_model_dir(tmp_path / "model", model, tokenizer, state=state)
+    loaded = AutoModelForCausalLM.from_pretrained(out)
+    assert loaded.dtype == torch.float32
+    for name, value in loaded.state_dict().items():
+        assert torch.equal(value, state[name]), name  # the given state, not the live model's
+    assert AutoTokenizer.from_pretrained(out).chat_template == tokenizer.chat_template
+    assert GenerationConfig.from_pretrained(out).eos_token_id == model.generation_config.eos_token_id
+    ids = torch.tensor([tokenizer.encode("add 1 2")])
+    assert loaded.generate(ids, max_new_tokens=3, do_sample=False).shape[1] >= ids.shape[1] + 1
+
+
+def test_export_dtype_template_and_replacement(chat_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer = load_pretrained(chat_dir)
+    out = write_model_dir(tmp_path / "model", model, tokenizer, dtype="bfloat16", chat_template="{{ 'X' }}")
+    assert AutoModelForCausalLM.from_pretrained(out, dtype="auto").dtype == torch.bfloat16
+    assert _load_tokenizer(out).chat_template == "{{ 'X' }}"
+    assert tokenizer.chat_template != "{{ 'X' }}"  # the live tokenizer is left as it was
+    assert model.dtype == torch.float32
+    (out / "stale.txt").write_text("from the previous export")
+    write_model_dir(out, model, tokenizer)
+    assert not (out / "stale.txt").exists()  # replaced whole, not written over
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary left beside it

@@ -1,0 +1,82 @@
+"""LoRA: adapters train and travel alone; a generator's merge samples what the learner scores."""
+
+import pytest
+import torch
+
+from scalerl.models.export import write_model_dir
+from scalerl.models.forward import forward_logits
+from scalerl.models.load import load_pretrained
+from scalerl.models.lora import AdapterMerger, LoraSpec, apply_lora, merged_weights, published_parameters
+from scalerl.models.tiny_chat import build_chat_model_dir
+
+SPEC = LoraSpec(rank=4, alpha=8.0, dropout=0.0, targets=("q_proj", "v_proj", "up_proj", "down_proj"))
+IDS = torch.tensor([[5, 6, 7, 8, 9, 10]])
+
+
+@pytest.fixture(scope="module")
+def chat_dir(tmp_path_factory):
+    return build_chat_model_dir(tmp_path_factory.mktemp("chat") / "model")
+
+
+def trained_lora(chat_dir):
+    model, tokenizer = load_pretrained(chat_dir)
+    lora = apply_lora(model, SPEC)
+    with torch.no_grad():  # B starts at 0 (the base model): give the adapters a trained look
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05, generator=torch.Generator().manual_seed(len(name)))
+    return lora, tokenizer
+
+
+def test_merge_by_hand():
+    a, b, w0 = torch.randn(2, 3), torch.randn(4, 2), torch.randn(4, 3)
+    got = merged_weights({"base_model.model.x.lora_A.default.weight": a, "base_model.model.x.lora_B.default.weight": b},
+                         {"x.weight": w0}, scale=0.5)
+    assert torch.allclose(got["x.weight"], w0 + 0.5 * b @ a)
+
+
+def test_only_adapters_train_and_travel(chat_dir):
+    lora, _ = trained_lora(chat_dir)
+    sent = published_parameters(lora)
+    assert sent and all(".lora_" in n and p.requires_grad for n, p in sent)
+    frozen = [n for n, p in lora.named_parameters() if not p.requires_grad]
+    assert any("lm_head" in n for n in frozen)  # the FP32 head reads the frozen head weight
+    everything = sum(p.numel() for p in lora.parameters())
+    assert sum(p.numel() for _, p in sent) * 5 < everything
+
+
+def test_generator_samples_with_the_adapter(chat_dir):
+    lora, _ = trained_lora(chat_dir)
+    generator, _ = load_pretrained(chat_dir)
+    base_logits = forward_logits(generator, IDS)[0]
+    merger = AdapterMerger(generator, SPEC)
+    generator.load_state_dict(merger({n: p.detach() for n, p in published_parameters(lora)}), strict=False)
+    with torch.no_grad():
+        trainer = torch.log_softmax(forward_logits(lora, IDS)[0], -1)
+        sampler = torch.log_softmax(forward_logits(generator, IDS)[0], -1)
+    assert (trainer - sampler).abs().max() < 1e-4  # the generator's log-probs are the trainer's
+    assert (torch.log_softmax(base_logits, -1) - sampler).abs().max() > 1e-2  # ... not the base's
+    # a second version merges from W0 again, never on top of the first merge
+    again = merger({n: p.detach() for n, p in published_parameters(lora)})
+    assert all(torch.equal(again[k], generator.state_dict()[k]) for k in again)
+
+
+def test_export_adapter_and_merged(chat_dir, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    lora, tokenizer = trained_lora(chat_dir)
+    out = write_model_dir(tmp_path / "model", lora, tokenizer)
+    with torch.no_grad():
+        want = forward_logits(lora, IDS)[0]
+        merged = AutoModelForCausalLM.from_pretrained(out / "merged")
+        assert (forward_logits(merged, IDS)[0] - want).abs().max() < 1e-4
+        adapter = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(chat_dir), out)
+        assert (forward_logits(adapter, IDS)[0] - want).abs().max() < 1e-5
+    assert (out / "merged" / "tokenizer.json").is_file() and not (out / "model.safetensors").exists()
+
+
+def test_targets_must_name_layers(chat_dir):
+    model, _ = load_pretrained(chat_dir)
+    with pytest.raises(ValueError, match="name no linear layer"):
+        AdapterMerger(model, LoraSpec(4, 8.0, 0.0, ("nothing",)))
