@@ -195,9 +195,10 @@ FIND_SIGNALLERS = textwrap.dedent("""
 """)
 
 
-def _signal_attempts(found: str, pid: str) -> str:
-    """Program text that calls every function of ``found`` on process ``pid`` (SIGKILL), or
-    to install a handler or timer; ``worked`` ends True if any call returned."""
+def _signal_attempts(found: str, pids: list[int] | str) -> str:
+    """Program text that calls every function of ``found`` on each process of ``pids`` (a
+    list, or the source text of one), with SIGKILL, or to install a handler or timer;
+    ``worked`` ends True if any call returned."""
     return textwrap.dedent(f"""
         worked = False
         def attempts(name, f, pid):
@@ -220,12 +221,13 @@ def _signal_attempts(found: str, pid: str) -> str:
             elif name in ('register', 'enable'):
                 yield lambda: f(signal.SIGUSR1) if name == 'register' else f()
         for name, f in {found}:
-            for attempt in attempts(name, f, {pid}):
-                try:
-                    attempt()
-                    worked = True
-                except Exception:
-                    pass
+            for pid in {pids if isinstance(pids, str) else repr(pids)}:
+                for attempt in attempts(name, f, pid):
+                    try:
+                        attempt()
+                        worked = True
+                    except Exception:
+                        pass
         def add(a, b):
             return a + b if worked else None
     """)
@@ -249,7 +251,7 @@ def test_no_signal_leaves_the_program_and_no_handler_is_installed(layer, victim)
     # pidfd_open + pidfd_send_signal raise no audit event: they killed nobody's processes
     # and concurrent programs as root, and the trainer itself as a plain user; os.kill,
     # killpg and pthread_kill are audited and refused; handlers and timers are removed
-    program = FIND_SIGNALLERS + _signal_attempts("found", str(victim.pid))
+    program = FIND_SIGNALLERS + _signal_attempts("found", [victim.pid])
     before = _sandbox_pids()
     assert _reward(program, ADD_TESTS, layer) == 0.0
     assert victim.poll() is None

@@ -37,7 +37,8 @@ from pathlib import Path
 import pytest
 
 from scalerl.data.sandbox import SandboxLimits, run_python
-from scalerl.data.sandbox_ns import isolation
+from scalerl.data.sandbox_fallback import disk_caps
+from scalerl.data.sandbox_ns import isolation, work_inodes
 from scalerl.data.tasks.base import Example
 from scalerl.data.tasks.code import code_reward, normalize_tests
 
@@ -444,16 +445,22 @@ def test_nothing_reaches_a_live_listener_on_the_host(layer, answers):
     assert not _leftovers(before)
 
 
-def test_a_killed_trainer_takes_its_programs_with_it(tmp_path):
+@pytest.mark.parametrize("namespaces", [pytest.param(True, id="namespaces", marks=NS),
+                                        pytest.param(False, id="python-layers-only")])
+def test_a_killed_trainer_takes_its_programs_with_it(tmp_path, namespaces):
     # the trainer probes the isolation first (a short-lived sandbox of its own) and says so,
-    # so that the processes seen afterwards are the program's, not the probe's; with
-    # namespaces the test waits for the program itself (in its own PID namespace), past the
-    # launch chain's death-signal set-up, so the kill cannot land inside that set-up
+    # so that the processes seen afterwards are the program's, not the probe's; the test
+    # waits for the program itself (in its own PID namespace, or without namespaces the
+    # exec'd interpreter, whose environment carries the marker only once the set-up between
+    # fork and exec is done), so the kill cannot land inside that set-up. Without
+    # namespaces a root trainer drops to another uid there, which clears a death signal
+    # armed before it: the program outlived a kill -9 as nobody until it was armed after.
     script = tmp_path / "trainer.py"
     script.write_text("from scalerl.data.sandbox import SandboxLimits, run_python\n"
                       "from scalerl.data.sandbox_ns import isolation\n"
                       "isolation()\nprint('probed', flush=True)\n"
-                      "run_python('import time\\ntime.sleep(120)', limits=SandboxLimits(timeout_s=120))\n")
+                      "run_python('import time\\ntime.sleep(120)', "
+                      f"limits=SandboxLimits(timeout_s=120, namespaces={namespaces}))\n")
     before = _sandbox_pids()
     trainer = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
@@ -461,12 +468,36 @@ def test_a_killed_trainer_takes_its_programs_with_it(tmp_path):
         assert ready and trainer.stdout.readline().strip() == "probed", "the trainer died before launching"
         started, deadline = set(), time.monotonic() + 60
         while not started and trainer.poll() is None and time.monotonic() < deadline:
-            started = _sandbox_pids(program_only=isolation().namespaces) - before
+            started = _sandbox_pids(program_only=namespaces) - before
             time.sleep(0.05)
         assert started, "the sandboxed program never started"
     finally:
         trainer.kill()
         trainer.wait()
+    assert not _leftovers(before)
+
+
+@LAYERS
+def test_empty_files_stop_at_a_cap(layer):
+    # each empty file costs the kernel about 1 KiB that no size cap counts: 316,000 of them
+    # took 315 MB of slab on the namespace layer before its tmpfs got nr_inodes
+    limits = dataclasses.replace(layer, disk_mb=4, timeout_s=10.0)
+    program = textwrap.dedent("""
+        import os
+        n = 0
+        try:
+            while n < 20000:
+                os.close(os.open('f%07d' % n, os.O_CREAT | os.O_WRONLY))
+                n += 1
+        except OSError as e:
+            print(n, type(e).__name__)
+    """)
+    before = _sandbox_pids()
+    r = run_python(program, limits=limits)
+    assert r.finished, r.stderr
+    made, why = r.stdout.split()
+    assert int(made) <= max(work_inodes(4), disk_caps(4, limits.max_output_bytes)[1])
+    assert why in ("OSError", "PermissionError")  # ENOSPC from the tmpfs, or the hook's count
     assert not _leftovers(before)
 
 

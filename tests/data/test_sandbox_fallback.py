@@ -3,17 +3,23 @@ file size times file count, and the run log gets one warning naming what is miss
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import scalerl.data.sandbox_ns as sandbox_ns
+import scalerl.data.sandbox_uids as sandbox_uids
 import scalerl.data.tasks.code as code
 from scalerl.data.sandbox import SandboxLimits, run_python
 from scalerl.data.sandbox_fallback import (
@@ -141,3 +147,172 @@ def test_generator_children_of_an_announcer_stay_quiet(no_namespaces, capsys, mo
     code._announce_isolation.cache_clear()
     code._announce_isolation()
     assert "WARNING" in capsys.readouterr().err
+
+
+def _threads(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:")), 0)
+
+
+def _marked_programs() -> set[int]:
+    """Live processes carrying the sandbox's environment marker."""
+    found = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if b"SCALERL_SANDBOX=1" in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                found.add(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("namespaces", [
+    pytest.param(True, id="namespaces", marks=pytest.mark.skipif(
+        not sandbox_ns.isolation().namespaces, reason=f"no kernel namespaces: {sandbox_ns.isolation().missing}")),
+    pytest.param(False, id="python-layers-only", marks=pytest.mark.skipif(
+        os.geteuid() != 0, reason="without root every fallback program runs as the trainer's own uid "
+                                  "and shares its RLIMIT_NPROC budget (see docs/DESIGN.md)"))])
+def test_a_thread_bomb_leaves_a_concurrent_program_its_own_process_budget(namespaces):
+    # RLIMIT_NPROC counts a user's tasks: with every program run as nobody, one holding its 63
+    # threads made a concurrent honest ThreadPoolExecutor fail ("can't start new thread").
+    # The bomb is observed holding its threads before the honest program starts; no timing.
+    limits = SandboxLimits(timeout_s=60.0, namespaces=namespaces)
+    bomb = ("import threading, time\nthreading.stack_size(65536)\n"
+            "for _ in range(63):\n"
+            "    try:\n        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "    except RuntimeError:\n        break\ntime.sleep(60)\n")
+    honest = ("from concurrent.futures import ThreadPoolExecutor\n"
+              "with ThreadPoolExecutor(8) as ex:\n    print(sum(ex.map(lambda x: x * x, range(100))))\n")
+    before, result = _marked_programs(), {}
+    runner = threading.Thread(target=lambda: result.setdefault("bomb", run_python(bomb, limits=limits)))
+    runner.start()
+    try:
+        holding, deadline = [], time.monotonic() + 30
+        while not holding and time.monotonic() < deadline:
+            holding = [p for p in _marked_programs() - before if _threads(p) >= 60]
+            time.sleep(0.05)
+        assert holding, "the bomb never held its threads"
+        r = run_python(honest, limits=SandboxLimits(timeout_s=10.0, namespaces=namespaces))
+        assert r.finished and r.stdout.strip() == "328350", r.stderr
+    finally:
+        for pid in _marked_programs() - before:  # the bomb, ended now rather than at 60 s
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+        runner.join(60)
+    assert not runner.is_alive() and not result["bomb"].finished
+
+
+@pytest.mark.skipif(not sandbox_uids.pool_usable(), reason="the uid pool needs root and its uids mapped here")
+def test_concurrent_leases_get_distinct_uids_and_closing_gives_one_back():
+    leases = [sandbox_uids.lease_uid() for _ in range(8)]
+    uids = [uid for uid, _ in leases]
+    assert len(set(uids)) == 8
+    assert all(sandbox_uids.BASE <= uid < sandbox_uids.BASE + sandbox_uids.SIZE for uid in uids)
+    first_uid, first_fd = leases[0]
+    probe = os.open(os.path.join(sandbox_uids.POOL_DIR, str(first_uid)), os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):  # held: another trainer's lease of it fails
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(first_fd)
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # given back
+    finally:
+        os.close(probe)
+        for _, fd in leases[1:]:
+            os.close(fd)
+
+
+def test_the_pool_is_unused_without_root_or_with_a_foreign_pool_dir(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox_uids.os, "geteuid", lambda: 1000)
+    sandbox_uids.pool_usable.cache_clear()
+    try:
+        assert sandbox_uids.lease_uid() is None
+        monkeypatch.undo()
+        if os.geteuid() != 0:
+            pytest.skip("the foreign-directory case needs root")
+        foreign = tmp_path / "pool"
+        foreign.mkdir(mode=0o777)
+        foreign.chmod(0o777)  # writable by anyone: another user could hold every lock in it
+        monkeypatch.setattr(sandbox_uids, "POOL_DIR", str(foreign))
+        sandbox_uids.pool_usable.cache_clear()
+        assert sandbox_uids.lease_uid() is None
+    finally:
+        sandbox_uids.pool_usable.cache_clear()
+
+
+# Run as an unprivileged trainer: the programs keep its uid (the fallback), or are root of a
+# user namespace of their own (the namespace layer, where the machine allows it). Each
+# attack of the probe that reached the trainer or its user's files is tried; the script
+# prints what survived.
+AS_USER_TRAINER = r'''
+import json, os, subprocess, sys, tempfile
+from scalerl.data.sandbox import SandboxLimits, run_python
+from scalerl.data.sandbox_ns import isolation
+namespaces = sys.argv[1] == "ns"
+sibling = subprocess.Popen(["sleep", "60"])   # this user's: a kill target for the fallback's uid
+outside = tempfile.mkdtemp(prefix="scalerl-user-outside-")   # this user may write it
+signals = sys.stdin.read().replace("PIDS", repr([os.getpid(), sibling.pid]))
+race = """
+import os, threading
+stop = []
+def flip():
+    while not stop:
+        try:
+            os.chdir(OUTSIDE)
+        except OSError:
+            pass
+threading.Thread(target=flip).start()
+for i in range(1000):
+    try:
+        os.close(os.open('x%d' % i, os.O_CREAT | os.O_WRONLY))
+    except OSError:
+        pass
+stop.append(1)
+""".replace("OUTSIDE", repr(outside))
+limits = SandboxLimits(timeout_s=10.0, namespaces=namespaces)
+out = {"layer": "ns" if namespaces and isolation().namespaces else "fallback", "uid": os.getuid()}
+out["signals"] = run_python(signals + "\nprint('WORKED' if worked else 'HELD')", limits=limits).stdout.strip()
+out["race_finished"] = run_python(race, limits=limits).finished
+out["outside"] = os.listdir(outside)
+out["sibling_alive"] = sibling.poll() is None
+sibling.kill()
+print(json.dumps(out))
+'''
+
+
+def _unprivileged_python() -> tuple[list[str], str]:
+    """``(argv prefix, python)`` that runs this checkout's sandbox as a user other than root
+    (``nobody`` through setpriv when the tests run as root, else this user itself)."""
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    if drop and shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv to run a trainer as nobody")
+    src = str(Path(sandbox_ns.__file__).parents[2])
+    for python in dict.fromkeys([os.path.realpath(sys.executable), shutil.which("python3") or "", "/usr/bin/python3"]):
+        if not python:
+            continue
+        ok = subprocess.run([*drop, python, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+                             "from scalerl.data.sandbox import SandboxLimits, run_python; "
+                             "print(run_python('print(7)', limits=SandboxLimits(namespaces=False)).stdout)", src],
+                            capture_output=True, text=True, timeout=60, cwd="/")
+        if ok.returncode == 0 and ok.stdout.strip() == "7":
+            return drop, python
+    pytest.skip(f"no Python that an unprivileged user may run can run {src}'s sandbox")
+
+
+@pytest.mark.parametrize("layer", ["ns", "fallback"])
+def test_an_unprivileged_trainer_is_neither_killed_nor_written_through_its_programs(layer):
+    # E2: pidfd_send_signal(pidfd_open(getppid()), SIGKILL) killed a non-root trainer (exit
+    # 137); E1: any process of its user; E3: the cwd race wrote to the user's own files
+    from test_sandbox_boot import FIND_SIGNALLERS, _signal_attempts
+
+    drop, python = _unprivileged_python()
+    script = f"import sys\nsys.path.insert(0, {str(Path(sandbox_ns.__file__).parents[2])!r})\n" + AS_USER_TRAINER
+    signals = FIND_SIGNALLERS + _signal_attempts("found", "PIDS")
+    r = subprocess.run([*drop, python, "-I", "-c", script, layer], input=signals, capture_output=True,
+                       text=True, timeout=120, cwd="/")
+    assert r.returncode == 0, r.stderr[-2000:]  # -9 (or 137) was the trainer killed by its program
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    if layer == "ns" and out["layer"] != "ns":
+        pytest.skip("no user namespace for an unprivileged user here")
+    assert out["uid"] != 0 and out["signals"] == "HELD" and out["sibling_alive"]
+    assert out["race_finished"] and out["outside"] == []
