@@ -118,9 +118,13 @@ def test_program_cannot_disable_the_audit_hook():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="privilege drop needs root")
-def test_runs_as_nobody_when_trainer_is_root():
+def test_runs_as_an_unprivileged_uid_when_trainer_is_root():
+    # a leased uid of its own (sandbox_uids), or nobody where the pool cannot be used
+    from scalerl.data.sandbox_uids import LEASED
+
     r = run_python("import os\nprint(os.getuid(), os.getgid())")
-    assert r.stdout == "65534 65534\n"
+    uid, gid = map(int, r.stdout.split())
+    assert uid == gid and (uid in LEASED or uid == 65534)
 
 
 def test_output_flood_is_capped():

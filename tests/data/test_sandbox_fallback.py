@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import scalerl.data.sandbox as sandbox
 import scalerl.data.sandbox_ns as sandbox_ns
 import scalerl.data.sandbox_uids as sandbox_uids
 import scalerl.data.tasks.code as code
@@ -316,3 +317,30 @@ def test_an_unprivileged_trainer_is_neither_killed_nor_written_through_its_progr
         pytest.skip("no user namespace for an unprivileged user here")
     assert out["uid"] != 0 and out["signals"] == "HELD" and out["sibling_alive"]
     assert out["race_finished"] and out["outside"] == []
+
+
+@pytest.mark.skipif(not sandbox_uids.pool_usable(), reason="the uid pool needs root and its uids mapped here")
+def test_a_leased_uid_starts_clear_of_what_a_former_holder_left(monkeypatch):
+    # a process a former program left under the uid (out of its group, past the Python
+    # layer) would share the next holder's process budget and could signal it: it is killed
+    # when the uid is next leased, and nothing else is (nobody's processes, the trainer's)
+    uid, fd = sandbox_uids.lease_uid()
+    os.close(fd)
+    left = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "60"])
+    bystander = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60"])
+    try:
+        for _ in range(2 * sandbox_uids.SIZE):  # walk the pool round to that uid, giving the others back
+            lease = sandbox_uids.lease_uid()
+            if lease[0] == uid:
+                break
+            os.close(lease[1])
+        else:
+            pytest.skip(f"uid {uid} was leased by another trainer meanwhile")
+        monkeypatch.setattr(sandbox, "lease_uid", lambda: lease)
+        r = run_python("import os\nprint(os.getuid())", limits=FALLBACK)
+        assert r.finished and r.stdout.strip() == str(uid)
+        assert left.wait(timeout=30) == -9 and bystander.poll() is None
+    finally:
+        for p in (left, bystander):
+            p.kill()
+            p.wait()

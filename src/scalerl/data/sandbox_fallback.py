@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 from scalerl.data.sandbox_ns import NOBODY
+from scalerl.data.sandbox_uids import LEASED
 
 CLONE_NEWNET, PR_SET_PDEATHSIG = 0x40000000, 1
 PREFIX = "scalerl-sbx-"
@@ -126,9 +127,11 @@ def preexec(rlimits: dict[int, int], workdir: str, root: bool, uid: int = NOBODY
     The parent-death signal is armed *after* the uid change, because the kernel clears it on
     one (armed before, a root trainer's ``kill -9`` left its program running as ``nobody``);
     the parent is checked once it is armed, since a trainer that died before that sends
-    nothing. As root, ``uid`` is the program's own (``sandbox_uids``), or ``nobody``."""
+    nothing. As root, ``uid`` is the program's own (``sandbox_uids``), or ``nobody``; a
+    leased uid is first cleared of any process a former holder left (one that got out of
+    its process group past the Python layer), so it starts with its whole process budget."""
     limits = list(rlimits.items())
-    parent = os.getpid()
+    parent, leased = os.getpid(), root and uid in LEASED
 
     def setup() -> None:
         if root:
@@ -139,6 +142,11 @@ def preexec(rlimits: dict[int, int], workdir: str, root: bool, uid: int = NOBODY
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
+        if leased:  # every process of this uid but this one; never nobody's, which others share
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:  # ESRCH: none was left
+                pass
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the trainer died before the signal was armed: it never comes
             os._exit(125)

@@ -81,13 +81,16 @@ class Isolation:
     def describe(self) -> str:
         """One line for the run log naming the strongest layer in use."""
         if self.namespaces:
-            who = "the trainer's uid in a user namespace" if self.user_namespace else "nobody"
+            who = ("the trainer's uid in a user namespace" if self.user_namespace
+                   else "a uid of its own (nobody when no pool uid is free)")
             return ("code sandbox: kernel namespaces (pid, mount, net, ipc via util-linux unshare), "
                     f"read-only root, capped tmpfs, running as {who}; audit hook and rlimits inside")
         if os.geteuid() == 0:
-            user, reach = "as nobody", "read world-readable files, and reach the network where no private one could be made"
+            user, reach = ("each as a uid of its own", "read world-readable files, and reach the network "
+                           "where no private one could be made")
         else:
-            user, reach = "as the trainer's own user", "read and write all the trainer's files, and reach the network"
+            user, reach = ("as the trainer's own user (sharing its process budget)",
+                           "read and write all the trainer's files, signal its processes, and reach the network")
         return (f"code sandbox WARNING: no kernel namespaces ({self.missing}); programs run {user} "
                 "under the Python audit hook, rlimits and a process group only, so one that gets "
                 "past the interpreter (a memory-safety bug in CPython) could leave processes "

@@ -30,6 +30,7 @@ import tempfile
 BASE, SIZE = 0x7A000000, 512
 """The pool: uids 2046820352..+511, above systemd's container range (up to 0x6FFFFFFF) and
 below the signed 32-bit edge, where no distribution allocates accounts."""
+LEASED = range(BASE, BASE + SIZE)
 POOL_DIR = os.path.join(tempfile.gettempdir(), "scalerl-sandbox-uids")
 _next = itertools.count(os.getpid() * 7)  # processes start at different slots: fewer collisions
 
