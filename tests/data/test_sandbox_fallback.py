@@ -344,3 +344,22 @@ def test_a_leased_uid_starts_clear_of_what_a_former_holder_left(monkeypatch):
         for p in (left, bystander):
             p.kill()
             p.wait()
+
+
+def test_creations_through_directory_fds_count_against_the_file_cap():
+    # a relative O_CREAT open through dir_fd= is judged at the work dir's own path, where a
+    # file of that name existed, so it counted nothing: 8 folders x 56 names made 504 files
+    # under a 64-file cap. The files on disk are now counted whenever that can happen.
+    limits = SandboxLimits(timeout_s=5.0, namespaces=False, disk_mb=64, max_output_bytes=1 << 20)
+    _, max_files = disk_caps(64, 1 << 20)
+    program = ("import os\ndirs = []\nfor k in range(8):\n    os.mkdir('d%d' % k)\n"
+               "    dirs.append(os.open('d%d' % k, os.O_RDONLY))\nnames = []\n"
+               "for i in range(200):\n    try:\n        os.close(os.open('n%d' % i, os.O_CREAT | os.O_WRONLY))\n"
+               "        names.append('n%d' % i)\n    except OSError:\n        break\n"
+               "for fd in dirs:\n    for n in names:\n        try:\n"
+               "            os.close(os.open(n, os.O_CREAT | os.O_WRONLY, dir_fd=fd))\n"
+               "        except OSError:\n            pass\n"
+               "print(sum(len(d) + len(f) for _, d, f in os.walk('.')))\n")
+    r = run_python(program, limits=limits)
+    assert r.finished, r.stderr
+    assert int(r.stdout) <= max_files + 1  # the last check sees the cap, then one is made

@@ -206,9 +206,33 @@ def _count_creation(cfg, _next=next, _str=str, _perm=PermissionError):
         raise _perm("sandbox: more than " + _str(max_files) + " files written")
 
 
+def _tree_within_cap(cfg, _oserror=OSError):
+    """The work directory holds at most ``max_files`` entries, counted on disk. Needed where
+    the counter cannot see a creation: a relative ``O_CREAT`` open through a directory fd
+    (``dir_fd=``, which no audit event reports) is judged at the work directory's own path,
+    where a file of that name may already exist, while the kernel makes a new one in the
+    other directory (k folders x n names made k x n files for k + n counts)."""
+    sandbox_dir, max_files, scandir = cfg[0], cfg[13], cfg[17]
+    todo, seen = (sandbox_dir,), 0
+    while todo:
+        folder, todo = todo[0], todo[1:]
+        try:
+            with scandir(folder) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > max_files:
+                        return False
+                    if entry.is_dir(follow_symlinks=False):
+                        todo = (*todo, entry.path)
+        except _oserror:
+            continue
+    return True
+
+
 def _check_open(cfg, args, _type=type, _str=str, _int=int, _any=any, _perm=PermissionError,
-                _resolve=_resolve, _count=_count_creation, _name=_shown, _oserror=OSError):
-    sandbox_dir, read_roots, stat, write_flags = cfg[0], cfg[1], cfg[4], cfg[8]
+                _resolve=_resolve, _count=_count_creation, _name=_shown, _oserror=OSError,
+                _tree_ok=_tree_within_cap):
+    sandbox_dir, read_roots, stat, write_flags, creates = cfg[0], cfg[1], cfg[4], cfg[8], cfg[18]
     path, mode, flags = args
     if path is None or _type(path) is _int:  # an fd only ever names what was checked when opened
         return
@@ -223,6 +247,9 @@ def _check_open(cfg, args, _type=type, _str=str, _int=int, _any=any, _perm=Permi
             stat(real)
         except _oserror:
             _count(cfg)
+            return
+        if cfg[12] is not None and _type(flags) is _int and flags & creates and not _tree_ok(cfg):
+            raise _perm("sandbox: more than " + _str(cfg[13]) + " files written")
     elif not (real == sandbox_dir or real.startswith(sandbox_dir + "/")):
         try:
             is_dir = stat(real).st_mode & 0o170000 == 0o040000
@@ -311,8 +338,10 @@ def _audit_config(os, sys, sandbox_dir, max_files):
         max_files,                                      # 13
         frozenset({"__code__", "__defaults__", "__kwdefaults__", "__globals__", "__closure__"}),
         (_hook, _normalize, _resolve, _within, _genuine_bytecode, _check_import,
-         _count_creation, _check_open, _shown, read_file),  # 15
+         _count_creation, _tree_within_cap, _check_open, _shown, read_file),  # 15
         os.readlink,                                    # 16
+        os.scandir,                                     # 17
+        os.O_CREAT,                                     # 18
     )
 
 
