@@ -1,4 +1,4 @@
-"""The Python layer (``sandbox_boot.py``) refuses what no audit event reports.
+"""The Python layer (``sandbox_hook.py``) refuses what no audit event reports.
 
 Python 3.11 raises no audit event for ``os.mkfifo``/``os.mknod``, for making a builtin module
 afresh, or for a relative path resolved from a directory fd; and native code or crafted
@@ -330,10 +330,10 @@ def test_a_thread_moving_the_working_directory_cannot_redirect_a_path(layer):
         shutil.rmtree(outside, ignore_errors=True)
 
 
-def _boot_module():
-    """``sandbox_boot``'s functions, loaded as a module of their own (nothing runs)."""
-    path = Path(sandbox.__file__).with_name("sandbox_boot.py")
-    spec = importlib.util.spec_from_file_location("sandbox_boot_under_test", path)
+def _hook_module():
+    """``sandbox_hook``'s functions, loaded as a module of their own (nothing runs)."""
+    path = Path(sandbox.__file__).with_name("sandbox_hook.py")
+    spec = importlib.util.spec_from_file_location("sandbox_hook_under_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -342,7 +342,7 @@ def _boot_module():
 def test_the_hook_judges_a_symlink_by_where_it_leads(tmp_path):
     # a read root holding a link to a file outside every root (as Debian's stdlib holds
     # sitecustomize.py -> /etc/...), a link to a file inside, and a chain of relative links
-    boot = _boot_module()
+    boot = _hook_module()
     root, work, elsewhere = tmp_path / "stdlib", tmp_path / "work", tmp_path / "elsewhere"
     for d in (root, work, elsewhere, root / "pkg"):
         d.mkdir()

@@ -367,8 +367,8 @@ def _trainer_files() -> list[Path]:
     import scalerl.data.sandbox
     import scalerl.data.tasks.code
     files = [Path(m.__file__) for m in (scalerl.data.asserts, scalerl.data.sandbox, scalerl.data.tasks.code)]
-    files += [Path(scalerl.data.sandbox.__file__).with_name("sandbox_boot.py"), Path(installed.__file__),
-              Path(textwrap.__file__)]
+    files += [Path(scalerl.data.sandbox.__file__).with_name(name) for name in ("sandbox_boot.py", "sandbox_hook.py")]
+    files += [Path(installed.__file__), Path(textwrap.__file__)]
     return [f.resolve() for f in files]
 
 

@@ -46,7 +46,8 @@ from scalerl.data.sandbox_fallback import disk_caps, fallback_python, make_workd
 from scalerl.data.sandbox_ns import NOBODY, isolation, ns_argv, python_path
 from scalerl.data.sandbox_uids import lease_uid
 
-_BOOT = "# scalerl-sandbox\n" + Path(__file__).with_name("sandbox_boot.py").read_text()
+_BOOT = "# scalerl-sandbox\n" + "".join(  # the audit hook, then the harness that installs it
+    Path(__file__).with_name(name).read_text() for name in ("sandbox_hook.py", "sandbox_boot.py"))
 _ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8", "SCALERL_SANDBOX": "1"}
 
 
