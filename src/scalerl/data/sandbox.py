@@ -15,7 +15,7 @@ run log names it):
    signals so a killed trainer takes its programs with it;
 2. resource limits: address space, CPU seconds, file size (stdout, stderr and results are
    size-capped memfds), open files, processes, no core dumps;
-3. ``python -I -S -B`` with a bare environment, and an audit hook (``sandbox_boot.py``) that
+3. ``python -I -S -B`` with a bare environment, and an audit hook (``sandbox_hook.py``) that
    blocks sockets, new processes, ctypes, native code but the standard extensions, crafted
    bytecode, and file access outside the work directory (with the routes no audit event
    reports, such as ``os.mkfifo``, removed before the program runs).
