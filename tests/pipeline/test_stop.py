@@ -17,7 +17,7 @@ from scalerl.metrics import read_records
 from scalerl.pipeline import stop
 from scalerl.pipeline.stop import Stopped, Stopping, on_signals
 
-STEPS = 12
+STEPS = 10
 
 
 class _Exit(Exception):
@@ -74,7 +74,7 @@ def test_a_signal_mid_run_checkpoints_the_last_step_and_the_resume_loses_none(wa
     """SIGTERM to the driver (a supervisor) or SIGINT to the whole group (Ctrl-C, which reaches
     the generators too), sent once the log shows step 2 (an observed event, not a sleep):
     exit 143 / 130, one sentence, no traceback from any process, the checkpoint at the step
-    the log ends on; the resume logs every step once."""
+    the log ends on; the resume (after SIGTERM, to keep the suite short) logs every step once."""
     run = tmp_path / "run"
     overrides = run_overrides(warm_model_dir, **{
         "pipeline.backend": "local", "train.steps": STEPS, "train.checkpoint_every": 100,
@@ -101,7 +101,8 @@ def test_a_signal_mid_run_checkpoints_the_last_step_and_the_resume_loses_none(wa
     assert 2 <= step < STEPS and state["learner"]["version"] == step
     assert meta["logged_through"] == step == _last_step(run)  # the log and the checkpoint agree
     assert _all_gone(generators), "generators outlived the stopped run"
-
+    if signum == signal.SIGINT:
+        return  # resuming is the same after either signal (the SIGTERM case does it)
     resumed = _train(["--resume", str(run), "--no-fit"])
     assert resumed.wait(timeout=600) == 0, resumed.stderr.read()
     assert [r["step"] for r in read_records(run / "metrics.jsonl")] == list(range(STEPS + 1))
