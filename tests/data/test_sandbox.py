@@ -28,8 +28,10 @@ def test_calls_return_plain_data_and_anything_else_fails():
                                ["missing", "()", "{}"], ["big", "()", "{}"], ["nan", "()", "{}"],
                                ["f", "()", "{'x': -2}"]])
     assert r.values[0] == (True, {"k": (1, [1.5, None], {1, 2})})
-    assert r.values[1:6] == [(False, None)] * 5  # dict subclass, raise, missing, >4300 digits, nan
-    assert r.values[6] == (True, {"k": (-2, [-1.5, None], {1, 2})})
+    assert r.values[1] == (True, {})  # an OrderedDict goes as the dict it holds
+    assert r.values[2:5] == [(False, None)] * 3  # raise, missing, >4300 digits
+    assert r.values[5][0] and r.values[5][1] != r.values[5][1]  # nan crosses, and equals nothing
+    assert r.values[6] == (True, {"k": (-2, [-1.5, None], {1, 2})}) and r.error is None
 
 
 def test_frozensets_anywhere_come_back_as_sets():

@@ -92,3 +92,30 @@ def test_shared_weights_round_trip_and_versions():
     assert version == 4 and shared.read(since=4) is None
     for name, p in model.named_parameters():
         assert torch.equal(state[name], p.detach())
+
+
+class JunkCountingTask(OneTask):
+    """A task whose grader met a malformed result for every completion that is not "1"."""
+
+    reward_errors = 0
+
+    def reward(self, text, example):
+        self.reward_errors += text != "1"
+        return 0.0
+
+
+def test_samples_the_task_could_not_grade_reach_the_step_metrics():
+    from scalerl.pipeline.run import generator_times
+
+    import dataclasses
+
+    engine, honest = StepEngine(), StepEngine()
+    engine.version = honest.version = 0  # a frozen policy: no weights to wait for
+    engine.generate = lambda prompts, params, on_step=None: [
+        dataclasses.replace(c, text="junk") for c in StepEngine.generate(engine, prompts, params, on_step)]
+    actor = Actor(engine, Tokenizer(), JunkCountingTask(), SamplingParams(), generations=3)
+    groups = actor.run_batch([PromptAssignment(seq=s, prompt_id=0, epoch=0, min_version=0) for s in (1, 2)])
+    assert [g.meta["reward_errors"] for g in groups] == [3, 3]
+    assert generator_times(groups)["reward_errors"] == 6
+    assert generator_times(Actor(honest, Tokenizer(), OneTask(), SamplingParams(), 2).run_batch(
+        [PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=0)]))["reward_errors"] == 0

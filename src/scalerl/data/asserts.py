@@ -5,21 +5,27 @@ inside the untrusted program's interpreter lets the program decide its own verdi
 ``exec``, return an object whose ``__eq__`` is always true, read the harness's frames). So the
 snippet never reaches the program: :func:`parse_assert` splits it with :mod:`ast` into
 
-- a :class:`Check` holding the **call** (a dotted function name and literal arguments), which
-  is all the sandboxed child receives; the child returns the call's result as the ``repr`` of
-  plain data (None, bool, int, float, str, and lists, tuples, dicts, sets of those), and
+- a :class:`Check` holding the **call** (a dotted function name and literal arguments) and the
+  name of its **wrapper**, which is all the sandboxed child receives; the child makes the call,
+  applies the wrapper there with its own saved builtins (so ``list(gen())``, ``len(range(5))``
+  and ``sorted(d.keys())`` see the real iterator), and sends the result back as tagged plain
+  data (``scalerl.data.results``), and
 - the **comparison** (operator and expected literal), which stays in the trainer and is
-  applied by :meth:`Check.passes` to the ``ast.literal_eval`` of that text, which can only
-  produce plain data.
+  applied by :meth:`Check.passes` to the decoded data, through canonical keys that compare as
+  Python's ``==`` does (``Fraction(1, 2) == 0.5``, ``Decimal('0.1') != 0.1``, ``2 + 0j == 2``,
+  a NaN equals nothing).
 
 Accepted forms, with ``CALL`` = ``f(lit, ..., k=lit)`` (``f`` a name or dotted name) and
-``W`` one of the pure wrappers in ``WRAPPERS`` (applied in the trainer):
+``W`` one of the builtins in ``WRAPPERS`` (applied in the sandbox, to the call's result):
 
     assert CALL == LIT        assert W(CALL) == LIT      assert LIT == CALL   (also !=)
     assert CALL               assert not CALL            assert CALL is None / True / False
     assert math.isclose(CALL, LIT[, rel_tol=LIT, abs_tol=LIT])
     assert abs(CALL - LIT) < LIT                          (also <=)
 
+``LIT`` is what ``ast.literal_eval`` reads (numbers, including complex and ``1e999`` for
+infinity; str, bytes, None, bools; lists, tuples, dicts, sets) or ``float('inf')``,
+``float('-inf')``, ``float('nan')``. ``...`` is refused: no program value can equal it here.
 An optional assert message is ignored. Anything else is rejected when the data set is loaded,
 so a test that cannot be graded safely is an error, never a silent 0.
 """
@@ -27,13 +33,17 @@ so a test that cannot be graded safely is an error, never a silent 0.
 from __future__ import annotations
 
 import ast
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
-WRAPPERS = {"set": set, "frozenset": frozenset, "sorted": sorted, "list": list, "tuple": tuple,
-            "len": len, "abs": abs, "str": str, "int": int, "float": float, "bool": bool}
-"""Functions the trainer may apply to the returned plain data before comparing."""
+from scalerl.data.results import WireError, canonical, is_number
+
+WRAPPERS = frozenset({"set", "frozenset", "sorted", "list", "tuple", "dict", "len", "abs", "str",
+                      "int", "float", "bool", "sum", "min", "max"})
+"""Builtins the sandboxed child may apply to a call's result before sending it back
+(``sandbox_boot._WRAPPERS`` holds the child's saved references, by the same names)."""
 
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not"}
 FORMS = "`assert f(literals) == literal` (or !=, is, not, math.isclose, abs(f(...) - x) < tol)"
@@ -59,23 +69,36 @@ class Check:
     wrap: str | None = None
     options: dict = field(default_factory=dict)
     """``isclose``: rel_tol/abs_tol; ``abs<``/``abs<=``: tol."""
+    key: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    """``canonical(expected)`` for ``==``/``!=``, computed once at load."""
+
+    def __post_init__(self) -> None:
+        if self.wrap is not None and self.wrap not in WRAPPERS:
+            raise AssertFormError(f"`{self.wrap}` is not a wrapper the sandbox applies")
+        if self.op in ("==", "!="):
+            try:
+                object.__setattr__(self, "key", canonical(self.expected))
+            except (WireError, RecursionError):
+                raise AssertFormError(f"expected value `{self.expected!r:.60}` cannot be graded") from None
 
     def passes(self, value: Any) -> bool:
-        """Whether the returned plain ``value`` satisfies the assert (any error is a failure)."""
+        """Whether ``value``, the call's decoded result with the wrapper already applied in the
+        sandbox, satisfies the assert. Any error is a failure, never an exception: the value
+        was shaped by the program."""
         try:
-            return self._passes(WRAPPERS[self.wrap](value) if self.wrap else value)
-        except (TypeError, ValueError, OverflowError, RecursionError, MemoryError):
+            return self._passes(value)
+        except Exception:  # noqa: BLE001 - TypeError, OverflowError, RecursionError, decimal signals
             return False
 
     def _passes(self, v: Any) -> bool:
         if self.op in ("==", "!="):
-            return (v == self.expected) is (self.op == "==")
+            return (canonical(v) == self.key) is (self.op == "==")
         if self.op in ("is", "is not"):  # None/True/False only: identity on plain data is type + value
             same = type(v) is type(self.expected) and v == self.expected
             return same is (self.op == "is")
         if self.op in ("truthy", "falsy"):
             return bool(v) is (self.op == "truthy")
-        if type(v) not in (int, float):  # bool is not a number here
+        if not is_number(v):
             return False
         if self.op == "isclose":
             return math.isclose(v, self.expected, **self.options)
@@ -83,11 +106,31 @@ class Check:
         return gap < self.options["tol"] if self.op == "abs<" else gap <= self.options["tol"]
 
 
+class _NonFinite(ast.NodeTransformer):
+    """``float('inf')``, ``float('-inf')``, ``float('nan')`` as constants: the one call form a
+    literal may hold, since nan has no literal at all."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if (isinstance(node.func, ast.Name) and node.func.id == "float" and len(node.args) == 1
+                and not node.keywords and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in ("inf", "-inf", "nan", "infinity", "-infinity")):
+            return ast.Constant(float(node.args[0].value))
+        return node
+
+
 def _literal(node: ast.expr, what: str) -> Any:
     try:
-        return ast.literal_eval(node)
+        return ast.literal_eval(_NonFinite().visit(copy.deepcopy(node)))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise AssertFormError(f"{what} `{ast.unparse(node)}` is not a literal") from None
+
+
+def _number(node: ast.expr, what: str, complex_ok: bool = False) -> Any:
+    """A literal that a tolerance form can use (a str there would fail every program)."""
+    value = _literal(node, what)
+    if type(value) not in ((int, float, complex) if complex_ok else (int, float)):
+        raise AssertFormError(f"{what} `{ast.unparse(node)}` is not a number")
+    return value
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -134,8 +177,8 @@ def _compare(test: ast.Compare) -> Check | None:
             call = _call(left.args[0].left)
             if call is not None:
                 return Check(*call, op="abs<" if isinstance(op, ast.Lt) else "abs<=",
-                             expected=_literal(left.args[0].right, "expected value"),
-                             options={"tol": _literal(right, "tolerance")})
+                             expected=_number(left.args[0].right, "expected value", complex_ok=True),
+                             options={"tol": _number(right, "tolerance")})
         return None
     subject = _subject(left)
     if subject is None and isinstance(op, (ast.Eq, ast.NotEq)):
@@ -154,10 +197,10 @@ def _isclose(test: ast.Call) -> Check | None:
     call = _call(test.args[0])
     if call is None:
         return None
-    options = {k.arg: _literal(k.value, k.arg) for k in test.keywords}
+    options = {k.arg: _number(k.value, k.arg) for k in test.keywords}
     if set(options) - {"rel_tol", "abs_tol"}:
         raise AssertFormError("math.isclose takes only rel_tol and abs_tol here")
-    return Check(*call, op="isclose", expected=_literal(test.args[1], "expected value"), options=options)
+    return Check(*call, op="isclose", expected=_number(test.args[1], "expected value"), options=options)
 
 
 def parse_assert(snippet: str) -> Check:

@@ -29,7 +29,6 @@ computation; for hostile multi-tenant code use gVisor or nsjail.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import os
@@ -42,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalerl.data.results import decode_results
 from scalerl.data.sandbox_fallback import disk_caps, fallback_python, make_workdir, preexec
 from scalerl.data.sandbox_ns import NOBODY, isolation, ns_argv, python_path
 from scalerl.data.sandbox_uids import lease_uid
@@ -88,8 +88,11 @@ class SandboxResult:
     timed_out: bool
     seconds: float
     values: list[tuple[bool, Any]] = field(default_factory=list)
-    """Per requested call: (True, the returned plain data) or (False, None) if it raised,
-    returned something else, or was never reached."""
+    """Per requested call: (True, the returned plain data, ``scalerl.data.results``) or
+    (False, None) if it raised, returned something else, or was never reached."""
+    error: str | None = None
+    """Why the results channel broke its grammar (then every value is (False, None)): only
+    the program can have written that, so the caller counts it (``reward_errors``)."""
 
     @property
     def finished(self) -> bool:
@@ -120,42 +123,6 @@ def _memfd(name: str, data: bytes = b"") -> int:
 def _read_memfd(fd: int, cap: int) -> bytes:
     os.lseek(fd, 0, os.SEEK_SET)
     return os.read(fd, cap)
-
-
-class _FrozensetAsSet(ast.NodeTransformer):
-    """``frozenset({...})`` (which ``literal_eval`` refuses) read back as the set ``{...}``:
-    equal under ``==``, so a correct answer holding one nested anywhere still passes. Inside a
-    set or as a dict key the set is unhashable, and that value fails, as it must."""
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        node = self.generic_visit(node)
-        if not (isinstance(node.func, ast.Name) and node.func.id == "frozenset" and not node.keywords):
-            return node
-        if not node.args:  # frozenset() -> set()
-            return ast.Call(func=ast.Name(id="set", ctx=ast.Load()), args=[], keywords=[])
-        return node.args[0] if len(node.args) == 1 and isinstance(node.args[0], ast.Set) else node
-
-
-def _literal(body: str) -> Any:
-    """Plain data from the child's ``repr`` text, by ``ast.literal_eval`` only."""
-    return ast.literal_eval(_FrozensetAsSet().visit(ast.parse(body, mode="eval")))
-
-
-def _parse_values(text: str, n: int) -> list[tuple[bool, Any]]:
-    """Per call, the first ``index<TAB>repr`` line for it, read back as plain data only."""
-    values: list[tuple[bool, Any]] = [(False, None)] * n
-    seen: set[int] = set()
-    for line in text.splitlines():
-        index, sep, body = line.partition("\t")
-        if not sep or not index.isdigit() or int(index) >= n or int(index) in seen:
-            continue
-        seen.add(int(index))
-        if body != "!":
-            try:
-                values[int(index)] = (True, _literal(body))
-            except Exception:  # noqa: BLE001 - anything but a literal is a failed call
-                pass
-    return values
 
 
 class _Run:
@@ -214,11 +181,12 @@ class _Run:
             os.killpg(self.proc.pid, signal.SIGKILL)  # also what the program left in its group
         self.proc.wait()
         cap = self.limits.max_output_bytes
-        out, err, res = (_read_memfd(self.fds[k], cap).decode(errors="replace") for k in ("out", "err", "res"))
+        out, err = (_read_memfd(self.fds[k], cap).decode(errors="replace") for k in ("out", "err"))
+        values, error = decode_results(_read_memfd(self.fds["res"], cap), self.n_calls, cap)
         self._release()
         return SandboxResult(stdout=out, stderr=err, exit_code=None if timed_out else self.proc.returncode,
                              timed_out=timed_out, seconds=time.monotonic() - self.start,
-                             values=_parse_values(res, self.n_calls))
+                             values=values, error=error)
 
     def _release(self) -> None:
         """Close the memfds and remove the fallback work directory."""
@@ -261,7 +229,8 @@ def _run_all(jobs: list[tuple[str, list | None]], source: str, limits: SandboxLi
 def run_python(source: str, *, stdin: str = "", calls: list | None = None,
                limits: SandboxLimits = DEFAULT_LIMITS) -> SandboxResult:
     """Run ``source`` once: it reads ``stdin``; then each ``[func, args_src, kwargs_src]`` of
-    ``calls`` is made and its plain-data result returned in ``values``."""
+    ``calls`` is made (a fourth item names a ``WRAPPERS`` builtin applied to the result in
+    the sandbox) and its plain-data result returned in ``values``."""
     return _run_all([(stdin, calls)], source, limits)[0]
 
 

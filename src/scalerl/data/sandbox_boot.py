@@ -6,10 +6,11 @@ no audit event, installs an audit hook (PEP 578), and runs the untrusted program
 
 - ``mode="io"``: the program's stdout is the output; the exit status says whether it
   finished (0) or raised (1, or its own ``SystemExit`` code).
-- ``mode="calls"``: after the program, each call ``[func, args_src, kwargs_src]`` is made
-  and its result written to the results fd as one line ``index<TAB>repr``, or
-  ``index<TAB>!`` when it raised or returned anything but plain data (None, bool, int, float,
-  str, and lists, tuples, dicts, sets, frozensets of those). The trainer compares; this
+- ``mode="calls"``: after the program, each call ``[func, args_src, kwargs_src, wrapper]`` is
+  made, the assert's wrapper (``list``, ``sorted``, ``len``...) applied to its result here, and
+  the result written to the results fd as one line ``index<TAB>json`` in the tagged grammar of
+  ``scalerl.data.results``, or ``index<TAB>!`` when it raised or is not plain data (exact or
+  subclassed built-in values, Fraction, Decimal; ``_plain_repr``). The trainer compares; this
   process never sees an expected value, so rebinding builtins, a permissive ``__eq__`` or a
   forged line can at best claim a value, never a pass.
 
@@ -19,42 +20,118 @@ this one) say what the program may touch.
 Never import this module in the trainer; ``sandbox.py`` ships its source text.
 """
 
-_PLAIN = (type(None), bool, int, float, str)
+# The harness's own references, saved before the program runs: a program may rebind builtins
+# or patch modules, and the wrappers and the encoder below must not run its code for theirs.
+_WRAPPERS = tuple((f.__name__, f) for f in (set, frozenset, sorted, list, tuple, dict, len, abs,
+                                            str, int, float, bool, sum, min, max))
+_PLAIN = (__import__("fractions").Fraction, __import__("decimal").Decimal,
+          __import__("_json").encode_basestring_ascii, __import__("posix").write)
+# the built-in types a value (or its class's base) must be to cross as plain data
+_BASES = (int, float, complex, str, bytes, bytearray, list, tuple, set, frozenset, dict)
+_TAGS = ((list, "l"), (tuple, "t"), (set, "s"), (frozenset, "f"), (dict, "d"))
 
 
-def _plain_repr(value, _type=type, _repr=repr, _len=len, _plain=_PLAIN):
-    """``repr(value)`` if it is plain data (exact built-in types, finite floats), else None."""
-    stack, seen = [(value, 0)], 0
+def _float_text(v, _repr=float.__repr__):
+    """A float's JSON text; the non-finite ones, which JSON lacks, tagged."""
+    text = _repr(v)
+    return '["F","' + text + '"]' if text in ("inf", "-inf", "nan") else text
+
+
+def _scalar_text(v, base, _plain=_PLAIN, _float=_float_text, _complex=complex.__complex__,
+                 _int=int.__repr__, _str=str.__str__, _type=type):
+    """Wire text of a number, string or bytes, read by ``base``'s own methods: for a subclass
+    (IntEnum, a str enum) that is the built-in value it holds, and its class's code never runs."""
+    if base is int:
+        return _int(v)  # over 4300 digits: ValueError, so the call fails
+    if base is float:
+        return _float(v)
+    if base is complex:
+        c = _complex(v)
+        return '["c",' + _float(c.real) + "," + _float(c.imag) + "]"
+    if base is str:
+        return _plain[2](_str(v))
+    if base is bytes or base is bytearray:
+        return '["b","' + base.hex(v) + '"]'
+    fraction, decimal = _plain[0], _plain[1]
+    if _type(v) is fraction:
+        n, d = v.numerator, v.denominator
+        return '["q",' + _int(n) + "," + _int(d) + "]" if _type(n) is int and _type(d) is int else None
+    return '["D",' + _plain[2](decimal.__str__(v)) + "]"  # exact: str(Decimal) round-trips
+
+
+def _plain_repr(value, _type=type, _len=len, _issub=issubclass, _plain=_PLAIN, _bases=_BASES,
+                _tags=_TAGS, _scalar=_scalar_text, _items=dict.items):
+    """The wire JSON of ``value`` (grammar in ``scalerl.data.results``), or None when it is not
+    plain data.
+
+    Exact built-in types go as they are. An instance of a subclass of one (a namedtuple, an
+    IntEnum, a Counter, OrderedDict or defaultdict) goes as the built-in value it holds, read
+    with the built-in type's own methods: its class's code never runs, so a lying ``__eq__`` or
+    ``__repr__`` has nothing to lie to, and the value is one the program could have returned
+    itself. Fraction and Decimal go exactly; anything else (a plain Enum, an object) is None.
+    Iterative, with caps on values and depth, so a deep or huge value fails the call."""
+    out, stack, seen = [], [(value, 0)], 0
     while stack:
         v, depth = stack.pop()
+        if depth < 0:  # a bracket or comma queued below
+            out.append(v)
+            continue
         t, seen = _type(v), seen + 1
         if seen > 1_000_000 or depth > 100:
             return None
-        if t is float and (v != v or v in (float("inf"), float("-inf"))):
-            return None
-        if t in _plain:
+        if v is None or t is bool:
+            out.append("null" if v is None else "true" if v else "false")
             continue
-        if t in (list, tuple, set, frozenset):
-            stack.extend((x, depth + 1) for x in v)
-        elif t is dict:
-            stack.extend((x, depth + 1) for kv in v.items() for x in kv)
-        else:
-            return None
-    text = _repr(value)  # the trainer reads frozenset({...}) back as a set
+        base = t if t in _bases else None
+        for b in _bases if base is None else ():
+            if _issub(t, b):
+                base = b
+                break
+        tag = None
+        for b, name in _tags:
+            if base is b:
+                tag = name
+        if tag is None:
+            text = _scalar(v, base) if base is not None or t is _plain[0] or t is _plain[1] else None
+            if text is None:
+                return None
+            out.append(text)
+            continue
+        items = [x for kv in _items(v) for x in kv] if base is dict else base.__iter__(v)
+        seq = [('["' + tag + '"', -1)]
+        for x in items:
+            seq.append((",", -1))
+            seq.append((x, depth + 1))
+        seq.append(("]", -1))
+        stack.extend(seq[::-1])
+    text = "".join(out)
     return text if _len(text) < 1 << 20 else None
 
 
-def _run_calls(namespace, calls, fd, os, literal_eval):
-    for i, (func, args_src, kwargs_src) in enumerate(calls):
+def _run_calls(namespace, calls, fd, os, literal_eval, _encode=_plain_repr, _wrappers=_WRAPPERS,
+               _write=_PLAIN[3], _enumerate=enumerate, _len=len, _getattr=getattr, _str=str,
+               _type=type, _print=print):
+    """Make each call ``[func, args_src, kwargs_src(, wrapper)]``, apply the wrapper here, to
+    the real result (so ``list(gen())`` sees the generator), and write one line per call."""
+    for i, call in _enumerate(calls):
+        text = None
         try:
+            func, args_src, kwargs_src = call[0], call[1], call[2]
+            wrap = call[3] if _len(call) > 3 else None
             target = namespace[func.split(".")[0]]
             for attr in func.split(".")[1:]:
-                target = getattr(target, attr)
-            text = _plain_repr(target(*literal_eval(args_src), **literal_eval(kwargs_src)))
+                target = _getattr(target, attr)
+            value = target(*literal_eval(args_src), **literal_eval(kwargs_src))
+            if wrap is not None:
+                value = [f for name, f in _wrappers if name == wrap][0](value)
+            text = _encode(value)
         except BaseException as e:  # noqa: BLE001 - any failure of a call fails that test
-            text = None
-            print(f"test {i}: {type(e).__name__}: {e}", file=__import__("sys").stderr)
-        os.write(fd, f"{i}\t{'!' if text is None else text}\n".encode())
+            try:  # the message runs the program's __str__, which may itself raise
+                _print("test " + _str(i) + ": " + _type(e).__name__ + ": " + _str(e),
+                       file=__import__("sys").stderr)
+            except BaseException:  # noqa: BLE001
+                pass
+        _write(fd, (_str(i) + "\t" + ("!" if text is None else text) + "\n").encode())
 
 
 def _main():

@@ -114,9 +114,11 @@ class Actor:
 
     def _score(self, a: PromptAssignment, completions: list[Completion]) -> Group:
         example = self.task.train_example(a.prompt_id)
+        errors = getattr(self.task, "reward_errors", 0)  # a task may count samples it could not grade
         correct = np.array([self.task.reward(c.text, example) for c in completions], dtype=np.float32)
         rewards = 2.0 * correct - 1.0 if self.reward_form == "pm1" else correct
-        return Group(a.prompt_id, completions, rewards.astype(np.float32), a.epoch, meta={"seq": a.seq})
+        return Group(a.prompt_id, completions, rewards.astype(np.float32), a.epoch,
+                     meta={"seq": a.seq, "reward_errors": getattr(self.task, "reward_errors", 0) - errors})
 
 
 ENGINES = ("torch", "vllm")

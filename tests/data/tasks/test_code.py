@@ -8,7 +8,8 @@ from scalerl.data.tasks.base import Example
 from scalerl.data.tasks.code import code_reward, extract_program, normalize_tests
 
 DOUBLE_IO = normalize_tests([{"input": "2\n", "output": "4\n"}, {"input": "5\n", "output": "10"}])
-ADD_ASSERTS = normalize_tests(json.dumps(["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]))
+ADD_ASSERTS_SRC = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
+ADD_ASSERTS = normalize_tests(json.dumps(ADD_ASSERTS_SRC))
 FAST = SandboxLimits(timeout_s=2.0)
 
 
@@ -93,3 +94,29 @@ def test_assert_tests_that_cannot_be_graded_safely_fail_at_load(tmp_path):
     path.write_text(json.dumps({"problem": "p", "tests": ["assert f(x) == 1"]}) + "\n")
     with pytest.raises(ValueError, match="record 0: test 0 .*argument `x` is not a literal"):
         get_task("code", path=path, num_validation=0)
+
+
+def test_an_expected_value_no_program_can_match_fails_at_load_naming_the_test(tmp_path):
+    path = tmp_path / "code.jsonl"
+    path.write_text(json.dumps({"problem": "p", "tests": ["assert f() == 1", "assert f() == [...]"]}) + "\n")
+    with pytest.raises(ValueError, match=r"record 0: test 1 .*\[\.\.\.\].*cannot be graded"):
+        get_task("code", path=path, num_validation=0)
+
+
+# probe F18/F19: a program that writes junk to every descriptor made the trainer raise
+JUNK_WRITER = ("import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, {line!r}.encode())\n"
+               "    except OSError:\n        pass\ndef add(a, b):\n    return a + b\nprint(input())")
+
+
+@pytest.mark.parametrize("line", ["\u00b2\t1\n", "9" * 5000 + "\t1\n"])
+def test_junk_on_the_results_channel_scores_zero_counted_and_logged_once(tmp_path, capsys, line):
+    path = tmp_path / "code.jsonl"
+    path.write_text(json.dumps({"problem": "p", "tests": ADD_ASSERTS_SRC}) + "\n"
+                    + json.dumps({"problem": "q", "tests": [{"input": "1", "output": "1"}]}) + "\n")
+    task = get_task("code", path=path, num_validation=0, limits=FAST)
+    capsys.readouterr()
+    program = _fenced(JUNK_WRITER.format(line=line))
+    assert task.reward(program, task.train_example(0)) == 0.0  # calls mode
+    assert task.reward(program, task.train_example(1)) == 0.0  # io mode: the same channel
+    assert task.reward(_fenced("def add(a, b):\n    return a + b"), task.train_example(0)) == 1.0
+    assert task.reward_errors == 2 and capsys.readouterr().err.count("malformed results") == 1

@@ -85,28 +85,43 @@ def _same_output(got: str, want: str) -> bool:
     return norm(got) == norm(want)
 
 
-def run_tests(program: str, tests: dict, limits: SandboxLimits = DEFAULT_LIMITS) -> list[bool]:
+def grade(program: str, tests: dict, limits: SandboxLimits = DEFAULT_LIMITS) -> tuple[list[bool], str | None]:
     """Per-test pass/fail of ``program`` on normalized ``tests``, compared here, never in the
-    sandbox. Function tests share one run; stdin/stdout cases run in parallel in one budget."""
+    sandbox; and, if a run's results channel broke its grammar, why (its tests then fail).
+    Function tests share one run; stdin/stdout cases run in parallel in one budget."""
     if tests["kind"] == "calls":
         checks = tests["cases"]
-        r = run_python(program, calls=[[c.func, c.args_src, c.kwargs_src] for c in checks], limits=limits)
-        return [ok and c.passes(v) for c, (ok, v) in zip(checks, r.values)]  # reported before any timeout
+        r = run_python(program, calls=[[c.func, c.args_src, c.kwargs_src, c.wrap] for c in checks], limits=limits)
+        if r.error is not None:
+            return [False] * len(checks), r.error
+        return [ok and c.passes(v) for c, (ok, v) in zip(checks, r.values)], None  # reported before any timeout
     runs = run_cases(program, [stdin for stdin, _ in tests["cases"]], limits)
-    return [r is not None and r.finished and _same_output(r.stdout, want)
-            for r, (_, want) in zip(runs, tests["cases"])]
+    error = next((r.error for r in runs if r is not None and r.error is not None), None)
+    return [r is not None and r.error is None and r.finished and _same_output(r.stdout, want)
+            for r, (_, want) in zip(runs, tests["cases"])], error
+
+
+def run_tests(program: str, tests: dict, limits: SandboxLimits = DEFAULT_LIMITS) -> list[bool]:
+    """Per-test pass/fail of ``program`` on normalized ``tests`` (:func:`grade`)."""
+    return grade(program, tests, limits)[0]
+
+
+def score(completion_text: str, example: Example, *, all_tests: bool = False,
+          limits: SandboxLimits = DEFAULT_LIMITS) -> tuple[float, str | None]:
+    """:func:`code_reward` and why the completion's results were malformed, if they were."""
+    program = extract_program(completion_text)
+    if not program.strip():
+        return 0.0, None
+    passed, error = grade(program, example.meta["tests"], limits)
+    if all_tests:
+        return float(all(passed)), error
+    return sum(passed) / len(passed), error
 
 
 def code_reward(completion_text: str, example: Example, *, all_tests: bool = False,
                 limits: SandboxLimits = DEFAULT_LIMITS) -> float:
     """Fraction of ``example.meta["tests"]`` passed (or 1.0/0.0 if ``all_tests``)."""
-    program = extract_program(completion_text)
-    if not program.strip():
-        return 0.0
-    passed = run_tests(program, example.meta["tests"], limits)
-    if all_tests:
-        return float(all(passed))
-    return sum(passed) / len(passed)
+    return score(completion_text, example, all_tests=all_tests, limits=limits)[0]
 
 
 ANNOUNCED = "SCALERL_SANDBOX_ANNOUNCED"
@@ -185,6 +200,8 @@ class CodeTask(FileTask):
         super().__init__(path, fields, to_example, validation_path=validation_path,
                          num_validation=num_validation, seed=seed, prompt_template=prompt_template)
         self.all_tests, self.limits = all_tests, sandbox_limits(limits)
+        self.reward_errors = 0
+        """Completions whose results channel was malformed (scored 0); the actor reports it."""
         if reward_fn is None:
             _announce_isolation()
         self.reward_fn = reward_fn
@@ -192,7 +209,13 @@ class CodeTask(FileTask):
     def reward(self, completion_text: str, example: Example) -> float:
         if self.reward_fn is not None:
             return float(self.reward_fn(completion_text, example))
-        return code_reward(completion_text, example, all_tests=self.all_tests, limits=self.limits)
+        value, error = score(completion_text, example, all_tests=self.all_tests, limits=self.limits)
+        if error is not None:
+            self.reward_errors += 1
+            if self.reward_errors == 1:  # once: a policy that found the trick repeats it
+                print(f"code task: a completion wrote malformed results and scored 0 ({error}); "
+                      "further cases are counted in the reward_errors metric", file=sys.stderr, flush=True)
+        return value
 
     def demonstration(self, example: Example) -> str:
         """The reference solution (``solution_field``) as a fenced block after empty thinking."""

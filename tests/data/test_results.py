@@ -1,0 +1,85 @@
+"""The results channel's decoder: hostile text is a reported error, never an exception, and
+costs the trainer bounded time; the canonical keys compare as Python's ``==``."""
+
+import time
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+
+from scalerl.data.asserts import parse_assert
+from scalerl.data.results import MAX_DIGITS, WireDict, WireSet, canonical, decode_results, decode_value
+
+# a 1 MB set whose 43,869 elements all hash to 0: a Python set of it costs seconds (probe F20)
+COLLIDING = ("0\t[\"s\"," + ",".join(str(k * (2 ** 61 - 1)) for k in range(1, 43870)) + "]\n").encode()
+
+
+def test_well_formed_lines_decode_to_plain_data():
+    raw = b'0\t["l",1,["t",2.5,null],"a"]\n1\t!\n2\t["d","k",["s",1,2]]\n'
+    values, error = decode_results(raw, 4)
+    assert error is None and values[0] == (True, [1, (2.5, None), "a"]) and values[1] == (False, None)
+    assert values[2] == (True, {"k": {1, 2}}) and values[3] == (False, None)  # never reported
+
+
+@pytest.mark.parametrize("raw, why", [
+    ("\u00b2\t1\n".encode(), "non-ASCII"),  # probe F18: isdigit() is true for '²'
+    (b"9" * 5000 + b"\t1\n", "no valid call index"),  # probe F19
+    (b"0\t1\n0\t2\n", "repeats call 0"),  # a forged line before or after the harness's
+    (b"5\t1\n", "no valid call index"),
+    (b"0 1\n", "no valid call index"),
+    (b"0\tTrue\n", "not wire JSON"),
+    (b"0\tNaN\n", "bare NaN"),
+    (b'0\t{"a": 1}\n', "JSON object"),
+    (b"0\t" + b"1" * (MAX_DIGITS + 1) + b"\n", "more than 4300 digits"),
+    (b"0\t" + b'["l",' * 200 + b"1" + b"]" * 200 + b"\n", "levels"),
+    (b"0\t" + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not wire JSON"),
+    (b'0\t["s",["l"]]\n', "unhashable"),
+    (b'0\t["x",1]\n', "malformed 'x'"),
+    (b'0\t["q",1,0]\n', "malformed 'q'"),
+    (b'0\t["D","1e999999999"]\n', "malformed 'D'"),
+    (b'0\t["b","zz"]\n', "not wire JSON"),
+    (b'0\t["c",1,2]\n', "not a float"),
+])
+def test_malformed_channels_are_reported_and_fail_every_call(raw, why):
+    values, error = decode_results(raw, 2)
+    assert values == [(False, None)] * 2 and why in error
+
+
+def test_an_unfinished_last_line_is_a_call_never_reported():
+    values, error = decode_results(b'0\t["l",1]\n1\t["l",', 2)
+    assert error is None and values == [(True, [1]), (False, None)]
+
+
+def test_the_channel_is_capped_by_the_decoder_itself():
+    values, error = decode_results(b"0\t1\n" + b" " * 100, 1, max_bytes=64)
+    assert values == [(False, None)] and "over 64 bytes" in error
+
+
+def test_a_hash_colliding_set_costs_well_under_a_second():
+    # probe F20 cost 14 s of trainer CPU through literal_eval; here decode and compare sort,
+    # never hash: the bound is generous (a few hundredths of a second measured), not a race
+    check = parse_assert("assert uniq([1, 3]) == {1, 3}")
+    start = time.process_time()
+    values, error = decode_results(COLLIDING, 1, max_bytes=2 << 20)
+    verdict = check.passes(values[0][1])
+    assert time.process_time() - start < 3.0
+    assert error is None and len(values[0][1]) == 43869 and not verdict
+
+
+@pytest.mark.parametrize("a, b, equal", [
+    (Fraction(1, 2), 0.5, True), (Fraction(1, 3), 0.333, False), (Decimal("0.1"), 0.1, False),
+    (Decimal("0.5"), Fraction(1, 2), True), (2 + 0j, 2, True), (1j, 1j, True), (True, 1, True),
+    ({1, 2}, frozenset({2, 1.0}), True), ([1], (1,), False), ({1: "a"}, {True: "a"}, True),
+    (float("nan"), float("nan"), False), ([float("inf")], [Decimal("Infinity")], True),
+    (b"a", "a", False), (-0.0, 0, True), (10 ** 30, 1e30, False), (2 ** 60, float(2 ** 60), True),
+])
+def test_canonical_keys_agree_with_pythons_equality(a, b, equal):
+    assert (a == b) is equal  # the reference: plain Python
+    assert (canonical(a) == canonical(b)) is equal
+
+
+def test_wire_sets_and_dicts_compare_equal_to_the_python_values():
+    assert WireSet((1, 2)) == {2, 1} and WireSet((1,), frozen=True) == frozenset({1.0})
+    assert WireDict(((1, [2]),)) == {1: [2]} and WireDict(()) != [] and not WireDict(())
+    assert decode_value('["l",["F","-inf"],["c",0.0,["F","inf"]],["b","6869"],["D","-0"]]') == [
+        float("-inf"), complex(0, float("inf")), b"hi", 0]
