@@ -248,6 +248,8 @@ def decode_results(raw: bytes, n: int, max_bytes: int = MAX_BYTES) -> tuple[list
         _decode_lines(raw, n, min(max_bytes, MAX_BYTES), values)
     except WireError as e:
         return [(False, None)] * n, str(e)
+    except Exception as e:  # noqa: BLE001 - a case the grammar missed still never reaches the trainer
+        return [(False, None)] * n, f"undecodable results ({type(e).__name__})"
     return values, None
 
 
