@@ -8,7 +8,14 @@ from fractions import Fraction
 import pytest
 
 from scalerl.data.asserts import parse_assert
-from scalerl.data.results import MAX_DIGITS, WireDict, WireSet, canonical, decode_results, decode_value
+from scalerl.data.results import (
+    MAX_DIGITS,
+    WireDict,
+    WireSet,
+    canonical,
+    decode_results,
+    decode_value,
+)
 
 # a 1 MB set whose 43,869 elements all hash to 0: a Python set of it costs seconds (probe F20)
 COLLIDING = ("0\t[\"s\"," + ",".join(str(k * (2 ** 61 - 1)) for k in range(1, 43870)) + "]\n").encode()

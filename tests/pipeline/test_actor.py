@@ -105,9 +105,9 @@ class JunkCountingTask(OneTask):
 
 
 def test_samples_the_task_could_not_grade_reach_the_step_metrics():
-    from scalerl.pipeline.run import generator_times
-
     import dataclasses
+
+    from scalerl.pipeline.run import generator_times
 
     engine, honest = StepEngine(), StepEngine()
     engine.version = honest.version = 0  # a frozen policy: no weights to wait for
