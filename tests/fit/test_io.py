@@ -297,3 +297,22 @@ def test_a_column_named_twice_is_an_error_naming_it(tmp_path):
                                          r"\(columns 3 and 4\)") as info:
         read_curves(path)
     assert "\n" not in str(info.value)
+
+
+def test_a_torn_last_csv_row_is_left_out_with_a_warning(tmp_path):
+    import warnings as _warnings
+
+    from scalerl.fit.errors import CurveWarning
+    from scalerl.fit.io import read_curves
+
+    path = tmp_path / "live.csv"
+    rows = "".join(f"{c},{0.1 + 0.01 * i}\n" for i, c in enumerate(range(100, 1100, 100)))
+    path.write_text("gpu_hours,val_pass_rate\n" + rows + "1100")  # the writer is mid-row
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        curve = read_curves(path)[0]
+    assert len(curve.compute) == 10
+    assert any(issubclass(w.category, CurveWarning) and "line 12 is cut short" in str(w.message) for w in caught)
+    path.write_text("gpu_hours,val_pass_rate\n" + rows + "1100\n")  # a finished short row is an error
+    with pytest.raises(Exception, match="line 12 has 1 cell"):
+        read_curves(path)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import csv
 import re
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from scalerl.fit.errors import CurveError
+from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.io import (
     REWARD_COLUMNS,
     RUN_COLUMNS,
@@ -32,7 +33,8 @@ _WANDB_COLUMN = re.compile(r"^(?P<run>.+) - (?P<metric>.+?)(?P<suffix>__MIN|__MA
 
 def _read_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """Header and (line number, cells) rows; '#' comment lines before the header skipped."""
-    lines = read_text(path).splitlines()
+    text = read_text(path)
+    lines = text.splitlines()
     start = 0
     while start < len(lines) and (lines[start].startswith("#") or not lines[start].strip()):
         start += 1
@@ -48,8 +50,21 @@ def _read_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     if not rows:
         raise CurveError(f"{path} has a header but no data rows.")
     _unique_header(path, header)
+    if not text.endswith(("\n", "\r")):
+        rows = _without_torn_tail(path, header, rows)
     _rows_fit_header(path, header, rows, delimiter)
     return header, rows
+
+
+def _without_torn_tail(path: Path, header: Sequence[str], rows):
+    """A short last row of a file with no final line end is a row still being written (a live
+    log read mid-append): dropped, and said, rather than refused as a malformed row."""
+    line, last = rows[-1]
+    if len(rows) > 1 and len(last) < len(header):
+        warnings.warn(f"{path} line {line} is cut short with no line end (still being written?); "
+                      "it was left out.", CurveWarning, stacklevel=2)
+        return rows[:-1]
+    return rows
 
 
 def _unique_header(path: Path, header: Sequence[str]) -> None:

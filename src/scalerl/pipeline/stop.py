@@ -112,18 +112,23 @@ def on_signals(run_dir: Path, resumable: bool) -> Iterator[Stopping]:
 
 
 @contextmanager
-def children_ignore_sigint() -> Iterator[None]:
-    """Start processes that inherit an ignored SIGINT (restored here afterwards).
+def children_ignore_stop_signals() -> Iterator[None]:
+    """Start processes that inherit ignored SIGINT and SIGTERM (restored here afterwards).
 
-    Ctrl-C reaches every process of the terminal's group; a spawned generator that is still
-    importing torch would die with a ``KeyboardInterrupt`` traceback. With SIGINT ignored at
-    its start, Python installs no ``KeyboardInterrupt`` handler in it; the driver stops it.
+    Ctrl-C reaches every process of the terminal's group, and a cluster scheduler (Slurm)
+    sends SIGTERM to every process of the job: a spawned generator that is still importing
+    torch would die with a ``KeyboardInterrupt`` traceback, and one killed by SIGTERM would
+    take the step under way with it before the driver could checkpoint. With both ignored at
+    its start (an ignored disposition survives exec, and Python installs no handler over
+    it), the driver alone stops them, after its checkpoint (``LocalBackend.close`` ends
+    one that does not stop with SIGKILL, never with the SIGTERM it ignores).
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -30,7 +30,7 @@ import torch
 import torch.multiprocessing as mp
 
 from scalerl.pipeline.actor import ActorSpec, build_actor
-from scalerl.pipeline.stop import children_ignore_sigint
+from scalerl.pipeline.stop import children_ignore_stop_signals
 from scalerl.pipeline.weights import SharedWeights
 from scalerl.types import EvalRequest, EvalResult, Group, PromptAssignment
 
@@ -94,7 +94,7 @@ class LocalBackend:
                         args=(spec, self.weights, self.assign_q, self.group_q, self.eval_q, i, os.getpid()))
             for i in range(num_generators)
         ]
-        with children_ignore_sigint():  # Ctrl-C stops the driver, which stops them (``stop``)
+        with children_ignore_stop_signals():  # Ctrl-C or a scheduler's SIGTERM: the driver stops them
             for proc in self.procs:
                 proc.start()
 
@@ -157,7 +157,7 @@ class LocalBackend:
             time.sleep(0.05)
         for proc in self.procs:
             if proc.is_alive():
-                proc.terminate()
+                proc.kill()  # SIGTERM is ignored by generators (``stop.children_ignore_stop_signals``)
             proc.join(timeout=5)
         for q in (self.assign_q, self.group_q, self.eval_q):
             q.cancel_join_thread()
