@@ -7,6 +7,7 @@ import pytest
 
 from scalerl.data.tasks import Example
 from scalerl.eval import Evaluator
+from scalerl.models.chat import PromptRenderer
 from scalerl.types import Completion, SamplingParams
 
 
@@ -49,7 +50,7 @@ class ScriptedEngine:
 
 def test_mean_at_k_pass_at_k_and_tokens():
     engine = ScriptedEngine(right=[4, 2, 0], k=4)
-    evaluator = Evaluator(engine, CharTokenizer(), ThreeProblems(), SamplingParams(), k=4,
+    evaluator = Evaluator(engine, PromptRenderer(CharTokenizer()), ThreeProblems(), SamplingParams(), k=4,
                           num_prompts=None, seed=123)
     result = evaluator()
     # per-prompt pass rates 4/4, 2/4, 0/4 -> mean 0.5; two of three prompts solved at least once
@@ -63,7 +64,7 @@ def test_mean_at_k_pass_at_k_and_tokens():
 
 def test_every_evaluation_uses_the_same_sampling_seed():
     engine = ScriptedEngine(right=[1, 1, 1], k=2)
-    evaluator = Evaluator(engine, CharTokenizer(), ThreeProblems(), SamplingParams(), k=2,
+    evaluator = Evaluator(engine, PromptRenderer(CharTokenizer()), ThreeProblems(), SamplingParams(), k=2,
                           num_prompts=2, seed=7)
     evaluator()
     evaluator()

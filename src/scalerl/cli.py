@@ -18,6 +18,7 @@ EXIT_BAD_INPUT = 2
 _COMMAND_MODULES = (
     "scalerl.fit.cli",
     "scalerl.pipeline.cli",
+    "scalerl.pipeline.export",
     "scalerl.experiments.cli",
 )
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
+from scalerl.data.tasks.spec import TaskSpec
+from scalerl.models.chat import ChatFormat, PromptRenderer
 from scalerl.rollout.validate import validate
 from scalerl.types import EvalResult, SamplingParams
 
@@ -27,61 +29,65 @@ class EvalSpec:
 
     prefix: str
     """``val`` for the validation set, ``downstream`` for the harder variant."""
-    task_name: str
-    task_knobs: dict = field(default_factory=dict)
+    task: TaskSpec
     params: SamplingParams = SamplingParams()
     k: int = 4
     num_prompts: int | None = None
     seed: int = 0
     """The fixed sampling seed: every evaluation of a run draws the same random numbers."""
+    chat: ChatFormat = ChatFormat()
+    """How prompts are rendered: as the generators render them."""
+    samples: int = 0
+    """Samples kept for ``samples.jsonl`` (the validation set's only)."""
 
 
 def build_evaluators(specs, engine, tokenizer) -> list[Evaluator]:
     """One :class:`Evaluator` per spec, all on ``engine`` (whatever weights it holds)."""
-    from scalerl.data.tasks import get_task
-
-    return [Evaluator(engine, tokenizer, get_task(s.task_name, **s.task_knobs), s.params, s.k, s.num_prompts,
-                      seed=s.seed, prefix=s.prefix) for s in specs]
+    return [Evaluator(engine, PromptRenderer(tokenizer, s.chat), s.task.build(), s.params, s.k, s.num_prompts,
+                      seed=s.seed, prefix=s.prefix, samples=s.samples) for s in specs]
 
 
-def run_evaluators(evaluators: list[Evaluator]) -> tuple[dict[str, float], int]:
-    """Every evaluator's metrics merged, and the tokens they processed (prefill + decode),
-    which the compute meter counts as generation."""
+def run_evaluators(evaluators: list[Evaluator]) -> tuple[dict[str, float], int, tuple]:
+    """Every evaluator's metrics merged, the tokens they processed (prefill + decode),
+    which the compute meter counts as generation, and the samples they kept."""
     metrics: dict[str, float] = {}
-    tokens = 0
+    tokens, samples = 0, ()
     for evaluator in evaluators:
         result = evaluator()
         tokens += int(result.pop(f"{evaluator.prefix}_tokens"))
+        samples += result.pop("samples")
         metrics |= result
-    return metrics, tokens
+    return metrics, tokens, samples
 
 
 def evaluate(evaluators: list[Evaluator], step: int, version: int) -> EvalResult:
     """Run ``evaluators`` on whatever weights their engine holds (policy ``version``, after
     learner step ``step``); timed, and stamped with the process that ran them."""
     start = time.perf_counter()
-    metrics, tokens = run_evaluators(evaluators)
-    return EvalResult(step, version, metrics, tokens, time.perf_counter() - start, os.getpid())
+    metrics, tokens, samples = run_evaluators(evaluators)
+    return EvalResult(step, version, metrics, tokens, time.perf_counter() - start, os.getpid(), samples)
 
 
 class Evaluator:
     """Evaluates whatever weights the engine holds (the learner's own model, in place)."""
 
-    def __init__(self, engine, tokenizer, task, params: SamplingParams, k: int,
-                 num_prompts: int | None, seed: int, prefix: str = "val") -> None:
-        self.engine, self.tokenizer, self.task, self.prefix = engine, tokenizer, task, prefix
-        self.k, self.num_prompts = k, num_prompts
+    def __init__(self, engine, renderer: PromptRenderer, task, params: SamplingParams, k: int,
+                 num_prompts: int | None, seed: int, prefix: str = "val", samples: int = 0) -> None:
+        self.engine, self.renderer, self.task, self.prefix = engine, renderer, task, prefix
+        self.k, self.num_prompts, self.samples = k, num_prompts, samples
         self.params = replace(params, seed=seed)
         examples = task.validation()[:num_prompts]
-        self.prompt_tokens = sum(len(tokenizer.encode(task.prompt(ex))) for ex in examples) * k
+        self.prompt_tokens = sum(len(renderer.ids(task.prompt(ex))) for ex in examples) * k
 
-    def __call__(self) -> dict[str, float]:
+    def __call__(self) -> dict:
         """``<prefix>_pass_rate`` = mean over prompts of the fraction of k samples that are
-        correct (``val_`` for the validation set, ``downstream_`` for a harder variant)."""
-        result = validate(self.engine, self.task, params=self.params, tokenizer=self.tokenizer,
-                          k=self.k, num_prompts=self.num_prompts)
+        correct (``val_`` for the validation set, ``downstream_`` for a harder variant), and
+        the ``samples`` kept."""
+        result = validate(self.engine, self.task, params=self.params, renderer=self.renderer,
+                          k=self.k, num_prompts=self.num_prompts, samples=self.samples)
         p = self.prefix
         return {
+            "samples": tuple(dict(s, evaluator=p) for s in result.samples),
             f"{p}_pass_rate": result.mean_at_k,
             f"{p}_stderr": result.stderr,  # over prompts: a prompt's k samples are correlated
             f"{p}_pass_at_k": float((result.pass_rates > 0).mean()),

@@ -114,6 +114,16 @@ class TensorBoardSink:
                   if key != "step" and isinstance(value, int | float) and not isinstance(value, bool)]
         self._write(Event(wall_time=time.time(), step=int(record["step"]), summary=Summary(value=values)))
 
+    def write_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
+        """The samples as one Markdown text summary (TensorBoard's Text tab)."""
+        from tensorboard.compat.proto.event_pb2 import Event
+        from torch.utils.tensorboard.summary import text as text_summary  # tensorboard's own needs tensorflow
+
+        text = "\n\n---\n\n".join(
+            f"**reward {s['reward']}** ({s['finish_reason']})\n\n```\n{s['prompt']}{s['completion']}\n```"
+            for s in samples)
+        self._write(Event(wall_time=time.time(), step=step, summary=text_summary("samples", text)))
+
     def _write(self, event) -> None:
         self._records.write(event.SerializeToString())
         self._records.flush()
@@ -187,15 +197,38 @@ def forecast_text(record: dict[str, Any]) -> str:
     )
 
 
+class SamplesSink:
+    """``RUN_DIR/samples.jsonl``: what the model was given and what it wrote, a few samples
+    per evaluation, one ``{"step", "prompt", "completion", "reward", "finish_reason",
+    "evaluator"}`` a line (``prompt`` is the exact rendered text, template included)."""
+
+    def __init__(self, path: Path) -> None:
+        self.lines = JsonlSink(path)
+
+    def write(self, record: dict[str, Any]) -> None:
+        pass
+
+    def write_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
+        for sample in samples:
+            self.lines.write({"step": step, **sample})
+
+    def close(self) -> None:
+        self.lines.close()
+
+
 class MetricsLogger:
-    """Fans one record per step out to every configured sink."""
+    """Fans one record per step out to every configured sink; an evaluation's ``samples``
+    go to the sinks that keep samples, never into the metrics."""
 
     def __init__(self, sinks: list) -> None:
         self.sinks = sinks
 
     def write(self, record: dict[str, Any]) -> None:
+        samples = record.pop("samples", None)
         for sink in self.sinks:
             sink.write(record)
+            if samples and hasattr(sink, "write_samples"):
+                sink.write_samples(int(record["step"]), samples)
 
     def close(self) -> None:
         """Close every sink, then raise the first failure (a full disk): one sink's error must

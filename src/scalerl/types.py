@@ -128,3 +128,5 @@ class EvalResult:
     """Wall time the evaluation took on its role."""
     pid: int
     """The process that ran it."""
+    samples: tuple = ()
+    """A few ``{prompt, completion, reward, finish_reason, evaluator}`` of it (``samples.jsonl``)."""

@@ -17,6 +17,7 @@ import torch
 ray = pytest.importorskip("ray")
 
 from scalerl.config import load_config  # noqa: E402
+from scalerl.data.tasks.spec import TaskSpec  # noqa: E402
 from scalerl.metrics import read_records  # noqa: E402
 from scalerl.models import build_model, build_task_tokenizer, save_pretrained  # noqa: E402
 from scalerl.pipeline.actor import ActorSpec  # noqa: E402
@@ -106,7 +107,7 @@ def _collect_one(backend, publish_from=None, model=None):
 def test_generators_wait_for_and_pull_published_weights(local_ray, nano_dir):
     tokenizer = build_task_tokenizer()
     model = build_model("nano", len(tokenizer), tokenizer=tokenizer, seed=1)  # != the saved weights
-    spec = ActorSpec(model_dir=str(nano_dir), task_name="addition", generations=4,
+    spec = ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition"), generations=4,
                      params=SamplingParams(max_new_tokens=160))
     backend = RayBackend(spec, model, num_generators=1)
     try:
@@ -133,7 +134,7 @@ def test_generators_wait_for_and_pull_published_weights(local_ray, nano_dir):
 def test_a_failing_generator_raises_in_the_learner(local_ray, nano_dir):
     tokenizer = build_task_tokenizer()
     model = build_model("nano", len(tokenizer), tokenizer=tokenizer)
-    spec = ActorSpec(model_dir=str(nano_dir), task_name="no-such-task")
+    spec = ActorSpec(model_dir=str(nano_dir), task=TaskSpec("no-such-task"))
     backend = RayBackend(spec, model, num_generators=1)
     try:
         backend.submit([PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=-1)])
@@ -144,7 +145,7 @@ def test_a_failing_generator_raises_in_the_learner(local_ray, nano_dir):
 
 
 def test_more_generators_than_cluster_cpus_is_one_clear_error(local_ray, nano_dir):
-    spec = ActorSpec(model_dir=str(nano_dir), task_name="addition", threads=1)
+    spec = ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition"), threads=1)
     with pytest.raises(RuntimeError, match="lower pipeline.num_generators or pipeline.generator_threads"):
         RayBackend(spec, torch.nn.Linear(2, 2), num_generators=3)  # 3 x 1 thread > 2 CPUs
 

@@ -88,17 +88,32 @@ def merged_weights(adapters: Mapping[str, torch.Tensor], base: Mapping[str, torc
     return out
 
 
-class AdapterMerger:
-    """A generator's view of published adapters: merged weights for its plain base model."""
+def _targeted(name: str, targets: set[str]) -> bool:
+    return name.endswith(".weight") and name[: -len(".weight")].rsplit(".", 1)[-1] in targets
 
-    def __init__(self, model: torch.nn.Module, spec: LoraSpec) -> None:
-        self.scale = spec.scale
-        targets = set(spec.targets)
-        # the base weights of the targeted layers, kept aside: every merge starts from W0
-        self.base = {n: p.detach().clone() for n, p in model.named_parameters()
-                     if n.endswith(".weight") and n[: -len(".weight")].rsplit(".", 1)[-1] in targets}
-        if not self.base:
-            raise ValueError(f"model.lora.targets {sorted(targets)} name no linear layer of the model")
+
+def base_weights(model_dir: str | Path, targets: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """The starting weights of the targeted layers, read from ``model_dir``'s safetensors
+    (whatever engine the generator runs: the torch engine's module or vLLM's fused one)."""
+    from safetensors import safe_open
+
+    wanted, out = set(targets), {}
+    for file in sorted(Path(model_dir).glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as f:
+            out |= {k: f.get_tensor(k) for k in f.keys() if _targeted(k, wanted)}
+    if not out:
+        raise ValueError(f"model.lora.targets {sorted(wanted)} name no linear layer of {model_dir}")
+    return out
+
+
+class AdapterMerger:
+    """A generator's view of published adapters: merged weights for its plain base model.
+
+    ``base`` holds ``W0`` of every targeted layer, kept aside: every version merges from
+    ``W0``, never on top of the previous merge."""
+
+    def __init__(self, base: Mapping[str, torch.Tensor], spec: LoraSpec) -> None:
+        self.base, self.scale = dict(base), spec.scale
 
     def __call__(self, adapters: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return merged_weights(adapters, self.base, self.scale)

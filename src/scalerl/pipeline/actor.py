@@ -28,7 +28,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scalerl.data.tasks.spec import TaskSpec
 from scalerl.eval import build_evaluators, evaluate
+from scalerl.models.chat import ChatFormat, PromptRenderer
+from scalerl.models.lora import LoraSpec
 from scalerl.types import (
     Completion,
     EvalRequest,
@@ -41,8 +44,12 @@ from scalerl.types import (
 
 class Actor:
     def __init__(self, engine, tokenizer, task, params: SamplingParams, generations: int,
-                 weights=None, reward_form: str = "pm1", orphaned=None, evals=()) -> None:
+                 weights=None, reward_form: str = "pm1", orphaned=None, evals=(), chat: ChatFormat | None = None,
+                 adapter=None) -> None:
         self.engine, self.tokenizer, self.task = engine, tokenizer, task
+        self.renderer = PromptRenderer(tokenizer, chat or ChatFormat())
+        # with LoRA, published versions are adapters: merged into the engine's base weights
+        self.adapter = adapter
         self.params, self.generations = params, generations
         self.weights = weights  # a WeightSource, or None for a frozen policy
         self.reward_form = reward_form
@@ -59,8 +66,7 @@ class Actor:
         start = time.perf_counter()
         fresh = self.weights.read(self.engine.version)
         if fresh is not None:
-            version, state = fresh
-            self.engine.update_weights(state, version)
+            self.load(*fresh)
             self.swaps += step > 0
             self.swap_s += time.perf_counter() - start
 
@@ -75,9 +81,14 @@ class Actor:
                 raise TimeoutError(f"generator never received weights version {version}")
             time.sleep(0.005)
 
+    def load(self, version: int, state) -> None:
+        """Load a published version into the engine (merged with the base under LoRA)."""
+        self.engine.update_weights(self.adapter(state) if self.adapter is not None else state, version)
+
     def prompt_tokens(self, prompt_id: int) -> list[int]:
-        example = self.task.train_example(prompt_id)
-        return self.tokenizer.encode(self.task.prompt(example))
+        """The prompt's token ids, rendered once (``models.chat``): the learner later scores
+        exactly these and the sampled ids, never a re-tokenisation."""
+        return self.renderer.ids(self.task.prompt(self.task.train_example(prompt_id)))
 
     def run_batch(self, assignments: list[PromptAssignment]) -> list[Group]:
         """Decode G completions for each assignment; one :class:`Group` per assignment."""
@@ -103,13 +114,13 @@ class Actor:
     def evaluate(self, request: EvalRequest, unflatten) -> EvalResult:
         """Run the spec's evaluators on the request's weights (``unflatten``: flat tensor ->
         state dict), then load the latest published weights back."""
-        self.engine.update_weights(unflatten(request.weights), request.version)
+        self.load(request.version, unflatten(request.weights))
         result = evaluate(self._evaluators, request.step, request.version)
         # back to the latest *published* weights: the request's may be newer than what the
         # lag policy lets this generator sample with (e.g. mid-round in ppo-off-policy)
         latest = self.weights.read(-1) if self.weights is not None else None
         if latest is not None:
-            self.engine.update_weights(latest[1], latest[0])
+            self.load(*latest)
         return result
 
     def _score(self, a: PromptAssignment, completions: list[Completion]) -> Group:
@@ -137,8 +148,11 @@ class ActorSpec:
     model_dir: str
     """HF model directory holding the starting weights and the tokenizer (later versions come
     through the backend's weight source)."""
-    task_name: str
-    task_knobs: dict = field(default_factory=dict)
+    task: TaskSpec
+    chat: ChatFormat = ChatFormat()
+    """How prompts are rendered (the model's chat template, or plain text)."""
+    lora: LoraSpec | None = None
+    """With LoRA, versions arrive as adapters and are merged into the base weights."""
     params: SamplingParams = SamplingParams()
     generations: int = 8
     engine: str = "torch"
@@ -185,9 +199,12 @@ def build_engine(spec: ActorSpec, index: int = 0):
 
 def build_actor(spec: ActorSpec, weights=None, index: int = 0, orphaned=None) -> Actor:
     """Generator ``index`` of ``spec``, polling ``weights`` (a WeightSource) for new versions."""
-    from scalerl.data.tasks import get_task
 
     engine, tokenizer = build_engine(spec, index)
-    task = get_task(spec.task_name, **spec.task_knobs)
-    return Actor(engine, tokenizer, task, spec.params, spec.generations, weights, spec.reward_form,
-                 orphaned=orphaned, evals=spec.evals)
+    adapter = None
+    if spec.lora is not None:
+        from scalerl.models.lora import AdapterMerger, base_weights
+
+        adapter = AdapterMerger(base_weights(spec.model_dir, spec.lora.targets), spec.lora)
+    return Actor(engine, tokenizer, spec.task.build(), spec.params, spec.generations, weights, spec.reward_form,
+                 orphaned=orphaned, evals=spec.evals, chat=spec.chat, adapter=adapter)

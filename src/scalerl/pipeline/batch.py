@@ -60,9 +60,14 @@ class Batch:
     metrics: dict[str, Any]  # batch statistics (rewards, lengths, filters, staleness)
 
 
-def _rewards(groups: list[Group], cfg) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(P, G) rewards after the failure rule and shaping, truncated and correct masks."""
+def _rewards(groups: list[Group], cfg) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(P, G) rewards after the failure rule and shaping, truncated, correct and scored masks.
+
+    A NaN reward is a sample its reward function declined to score (``None``): it is 0 here
+    and ``scored`` is False, which keeps it out of its group's statistics and the loss."""
     rewards = torch.tensor(np.stack([g.rewards for g in groups]), dtype=torch.float32)  # (P, G)
+    scored = ~torch.isnan(rewards)
+    rewards = torch.nan_to_num(rewards, nan=0.0)
     truncated = torch.tensor([[c.finish_reason == "length" for c in g.completions] for g in groups])
     if cfg.length.truncation_is_failure:  # an unfinished answer is a wrong answer
         rewards = torch.where(truncated, rewards.new_tensor(-1.0 if cfg.task.reward == "pm1" else 0.0), rewards)
@@ -71,29 +76,32 @@ def _rewards(groups: list[Group], cfg) -> tuple[torch.Tensor, torch.Tensor, torc
         lengths = torch.tensor([[c.num_tokens for c in g.completions] for g in groups])  # (P, G)
         rewards = rewards + length_penalty(lengths, correct, max_len=cfg.length.penalty_max_len,
                                            cache_len=cfg.length.penalty_cache)
-    return rewards, truncated, correct
+    return rewards, truncated, correct & scored, scored
 
 
 def prepare_batch(groups: list[Group], cfg, learner_version: int, pad_id: int) -> Batch:
     """Everything before the forward pass (module doc); no model, no side effects."""
     P, G = len(groups), len(groups[0].completions)
     completions = [c for g in groups for c in g.completions]
-    rewards, truncated, correct = _rewards(groups, cfg)
+    rewards, truncated, correct, scored = _rewards(groups, cfg)
     # float64 so that k/G is the exact decimal: float32 9/10 is 0.89999998 and misses 0.9
-    pass_rates = [(g.prompt_id, r) for g, r in zip(groups, correct.double().mean(dim=1).tolist())]
+    rates = correct.double().sum(dim=1) / scored.double().sum(dim=1).clamp(min=1)
+    pass_rates = [(g.prompt_id, r) for g, r in zip(groups, rates.tolist())]
     trunc = truncation_masks(truncated, cfg.length.truncation)
-    keep = zero_variance_mask(rewards, trunc.in_stats) if cfg.filters.zero_variance else torch.ones(P, dtype=torch.bool)
-    adv = group_advantages(rewards, cfg.advantages.norm, cfg.advantages.eps, keep=keep, valid=trunc.in_stats)
-    live_rows = (keep[:, None] & trunc.in_loss).reshape(-1)  # (N,)
+    in_stats, in_loss = trunc.in_stats & scored, trunc.in_loss & scored
+    keep = zero_variance_mask(rewards, in_stats) if cfg.filters.zero_variance else torch.ones(P, dtype=torch.bool)
+    adv = group_advantages(rewards, cfg.advantages.norm, cfg.advantages.eps, keep=keep, valid=in_stats)
+    live_rows = (keep[:, None] & in_loss).reshape(-1)  # (N,)
     mask = pad([c.loss_mask for c in completions], False, torch.bool) & live_rows[:, None]
     weights = token_weights(mask, torch.arange(P).repeat_interleave(G), cfg.loss.aggregation)
     versions = pad([c.versions for c in completions], -1, torch.long)
-    eff = effective_batch(keep, trunc.in_loss)
+    eff = effective_batch(keep, in_loss)
     stale = [staleness(g, learner_version) for g in groups]
     lengths = torch.tensor([c.num_tokens for c in completions], dtype=torch.float32)
     metrics = {
-        "reward_mean": float(rewards.mean()),
-        "pass_rate": float(correct.float().mean()),
+        "reward_mean": float(rewards[scored].mean()) if scored.any() else float("nan"),
+        "pass_rate": float(correct.sum() / scored.sum().clamp(min=1)),
+        "reward_none": int((~scored).sum()),
         "truncation_rate": float(truncated.float().mean()),
         "interrupted_rate": float(np.mean([c.finish_reason == "interrupted" for c in completions])),
         "completion_len": float(lengths.mean()),

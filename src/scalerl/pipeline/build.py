@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from scalerl.config import Config
+from scalerl.config import Config, ConfigError
 from scalerl.pipeline.backends import Backend
 from scalerl.types import SamplingParams
 
@@ -60,6 +60,25 @@ def device(cfg: Config) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def load_model(cfg: Config, model_dir: Path, device_name: str | None = None):
+    """``(model, tokenizer)``, with LoRA adapters when configured; a ``model.base`` that does
+    not load is one sentence (ConfigError). On ``device_name`` (default: ``train.device``)."""
+    from scalerl.models import load_pretrained
+
+    try:
+        model, tokenizer = load_pretrained(model_dir, learner_dtype(cfg))
+    except Exception as err:  # transformers and safetensors raise assorted errors on a bad model
+        if cfg.model.base is None:
+            raise
+        text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ConfigError(f"model.base {model_dir} does not load as a model ({text.rstrip('.')}).") from None
+    if cfg.model.lora is not None:  # adapters on the frozen base: only they train and travel
+        from scalerl.models.lora import apply_lora
+
+        model = apply_lora(model, cfg.model.lora.spec())
+    return model.to(device_name or device(cfg)), tokenizer
+
+
 def learner_dtype(cfg: Config) -> str:
     """The learner's parameter dtype: float16 runs keep float32 master weights (autocast +
     loss scaling in the learner); bf16 and fp32 train in their own dtype."""
@@ -72,11 +91,19 @@ def eval_specs(cfg: Config) -> tuple:
     from scalerl.eval import EvalSpec
 
     e = cfg.eval
-    val = EvalSpec("val", cfg.task.name, dict(cfg.task.knobs), sampling_params(cfg, e.temperature), e.k,
-                   e.num_prompts, seed=cfg.train.seed + 10_007)
+    val = EvalSpec("val", cfg.task.spec(), sampling_params(cfg, e.temperature), e.k, e.num_prompts,
+                   seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples)
     if e.downstream_knobs is None:
         return (val,)
-    return val, replace(val, prefix="downstream", task_knobs=dict(e.downstream_knobs), seed=cfg.train.seed + 20_011)
+    return val, replace(val, prefix="downstream", task=cfg.task.spec(dict(e.downstream_knobs)),
+                        seed=cfg.train.seed + 20_011, samples=0)
+
+
+def chat_format(cfg: Config):
+    """How every role renders prompts (``scalerl.models.chat``)."""
+    from scalerl.models.chat import ChatFormat
+
+    return ChatFormat(cfg.model.chat_template, cfg.task.system_prompt, dict(cfg.model.chat_template_kwargs))
 
 
 def eval_on_generator(cfg: Config) -> bool:
@@ -125,7 +152,8 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
     from scalerl.pipeline.actor import ActorSpec
 
     return ActorSpec(
-        model_dir=str(model_dir), task_name=cfg.task.name, task_knobs=dict(cfg.task.knobs),
+        model_dir=str(model_dir), task=cfg.task.spec(), chat=chat_format(cfg),
+        lora=cfg.model.lora.spec() if cfg.model.lora is not None else None,
         params=sampling_params(cfg), generations=cfg.pipeline.generations,
         engine=cfg.rollout.engine, device=device(cfg), dtype=cfg.model.dtype,
         fp32_head=cfg.model.fp32_head_generator, reward_form=cfg.task.reward, seed=seed,
@@ -153,9 +181,18 @@ def make_backend(cfg: Config, spec, model: torch.nn.Module) -> Backend:
 
 
 def make_logger(cfg: Config, run_dir: Path, start_step: int):
-    from scalerl.metrics import JsonlSink, MetricsLogger, ProgressBar, TensorBoardSink, WandbSink
+    from scalerl.metrics import (
+        JsonlSink,
+        MetricsLogger,
+        ProgressBar,
+        SamplesSink,
+        TensorBoardSink,
+        WandbSink,
+    )
 
     sinks: list = [JsonlSink(run_dir / "metrics.jsonl")]
+    if cfg.log.samples:
+        sinks.append(SamplesSink(run_dir / "samples.jsonl"))
     if cfg.log.tensorboard:
         sinks.append(TensorBoardSink(run_dir / "tb", start_step))
     if cfg.log.wandb:
@@ -163,3 +200,21 @@ def make_logger(cfg: Config, run_dir: Path, start_step: int):
     if cfg.log.progress:
         sinks.append(ProgressBar(cfg.train.steps, start_step, cfg.name))
     return MetricsLogger(sinks)
+
+
+def exporter(cfg: Config, run_dir: Path, model: torch.nn.Module, tokenizer):
+    """``export(model_state)``: write ``RUN_DIR/model`` from a checkpoint's model state (the
+    adapters alone with LoRA, laid over the frozen base the live model holds)."""
+    from scalerl.models.chat import template_text
+    from scalerl.models.export import write_model_dir
+    from scalerl.models.lora import is_lora
+
+    template = None if cfg.model.chat_template in ("auto", "none") else template_text(chat_format(cfg), tokenizer)
+
+    def export(state: dict[str, torch.Tensor]) -> None:
+        full = model.state_dict() | dict(state) if is_lora(model) else state
+        write_model_dir(run_dir / "model", model, tokenizer, state=full, dtype=cfg.export.dtype,
+                        chat_template=template)
+
+    return export
+

@@ -98,12 +98,13 @@ def handle(args: argparse.Namespace) -> int:
 def _handle(args: argparse.Namespace) -> int:
     from scalerl.config import ConfigError
 
+    # transformers' per-load progress bars would interleave with ours (generators inherit
+    # this); set before the checks, whose tokenizer load imports transformers
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         cfg, run_dir = _prepare(args)
     except ConfigError as err:
         return _fail(err)
-    # transformers' per-load progress bars would interleave with ours (generators inherit this)
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from scalerl.checkpoint import CheckpointError
     from scalerl.pipeline.report import final_report
     from scalerl.pipeline.run import train

@@ -168,6 +168,8 @@ class OrderedRecords:
     def _absorb(self, result: EvalResult) -> None:
         record = next(r for r in self.held if r["step"] == result.step)
         record.update(result.metrics, eval_s=result.seconds)
+        if result.samples:
+            record["samples"] = list(result.samples)
         self.compute.add_generation(result.tokens)
         flops = 2.0 * self.compute.n_params * result.tokens
         for later in self.held:  # their snapshots were taken before these tokens were counted

@@ -17,8 +17,19 @@ import torch
 
 from scalerl.compute import matmul_peak
 from scalerl.models.build import count_parameters
+from scalerl.models.lora import is_lora, published_parameters
 from scalerl.pipeline.batch import prepare_batch
 from scalerl.pipeline.train_step import backward_and_step
+
+
+def trained_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """What a checkpoint keeps of the model: every weight, or with LoRA the adapters alone
+    (the frozen base is the run's starting model, rebuilt from ``model.base`` on resume)."""
+    state = model.state_dict()
+    if not is_lora(model):
+        return state
+    trained = {n for n, _ in published_parameters(model)}
+    return {n: t for n, t in state.items() if n in trained}
 
 
 def warmup_then_constant(warmup_steps: int):
@@ -30,7 +41,9 @@ class Learner:
     def __init__(self, model: torch.nn.Module, cfg, pad_id: int) -> None:
         self.model, self.cfg, self.pad_id = model, cfg, pad_id
         o = cfg.optim
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps,
+        # frozen weights (a LoRA run's base) get no optimiser state
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, eps=o.eps,
                                            weight_decay=o.weight_decay)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_then_constant(o.warmup_steps))
         # float16 trains float32 master weights under fp16 autocast, with dynamic loss scaling
@@ -69,7 +82,7 @@ class Learner:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model.state_dict(),
+            "model": trained_state(self.model),
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "version": self.version,
@@ -77,7 +90,7 @@ class Learner:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"])
+        self.model.load_state_dict(state["model"], strict=not is_lora(self.model))
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.version = int(state["version"])

@@ -22,10 +22,11 @@ WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.j
 
 def check(cfg: Config, run_dir: Path, flag: str = "--out") -> None:
     """Every check below, cheapest first; the run folder (named by ``flag``) is created last."""
-    check_task(cfg)
+    task = check_task(cfg)
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"{flag} {run_dir} is a file, not a folder.")
     check_model(cfg)
+    check_prompts(cfg, task)
     check_run_dir(run_dir, flag)
 
 
@@ -38,16 +39,47 @@ def check_path(run_dir: Path, flag: str = "--out") -> None:
         raise ConfigError(f"{flag} {run_dir} cannot be used as a run folder ({err.strerror or err}).") from None
 
 
-def check_task(cfg: Config) -> None:
-    """The task builds from ``task.knobs`` (values the constructor rejects, unreadable files)."""
-    from scalerl.data.tasks import get_task
-
+def check_task(cfg: Config):
+    """The task builds from ``task.knobs`` (values the constructor rejects, unreadable files,
+    a record without its fields or with a prompt of the wrong kind); returns it."""
     try:
-        get_task(cfg.task.name, **cfg.task.knobs)
+        return cfg.task.spec().build()
     except (TypeError, ValueError, OSError, LookupError) as err:
-        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+        text = text.strip().splitlines()[0] if text.strip() else type(err).__name__
         raise ConfigError(f"task {cfg.task.name!r} cannot be built from task.knobs "
                           f"{dict(cfg.task.knobs)}: {text.rstrip('.')}.") from None
+
+
+def check_prompts(cfg: Config, task) -> None:
+    """The first training and validation prompts render with the model's tokenizer (message
+    prompts need a chat template), and a built model has demonstrations for its warm-up."""
+    import jinja2
+
+    from scalerl.models.chat import ChatTemplateError, PromptRenderer
+    from scalerl.pipeline.build import chat_format
+
+    if cfg.model.base is None:
+        from scalerl.models.tokenizer import build_task_tokenizer
+
+        tokenizer = build_task_tokenizer()
+    else:
+        from scalerl.models.load import _load_tokenizer
+
+        try:
+            tokenizer = _load_tokenizer(Path(cfg.model.base))
+        except Exception:  # noqa: BLE001 - a model that does not load is said when it is loaded
+            return
+    examples = [task.train_example(0), *task.validation()[:1]]
+    try:
+        renderer = PromptRenderer(tokenizer, chat_format(cfg))
+        for example in examples:
+            renderer.ids(task.prompt(example))
+        if cfg.model.base is None:
+            task.demonstration(examples[0])
+    except (ChatTemplateError, TypeError, ValueError, jinja2.TemplateError) as err:
+        where = f"model.base {cfg.model.base}" if cfg.model.base else f"the built model.preset {cfg.model.preset!r}"
+        raise ConfigError(f"task {cfg.task.name!r} on {where}: {str(err).rstrip('.')}.") from None
 
 
 def _model_context(base: Path) -> int | None:

@@ -37,7 +37,7 @@ from scalerl.checkpoint import (
     set_rng_state,
 )
 from scalerl.compute import ComputeMeter
-from scalerl.config import Config, ConfigError, dump_config
+from scalerl.config import Config, dump_config
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build
@@ -61,7 +61,6 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
 
 
 def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopping) -> dict[str, Any]:
-    from scalerl.data.tasks import get_task
     from scalerl.models import count_parameters
 
     split = build.core_split(cfg)
@@ -69,9 +68,9 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
     torch.set_num_threads(split.learner_threads)
     torch.manual_seed(cfg.train.seed)
 
-    task = get_task(cfg.task.name, **cfg.task.knobs)
+    task = cfg.task.spec().build()
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
-    model, tokenizer = _load_model(cfg, model_dir)
+    model, tokenizer = build.load_model(cfg, model_dir)
     pool = build.make_pool(cfg, task)
     learner = Learner(model, cfg, tokenizer.pad_token_id)
     policy = LagPolicy(cfg.pipeline.mode, cfg.pipeline.k, cfg.pipeline.prompts_per_step)
@@ -88,11 +87,13 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
         log(f"resumed {run_dir} at step {step} (policy version {learner.version})")
     logged = saved[1].get("logged_through", step) if saved else -1  # the checkpoint's log
     if resume:  # records past it (all of them, without a checkpoint) are redone
-        truncate_after(run_dir / "metrics.jsonl", logged)
+        for log_file in ("metrics.jsonl", "samples.jsonl"):
+            truncate_after(run_dir / log_file, logged)
     logger = build.make_logger(cfg, run_dir, max(logged, 0))
     forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if saved else ())
     record: dict[str, Any] = {}
     previous = compute.snapshot()
+    export = build.exporter(cfg, run_dir, model, tokenizer)
     try:
         backend.publish(model, learner.version)
         if not saved:
@@ -111,11 +112,11 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
                 records.add(record, evaluate=step % cfg.eval.every == 0 or done, model=model, version=learner.version)
             last = done or stopping.requested
             if stopping.requested and records.pending:  # first with the evaluations still out:
-                checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records)  # a kill waiting loses nothing
+                checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records, export)  # a kill waiting loses nothing
             stop = write_released(records, forecaster, logger, lambda: receive(scheduler, backend, compute, 0.0),
                                   drain=last, final=step if done else None)
             if last or stop or step % cfg.train.checkpoint_every == 0:  # at once, however far evaluations lag
-                checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records)
+                checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records, export)
             if stop:
                 log(stop)
             if last or stop:
@@ -130,12 +131,14 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
 
 
 def checkpoint(run_dir: Path, recipe: str, step: int, learner: Learner, pool, scheduler: Scheduler,
-               compute: ComputeMeter, records: OrderedRecords) -> None:
+               compute: ComputeMeter, records: OrderedRecords, export) -> None:
     """Write the checkpoint of ``step`` with the records not yet logged (their evaluations are
-    out); its meta says the last step logged before them: a resume truncates the log there."""
+    out); its meta says the last step logged before them: a resume truncates the log there.
+    Then ``export`` the same weights as ``RUN_DIR/model``."""
     state = snapshot(learner, pool, scheduler, compute) | {"records": records.state_dict()}
     meta = {"step": step, "version": learner.version, "recipe": recipe, "logged_through": records.logged_until(step)}
     save_checkpoint(run_dir, state, meta)
+    export(state["learner"]["model"])
 
 
 def advance(learner: Learner, pool, scheduler: Scheduler, backend, compute: ComputeMeter, got,
@@ -187,20 +190,6 @@ def _start(cfg: Config, run_dir: Path, resume: bool, log) -> tuple[dict, dict] |
     if leaked:
         log(f"removed {len(leaked)} semaphores (/dev/shm/sem.mp-*) that a killed run had leaked")
     return saved
-
-
-def _load_model(cfg: Config, model_dir: Path):
-    """``(model, tokenizer)``; a ``model.base`` that does not load is one sentence (ConfigError)."""
-    from scalerl.models import load_pretrained
-
-    try:
-        model, tokenizer = load_pretrained(model_dir, build.learner_dtype(cfg))
-    except Exception as err:  # transformers and safetensors raise assorted errors on a bad model
-        if cfg.model.base is None:
-            raise
-        text = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ConfigError(f"model.base {model_dir} does not load as a model ({text.rstrip('.')}).") from None
-    return model.to(build.device(cfg)), tokenizer
 
 
 def learn(learner: Learner, pool, batch, waited: float, overlap: OverlapMonitor, log) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from typing import Protocol
 
 import torch
 
+from scalerl.models.lora import published_parameters
+
 
 class WeightSource(Protocol):
     def version(self) -> int:
@@ -29,10 +31,11 @@ class WeightSource(Protocol):
 
 
 class WeightLayout:
-    """Name, shape and dtype of every parameter, in ``named_parameters`` order (tied once)."""
+    """Name, shape and dtype of every published parameter, in ``named_parameters`` order
+    (tied once): all of them, or the adapters alone with LoRA (``models.lora``)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        params = list(model.named_parameters())
+        params = published_parameters(model)
         self.names = [n for n, _ in params]
         self.shapes = [tuple(p.shape) for _, p in params]
         self.dtypes = [p.dtype for _, p in params]
@@ -40,7 +43,7 @@ class WeightLayout:
         self.size = sum(self.numels)
 
     def flatten(self, model: torch.nn.Module) -> torch.Tensor:  # (size,) float32
-        return torch.cat([p.detach().reshape(-1).float() for p in model.parameters()])
+        return torch.cat([p.detach().reshape(-1).float() for _, p in published_parameters(model)])
 
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """Views into ``flat`` (cast to each parameter's dtype where it differs)."""
@@ -86,7 +89,7 @@ class InProcessWeights:
         self._state: Mapping[str, torch.Tensor] = {}
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
-        self._state = {n: p.detach().clone() for n, p in model.named_parameters()}
+        self._state = {n: p.detach().clone() for n, p in published_parameters(model)}
         self._version = version
 
     def version(self) -> int:

@@ -27,6 +27,9 @@ class ValidationResult:
     mean_length: float
     """Mean completion length in tokens (injected interruption tokens included)."""
     num_samples: int
+    samples: tuple = ()
+    """The first completion of each of the first ``samples`` prompts, as ``{"prompt" (the
+    exact rendered text), "completion", "reward", "finish_reason"}``."""
 
     @property
     def stderr(self) -> float:
@@ -56,30 +59,39 @@ def validate(
     tokenizer=None,
     k: int = 4,
     num_prompts: int | None = None,
+    renderer=None,
+    samples: int = 0,
 ) -> ValidationResult:
     """Sample ``k`` completions for the first ``num_prompts`` validation examples of ``task``.
 
-    Prompts are ``tokenizer.encode(task.prompt(example))`` (the engine's tokenizer unless
-    given), as the generator role encodes them; a sample is correct when
+    Prompts are rendered as the generator role renders them (``renderer``, a
+    :class:`~scalerl.models.chat.PromptRenderer`; by default one on the engine's tokenizer,
+    or ``tokenizer``, with the default chat format); a sample is correct when
     ``task.reward(text, example) > 0`` (so {0, 1} and ±1 rewards both work).
     """
     if k < 1:
         raise ValueError(f"validate: k must be >= 1, got {k}")
-    tokenizer = tokenizer if tokenizer is not None else engine.tokenizer
+    if renderer is None:
+        from scalerl.models.chat import PromptRenderer
+
+        renderer = PromptRenderer(tokenizer if tokenizer is not None else engine.tokenizer)
     examples = list(task.validation())[:num_prompts]
     if not examples:
         raise ValueError(f"validate: task {getattr(task, 'name', task)!r} has no validation examples")
-    prompts = [tokenizer.encode(task.prompt(ex)) for ex in examples]
+    prompts = [renderer.ids(task.prompt(ex)) for ex in examples]
     flat = [p for p in prompts for _ in range(k)]  # prompt-major: k samples per prompt
     completions = engine.generate(flat, params)
-    correct = np.array(
-        [task.reward(c.text, examples[i // k]) > 0 for i, c in enumerate(completions)], dtype=np.float64
-    ).reshape(len(examples), k)
+    rewards = np.array([task.reward(c.text, examples[i // k]) for i, c in enumerate(completions)], dtype=np.float64)
+    correct = (rewards > 0).reshape(len(examples), k).astype(np.float64)
     pass_rates = correct.mean(axis=1)
+    shown = [{"prompt": renderer.text(task.prompt(examples[p])), "completion": completions[p * k].text,
+              "reward": float(rewards[p * k]), "finish_reason": completions[p * k].finish_reason}
+             for p in range(min(samples, len(examples)))]
     return ValidationResult(
         mean_at_k=float(pass_rates.mean()),
         pass_rates=pass_rates,
         truncation_rate=float(np.mean([c.finish_reason == "length" for c in completions])),
         mean_length=float(np.mean([c.num_tokens for c in completions])),
         num_samples=len(completions),
+        samples=tuple(shown),
     )

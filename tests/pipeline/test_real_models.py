@@ -1,0 +1,145 @@
+"""A user's instruct model on their own data: chat template, reward file, LoRA, model/ out.
+
+The test builds what a user brings: a local Qwen2-style model directory with a ChatML chat
+template (random weights: ``scalerl.models.tiny_chat``), a JSONL of chat-message prompts, and a
+reward function in a file of their own. It trains on the ``local`` backend (spawned
+generators) and on Ray, resumes, and loads what comes out with transformers and peft.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from conftest import run_overrides
+
+from scalerl.cli import main
+from scalerl.config import load_config
+from scalerl.metrics import read_records
+from scalerl.models.tiny_chat import build_chat_model_dir
+from scalerl.pipeline.run import train
+
+REWARD = '''
+import os
+
+def score(completion, answer, prompt, **fields):
+    with open(os.path.join(os.path.dirname(__file__), "pids.txt"), "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    return 1.0 if answer in completion else 0.0
+'''
+
+
+@pytest.fixture(scope="module")
+def user(tmp_path_factory):
+    """A user's folder: the instruct model, the data, the reward file."""
+    root = tmp_path_factory.mktemp("user")
+    build_chat_model_dir(root / "instruct")
+    with open(root / "data.jsonl", "w") as f:
+        for a in range(10):
+            for b in range(4):
+                prompt = [{"role": "system", "content": "Answer with the number."},
+                          {"role": "user", "content": f"What is {a} add {b}?"}]
+                f.write(json.dumps({"prompt": prompt, "answer": str(a + b), "level": 1}) + "\n")
+    (root / "reward.py").write_text(REWARD)
+    return root
+
+
+def overrides(user, **extra):
+    return run_overrides(user / "instruct", **{
+        "task.name": "dataset", "task.knobs": f"{{path: {user / 'data.jsonl'}, num_validation: 8}}",
+        "task.reward_fn": f"{user / 'reward.py'}:score", "task.reward": "binary",
+        "sampling.max_new_tokens": 12, "length.control": "none", "length.truncation": "keep",
+        "filters.zero_variance": False, "pipeline.prompts_per_step": 2, "pipeline.generations": 2,
+        "pipeline.prompts_per_chunk": 1, "eval.num_prompts": 4, "eval.k": 1, "eval.every": 2,
+        "train.checkpoint_every": 2, "log.samples": 3, "log.tensorboard": True, "optim.lr": 1e-2,
+        **extra})
+
+
+def generator_pids(user) -> set[int]:
+    path = user / "pids.txt"
+    return {int(line) for line in path.read_text().split()} if path.exists() else set()
+
+
+def check_samples(run_dir):
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert samples and {s["step"] for s in samples} >= {0, 2}
+    for s in samples:  # the exact rendered text: the template's turn markers, the generation prompt
+        assert s["prompt"].startswith("<|im_start|>system\nAnswer with the number.<|im_end|>\n<|im_start|>user\n")
+        assert s["prompt"].endswith("<|im_start|>assistant\n")
+        assert set(s) >= {"completion", "reward", "finish_reason"}
+
+
+def test_lora_on_the_local_backend_exports_and_resumes(user, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    run = tmp_path / "run"
+    cfg = load_config("scalerl", overrides(user, **{"pipeline.backend": "local", "train.steps": 3,
+                                                    "model.lora": "{rank: 4, alpha: 16}"}))
+    train(cfg, run)
+    check_samples(run)
+    assert generator_pids(user) - {os.getpid()}  # the reward function ran in the spawned generators
+    base = AutoModelForCausalLM.from_pretrained(user / "instruct")
+    adapted = PeftModel.from_pretrained(base, run / "model")
+    merged = AutoModelForCausalLM.from_pretrained(run / "model" / "merged")
+    tokenizer = AutoTokenizer.from_pretrained(run / "model" / "merged")
+    assert tokenizer.chat_template and "<|im_start|>" in tokenizer.chat_template
+    ids = torch.tensor([[5, 6, 7]])
+    with torch.no_grad():
+        assert torch.allclose(adapted(ids).logits, merged(ids).logits, atol=1e-4)
+    assert merged.generate(ids, max_new_tokens=2, do_sample=False).shape[1] > 3
+    # resume from the step-3 checkpoint and go on: no step lost, none repeated
+    cfg = load_config(run / "config.yaml", ["train.steps=5"])
+    train(cfg, run, resume=True)
+    assert [r["step"] for r in read_records(run / "metrics.jsonl")] == list(range(6))
+    assert json.loads((run / "checkpoint" / "meta.json").read_text())["step"] == 5
+
+
+def test_full_fine_tuning_exports_a_changed_model(user, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    cfg = load_config("scalerl", overrides(user, **{"pipeline.backend": "local", "train.steps": 2}))
+    train(cfg, tmp_path)
+    trained = AutoModelForCausalLM.from_pretrained(tmp_path / "model").state_dict()
+    start = AutoModelForCausalLM.from_pretrained(user / "instruct").state_dict()
+    moved = [name for name in start if not torch.equal(start[name], trained[name])]
+    assert len(moved) > len(start) // 2  # the learner's weights, not the starting ones
+
+
+def test_lora_on_ray(user, tmp_path):
+    ray = pytest.importorskip("ray")
+    before = generator_pids(user)
+    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
+    try:
+        cfg = load_config("scalerl", overrides(user, **{"pipeline.backend": "ray", "train.steps": 2,
+                                                        "model.lora": "{rank: 4}"}))
+        train(cfg, tmp_path)
+    finally:
+        ray.shutdown()
+    check_samples(tmp_path)
+    assert generator_pids(user) - before - {os.getpid()}  # scored inside the Ray actors
+    assert (tmp_path / "model" / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("case", ["no file", "no name", "no completion", "missing field", "bad prompt",
+                                  "no template", "rank 0"])
+def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
+    (tmp_path / "r.py").write_text("def other(text):\n    return 0.0\n")
+    data = tmp_path / "d.jsonl"
+    sets = {"model.base": str(user / "instruct"), "task.name": "dataset",
+            "task.knobs": f"{{path: {user / 'data.jsonl'}}}", "task.reward_fn": f"{user / 'reward.py'}:score"}
+    words = {"no file": ("task.reward_fn", f"{tmp_path}/nope.py:score", "does not exist"),
+             "no name": ("task.reward_fn", f"{tmp_path}/r.py:score", "there is no 'score'"),
+             "no completion": ("task.reward_fn", f"{tmp_path}/r.py:other", "takes no 'completion' parameter"),
+             "missing field": ("task.knobs", f"{{path: {data}}}", f"{data}:2: missing field 'prompt'"),
+             "bad prompt": ("task.knobs", f"{{path: {data}}}", f"{data}:1: field 'prompt': the prompt is neither"),
+             "no template": ("model.base", str(nano_dir), "need a chat template"),
+             "rank 0": ("model.lora.rank", "0", "model.lora.rank")}[case]
+    data.write_text('{"prompt": 5}\n' if case == "bad prompt" else '{"prompt": "a"}\n{"answer": "b"}\n')
+    sets[words[0]] = words[1]
+    rc = main(["train", "--out", str(tmp_path / "run"), *(f"--set={k}={v}" for k, v in sets.items())])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err and "Traceback" not in err and words[2] in err, err
+    assert not (tmp_path / "run").exists()
