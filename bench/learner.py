@@ -14,8 +14,15 @@ Time is this process's CPU time with one torch thread, the median of ``--repeats
 warm-up, variants interleaved. Also printed: real tokens forwarded, slots (padding included),
 and MFU against a single-thread matmul peak measured here.
 
+With ``--lora RANK`` (16 by default in ``make bench``) it instead compares full fine-tuning
+with LoRA of that rank (``model.lora``) on ``--lora-preset`` (``base``: the adapters' share
+of the weights shrinks with width, so the tiny presets understate it), same batch, AdamW
+at a real learning rate on both: trained tokens per CPU second, and the bytes one weight
+sync publishes (what ``pipeline.weights`` flattens: every weight, or the adapters alone).
+
 Usage: python bench/learner.py [--preset nano] [--prompts 8] [--generations 8]
        [--max-new-tokens 128 48] [--micro-batch 64] [--tokens 2048] [--repeats 5]
+       python bench/learner.py --lora 16 [--lora-preset base] [--max-new-tokens 64]
 """
 
 from __future__ import annotations
@@ -59,6 +66,47 @@ def step_runner(model, tok, groups, overrides: list[str]):
     return run, out
 
 
+def lora_vs_full(args) -> None:
+    """Full fine-tuning against LoRA of rank ``args.lora``, side by side, one batch."""
+    from scalerl.models.lora import LoraSpec, apply_lora
+    from scalerl.pipeline.weights import WeightLayout
+
+    tok = build_task_tokenizer()
+    max_new = args.max_new_tokens[0]
+    full = build_model(args.lora_preset, len(tok), seed=0, tokenizer=tok)
+    groups = rollouts(full, tok, args.prompts, args.generations, max_new)
+    lora = apply_lora(build_model(args.lora_preset, len(tok), seed=0, tokenizer=tok),
+                      LoraSpec(args.lora, 2.0 * args.lora, 0.0, ("q_proj", "k_proj", "v_proj", "o_proj",
+                                                                  "gate_proj", "up_proj", "down_proj")))
+    cfg = load_config("scalerl", ["length.truncation=keep", "filters.zero_variance=false",
+                                  f"optim.micro_batch={args.micro_batch}"])
+    runs = {}
+    for name, model in (("full", full), ("lora", lora)):
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+        batch = prepare_batch(groups, cfg, 0, tok.pad_token_id)
+        runs[name] = (model, opt, sched, batch, {})
+    times = {name: [] for name in runs}
+    for repeat in range(args.repeats + 1):  # the first is a warm-up
+        for name, (model, opt, sched, batch, out) in runs.items():
+            start = time.process_time()
+            out.update(backward_and_step(model, opt, sched, batch, cfg, tok.pad_token_id))
+            if repeat:
+                times[name].append(time.process_time() - start)
+    n_params = count_parameters(full)
+    print(f"\nLoRA rank {args.lora} vs full fine-tuning: {args.lora_preset} ({n_params / 1e6:.1f}M params), "
+          f"P x G = {args.prompts} x {args.generations}, L <= {max_new}, AdamW, 1 thread, median of {args.repeats}")
+    rate, sent = {}, {}
+    for name, (model, _, _, _, out) in runs.items():
+        secs = statistics.median(times[name])
+        rate[name] = out["trained_tokens"] / secs
+        sent[name] = WeightLayout(model).size * 4  # float32 on the wire
+        print(f"  {name:5s} {secs * 1e3:7.0f} ms/step  {rate[name]:8.0f} trained tokens/s  "
+              f"{sent[name] / 2**20:8.2f} MiB per published version")
+    print(f"  LoRA/full tokens/s {rate['lora'] / rate['full']:.2f}x (goal >= 1.2x); "
+          f"full/LoRA bytes per version {sent['full'] / sent['lora']:.1f}x (goal >= 20x)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="nano")
@@ -68,8 +116,17 @@ def main() -> None:
     ap.add_argument("--micro-batch", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=2048, help="optim.micro_batch_tokens of shared+budget")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--lora", type=int, default=None, metavar="RANK", help="compare LoRA of this rank with full")
+    ap.add_argument("--lora-preset", default="base")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.lora is not None:
+        from _workload import parallel_scaling
+
+        print(f"machine parallel scaling at the start (2 single-thread processes vs 1): {parallel_scaling():.2f}x")
+        lora_vs_full(args)
+        print(f"machine parallel scaling at the end: {parallel_scaling():.2f}x")
+        return
     tok = build_task_tokenizer()
     model = build_model(args.preset, len(tok), seed=0, tokenizer=tok)
     peak = matmul_peak()

@@ -117,7 +117,9 @@ class TensorBoardSink:
     def write_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
         """The samples as one Markdown text summary (TensorBoard's Text tab)."""
         from tensorboard.compat.proto.event_pb2 import Event
-        from torch.utils.tensorboard.summary import text as text_summary  # tensorboard's own needs tensorflow
+        from torch.utils.tensorboard.summary import (
+            text as text_summary,  # tensorboard's own needs tensorflow
+        )
 
         text = "\n\n---\n\n".join(
             f"**reward {s['reward']}** ({s['finish_reason']})\n\n```\n{s['prompt']}{s['completion']}\n```"

@@ -78,7 +78,7 @@ def test_early_stop_fires_on_a_run_built_to_plateau_low(warm_model_dir, tmp_path
     def plateau(evaluators):
         i = calls["n"]
         calls["n"] += 1
-        return {"val_pass_rate": 0.15 + 0.15 * (1 - np.exp(-i / 2.0)) + rng.normal(0, 0.002)}, 1000
+        return {"val_pass_rate": 0.15 + 0.15 * (1 - np.exp(-i / 2.0)) + rng.normal(0, 0.002)}, 1000, ()
 
     monkeypatch.setattr(scalerl.eval, "run_evaluators", plateau)  # eval.on=learner: in this process
     cfg = small_run(warm_model_dir, **{"train.steps": 120, "train.stop_if_ceiling_below": 0.6,

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from scalerl.config import Config, ConfigError, load_config
+from scalerl.config_yaml import load_yaml
 from scalerl.experiments.sweep import Variant, check_model, config_reason
 
 
@@ -144,7 +145,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
+        data = load_yaml(text)  # the recipe reader's bounds: aliases, depth, repeated keys
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"{path} line {mark.line + 1}" if mark is not None else str(path)

@@ -188,10 +188,12 @@ def claim_folder(out: Path, record: dict) -> None:
     folder or one report."""
     import yaml
 
+    from scalerl.config_yaml import load_yaml
+
     path = Path(out) / "sweep.yaml"
     if path.exists():
         try:
-            held = yaml.safe_load(path.read_text()) or {}
+            held = load_yaml(path.read_text()) or {}
         except (OSError, yaml.YAMLError):
             held = {}
         if held != record:

@@ -203,15 +203,17 @@ def make_logger(cfg: Config, run_dir: Path, start_step: int):
 
 
 def exporter(cfg: Config, run_dir: Path, model: torch.nn.Module, tokenizer):
-    """``export(model_state)``: write ``RUN_DIR/model`` from a checkpoint's model state (the
-    adapters alone with LoRA, laid over the frozen base the live model holds)."""
+    """``export(learner_state)``: write ``RUN_DIR/model`` from a checkpoint's learner state
+    (its model weights; the adapters alone with LoRA, laid over the frozen base the live
+    model holds)."""
     from scalerl.models.chat import template_text
     from scalerl.models.export import write_model_dir
     from scalerl.models.lora import is_lora
 
     template = None if cfg.model.chat_template in ("auto", "none") else template_text(chat_format(cfg), tokenizer)
 
-    def export(state: dict[str, torch.Tensor]) -> None:
+    def export(learner_state: dict) -> None:
+        state = learner_state["model"]
         full = model.state_dict() | dict(state) if is_lora(model) else state
         write_model_dir(run_dir / "model", model, tokenizer, state=full, dtype=cfg.export.dtype,
                         chat_template=template)

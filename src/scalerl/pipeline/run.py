@@ -138,7 +138,7 @@ def checkpoint(run_dir: Path, recipe: str, step: int, learner: Learner, pool, sc
     state = snapshot(learner, pool, scheduler, compute) | {"records": records.state_dict()}
     meta = {"step": step, "version": learner.version, "recipe": recipe, "logged_through": records.logged_until(step)}
     save_checkpoint(run_dir, state, meta)
-    export(state["learner"]["model"])
+    export(state["learner"])
 
 
 def advance(learner: Learner, pool, scheduler: Scheduler, backend, compute: ComputeMeter, got,

@@ -92,14 +92,14 @@ def test_sandbox_limits_from_a_recipe_mapping(tmp_path, capsys):
 def test_assert_tests_that_cannot_be_graded_safely_fail_at_load(tmp_path):
     path = tmp_path / "code.jsonl"
     path.write_text(json.dumps({"problem": "p", "tests": ["assert f(x) == 1"]}) + "\n")
-    with pytest.raises(ValueError, match="record 0: test 0 .*argument `x` is not a literal"):
+    with pytest.raises(ValueError, match=r"code.jsonl:1: test 0 .*argument `x` is not a literal"):
         get_task("code", path=path, num_validation=0)
 
 
 def test_an_expected_value_no_program_can_match_fails_at_load_naming_the_test(tmp_path):
     path = tmp_path / "code.jsonl"
     path.write_text(json.dumps({"problem": "p", "tests": ["assert f() == 1", "assert f() == [...]"]}) + "\n")
-    with pytest.raises(ValueError, match=r"record 0: test 1 .*\[\.\.\.\].*cannot be graded"):
+    with pytest.raises(ValueError, match=r"code.jsonl:1: test 1 .*\[\.\.\.\].*cannot be graded"):
         get_task("code", path=path, num_validation=0)
 
 

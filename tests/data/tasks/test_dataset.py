@@ -95,3 +95,11 @@ def test_user_reward_on_a_builtin_task(reward_file):
 
     assert task.reward("x", task.train_example(0)) == float(os.getpid())
     assert task.num_train == get_task("addition", min_digits=1, max_digits=1).num_train
+
+
+def test_code_takes_message_prompts(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [{"problem": MESSAGES, "tests": ["assert f() == 1"]},
+                                              {"problem": "p2", "tests": ["assert f() == 2"]}])
+    task = get_task("code", path=str(path), num_validation=0)
+    prompts = [task.prompt(task.train_example(i)) for i in range(task.num_train)]
+    assert MESSAGES in prompts and any(isinstance(p, str) and "p2" in p for p in prompts)

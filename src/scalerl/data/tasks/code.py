@@ -30,7 +30,7 @@ from scalerl.data.asserts import AssertFormError, parse_assert
 from scalerl.data.sandbox import DEFAULT_LIMITS, SandboxLimits, run_cases, run_python
 from scalerl.data.sandbox_ns import isolation
 from scalerl.data.tasks.base import Example, RewardFn, strip_thinking
-from scalerl.data.tasks.records import FileTask
+from scalerl.data.tasks.records import FileTask, prompt_field
 
 DEFAULT_PROMPT = (
     "Write a Python program for the problem. Think inside <think> </think>, then give the "
@@ -191,11 +191,12 @@ class CodeTask(FileTask):
     ) -> None:
         fields = [problem_field, tests_field] + ([solution_field] if solution_field else [])
 
-        def to_example(i: int, rec: dict, file) -> Example:
-            meta = {"tests": normalize_tests(rec[tests_field], f"{file} record {i}")}
+        def to_example(i: int, rec: dict, where: str) -> Example:
+            problem, meta = prompt_field(rec, problem_field, where)
+            meta["tests"] = normalize_tests(rec[tests_field], where)
             if solution_field:
                 meta["solution"] = str(rec[solution_field])
-            return Example(id=i, problem=str(rec[problem_field]), answer="", meta=meta)
+            return Example(id=i, problem=problem, answer="", meta=meta)
 
         super().__init__(path, fields, to_example, validation_path=validation_path,
                          num_validation=num_validation, seed=seed, prompt_template=prompt_template)
