@@ -87,3 +87,32 @@ def test_targets_must_name_layers(chat_dir):
     assert len(base_weights(chat_dir, SPEC.targets)) == 4 * 4  # 4 targets x nano's 4 layers
     with pytest.raises(ValueError, match="name no linear layer"):
         base_weights(chat_dir, ("nothing",))
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_fused_layer_equals_peft_s_own(chat_dir, dropout):
+    """The fused forward (dropout 0) and peft's path (dropout > 0 falls back to it) give
+    peft's outputs and gradients."""
+    from peft import LoraConfig, get_peft_model
+
+    spec = LoraSpec(4, 8.0, dropout, SPEC.targets)
+    fast = apply_lora(load_pretrained(chat_dir)[0], spec)
+    plain = get_peft_model(load_pretrained(chat_dir)[0], LoraConfig(
+        r=4, lora_alpha=8.0, lora_dropout=dropout, target_modules=list(SPEC.targets), bias="none"))
+    assert type(fast.base_model.model.model.layers[0].self_attn.q_proj).__name__ == "FusedLoraLinear"
+    with torch.no_grad():
+        for name, p in plain.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05, generator=torch.Generator().manual_seed(len(name)))
+    fast.load_state_dict(plain.state_dict())
+    grads = []
+    for model in (fast, plain):
+        model.train()
+        torch.manual_seed(0)  # the same dropout masks in both
+        logits = forward_logits(model, IDS)[0]
+        (logits.square().mean()).backward()
+        grads.append((logits.detach(), {n: p.grad for n, p in model.named_parameters() if p.requires_grad}))
+    assert torch.allclose(grads[0][0], grads[1][0], atol=1e-5)
+    assert grads[0][1].keys() == grads[1][1].keys()
+    for name, g in grads[0][1].items():
+        assert torch.allclose(g, grads[1][1][name], atol=1e-6, rtol=1e-4), name

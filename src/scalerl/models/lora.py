@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,12 +46,44 @@ class LoraSpec:
 
 
 def apply_lora(model: torch.nn.Module, spec: LoraSpec) -> torch.nn.Module:
-    """``model`` wrapped by peft with fresh adapters (``B = 0``, so it starts as the base)."""
+    """``model`` wrapped by peft with fresh adapters (``B = 0``, so it starts as the base);
+    its linear layers are :func:`fused_lora_linear`'s (peft's own, with a fused forward)."""
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
                         target_modules=list(spec.targets), bias="none", task_type="CAUSAL_LM")
+    config._register_custom_module({torch.nn.Linear: fused_lora_linear()})
     return get_peft_model(model, config)
+
+
+@functools.cache
+def fused_lora_linear() -> type:
+    """peft's LoRA ``Linear`` whose plain case runs ``y = W0 x + s·B (A x)`` as one ``addmm``.
+
+    peft computes ``result + lora_B(lora_A(x)) * scaling``: a product, a scaled copy and a sum,
+    each a full pass over the (tokens, out) output, forward and backward. On a CPU those
+    memory-bound passes cost more than the weight gradients LoRA saves (measured on the
+    ``base`` preset: peft's layer made a LoRA step slower than full fine-tuning). ``addmm``
+    writes ``result + s·h Bᵀ`` in one pass. Dropout, several adapters, merged weights or any
+    LoRA variant take peft's own path; tests check both agree, outputs and gradients."""
+    from peft.tuners.lora.layer import Linear
+
+    class FusedLoraLinear(Linear):
+        def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+            names = self.active_adapters
+            if (self.disable_adapters or self.merged or args or kwargs or len(names) != 1
+                    or names[0] not in self.lora_A or names[0] in self.lora_variant
+                    or not isinstance(self.lora_dropout[names[0]], torch.nn.Identity)):
+                return super().forward(x, *args, **kwargs)
+            name = names[0]
+            result = self.base_layer(x)  # (..., out)
+            a, b = self.lora_A[name].weight, self.lora_B[name].weight  # (r, in), (out, r)
+            h = torch.nn.functional.linear(x.to(a.dtype), a)  # (..., r)
+            out = torch.addmm(result.reshape(-1, result.shape[-1]).to(b.dtype), h.reshape(-1, h.shape[-1]), b.t(),
+                              alpha=self.scaling[name])
+            return out.view(result.shape).to(result.dtype)
+
+    return FusedLoraLinear
 
 
 def is_lora(model: torch.nn.Module) -> bool:
