@@ -90,6 +90,12 @@ def test_lora_on_the_local_backend_exports_and_resumes(user, tmp_path):
     with torch.no_grad():
         assert torch.allclose(adapted(ids).logits, merged(ids).logits, atol=1e-4)
     assert merged.generate(ids, max_new_tokens=2, do_sample=False).shape[1] > 3
+    # `scalerl export` reads the run without changing it: the merged weights alone, in bf16
+    assert main(["export", str(run), "--out", str(tmp_path / "merged"), "--merge", "--dtype", "bfloat16"]) == 0
+    alone = AutoModelForCausalLM.from_pretrained(tmp_path / "merged", dtype="auto")
+    assert alone.dtype == torch.bfloat16 and not (tmp_path / "merged" / "adapter_config.json").exists()
+    with torch.no_grad():
+        assert torch.allclose(alone(ids).logits.float(), merged(ids).logits, atol=0.1)
     # resume from the step-3 checkpoint and go on: no step lost, none repeated
     cfg = load_config(run / "config.yaml", ["train.steps=5"])
     train(cfg, run, resume=True)
@@ -121,6 +127,14 @@ def test_lora_on_ray(user, tmp_path):
     check_samples(tmp_path)
     assert generator_pids(user) - before - {os.getpid()}  # scored inside the Ray actors
     assert (tmp_path / "model" / "adapter_model.safetensors").is_file()
+
+
+def test_export_of_what_is_not_a_run_is_one_sentence(tmp_path, capsys):
+    (tmp_path / "config.yaml").write_text("name: x\n")
+    for folder, words in ((tmp_path / "nowhere", "is not a run directory"), (tmp_path, "holds no config.json")):
+        assert main(["export", str(folder)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert words in err and "\n" not in err and "Traceback" not in err, err
 
 
 @pytest.mark.parametrize("case", ["no file", "no name", "no completion", "missing field", "bad prompt",

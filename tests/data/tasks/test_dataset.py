@@ -103,3 +103,15 @@ def test_code_takes_message_prompts(tmp_path):
     task = get_task("code", path=str(path), num_validation=0)
     prompts = [task.prompt(task.train_example(i)) for i in range(task.num_train)]
     assert MESSAGES in prompts and any(isinstance(p, str) and "p2" in p for p in prompts)
+
+
+def test_a_task_factory_from_a_file(tmp_path, data):
+    factory = tmp_path / "my_task.py"
+    factory.write_text("from scalerl.data.tasks import get_task\n"
+                       "def make(path):\n    return get_task('dataset', path=path, num_validation=2)\n")
+    task = TaskSpec(f"{factory}:make", {"path": str(data)}, None).build()
+    assert task.num_train == 18 and len(task.validation()) == 2
+    from scalerl.data.tasks.registry import check_task
+
+    with pytest.raises(ValueError, match="needs the knob 'path'"):
+        check_task(f"{factory}:make", {})
