@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -112,7 +114,8 @@ def test_switching_the_task_starts_from_its_own_knobs(tmp_path):
     assert load_config("scalerl", ["task.name=addition"]).task.knobs == {"min_digits": 1, "max_digits": 2}
     # the --set overrides count as one layer: their order does not matter
     for sets in (["task.name=code", "task.knobs={path: p.jsonl}"], ["task.knobs={path: p.jsonl}", "task.name=code"]):
-        assert load_config("scalerl", sets).task.knobs == {"path": "p.jsonl"}
+        # a data file is read as an absolute path, so every process finds the same one
+        assert load_config("scalerl", sets).task.knobs == {"path": str(Path("p.jsonl").absolute())}
     child = tmp_path / "child.yaml"
     child.write_text("extends: scalerl\ntask: {name: multiplication}\n")
     assert load_config(child).task.knobs == {}
@@ -259,7 +262,7 @@ def test_extends_reads_a_relative_path_from_the_extending_file(tmp_path, monkeyp
 
 def test_overrides_are_applied_together_and_a_dotted_one_keeps_the_other_keys(tmp_path):
     sets = ["task.knobs.path=p.jsonl", "task.knobs.problem_field=q", "task.name=code"]
-    assert load_config("scalerl", sets).task.knobs == {"path": "p.jsonl", "problem_field": "q"}
+    assert load_config("scalerl", sets).task.knobs == {"path": str(Path("p.jsonl").absolute()), "problem_field": "q"}
     knobs3 = _recipe(tmp_path, "extends: scalerl\ntask: {knobs: {min_digits: 2, max_digits: 3}}\n")
     assert load_config(knobs3, ["task.knobs.max_digits=4"]).task.knobs == {"min_digits": 2, "max_digits": 4}
     # a whole mapping replaces the knobs, as a recipe's task.knobs does

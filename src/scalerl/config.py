@@ -130,6 +130,14 @@ class TaskConfig(_Frozen):
         load_reward_fn(spec)  # a missing file or name, or no `completion` parameter: refused now
         return spec
 
+    @field_validator("knobs")
+    @classmethod
+    def _absolute_paths(cls, knobs: dict[str, Any]) -> dict[str, Any]:
+        """The data files of file-backed tasks (``path``, ``validation_path``) as absolute paths:
+        a Ray worker's cwd, or a ``--resume`` from elsewhere, must read the same file."""
+        return {k: str(Path(v).expanduser().absolute()) if k in ("path", "validation_path") and isinstance(v, str)
+                and v else v for k, v in knobs.items()}
+
     @model_validator(mode="after")
     def _known_task(self) -> TaskConfig:
         from scalerl.data.tasks.registry import check_task  # light: tasks import lazily

@@ -9,9 +9,9 @@ from scalerl.models.tokenizer import build_task_tokenizer
 
 @pytest.fixture(scope="module")
 def chat_tokenizer(tmp_path_factory):
-    from scalerl.models.load import _load_tokenizer
+    from scalerl.models.load import load_tokenizer
 
-    return _load_tokenizer(build_chat_model_dir(tmp_path_factory.mktemp("chat") / "model"))
+    return load_tokenizer(build_chat_model_dir(tmp_path_factory.mktemp("chat") / "model"))
 
 
 def test_plain_tokenizer_keeps_the_plain_prompt():

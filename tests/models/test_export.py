@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from scalerl.models.export import write_model_dir
-from scalerl.models.load import _load_tokenizer, load_pretrained
+from scalerl.models.load import load_pretrained, load_tokenizer
 from scalerl.models.tiny_chat import build_chat_model_dir
 
 
@@ -35,7 +35,7 @@ def test_export_dtype_template_and_replacement(chat_dir, tmp_path):
     model, tokenizer = load_pretrained(chat_dir)
     out = write_model_dir(tmp_path / "model", model, tokenizer, dtype="bfloat16", chat_template="{{ 'X' }}")
     assert AutoModelForCausalLM.from_pretrained(out, dtype="auto").dtype == torch.bfloat16
-    assert _load_tokenizer(out).chat_template == "{{ 'X' }}"
+    assert load_tokenizer(out).chat_template == "{{ 'X' }}"
     assert tokenizer.chat_template != "{{ 'X' }}"  # the live tokenizer is left as it was
     assert model.dtype == torch.float32
     (out / "stale.txt").write_text("from the previous export")

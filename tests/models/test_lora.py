@@ -68,6 +68,44 @@ def test_generator_samples_with_the_adapter(chat_dir):
     assert all(torch.equal(again[k], generator.state_dict()[k]) for k in again)
 
 
+def test_the_learner_s_own_engine_samples_with_the_adapter(chat_dir):
+    """Evaluation on the learner decodes the peft model: the lean path, which reads each
+    layer's weight and so would miss the adapters, is refused; the log-probs of the sampled
+    tokens are the trainer's."""
+    from scalerl.algo.logprobs import token_logprobs
+    from scalerl.rollout import fast_decode
+    from scalerl.rollout.torch_engine import TorchEngine
+    from scalerl.types import SamplingParams
+
+    lora, tokenizer = trained_lora(chat_dir)
+    assert not fast_decode.supports(lora)
+    engine = TorchEngine(lora, tokenizer, fp32_head=True, seed=0)
+    c = engine.generate([IDS[0].tolist()], SamplingParams(max_new_tokens=6, seed=3))[0]
+    ids = torch.tensor([[*IDS[0].tolist(), *c.tokens.tolist()]])
+    with torch.no_grad():
+        logits = forward_logits(lora, ids[:, :-1])[0][:, IDS.shape[1] - 1:]
+        trainer = token_logprobs(logits, ids[:, IDS.shape[1]:])[0]
+    assert torch.allclose(torch.as_tensor(c.logprobs), trainer, atol=1e-4)
+
+
+def test_a_bf16_checkpoint_loses_no_update_in_a_float32_generator(chat_dir, tmp_path):
+    from scalerl.models.load import save_pretrained
+
+    model, tokenizer = load_pretrained(chat_dir)
+    bf16 = save_pretrained(model.to(torch.bfloat16), tokenizer, tmp_path / "bf16")
+    base = base_weights(bf16, SPEC.targets)
+    name = next(iter(base))
+    assert base[name].dtype == torch.float32  # read as the engine computes, not as stored
+    layer = name[: -len(".weight")]
+    a = torch.zeros(SPEC.rank, base[name].shape[1])
+    b = torch.zeros(base[name].shape[0], SPEC.rank)
+    a[0, 0], b[0, 0] = 1.0, 1e-6  # an update far below bf16's spacing at these weights
+    merged = AdapterMerger(base, SPEC)({f"base_model.model.{layer}.lora_A.default.weight": a,
+                                        f"base_model.model.{layer}.lora_B.default.weight": b})[name]
+    assert merged.dtype == torch.float32
+    assert abs((merged - base[name])[0, 0].item() - SPEC.scale * 1e-6) < 1e-9
+
+
 def test_export_adapter_and_merged(chat_dir, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM

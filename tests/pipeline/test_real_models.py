@@ -126,7 +126,11 @@ def test_lora_on_ray(user, tmp_path):
         ray.shutdown()
     check_samples(tmp_path)
     assert generator_pids(user) - before - {os.getpid()}  # scored inside the Ray actors
-    assert (tmp_path / "model" / "adapter_model.safetensors").is_file()
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(user / "instruct"), tmp_path / "model")
+    assert adapted.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=2, do_sample=False).shape[1] > 3
 
 
 def test_export_of_what_is_not_a_run_is_one_sentence(tmp_path, capsys):
@@ -138,9 +142,10 @@ def test_export_of_what_is_not_a_run_is_one_sentence(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("case", ["no file", "no name", "no completion", "missing field", "bad prompt",
-                                  "no template", "rank 0"])
+                                  "no template", "rank 0", "fields not taken", "messages deep in the file"])
 def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
-    (tmp_path / "r.py").write_text("def other(text):\n    return 0.0\n")
+    (tmp_path / "r.py").write_text("def other(text):\n    return 0.0\n"
+                                   "def narrow(completion, answer):\n    return 0.0\n")
     data = tmp_path / "d.jsonl"
     sets = {"model.base": str(user / "instruct"), "task.name": "dataset",
             "task.knobs": f"{{path: {user / 'data.jsonl'}}}", "task.reward_fn": f"{user / 'reward.py'}:score"}
@@ -150,8 +155,17 @@ def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
              "missing field": ("task.knobs", f"{{path: {data}}}", f"{data}:2: missing field 'prompt'"),
              "bad prompt": ("task.knobs", f"{{path: {data}}}", f"{data}:1: field 'prompt': the prompt is neither"),
              "no template": ("model.base", str(nano_dir), "need a chat template"),
-             "rank 0": ("model.lora.rank", "0", "model.lora.rank")}[case]
-    data.write_text('{"prompt": 5}\n' if case == "bad prompt" else '{"prompt": "a"}\n{"answer": "b"}\n')
+             "rank 0": ("model.lora.rank", "0", "model.lora.rank"),
+             # the data has a `level` column and every call gets `prompt`: a narrow signature fails
+             "fields not taken": ("task.reward_fn", f"{tmp_path}/r.py:narrow", "cannot be called as NAME(completion"),
+             "messages deep in the file": ("task.knobs", f"{{path: {data}, num_validation: 1}}",
+                                           "is chat messages, which need a chat template")}[case]
+    lines = {"bad prompt": ['{"prompt": 5}'],
+             "messages deep in the file": [*(f'{{"prompt": "p{i}"}}' for i in range(6)),
+                                           '{"prompt": [{"role": "user", "content": "m"}]}']}
+    data.write_text("\n".join(lines.get(case, ['{"prompt": "a"}', '{"answer": "b"}'])) + "\n")
+    if case == "messages deep in the file":
+        sets["model.base"] = str(nano_dir)
     sets[words[0]] = words[1]
     rc = main(["train", "--out", str(tmp_path / "run"), *(f"--set={k}={v}" for k, v in sets.items())])
     err = capsys.readouterr().err.strip()

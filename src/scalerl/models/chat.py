@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from scalerl.data.tasks.base import Prompt
 
 
@@ -59,26 +61,28 @@ class PromptRenderer:
     def __init__(self, tokenizer, fmt: ChatFormat = ChatFormat()) -> None:
         self.tokenizer, self.fmt = tokenizer, fmt
         self.template = template_text(fmt, tokenizer)
-        self._cache: dict[Any, tuple[str, list[int]]] = {}
+        self._cache: dict[Any, np.ndarray] = {}  # prompt -> (L,) int32 ids
 
     @property
     def chat(self) -> bool:
         return self.template is not None
 
     def text(self, prompt: Prompt) -> str:
-        """The exact text the model is given for ``prompt``."""
-        return self.render(prompt)[0]
+        """The exact text the model is given for ``prompt`` (rendered again: it is asked for
+        a few samples per evaluation, while ids are asked for every prompt of every step)."""
+        return self._render(prompt)[0]
 
     def ids(self, prompt: Prompt) -> list[int]:
         """The token ids the model is given for ``prompt`` (a fresh list: callers may keep it)."""
-        return list(self.render(prompt)[1])
-
-    def render(self, prompt: Prompt) -> tuple[str, list[int]]:
         key = prompt if isinstance(prompt, str) else tuple((m["role"], m["content"]) for m in prompt)
         hit = self._cache.get(key)
-        if hit is None:
-            hit = self._cache[key] = self._render(prompt)
-        return hit
+        if hit is None:  # int32, not a list of Python ints: a million prompts stay ~1 GB, not ~6
+            hit = self._cache[key] = np.asarray(self._render(prompt)[1], dtype=np.int32)
+        return hit.tolist()
+
+    def render(self, prompt: Prompt) -> tuple[str, list[int]]:
+        """``(text, ids)`` of ``prompt``."""
+        return self.text(prompt), self.ids(prompt)
 
     def _render(self, prompt: Prompt) -> tuple[str, list[int]]:
         system = self.fmt.system_prompt

@@ -29,13 +29,14 @@ import torch
 from scalerl.models.load import resolve_dtype
 
 
-def _cast(state: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+def cast_state(state: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """``state`` on the CPU with its floating tensors in ``dtype``."""
     return {k: v.detach().to("cpu", dtype=dtype if v.is_floating_point() else v.dtype) for k, v in state.items()}
 
 
 def _save_full(model, state: Mapping[str, torch.Tensor], dtype: torch.dtype, directory: Path) -> None:
     """``model``'s config and generation config with ``state``'s weights in ``dtype``."""
-    model.save_pretrained(directory, state_dict=_cast(state, dtype))
+    model.save_pretrained(directory, state_dict=cast_state(state, dtype))
     set_config_dtype(directory, dtype)
 
 

@@ -41,14 +41,14 @@ def load_pretrained(path: str | Path, dtype: str | torch.dtype = "float32"):
     model = AutoModelForCausalLM.from_pretrained(
         path, dtype=torch_dtype, attn_implementation=ATTN_IMPLEMENTATION, local_files_only=True
     )
-    tokenizer = _load_tokenizer(path)
+    tokenizer = load_tokenizer(path)
     if tokenizer.pad_token is None:
         # Batched sampling needs a pad id; EOS is the common stand-in for pretrained LMs.
         tokenizer.pad_token = tokenizer.eos_token
     return model.eval(), tokenizer
 
 
-def _load_tokenizer(path: Path):
+def load_tokenizer(path: Path):
     """``AutoTokenizer``, except for scalerl's own task tokenizer saved next to a qwen2 model.
 
     transformers 5.x replaces the tokenizer class declared for ``model_type="qwen2"``

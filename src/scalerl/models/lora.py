@@ -105,11 +105,11 @@ def _layer(name: str) -> str | None:
 
 
 def merged_weights(adapters: Mapping[str, torch.Tensor], base: Mapping[str, torch.Tensor],
-                   scale: float) -> dict[str, torch.Tensor]:
+                   scale: float, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
     """``{X.weight: W0 + scale · B A}`` for every layer ``X`` the adapters name.
 
-    ``base[X.weight]`` is ``W0 (out, in)``; ``A (rank, in)``, ``B (out, rank)``; the product is
-    computed in float32 and cast back to ``W0``'s dtype."""
+    ``base[X.weight]`` is ``W0 (out, in)``; ``A (rank, in)``, ``B (out, rank)``; the sum is
+    computed in float32 and cast to ``dtype`` (default ``W0``'s)."""
     out = {}
     for name, a in adapters.items():
         if not name.endswith(_A):
@@ -117,7 +117,7 @@ def merged_weights(adapters: Mapping[str, torch.Tensor], base: Mapping[str, torc
         layer = _layer(name)
         b = adapters[name[: -len(_A)] + _B]
         w0 = base[f"{layer}.weight"]
-        out[f"{layer}.weight"] = (w0.float() + scale * (b.float() @ a.float())).to(w0.dtype)
+        out[f"{layer}.weight"] = (w0.float() + scale * (b.float() @ a.float())).to(dtype or w0.dtype)
     return out
 
 
@@ -127,13 +127,15 @@ def _targeted(name: str, targets: set[str]) -> bool:
 
 def base_weights(model_dir: str | Path, targets: tuple[str, ...]) -> dict[str, torch.Tensor]:
     """The starting weights of the targeted layers, read from ``model_dir``'s safetensors
-    (whatever engine the generator runs: the torch engine's module or vLLM's fused one)."""
+    (whatever engine the generator runs: the torch engine's module or vLLM's fused one), in
+    float32: a checkpoint stored in bf16 must not round every merge to bf16 when the engine
+    runs float32 (an update of 1e-5 on a weight of 0.02 would mostly vanish)."""
     from safetensors import safe_open
 
     wanted, out = set(targets), {}
     for file in sorted(Path(model_dir).glob("*.safetensors")):
         with safe_open(str(file), framework="pt") as f:
-            out |= {k: f.get_tensor(k) for k in f.keys() if _targeted(k, wanted)}
+            out |= {k: f.get_tensor(k).float() for k in f.keys() if _targeted(k, wanted)}
     if not out:
         raise ValueError(f"model.lora.targets {sorted(wanted)} name no linear layer of {model_dir}")
     return out
@@ -143,13 +145,13 @@ class AdapterMerger:
     """A generator's view of published adapters: merged weights for its plain base model.
 
     ``base`` holds ``W0`` of every targeted layer, kept aside: every version merges from
-    ``W0``, never on top of the previous merge."""
+    ``W0``, never on top of the previous merge, and is cast to the engine's ``dtype``."""
 
-    def __init__(self, base: Mapping[str, torch.Tensor], spec: LoraSpec) -> None:
-        self.base, self.scale = dict(base), spec.scale
+    def __init__(self, base: Mapping[str, torch.Tensor], spec: LoraSpec, dtype: torch.dtype = torch.float32) -> None:
+        self.base, self.scale, self.dtype = dict(base), spec.scale, dtype
 
     def __call__(self, adapters: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return merged_weights(adapters, self.base, self.scale)
+        return merged_weights(adapters, self.base, self.scale, self.dtype)
 
 
 def save_adapter_and_merged(model, state: Mapping[str, torch.Tensor], dtype: torch.dtype, directory: Path,
@@ -158,9 +160,9 @@ def save_adapter_and_merged(model, state: Mapping[str, torch.Tensor], dtype: tor
     model (``AutoModelForCausalLM`` loads it), with the tokenizer, in ``directory/merged``."""
     from peft import get_peft_model_state_dict
 
-    from scalerl.models.export import set_config_dtype
+    from scalerl.models.export import cast_state, set_config_dtype
 
-    cast = {k: v.detach().to("cpu", dtype=dtype if v.is_floating_point() else v.dtype) for k, v in state.items()}
+    cast = cast_state(state, dtype)
     model.save_pretrained(directory, state_dict=get_peft_model_state_dict(model, state_dict=cast))
     plain = {}
     for name, value in cast.items():

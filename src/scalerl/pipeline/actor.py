@@ -203,8 +203,9 @@ def build_actor(spec: ActorSpec, weights=None, index: int = 0, orphaned=None) ->
     engine, tokenizer = build_engine(spec, index)
     adapter = None
     if spec.lora is not None:
+        from scalerl.models.load import resolve_dtype
         from scalerl.models.lora import AdapterMerger, base_weights
 
-        adapter = AdapterMerger(base_weights(spec.model_dir, spec.lora.targets), spec.lora)
+        adapter = AdapterMerger(base_weights(spec.model_dir, spec.lora.targets), spec.lora, resolve_dtype(spec.dtype))
     return Actor(engine, tokenizer, spec.task.build(), spec.params, spec.generations, weights, spec.reward_form,
                  orphaned=orphaned, evals=spec.evals, chat=spec.chat, adapter=adapter)

@@ -202,15 +202,22 @@ def make_logger(cfg: Config, run_dir: Path, start_step: int):
     return MetricsLogger(sinks)
 
 
+def saved_template(cfg: Config, tokenizer) -> str | None:
+    """The template an exported tokenizer must carry: a ``.jinja`` file the run rendered with
+    (None: the tokenizer's own, or none)."""
+    from scalerl.models.chat import template_text
+
+    return None if cfg.model.chat_template in ("auto", "none") else template_text(chat_format(cfg), tokenizer)
+
+
 def exporter(cfg: Config, run_dir: Path, model: torch.nn.Module, tokenizer):
     """``export(learner_state)``: write ``RUN_DIR/model`` from a checkpoint's learner state
     (its model weights; the adapters alone with LoRA, laid over the frozen base the live
     model holds)."""
-    from scalerl.models.chat import template_text
     from scalerl.models.export import write_model_dir
     from scalerl.models.lora import is_lora
 
-    template = None if cfg.model.chat_template in ("auto", "none") else template_text(chat_format(cfg), tokenizer)
+    template = saved_template(cfg, tokenizer)
 
     def export(learner_state: dict) -> None:
         state = learner_state["model"]

@@ -47,9 +47,8 @@ def export_run(run_dir: Path, out: Path | None = None, *, merge: bool = False, d
     """Write the policy of ``run_dir``'s newest checkpoint to ``out``; returns ``out``."""
     from scalerl.checkpoint import read_checkpoint
     from scalerl.config import ConfigError, load_config
-    from scalerl.models.chat import template_text
     from scalerl.models.export import write_model_dir
-    from scalerl.pipeline.build import chat_format, load_model
+    from scalerl.pipeline.build import load_model, saved_template
 
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml in it).")
@@ -63,7 +62,7 @@ def export_run(run_dir: Path, out: Path | None = None, *, merge: bool = False, d
     model.load_state_dict(state["learner"]["model"], strict=cfg.model.lora is None)
     if merge and cfg.model.lora is not None:
         model = model.merge_and_unload()
-    template = None if cfg.model.chat_template in ("auto", "none") else template_text(chat_format(cfg), tokenizer)
+    template = saved_template(cfg, tokenizer)
     out = out or run_dir / "model"
     write_model_dir(out, model, tokenizer, dtype=dtype or cfg.export.dtype, chat_template=template)
     print(f"exported step {meta['step']} of {run_dir}", file=sys.stderr)

@@ -90,7 +90,12 @@ class Learner:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.model.load_state_dict(state["model"], strict=not is_lora(self.model))
+        result = self.model.load_state_dict(state["model"], strict=not is_lora(self.model))
+        trained = {n for n, _ in published_parameters(self.model)}
+        lost = sorted(set(result.missing_keys) & trained) + sorted(result.unexpected_keys)
+        if lost:  # a LoRA checkpoint holds exactly the adapters: anything else is another model
+            raise ValueError(f"the checkpoint's model does not match this run's ({len(lost)} weights differ, "
+                             f"e.g. {lost[0]})")
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.version = int(state["version"])

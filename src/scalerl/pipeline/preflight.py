@@ -52,34 +52,83 @@ def check_task(cfg: Config):
 
 
 def check_prompts(cfg: Config, task) -> None:
-    """The first training and validation prompts render with the model's tokenizer (message
-    prompts need a chat template), and a built model has demonstrations for its warm-up."""
+    """Prompts render with the model's tokenizer: the first training and validation ones in
+    full, and every one's kind (chat messages need a template); a built model, whose SFT
+    warm-up trains on plain prompts, takes no chat format and has demonstrations; the reward
+    function takes the fields it will be given."""
     import jinja2
 
     from scalerl.models.chat import ChatTemplateError, PromptRenderer
     from scalerl.pipeline.build import chat_format
 
     if cfg.model.base is None:
+        _check_built_model_format(cfg)
         from scalerl.models.tokenizer import build_task_tokenizer
 
         tokenizer = build_task_tokenizer()
     else:
-        from scalerl.models.load import _load_tokenizer
+        from scalerl.models.load import load_tokenizer
 
         try:
-            tokenizer = _load_tokenizer(Path(cfg.model.base))
+            tokenizer = load_tokenizer(Path(cfg.model.base))
         except Exception:  # noqa: BLE001 - a model that does not load is said when it is loaded
             return
     examples = [task.train_example(0), *task.validation()[:1]]
+    where = f"model.base {cfg.model.base}" if cfg.model.base else f"the built model.preset {cfg.model.preset!r}"
     try:
         renderer = PromptRenderer(tokenizer, chat_format(cfg))
         for example in examples:
             renderer.ids(task.prompt(example))
+        if not renderer.chat:
+            _all_plain(task)
         if cfg.model.base is None:
             task.demonstration(examples[0])
     except (ChatTemplateError, TypeError, ValueError, jinja2.TemplateError) as err:
-        where = f"model.base {cfg.model.base}" if cfg.model.base else f"the built model.preset {cfg.model.preset!r}"
         raise ConfigError(f"task {cfg.task.name!r} on {where}: {str(err).rstrip('.')}.") from None
+    _check_reward_fields(cfg, task, examples[0])
+
+
+def _check_built_model_format(cfg: Config) -> None:
+    if cfg.task.system_prompt is not None or cfg.model.chat_template not in ("auto", "none"):
+        field = "task.system_prompt" if cfg.task.system_prompt is not None else "model.chat_template"
+        raise ConfigError(f"{field} needs model.base: a model built from model.preset is warmed up on "
+                          "plain prompts, which a chat format would change after the fact.")
+
+
+def _all_plain(task) -> None:
+    """Without a template every prompt must be text: one chat-message prompt deep in a file
+    would otherwise stop a generator mid-run."""
+    from scalerl.models.chat import ChatTemplateError
+
+    for i in range(task.num_train):
+        if not isinstance(task.prompt(task.train_example(i)), str):
+            raise ChatTemplateError(f"training prompt {i} is chat messages, which need a chat template, "
+                                    "and the tokenizer has none (set model.chat_template to a .jinja file)")
+    for i, example in enumerate(task.validation()):
+        if not isinstance(task.prompt(example), str):
+            raise ChatTemplateError(f"validation prompt {i} is chat messages, which need a chat template, "
+                                    "and the tokenizer has none (set model.chat_template to a .jinja file)")
+
+
+def _check_reward_fields(cfg: Config, task, example) -> None:
+    """``task.reward_fn`` accepts ``completion`` and the fields of a record (``prompt`` and
+    every other column): a signature that cannot would make every sample's reward an error."""
+    import inspect
+
+    from scalerl.data.tasks.dataset import reward_fields
+    from scalerl.data.tasks.user_reward import UserRewardTask
+
+    if not isinstance(task, UserRewardTask):
+        return
+    fields = reward_fields(task.inner, example)
+    try:
+        inspect.signature(task.fn).bind(completion="", **fields)
+    except TypeError as err:
+        raise ConfigError(f"task.reward_fn {cfg.task.reward_fn} cannot be called as NAME(completion, **fields) "
+                          f"with the fields {', '.join(sorted(fields))} ({err}); take **fields to accept "
+                          "the columns it does not use.") from None
+    except ValueError:  # a callable without a signature: it is called as it is
+        return
 
 
 def _model_context(base: Path) -> int | None:

@@ -52,6 +52,8 @@ def supports(model: torch.nn.Module) -> bool:
     if getattr(decoder.rotary_emb, "rope_type", "default") not in STATIC_ROPE_TYPES:
         return False  # e.g. dynamic NTK: cos/sin depend on the current length, no fixed table
     attn = decoder.layers[0].self_attn
+    if hasattr(model, "peft_config"):  # LoRA layers: the lean path reads .weight, the base's alone
+        return False
     return all(hasattr(attn, n) for n in ("q_proj", "k_proj", "v_proj", "o_proj")) and not hasattr(
         attn, "q_norm"
     )

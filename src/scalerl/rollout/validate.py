@@ -82,8 +82,10 @@ def validate(
     flat = [p for p in prompts for _ in range(k)]  # prompt-major: k samples per prompt
     completions = engine.generate(flat, params)
     rewards = np.array([task.reward(c.text, examples[i // k]) for i, c in enumerate(completions)], dtype=np.float64)
-    correct = (rewards > 0).reshape(len(examples), k).astype(np.float64)
-    pass_rates = correct.mean(axis=1)
+    scored = ~np.isnan(rewards).reshape(len(examples), k)  # a reward function's None: left out
+    correct = (np.nan_to_num(rewards) > 0).reshape(len(examples), k) & scored
+    # a prompt none of whose samples could be scored has no pass rate: it is left out too
+    pass_rates = (correct.sum(axis=1) / np.maximum(scored.sum(axis=1), 1))[scored.any(axis=1)]
     shown = [{"prompt": renderer.text(task.prompt(examples[p])), "completion": completions[p * k].text,
               "reward": float(rewards[p * k]), "finish_reason": completions[p * k].finish_reason}
              for p in range(min(samples, len(examples)))]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -104,6 +105,7 @@ class VLLMEngine:
         self._seed = seed
         self._calls = 0
         self._close = self.tokenizer.encode(THINK_CLOSE, add_special_tokens=False)
+        self._eos = _end_ids(model, self.tokenizer)
 
     @property
     def version(self) -> int:
@@ -212,8 +214,7 @@ class VLLMEngine:
 
     def _completion(self, row: _Row) -> Completion:
         tokens = np.asarray(row.tokens, dtype=np.int64)
-        eos = self.tokenizer.eos_token_id
-        text_ids = row.tokens[:-1] if row.tokens and row.tokens[-1] == eos else row.tokens
+        text_ids = row.tokens[:-1] if row.tokens and row.tokens[-1] in self._eos else row.tokens
         return Completion(
             prompt_tokens=np.asarray(row.prompt, dtype=np.int64),
             tokens=tokens,
@@ -228,3 +229,20 @@ class VLLMEngine:
 def _contains(tokens: list[int], pattern: list[int]) -> bool:
     m = len(pattern)
     return m > 0 and any(tokens[i : i + m] == pattern for i in range(len(tokens) - m + 1))
+
+
+def _end_ids(model: str, tokenizer) -> set[int]:
+    """Every id that ends a completion: the tokenizer's EOS and all of the model's
+    ``generation_config.eos_token_id`` (an instruct model's end of turn), which vLLM stops at
+    too; none of them is part of the text a reward reads, as in the torch engine."""
+    from transformers import GenerationConfig
+
+    ids, found = {tokenizer.eos_token_id}, None
+    if (Path(model) / "generation_config.json").is_file():  # a local directory: never the hub
+        try:
+            found = GenerationConfig.from_pretrained(model, local_files_only=True).eos_token_id
+        except (OSError, ValueError):  # unreadable: the tokenizer's EOS alone
+            found = None
+    ids |= set(found) if isinstance(found, list | tuple) else {found}
+    return {i for i in ids if i is not None}
+

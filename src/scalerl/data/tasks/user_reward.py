@@ -40,19 +40,21 @@ class UserRewardTask:
     """``task`` with its reward replaced by the user's function; counts what it could not score."""
 
     def __init__(self, task, fn, spec: str) -> None:
-        self._task, self._fn, self.spec = task, fn, spec
+        self.inner, self.fn, self.spec = task, fn, spec
         self.reward_errors = 0
         """Samples whose reward function raised or returned a non-number (scored 0)."""
         self.reward_none = 0
         """Samples the function declined to score (``None``): left out of the loss."""
 
     def __getattr__(self, name: str):  # data, prompts and validation are the task's own
-        return getattr(self._task, name)
+        if name == "inner":  # not yet set (unpickling): never recurse through __getattr__
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
     def reward(self, completion_text: str, example: Example) -> float:
         """The user's reward as a float; NaN for "cannot be scored" (``None``)."""
         try:
-            value = self._fn(completion=completion_text, **reward_fields(self._task, example))
+            value = self.fn(completion=completion_text, **reward_fields(self.inner, example))
             if value is None:
                 self.reward_none += 1
                 return math.nan
