@@ -125,17 +125,19 @@ def _targeted(name: str, targets: set[str]) -> bool:
     return name.endswith(".weight") and name[: -len(".weight")].rsplit(".", 1)[-1] in targets
 
 
-def base_weights(model_dir: str | Path, targets: tuple[str, ...]) -> dict[str, torch.Tensor]:
+def base_weights(model_dir: str | Path, targets: tuple[str, ...],
+                 dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
     """The starting weights of the targeted layers, read from ``model_dir``'s safetensors
     (whatever engine the generator runs: the torch engine's module or vLLM's fused one), in
-    float32: a checkpoint stored in bf16 must not round every merge to bf16 when the engine
-    runs float32 (an update of 1e-5 on a weight of 0.02 would mostly vanish)."""
+    the engine's ``dtype``: a checkpoint stored in bf16 must not round every merge to bf16
+    when the engine runs float32 (an update of 1e-5 on a weight of 0.02 would mostly vanish),
+    and a bf16 engine keeps its copy of them at half the memory."""
     from safetensors import safe_open
 
     wanted, out = set(targets), {}
     for file in sorted(Path(model_dir).glob("*.safetensors")):
         with safe_open(str(file), framework="pt") as f:
-            out |= {k: f.get_tensor(k).float() for k in f.keys() if _targeted(k, wanted)}
+            out |= {k: f.get_tensor(k).to(dtype) for k in f.keys() if _targeted(k, wanted)}
     if not out:
         raise ValueError(f"model.lora.targets {sorted(wanted)} name no linear layer of {model_dir}")
     return out

@@ -206,6 +206,7 @@ def build_actor(spec: ActorSpec, weights=None, index: int = 0, orphaned=None) ->
         from scalerl.models.load import resolve_dtype
         from scalerl.models.lora import AdapterMerger, base_weights
 
-        adapter = AdapterMerger(base_weights(spec.model_dir, spec.lora.targets), spec.lora, resolve_dtype(spec.dtype))
+        dtype = resolve_dtype(spec.dtype)
+        adapter = AdapterMerger(base_weights(spec.model_dir, spec.lora.targets, dtype), spec.lora, dtype)
     return Actor(engine, tokenizer, spec.task.build(), spec.params, spec.generations, weights, spec.reward_form,
                  orphaned=orphaned, evals=spec.evals, chat=spec.chat, adapter=adapter)
