@@ -100,14 +100,12 @@ def _all_plain(task) -> None:
     would otherwise stop a generator mid-run."""
     from scalerl.models.chat import ChatTemplateError
 
-    for i in range(task.num_train):
-        if not isinstance(task.prompt(task.train_example(i)), str):
-            raise ChatTemplateError(f"training prompt {i} is chat messages, which need a chat template, "
-                                    "and the tokenizer has none (set model.chat_template to a .jinja file)")
-    for i, example in enumerate(task.validation()):
-        if not isinstance(task.prompt(example), str):
-            raise ChatTemplateError(f"validation prompt {i} is chat messages, which need a chat template, "
-                                    "and the tokenizer has none (set model.chat_template to a .jinja file)")
+    splits = (("training", map(task.train_example, range(task.num_train))), ("validation", task.validation()))
+    for split, examples in splits:
+        for i, example in enumerate(examples):
+            if not isinstance(task.prompt(example), str):
+                raise ChatTemplateError(f"{split} prompt {i} is chat messages, which need a chat template, "
+                                        "and the tokenizer has none (set model.chat_template to a .jinja file)")
 
 
 def _check_reward_fields(cfg: Config, task, example) -> None:
