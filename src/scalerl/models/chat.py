@@ -80,10 +80,6 @@ class PromptRenderer:
             hit = self._cache[key] = np.asarray(self._render(prompt)[1], dtype=np.int32)
         return hit.tolist()
 
-    def render(self, prompt: Prompt) -> tuple[str, list[int]]:
-        """``(text, ids)`` of ``prompt``."""
-        return self.text(prompt), self.ids(prompt)
-
     def _render(self, prompt: Prompt) -> tuple[str, list[int]]:
         system = self.fmt.system_prompt
         if not self.chat:
