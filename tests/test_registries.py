@@ -5,10 +5,12 @@ from typing import get_args
 from scalerl.algo.losses import LOSSES
 from scalerl.algo.mismatch import CORRECTIONS
 from scalerl.config import EvalConfig, PipelineConfig, RolloutConfig
+from scalerl.config_learner import LearnerConfig
 from scalerl.config_loss import ISCorrectionConfig, LossConfig
 from scalerl.pipeline.actor import ENGINES
 from scalerl.pipeline.backends import BACKENDS
 from scalerl.pipeline.evaluation import EVAL_ON
+from scalerl.pipeline.learner_rank import STRATEGIES
 
 
 def _choices(model, field):
@@ -21,6 +23,7 @@ def test_config_choices_equal_their_registries():
     assert _choices(RolloutConfig, "engine") == set(ENGINES)
     assert _choices(PipelineConfig, "backend") == set(BACKENDS)
     assert _choices(EvalConfig, "on") == set(EVAL_ON)
+    assert _choices(LearnerConfig, "strategy") == set(STRATEGIES)
 
 
 def test_every_loss_has_its_own_hyperparameter_section():

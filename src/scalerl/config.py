@@ -38,6 +38,7 @@ from scalerl.config_layers import merged_layers
 from scalerl.config_layers import parse_override as parse_override
 from scalerl.config_layers import recipe_names as recipe_names
 from scalerl.config_layers import resolve_recipe as resolve_recipe
+from scalerl.config_learner import LearnerConfig
 from scalerl.config_loss import LossConfig
 from scalerl.config_model import ExportConfig, LoraConfig
 
@@ -445,6 +446,7 @@ class Config(_Frozen):
     forecast: ForecastConfig = ForecastConfig()
     log: LogConfig = LogConfig()
     export: ExportConfig = ExportConfig()
+    learner: LearnerConfig = LearnerConfig()
     train: TrainConfig = TrainConfig()
 
     @model_validator(mode="after")
@@ -465,10 +467,33 @@ class Config(_Frozen):
                 check_task(self.task.name, self.eval.downstream_knobs)
             except ValueError as err:
                 raise ValueError(f"eval.downstream_knobs: {err}") from None
+        if self.learner.world_size > 1:
+            self._check_learner_world()
         if self.eval.on == "generator" and self.pipeline.backend != "local":
             raise ValueError(f"eval.on=generator needs pipeline.backend=local (got {self.pipeline.backend}); "
                              "use eval.on=learner or auto")
         return self
+
+    def _check_learner_world(self) -> None:
+        """A ``learner.world_size`` the batch, the devices and the cores can serve."""
+        import os
+
+        n = self.learner.world_size
+        if n > self.pipeline.prompts_per_step:
+            raise ValueError(f"learner.world_size={n} is more than pipeline.prompts_per_step="
+                             f"{self.pipeline.prompts_per_step}: a rank would get no group to train")
+        if self.model.lora is not None:
+            raise ValueError("model.lora with learner.world_size > 1 is not supported yet; use world_size 1")
+        cores = self.train.cores or len(os.sched_getaffinity(0))
+        if n > cores:
+            raise ValueError(f"learner.world_size={n} is more than the {cores} cores this run has "
+                             "(train.cores, or the CPUs this process may use)")
+        if self.train.device == "cuda":
+            import torch
+
+            if torch.cuda.is_available() and n > torch.cuda.device_count():
+                raise ValueError(f"learner.world_size={n} is more than the {torch.cuda.device_count()} "
+                                 "visible GPUs (one per rank)")
 
     def _check_cuda(self) -> None:
         import torch  # only for runs that ask for a GPU

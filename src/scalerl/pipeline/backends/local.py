@@ -105,6 +105,13 @@ class LocalBackend:
     def publish(self, model: torch.nn.Module, version: int) -> None:
         self.weights.publish(model, version)
 
+    @property
+    def sink(self) -> SharedWeights:
+        return self.weights
+
+    def announce(self, version: int, handle) -> None:
+        """Nothing to do: generators poll the shared version counter the write set."""
+
     def submit(self, chunk: list[PromptAssignment]) -> None:
         self.assign_q.put(chunk)
 
