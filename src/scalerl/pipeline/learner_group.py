@@ -27,6 +27,7 @@ import torch
 
 from scalerl.pipeline.learner import Published, StepResult, rate_metrics
 from scalerl.pipeline.learner_rank import LearnerRank, RankSpec
+from scalerl.pipeline.stop import children_ignore_stop_signals
 from scalerl.pipeline.train_step import step_metrics
 
 
@@ -77,7 +78,8 @@ class _ProcessRanks:
             mine, theirs = ctx.Pipe()
             proc = ctx.Process(target=_rank_main, args=(spec, rank, sink if rank == 0 else None, theirs, self.progress),
                                daemon=True, name=f"scalerl-learner-{rank}")
-            proc.start()
+            with children_ignore_stop_signals():  # the driver finishes the step and stops them
+                proc.start()
             self.conns.append(mine)
             self.procs.append(proc)
         self.gather(timeout=None)  # each rank built its model and joined the group
