@@ -67,9 +67,10 @@ class ModelConfig(_Frozen):
     arch: Literal["llama", "qwen2"] = "llama"
     """Architecture family of the built model."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    """Dtype of the model body (the LM head follows ``fp32_head_*``). ``bfloat16``: the
-    learner trains bf16 weights. ``float16`` (CUDA only): generators run fp16, the learner
-    keeps float32 master weights under fp16 autocast with dynamic loss scaling."""
+    """Dtype the model body computes in (the LM head follows ``fp32_head_*``). The learner
+    always keeps float32 master weights and AdamW state: ``bfloat16`` computes its forward and
+    backward under bf16 autocast and generators decode bf16 copies of each version;
+    ``float16`` (CUDA only) the same in fp16, with dynamic loss scaling."""
     chat_template: str = "auto"
     """How prompts are rendered (``scalerl.models.chat``): ``auto`` applies the tokenizer's
     chat template whenever it has one (plain text otherwise), ``none`` never does, and a

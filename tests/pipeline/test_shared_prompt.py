@@ -117,7 +117,7 @@ def test_shared_logits_equal_the_plain_logits_row_by_row():
     T = max(c.num_tokens for c in completions)
     cfg = load_config("scalerl")
     with torch.no_grad():
-        plain, *_ = _micro_batch_logits(model, completions, idx, T, build.step_rules(cfg), PAD, torch.device("cpu"), False)
+        plain, *_ = _micro_batch_logits(model, completions, idx, T, build.step_rules(cfg), PAD, torch.device("cpu"), None)
         shared, real, slots = shared_prompt_logits(model, completions, idx, fp32_head=True, pad_id=PAD,
                                                    device=torch.device("cpu"))
     for r, i in enumerate(idx):

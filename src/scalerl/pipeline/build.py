@@ -80,9 +80,11 @@ def load_model(cfg: Config, model_dir: Path, device_name: str | None = None):
 
 
 def learner_dtype(cfg: Config) -> str:
-    """The learner's parameter dtype: float16 runs keep float32 master weights (autocast +
-    loss scaling in the learner); bf16 and fp32 train in their own dtype."""
-    return "float32" if cfg.model.dtype == "float16" else cfg.model.dtype
+    """The learner's parameter dtype: always float32 master weights (and AdamW state). bf16
+    and fp16 runs compute under autocast (``StepRules.autocast``; fp16 with loss scaling): a
+    bf16 parameter would round away every AdamW update below half its spacing — at lr 5e-5,
+    every weight with |w| ≥ 0.0156 and every norm gain (``gpu-review.md`` #7)."""
+    return "float32"
 
 
 def eval_specs(cfg: Config) -> tuple:
@@ -131,13 +133,28 @@ def make_pool(cfg: Config, task):
                       history=c.history)
 
 
+def accelerated(cfg: Config) -> bool:
+    """Whether the roles compute on a GPU or in vLLM (CPU seconds then mean nothing)."""
+    return cfg.rollout.engine == "vllm" or device(cfg).startswith("cuda")
+
+
 def core_split(cfg: Config):
     """How this run's cores go to its roles (``scalerl.pipeline.cores``)."""
     from scalerl.pipeline.cores import split_cores
 
     return split_cores(cfg.pipeline.backend, cfg.train.cores, cfg.pipeline.num_generators,
                        cfg.pipeline.generator_threads, cfg.train.threads,
-                       accelerated=cfg.rollout.engine == "vllm" or device(cfg).startswith("cuda"))
+                       accelerated=accelerated(cfg))
+
+
+def gpu_plan(cfg: Config):
+    """Which GPU each role holds (``pipeline.placement``); None on CPU."""
+    if not device(cfg).startswith("cuda"):
+        return None
+    from scalerl.pipeline.placement import gpu_plan as plan
+
+    return plan(torch.cuda.device_count(), cfg.learner.world_size,
+                core_split(cfg).generators if cfg.pipeline.backend == "local" else 0)
 
 
 def rank_threads(cfg: Config) -> int:
@@ -149,7 +166,10 @@ def compute_devices(cfg: Config, backend, learner) -> int:
     """Devices the compute meter counts, each once: on CPU the cores the roles hold (their
     threads, every learner rank's), on a GPU the learner's ranks and the generators
     (``scalerl.compute``)."""
-    if device(cfg).startswith("cuda"):
+    plan = gpu_plan(cfg)
+    if plan is not None and cfg.pipeline.backend != "ray":
+        return plan.devices  # distinct physical GPUs (a shared one counts once)
+    if device(cfg).startswith("cuda"):  # Ray places generators on GPUs of its own choosing
         return learner.num_devices + backend.num_devices - 1  # the backend counts the learner as one
     split = core_split(cfg)
     ranks = split.learner_threads if cfg.learner.world_size == 1 else rank_threads(cfg) * cfg.learner.world_size
@@ -176,7 +196,8 @@ def make_backend(cfg: Config, spec, model: torch.nn.Module) -> Backend:
     if name == "local":
         from scalerl.pipeline.backends.local import LocalBackend
 
-        return LocalBackend(spec, model, core_split(cfg).generators)
+        plan = gpu_plan(cfg)
+        return LocalBackend(spec, model, core_split(cfg).generators, plan.generators if plan else None)
     if name == "inprocess":
         from scalerl.pipeline.backends.inprocess import InProcessBackend
 
@@ -255,6 +276,7 @@ def step_rules(cfg: Config):
 
     o, correction = cfg.optim, cfg.loss.is_correction
     return StepRules(loss=cfg.loss.name, loss_hparams=cfg.loss.hparams(), correction_mode=correction.mode,
+                     autocast=None if cfg.model.dtype == "float32" else cfg.model.dtype,
                      correction_band=correction.band(), temperature=cfg.sampling.temperature,
                      fp32_head=cfg.model.fp32_head_trainer, micro_batch=o.micro_batch,
                      micro_batch_tokens=o.micro_batch_tokens, shared_prompt=o.shared_prompt, grad_clip=o.grad_clip)

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Protocol
 
 import torch
 
+from scalerl.checkpoint import to_cpu
 from scalerl.compute import matmul_peak
 from scalerl.models.build import count_parameters
 from scalerl.models.forward import Forward
@@ -105,7 +106,8 @@ class Learner:
                                            weight_decay=o.weight_decay)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_then_constant(o.warmup_steps))
         # float16 trains float32 master weights under fp16 autocast, with dynamic loss scaling
-        # (fp16's 5-bit exponent underflows small gradients); bf16 and fp32 need none
+        # (fp16's 5-bit exponent underflows small gradients); bf16 (same masters, bf16
+        # autocast) and fp32 need none
         param = next(model.parameters())
         self.scaler = torch.amp.GradScaler(param.device.type) if rules.float16 else None
         self.version = 0
@@ -113,8 +115,8 @@ class Learner:
         # before any generator shares the machine
         self.num_params = count_parameters(model)
         self.device = param.device
-        # float16 runs compute under fp16 autocast: their peak is fp16's, not the master weights'
-        compute_dtype = torch.float16 if self.scaler is not None else param.dtype
+        # bf16 and fp16 runs compute under autocast: their peak is that dtype's, not the masters'
+        compute_dtype = rules.step.autocast_dtype or param.dtype
         self.peak_flop_s = matmul_peak(param.device.type, compute_dtype)
 
     def step(self, groups) -> StepResult:
@@ -149,13 +151,14 @@ class Learner:
         """Nothing to release: the model is the driver's."""
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        """Copies on the CPU (a GPU learner's too), never views of the live tensors."""
+        return to_cpu({
             "model": trained_state(self.model),
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "version": self.version,
             **({"scaler": self.scaler.state_dict()} if self.scaler is not None else {}),
-        }
+        })
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         result = self.model.load_state_dict(state["model"], strict=not is_lora(self.model))

@@ -6,7 +6,7 @@ the run's starting model and wraps it by ``learner.strategy``:
 
 - ``fsdp2``: ``fully_shard`` on every decoder block, then on the root
   (:class:`~scalerl.models.forward.Forward` around the model), over an explicit 1-D device
-  mesh; on CUDA a bf16 model is sharded as float32 masters under
+  mesh; on CUDA a bf16 run's float32 masters are sharded under
   ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``. Each rank holds ``1/W`` of
   the parameters and of AdamW's state.
 - ``ddp``: ``DistributedDataParallel``; every rank holds the whole model.
@@ -63,7 +63,7 @@ class RankSpec:
     strategy: str
     world: int
     device: str  # "cpu" | "cuda"
-    dtype: str  # the learner's parameter dtype (float32 masters under float16 autocast)
+    dtype: str  # the learner's parameter dtype (float32 masters; bf16/fp16 runs compute under autocast)
     lora: Any  # models.lora.LoraSpec | None
     threads: int
     bucket_bytes: int
@@ -94,7 +94,7 @@ def _wrap(forward: Forward, spec: RankSpec, device: torch.device) -> torch.nn.Mo
 
     mesh = init_device_mesh(device.type, (spec.world,))
     policy = MixedPrecisionPolicy()
-    if device.type == "cuda" and spec.dtype == "bfloat16":
+    if device.type == "cuda" and spec.rules.step.autocast == "bfloat16":
         forward.float()  # float32 masters; compute and gathers in bf16, reductions in fp32
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in forward.model.get_decoder().layers:

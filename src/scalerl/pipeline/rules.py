@@ -49,6 +49,13 @@ class StepRules:
     micro_batch_tokens: int | None = 2048  # CPU token cap of a shared-prompt micro-batch
     shared_prompt: bool = True  # each distinct prompt forwarded once per micro-batch
     grad_clip: float | None = 1.0  # max global gradient norm; None: no clipping
+    autocast: str | None = None  # "bfloat16" | "float16": the forward's compute dtype over float32 masters
+
+    @property
+    def autocast_dtype(self):
+        import torch
+
+        return None if self.autocast is None else getattr(torch, self.autocast)
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,9 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
     if not saved:
         records.add({"step": 0, **compute.snapshot()}, evaluate=True, learner=learner)
     deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
-    overlap = OverlapMonitor(enabled=backend.num_devices > 1 and cfg.pipeline.mode != "sync")
+    # CPU seconds measure launches and spinning, not work, on a GPU or in vLLM's engine process
+    overlap = OverlapMonitor(enabled=backend.num_devices > 1 and cfg.pipeline.mode != "sync"
+                             and not build.accelerated(cfg))
     stopping.arm()
     while step < cfg.train.steps:
         got = next_batch(scheduler, backend, learner.version, compute, stopping)

@@ -73,14 +73,14 @@ class StepPart:
 
 
 def _micro_batch_logits(model, completions, idx: list[int], T: int, rules: StepRules, pad_id: int, device,
-                        fp16: bool):
+                        amp=None):
     """(n, T, V) logits predicting each completion token of rows ``idx`` (prompt + completion
     in one right-padded forward), real tokens and token slots forwarded. The plain path
     (``optim.shared_prompt=false``) and the reference the shared-prompt path is tested against."""
     seqs = [np.concatenate([completions[i].prompt_tokens, completions[i].tokens]) for i in idx]
     ids = pad(seqs, pad_id, torch.long).to(device)  # (n, L)
     attn = pad([np.ones(len(s), dtype=np.int64) for s in seqs], 0, torch.long).to(device)
-    with torch.autocast(device.type, dtype=torch.float16, enabled=fp16):
+    with torch.autocast(device.type, dtype=amp or torch.float16, enabled=amp is not None):
         logits, _ = forward_logits(model, ids, attention_mask=attn, fp32_head=rules.fp32_head)
     # completion token j of row r sits at position p_r + j, predicted by logits at p_r + j − 1
     starts = torch.tensor([len(completions[i].prompt_tokens) - 1 for i in idx], device=device)
@@ -111,12 +111,14 @@ def _plan(batch: Batch, rules: StepRules, shard: Shard, device) -> list[list[int
     return mine + [None] * (max(map(len, plans)) - len(mine))
 
 
-def _forward(forward: Forward, batch: Batch, idx: list[int], rules: StepRules, pad_id: int, device, fp16: bool):
-    """``(logits (n, W, V), real tokens, slots)`` of rows ``idx`` by the configured path."""
+def _forward(forward: Forward, batch: Batch, idx: list[int], rules: StepRules, pad_id: int, device):
+    """``(logits (n, W, V), real tokens, slots)`` of rows ``idx`` by the configured path, under
+    the rules' autocast (bf16 or fp16 compute over float32 masters; the FP32 head stays fp32)."""
+    amp = rules.autocast_dtype
     if rules.shared_prompt:
         return forward(shared_prompt_logits, batch.completions, idx, fp32_head=rules.fp32_head, pad_id=pad_id,
-                       device=device, fp16_autocast=fp16)
-    return forward(_micro_batch_logits, batch.completions, idx, batch.tokens.shape[1], rules, pad_id, device, fp16)
+                       device=device, autocast=amp)
+    return forward(_micro_batch_logits, batch.completions, idx, batch.tokens.shape[1], rules, pad_id, device, amp)
 
 
 def _backward(forward: Forward, batch: Batch, rules: StepRules, pad_id: int, scaler, shard: Shard) -> StepPart:
@@ -134,7 +136,7 @@ def _backward(forward: Forward, batch: Batch, rules: StepRules, pad_id: int, sca
         last = i == len(plan) - 1
         sync = shard.no_sync() if shard.no_sync is not None and not last else contextlib.nullcontext()
         with sync:
-            comp_logits, n_real, n_slots = _forward(forward, batch, idx, rules, pad_id, device, scaler is not None)
+            comp_logits, n_real, n_slots = _forward(forward, batch, idx, rules, pad_id, device)
             W = comp_logits.shape[1]  # columns past the micro-batch's longest completion carry no loss token
             tok, beh, m = tokens[idx, :W], behaviour[idx, :W], mask[idx, :W]
             # the generator records log-probs of softmax(logits / τ): score the same distribution
