@@ -60,7 +60,7 @@ class FakeLLM:
 @pytest.fixture
 def engine(monkeypatch):
     fake = types.ModuleType("vllm")
-    fake.__version__ = "0.11.0"
+    fake.__version__ = "0.32.0"
     fake.LLM = FakeLLM
     fake.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
     monkeypatch.setitem(sys.modules, "vllm", fake)
@@ -113,7 +113,7 @@ def test_fp32_head_through_vllms_own_option_or_float32(monkeypatch, engine):
     import scalerl.rollout.vllm_engine as ve
 
     monkeypatch.setattr(ve, "fp32_head_supported", lambda: False)
-    with pytest.raises(ValueError, match=r"vLLM 0.11.0 has no float32 head for generation models"):
+    with pytest.raises(ValueError, match=r"vLLM 0.32.0 has no float32 head for generation models"):
         ve.VLLMEngine("some/model", fp32_head=True)
     assert ve.VLLMEngine("some/model", fp32_head=True, dtype="float32").fp32_head
     monkeypatch.setattr(ve, "fp32_head_supported", lambda: True)
@@ -131,17 +131,20 @@ def test_missing_or_old_vllm_is_one_sentence(monkeypatch):
     old = types.ModuleType("vllm")
     old.__version__ = "0.9.1"
     monkeypatch.setitem(sys.modules, "vllm", old)
-    with pytest.raises(ValueError, match="needs vLLM >= 0.10.2; found 0.9.1"):
+    with pytest.raises(ValueError, match="needs vLLM >= 0.28.0; found 0.9.1"):
         check_vllm()
-    old.__version__ = "0.12.0"
+    old.__version__ = "0.33.0"  # pins torch 2.14
+    with pytest.raises(ValueError, match=r"up to 0.33.0 \(exclusive\).*found 0.33.0"):
+        check_vllm()
+    old.__version__ = "0.30.0"
     old.LLM, old.SamplingParams = type("LLM", (), {"get_tokenizer": None}), object
-    with pytest.raises(ValueError, match="vLLM 0.12.0 lacks vllm.LLM.collective_rpc, .reset_prefix_cache"):
+    with pytest.raises(ValueError, match="vLLM 0.30.0 lacks vllm.LLM.collective_rpc, .reset_prefix_cache"):
         check_vllm()
 
 
 def test_a_pre_release_suffix_adds_no_digits_to_the_version():
     from scalerl.rollout.vllm_support import MIN_VERSION, _version_tuple
 
-    assert _version_tuple("0.10.1rc3") == (0, 10, 1) < MIN_VERSION  # not 0.10.13
+    assert _version_tuple("0.27.1rc3") == (0, 27, 1) < MIN_VERSION  # not 0.27.13
     assert _version_tuple("0.10.2rc1") == _version_tuple("0.10.2.dev3") == (0, 10, 2)
     assert _version_tuple("0.11.0+cu128") == (0, 11, 0) and _version_tuple("dev") == ()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-__version__ = "0.11.0"
+__version__ = "0.32.0"
 
 
 @dataclass
