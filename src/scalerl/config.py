@@ -203,10 +203,14 @@ class VLLMConfig(_Frozen):
     @model_validator(mode="after")
     def _extra_is_extra(self) -> VLLMConfig:
         taken = sorted(set(self.extra) & {"model", "dtype", "seed", "version", "fp32_head",
-                                          "gpu_memory_utilization", "enforce_eager"})
+                                          "gpu_memory_utilization", "enforce_eager", "logprobs_mode",
+                                          "async_scheduling"})
+        if "head_dtype" in (self.extra.get("hf_overrides") or {}):
+            taken.append("hf_overrides.head_dtype")
         if taken:
             raise ValueError(f"rollout.vllm.extra cannot set {', '.join(taken)}: the trainer sets "
-                             "them (model.base, model.dtype, train.seed, or rollout.vllm's own fields)")
+                             "them (model.base, model.dtype, train.seed, model.fp32_head_generator, rollout.vllm's "
+                             "own fields, or the behaviour log-probs and step semantics the trainer relies on)")
         return self
 
     def llm_kwargs(self) -> dict[str, Any]:

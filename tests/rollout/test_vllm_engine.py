@@ -39,10 +39,11 @@ class FakeEngine(Engine):
 
 class FakeLLM:
     def __init__(self, model, dtype, seed, **kwargs):
-        self.kwargs, self.weight = kwargs, 0.5
+        self.kwargs, self.weight, self.resets = kwargs, 0.5, 0
         self.llm_engine = FakeEngine(self)
         worker_model = types.SimpleNamespace(load_weights=self._load)
         self.worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=worker_model))
+        self.llm_engine.model_executor = types.SimpleNamespace(driver_worker=self.worker)  # in-process
 
     def _load(self, weights):
         self.weight = float(dict(weights)["w"])
@@ -54,6 +55,10 @@ class FakeLLM:
         return [fn(self.worker, *args)]
 
     def reset_prefix_cache(self):
+        """As vLLM: refused while a request holds KV blocks."""
+        if self.llm_engine.requests:
+            return False
+        self.resets += 1
         return True
 
 
@@ -71,6 +76,7 @@ def engine(monkeypatch):
 
 def test_logprobs_mode_and_plain_generation(engine):
     assert engine.llm.kwargs["logprobs_mode"] == "processed_logprobs"
+    assert engine.llm.kwargs["async_scheduling"] is False  # one engine step per step() call
     (c,) = engine.generate([[5, 6]], SamplingParams(max_new_tokens=6, seed=0))
     assert c.tokens.tolist() == [40, 41, 42, 43, 44, 45] and c.finish_reason == "length"
     assert c.logprobs.tolist() == [-0.5] * 6 and c.loss_mask.all()
@@ -84,6 +90,31 @@ def test_weight_swap_from_on_step_stamps_later_tokens(engine):
     (c,) = engine.generate([[5, 6]], SamplingParams(max_new_tokens=5, seed=0), on_step=swap)
     assert c.versions.tolist() == [0, 0, 9, 9, 9]
     assert c.logprobs.tolist() == [-0.5, -0.5, -2.0, -2.0, -2.0]  # later tokens: new weights
+
+
+def test_a_prefix_cache_reset_refused_mid_generation_is_retried_before_new_requests(engine):
+    def swap(eng, step):
+        if step == 2:
+            eng.update_weights({"w": torch.tensor(2.0)}, version=1)
+
+    engine.generate([[5, 6]], SamplingParams(max_new_tokens=5, seed=0), on_step=swap)
+    assert engine.llm.resets == 0 and engine._prefix_stale  # the request held its blocks
+    engine.generate([[5, 6]], SamplingParams(max_new_tokens=2, seed=0))
+    assert engine.llm.resets == 1 and not engine._prefix_stale  # reset before the new request
+
+
+def test_an_engine_core_in_another_process_is_refused(monkeypatch, engine):
+    import scalerl.rollout.vllm_engine as ve
+
+    class Multiprocess(FakeLLM):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            del self.llm_engine.model_executor  # what vLLM's SyncMPClient gives: no executor here
+
+    monkeypatch.setattr(sys.modules["vllm"], "LLM", Multiprocess)
+    with pytest.raises(ValueError, match="engine core in another process"):
+        ve.VLLMEngine("some/model")
+    assert ve.os.environ[ve.IN_PROCESS_ENV] == "0"
 
 
 def test_two_phase_interruption(engine):
