@@ -381,6 +381,10 @@ class ForecastConfig(_Frozen):
     """Coverage of every forecast interval."""
     margin: float = Field(0.02, ge=0)
     """A ceiling is identified when A's interval is within ±margin (paper: 0.02, §1.4)."""
+    prior_runs: str | None = None
+    """Finished runs (a folder, a log file or a glob) to learn a prior for Eq. 1 from; each
+    forecast then also logs ``forecast_prior_*``, its forecast under that prior, as
+    ``scalerl fit --prior-runs``. None: prior-free forecasts only."""
 
 
 class LogConfig(_Frozen):

@@ -30,6 +30,8 @@ from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.io import Curve, expand_paths, load_runs
 from scalerl.fit.options import FitOptions
 from scalerl.fit.outputs import check_outputs
+from scalerl.fit.posterior import PriorForecast, forecast_with_prior
+from scalerl.fit.prior_runs import load_prior
 from scalerl.fit.resample import PooledFit, pooled_fit
 
 
@@ -141,6 +143,12 @@ def register(subparsers) -> None:
         "--pool",
         action="store_true",
         help="the runs are seeds of one recipe: add their pooled fit and across-seed spread",
+    )
+    p.add_argument(
+        "--prior-runs",
+        metavar="DIR_OR_GLOB",
+        help="finished runs to learn a prior from (scalerl.fit.prior); the forecast under it "
+        "is reported beside the prior-free fit (needs --fit-frac < 1 or --target-compute)",
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the fits as JSON")
     p.add_argument("--plot", type=Path, metavar="FILE", help="write the figure as PNG")
@@ -272,7 +280,9 @@ def _columns(console, curves: list[Curve]) -> None:
 # --- scalerl fit -----------------------------------------------------------------------
 
 
-def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions) -> report.FitOutcome:
+def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions, prior=None) -> report.FitOutcome:
+    """One run's fit, hold-out score and forecasts; ``prior`` is ``load_prior``'s
+    (prior, why none, n) when --prior-runs was given."""
     holdout = None
     horizon = 2.0
     if args.fit_frac < 1.0:
@@ -283,13 +293,27 @@ def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions) -> rep
     fit = holdout.fit if holdout is not None else options.fit(curve.compute, curve.reward, source=curve.source)
     horizon = max(horizon, forecast.horizon_for(float(fit.compute.max()), args.target_compute))
     run = fit_run(curve, options=options, fit=fit, horizon=horizon, budget=not args.no_budget)
-    return _with_forecasts(run, holdout, args)
+    with_prior = None if prior is None else _with_prior(curve, fit, holdout, args, options, prior)
+    return _with_forecasts(run, holdout, args, with_prior)
 
 
-def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace) -> report.FitOutcome:
+def _with_prior(curve: Curve, fit, holdout, args, options: FitOptions, prior) -> PriorForecast:
+    """The forecast under the prior at the hold-out's end, else the largest --target-compute."""
+    prior, why, n_runs = prior
+    fit_until = holdout.fit_until if holdout is not None else float(curve.compute[-1])
+    budget = float(holdout.compute[-1]) if holdout is not None else max(args.target_compute, default=fit_until)
+    if budget <= fit_until:
+        why = "no forecast beyond the data was asked for (--fit-frac < 1 or --target-compute), so the fit is prior-free"
+        return PriorForecast(n_runs, False, why)
+    return forecast_with_prior(
+        fit, fit_until=fit_until, budget=budget, prior=prior, options=options, n_runs=n_runs, why_none=why
+    )
+
+
+def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace, prior=None) -> report.FitOutcome:
     forecasts = [(c, forecast.predict_at(run.fit, c, run.unc)) for c in args.target_compute]
     reaches = [forecast.compute_to_reach(run.fit, r, run.unc) for r in args.target_reward]
-    return report.FitOutcome(run, holdout, forecasts, reaches)
+    return report.FitOutcome(run, holdout, forecasts, reaches, prior)
 
 
 def _pooled(curves: list[Curve], args, options: FitOptions) -> tuple[report.FitOutcome, PooledFit]:
@@ -344,9 +368,13 @@ def fit_command(args: argparse.Namespace) -> int:
         curves = [_cut(c, args.max_compute) for c in curves]
     if args.pool and len(curves) < 2:
         raise CurveError(f"--pool needs at least two runs (seeds), got {len(curves)}.")
+    prior = None
+    if args.prior_runs is not None:
+        prior = load_prior(args.prior_runs, options, x=args.x, y=args.y, step_to_compute=args.step_to_compute,
+                           exclude=tuple(str(p) for p in expand_paths(args.runs)))  # fmt: skip
     console = report.console()
     _columns(console, curves)
-    outcomes = [_fit_one(curve, args, options) for curve in curves]
+    outcomes = [_fit_one(curve, args, options, prior) for curve in curves]
     pooled = None
     if args.pool:
         pooled_outcome, pooled = _pooled(curves, args, options)
@@ -368,6 +396,8 @@ def fit_command(args: argparse.Namespace) -> int:
             console.print(f"{o.run.name}: {o.run.unc.calibration.message}.", markup=False)
         if o.run.fit.bounds_hit or not o.run.fit.converged or o.run.fit.binned_from:
             console.print(f"note: {o.run.name}: {o.run.fit.message}", markup=False)
+        if o.prior is not None:
+            console.print(f"prior: {o.run.name}: {o.prior.reason}.", markup=False)
     if args.json:
         data = {"runs": [o.to_dict() for o in outcomes]}
         if pooled is not None:

@@ -22,7 +22,8 @@ import numpy as np
 from scalerl.fit import plot
 from scalerl.fit.compare import Comparison, ExtrapolationScore, LooTable, RunFit
 from scalerl.fit.errors import CurveError
-from scalerl.fit.forecast import Forecast, HoldoutForecast, Reach
+from scalerl.fit.forecast import Forecast, HoldoutForecast, Reach, predict_at
+from scalerl.fit.posterior import PriorForecast
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,24 @@ class FitOutcome:
     holdout: HoldoutForecast | None
     forecasts: list[tuple[float, Forecast]]
     reaches: list[Reach]
+    prior: PriorForecast | None = None  # the forecast under --prior-runs (None: not asked)
+
+    def _holdout_dict(self) -> dict | None:
+        """``holdout``; ``final`` is the prior's interval when one is used and
+        ``final_prior_free`` always the prior-free one (issue 21's JSON contract)."""
+        if self.holdout is None:
+            return None
+        out = self.holdout.to_dict()
+        out["final"] = out["final"] | {"from": "prior-free fit"}
+        out["final_prior_free"] = out["final"]
+        if self.prior is not None and self.prior.used:
+            C, obs = float(self.holdout.compute[-1]), float(self.holdout.reward[-1])
+            lo, hi = (float(np.ravel(v)[0]) for v in self.prior.predictive(C))
+            out["final"] = {
+                "compute": C, "observed": obs, "predicted": float(np.ravel(self.prior.predict(C))[0]),
+                "pred_lo": lo, "pred_hi": hi, "covered": bool(lo <= obs <= hi), "from": "prior",
+            }  # fmt: skip
+        return out
 
     def to_dict(self) -> dict:
         run = self.run
@@ -146,7 +165,7 @@ class FitOutcome:
             "source": run.curve.source,
             "x": run.curve.x,
             "y": run.curve.y,
-            "fit": run.fit_dict(),
+            "fit": run.fit_dict() | {"prior": None if self.prior is None else self.prior.to_dict()},
             "intervals": {k: list(v) for k, v in run.intervals.items()},
             "uncertainty": run.unc.to_dict(),
             "forecasts": [
@@ -155,7 +174,7 @@ class FitOutcome:
                 for c, f in self.forecasts
             ],  # fmt: skip
             "compute_to_reach": [vars(r) for r in self.reaches],
-            "holdout": self.holdout.to_dict() if self.holdout is not None else None,
+            "holdout": self._holdout_dict(),
         }
 
 
@@ -207,7 +226,24 @@ def forecast_tables(outcomes: Sequence[FitOutcome]) -> list[Table]:
         header = ("run", "fitted up to", "held-out n", "RMSE", "final error", "in predictive interval", "final point")
         caption = "Held-out forecast (predicted - observed)"
         tables.append(Table(caption, header, tuple(rows)))
+    rows = [_prior_row(o) for o in outcomes if o.prior is not None and o.prior.used]
+    if rows:
+        header = ("run", "forecast at", "prior-free fit", "with the prior", "observed")
+        tables.append(Table("Forecast with and without the prior (predictive intervals)", header, tuple(rows)))
     return tables
+
+
+def _prior_row(o: FitOutcome) -> tuple[str, ...]:
+    """The prior-free and the prior's forecast at the compute the prior was asked for."""
+    C = o.prior.mode.budget
+    free = predict_at(o.run.fit, C, o.run.unc)
+    lo, hi = (float(np.ravel(v)[0]) for v in o.prior.predictive(C))
+    value = float(np.ravel(o.prior.predict(C))[0])
+    observed = "-"
+    if o.holdout is not None and o.holdout.compute[-1] == C:
+        observed = f"{o.holdout.reward[-1]:.3f}"
+    return (o.run.name, fmt(C), f"{free.value:.3f} in {interval_text(free.pred_lo, free.pred_hi)}",
+            f"{value:.3f} in {interval_text(lo, hi)}", observed)  # fmt: skip
 
 
 def fit_report(outcomes: Sequence[FitOutcome], caption: str, figures: Sequence[Figure] = ()) -> Report:
