@@ -77,7 +77,7 @@ def test_comparison_and_efficiency_figures(tmp_path):
 
 
 def test_plot_fit_marks_an_unidentified_ceiling_the_cutoff_and_both_bands(half_fit):
-    from scalerl.fit.uncertainty import assess
+    from scalerl.fit.calibrate import assess
 
     _, full = half_fit
     early = full.compute <= 2000  # a quarter-way prefix: the ceiling is not identified

@@ -14,9 +14,9 @@ import pytest
 
 from scalerl.cli import main
 from scalerl.fit import FitOptions, sigmoid
+from scalerl.fit.calibrate import assess
 from scalerl.fit.posterior import forecast_with_prior
 from scalerl.fit.prior import MIN_RUNS, learn_prior
-from scalerl.fit.uncertainty import assess
 
 from ._files import write_csv
 

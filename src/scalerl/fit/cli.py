@@ -71,27 +71,27 @@ def _add_curve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-compute",
         type=float,
-        default=0.0,
+        default=None,
         metavar="C",
         help="fit only points with at least this compute (the paper drops ~1.5k GPU-h)",
     )
     p.add_argument(
         "--method",
         choices=("fast", "paper"),
-        default="fast",
+        default=None,
         help="fast continuous fit, or the paper's App. A.5 grid",
     )
     p.add_argument(
         "--level",
         type=float,
-        default=0.95,
+        default=None,
         metavar="P",
-        help="coverage every interval claims (default 0.95)",
+        help=f"coverage every interval claims (default {FitOptions.level})",
     )
     p.add_argument(
         "--margin",
         type=float,
-        default=0.02,
+        default=None,
         metavar="M",
         help="a ceiling is identified when A's interval is within ±M; two ceilings are equal "
         "within M (paper: 0.02)",
@@ -228,31 +228,25 @@ def _load(args: argparse.Namespace) -> list[Curve]:
     return load_runs(args.runs, x=args.x, y=args.y, step_to_compute=args.step_to_compute)
 
 
+OPTION_FLAGS = {"r0": "--r0", "min_compute": "--min-compute", "method": "--method", "level": "--level",
+                "margin": "--margin"}  # fmt: skip
+
+
 def options_from(args: argparse.Namespace) -> FitOptions:
-    """The fit options the flags name. Every bad number (a level, margin, R0, cut or target
-    outside its range, NaN included) is one sentence here, before any file is read or
-    any line printed."""
-    if isinstance(args.r0, float) and not 0.0 <= args.r0 <= 1.0:  # also NaN
-        raise CurveError(f"--r0 must be a pass rate in [0, 1], 'first' or 'fit', got {args.r0:g}.")
+    """The fit options the flags name; a flag not given keeps ``FitOptions``' default. Every
+    bad number (a level, margin, R0, cut or target outside its range, NaN included) is one
+    sentence here, before any file is read or any line printed."""
     max_compute = getattr(args, "max_compute", None)
     if max_compute is not None and not (np.isfinite(max_compute) and max_compute > 0):
         raise CurveError(f"--max-compute must be a positive compute, got {max_compute:g}.")
-    if not 0.0 < args.level < 1.0:
-        raise CurveError(f"--level must lie in (0, 1), got {args.level:g}.")
-    if not args.margin >= 0:  # also NaN
-        raise CurveError(f"--margin must be 0 or more, got {args.margin:g}.")
-    if not args.min_compute >= 0:
-        raise CurveError(f"--min-compute must be 0 or more, got {args.min_compute:g}.")
+    options = FitOptions.from_given({k: getattr(args, k) for k in OPTION_FLAGS}, OPTION_FLAGS)
     for c in getattr(args, "target_compute", ()):
         if not np.isfinite(c) or c <= 0:
             raise CurveError(f"--target-compute must be a positive compute, got {c:g}.")
     for r in getattr(args, "target_reward", ()):
         if not np.isfinite(r) or not 0.0 <= r <= 1.0:
             raise CurveError(f"--target-reward must be a pass rate in [0, 1], got {r:g}.")
-    return FitOptions(
-        r0=args.r0, min_compute=args.min_compute, method=args.method,
-        level=args.level, margin=args.margin,
-    )  # fmt: skip
+    return options
 
 
 def _check_fraction(value: float | None, name: str, *, allow_one: bool) -> None:

@@ -30,13 +30,14 @@ from typing import Literal
 
 import numpy as np
 
+from scalerl.fit.calibrate import assess
 from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import FitResult
 from scalerl.fit.forecast import budget_to_pin_A, holdout_forecast
 from scalerl.fit.io import Curve
 from scalerl.fit.options import FitOptions
 from scalerl.fit.powerlaw import PowerLawResult, fit_power_law
-from scalerl.fit.uncertainty import Uncertainty, assess
+from scalerl.fit.uncertainty import Uncertainty
 
 PARAMS = ("A", "B", "C_mid")
 A_TOL = 1e-9  # grid A values differ by float noise (0.62 - 0.60 = 0.020000000000000018)

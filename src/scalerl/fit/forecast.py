@@ -15,11 +15,12 @@ from typing import NamedTuple
 import numpy as np
 
 from scalerl.fit import law
+from scalerl.fit.calibrate import assess
 from scalerl.fit.errors import CurveError, validate_curve
-from scalerl.fit.fitting import FitResult, _Problem, fit_problem
+from scalerl.fit.fitting import FitResult, Problem, fit_problem
 from scalerl.fit.options import FitOptions
 from scalerl.fit.resample import BootstrapResult
-from scalerl.fit.uncertainty import Uncertainty, assess, model_uncertainty
+from scalerl.fit.uncertainty import Uncertainty, model_uncertainty
 
 __all__ = [
     "Forecast",
@@ -324,7 +325,7 @@ def _simulated_half_width(unc: Uncertainty, data: FitResult, m: float, rng) -> f
     y_new = data.predict(new) + e
     if data.bounded:
         y_new = np.clip(y_new, 0.0, 1.0)
-    problem = _Problem(
+    problem = Problem(
         np.concatenate([C, new]), np.concatenate([data.reward, y_new]),
         None if data.r0_fitted else data.R0, None, data.bounded,
     )  # fmt: skip

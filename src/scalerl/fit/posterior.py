@@ -158,7 +158,7 @@ def _prefix_fit(run: PriorRun, frac: float, options: FitOptions) -> FitResult | 
 
 
 @dataclass(frozen=True)
-class Calibration:
+class PriorCalibration:
     """Leave-one-run-out scores of the prior's forecasts at one cut fraction."""
 
     scale: float  # k: the conformal quantile of the scores (nan without scores)
@@ -170,7 +170,7 @@ class Calibration:
         return max([_CONFLICT_FLOOR, *self.conflicts])
 
 
-def calibrate(prior: Prior, frac: float, options: FitOptions, level: float) -> Calibration:
+def calibrate(prior: Prior, frac: float, options: FitOptions, level: float) -> PriorCalibration:
     """Cut every finished run at ``frac`` of its budget, forecast its final point under the
     prior from the others, and take the conformal quantile of the studentised errors."""
     scores, conflicts = [], []
@@ -183,10 +183,10 @@ def calibrate(prior: Prior, frac: float, options: FitOptions, level: float) -> C
         scores.append(np.abs(y - mode.predict(C)) / mode.half_width(C))
         conflicts.append(mode.conflict)
     if len(scores) < MIN_RUNS - 1:
-        return Calibration(float("nan"), len(scores), tuple(conflicts))
+        return PriorCalibration(float("nan"), len(scores), tuple(conflicts))
     pooled = np.sort(np.concatenate(scores))
     rank = min(int(np.ceil((pooled.size + 1) * level)), pooled.size)  # split-conformal order statistic
-    return Calibration(float(pooled[rank - 1]), len(scores), tuple(conflicts))
+    return PriorCalibration(float(pooled[rank - 1]), len(scores), tuple(conflicts))
 
 
 def _scored_points(run: PriorRun, frac: float) -> tuple[np.ndarray, np.ndarray]:
@@ -211,7 +211,7 @@ class PriorForecast:
     used: bool
     reason: str
     mode: Mode | None = None
-    calibration: Calibration | None = None
+    calibration: PriorCalibration | None = None
     bounded: bool = True
 
     def predict(self, C) -> np.ndarray:

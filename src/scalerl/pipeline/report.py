@@ -50,8 +50,8 @@ def final_report(run_dir: str | Path, cfg, log=print):
 def _outlook(fit, cfg, all_records: list[dict]):
     """The forecast of the finished run, in sentences: ceiling verdict, the reward at twice
     its compute (both bands), the compute that would pin A, and the last live forecast."""
+    from scalerl.fit.calibrate import assess
     from scalerl.fit.forecast import budget_to_pin_A, predict_at
-    from scalerl.fit.uncertainty import assess
 
     unc = assess(fit, level=cfg.forecast.level, margin=cfg.forecast.margin, horizon=2.0)
     budget = 2.0 * float(fit.compute.max())
