@@ -128,11 +128,12 @@ def _fit(compute: list[float], reward: list[float], budget: float, step: int, cf
     from scalerl.fit.forecast import live_forecast
     from scalerl.fit.options import FitOptions
     from scalerl.fit.prior_runs import load_prior
+    from scalerl.fit.readers import Columns
 
     options = FitOptions(r0="first", min_compute=cfg.min_compute, level=cfg.level, margin=cfg.margin)
     try:
         if cfg.prior_runs is not None and "learned" not in prior:
-            prior["learned"] = load_prior(cfg.prior_runs, options, x=X, y=Y, what="forecast.prior_runs")
+            prior["learned"] = load_prior(cfg.prior_runs, options, Columns(x=X, y=Y), what="forecast.prior_runs")
         fields = live_forecast(compute, reward, budget=budget, target=cfg.target, options=options,
                                prior=prior.get("learned"))  # fmt: skip
     except CurveError as err:

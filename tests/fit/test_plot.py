@@ -9,7 +9,7 @@ from PIL import Image
 from scalerl.fit import plot
 from scalerl.fit.compare import loo_table
 from scalerl.fit.fitting import fit_sigmoid
-from scalerl.fit.io import Curve
+from scalerl.fit.readers import Curve
 from scalerl.fit.resample import bootstrap
 
 from ._files import synthetic_curve

@@ -31,9 +31,9 @@ from scalerl.fit import plot, report
 from scalerl.fit.compare import RunFit, compare_runs, fit_run, loo_table
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import holdout_forecast
-from scalerl.fit.io import read_jsonl
 from scalerl.fit.options import FitOptions
 from scalerl.fit.outputs import check_outputs
+from scalerl.fit.readers import read_jsonl
 
 SKIP = {"_base", "base_model", "checkpoint", "checkpoint.old", "checkpoint.broken"}
 _SEED = re.compile(r"seed\d+")

@@ -27,11 +27,11 @@ from scalerl.fit.compare import (
 )
 from scalerl.fit.demo import demo_command
 from scalerl.fit.errors import CurveError, CurveWarning
-from scalerl.fit.io import Curve, expand_paths, load_runs
 from scalerl.fit.options import FitOptions
 from scalerl.fit.outputs import check_outputs
 from scalerl.fit.posterior import PriorForecast, forecast_with_prior
 from scalerl.fit.prior_runs import load_prior
+from scalerl.fit.readers import Columns, Curve, expand_paths, load_runs
 from scalerl.fit.resample import PooledFit, pooled_fit
 
 
@@ -225,7 +225,11 @@ def _markdown_figures(markdown: Path | None) -> dict[str, Path | None]:
 
 
 def _load(args: argparse.Namespace) -> list[Curve]:
-    return load_runs(args.runs, x=args.x, y=args.y, step_to_compute=args.step_to_compute)
+    return load_runs(args.runs, _columns_of(args))
+
+
+def _columns_of(args: argparse.Namespace) -> Columns:
+    return Columns(x=args.x, y=args.y, step_to_compute=args.step_to_compute)
 
 
 OPTION_FLAGS = {"r0": "--r0", "min_compute": "--min-compute", "method": "--method", "level": "--level",
@@ -364,7 +368,7 @@ def fit_command(args: argparse.Namespace) -> int:
         raise CurveError(f"--pool needs at least two runs (seeds), got {len(curves)}.")
     prior = None
     if args.prior_runs is not None:
-        prior = load_prior(args.prior_runs, options, x=args.x, y=args.y, step_to_compute=args.step_to_compute,
+        prior = load_prior(args.prior_runs, options, _columns_of(args),
                            exclude=tuple(str(p) for p in expand_paths(args.runs)))  # fmt: skip
     console = report.console()
     _columns(console, curves)

@@ -34,9 +34,9 @@ from scalerl.fit.calibrate import assess
 from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import FitResult
 from scalerl.fit.forecast import budget_to_pin_A, holdout_forecast
-from scalerl.fit.io import Curve
 from scalerl.fit.options import FitOptions
 from scalerl.fit.powerlaw import PowerLawResult, fit_power_law
+from scalerl.fit.readers import Curve
 from scalerl.fit.uncertainty import Uncertainty
 
 PARAMS = ("A", "B", "C_mid")

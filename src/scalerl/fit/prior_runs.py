@@ -12,12 +12,13 @@ its metrics, and the prior counts what it could use.
 from __future__ import annotations
 
 import glob
+from dataclasses import replace
 from pathlib import Path
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.io import Curve, read_curves
 from scalerl.fit.options import FitOptions
 from scalerl.fit.prior import Prior, learn_prior
+from scalerl.fit.readers import Columns, Curve, read_curves
 
 __all__ = ["find_prior_files", "load_prior"]
 
@@ -44,10 +45,11 @@ def find_prior_files(spec: str, *, what: str = "--prior-runs") -> list[Path]:
 
 
 def load_prior(
-    spec: str, options: FitOptions, *, x=None, y=None, step_to_compute=None,
+    spec: str, options: FitOptions, columns: Columns | None = None, *,
     exclude: tuple[str, ...] = (), what: str = "--prior-runs",
 ) -> tuple[Prior | None, str, int]:
-    """(prior or None, why none, number of runs read) from ``spec``.
+    """(prior or None, why none, number of runs read) from ``spec``, read with ``columns``
+    (default: the readers' column choice; ``bounded`` follows ``options``).
 
     ``exclude``: resolved paths of the run being forecast, never part of its own prior.
     """
@@ -57,7 +59,7 @@ def load_prior(
         if str(path.resolve()) in skip:
             continue
         try:
-            curves += read_curves(path, x=x, y=y, step_to_compute=step_to_compute, bounded=options.bounded)
+            curves += read_curves(path, replace(columns or Columns(), bounded=options.bounded))
         except CurveError:
             continue  # a file with no curve in a run folder (see the module docstring)
     prior, why = learn_prior([(c.source, c.compute, c.reward) for c in curves], options)
