@@ -28,6 +28,7 @@ from scalerl.fit.compare import (
 from scalerl.fit.demo import demo_command
 from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.options import FitOptions
+from scalerl.fit.outcome import FitOutcome
 from scalerl.fit.outputs import check_outputs
 from scalerl.fit.posterior import PriorForecast, forecast_with_prior
 from scalerl.fit.prior_runs import load_prior
@@ -278,7 +279,7 @@ def _columns(console, curves: list[Curve]) -> None:
 # --- scalerl fit -----------------------------------------------------------------------
 
 
-def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions, prior=None) -> report.FitOutcome:
+def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions, prior=None) -> FitOutcome:
     """One run's fit, hold-out score and forecasts; ``prior`` is ``load_prior``'s
     (prior, why none, n) when --prior-runs was given."""
     holdout = None
@@ -308,13 +309,13 @@ def _with_prior(curve: Curve, fit, holdout, args, options: FitOptions, prior) ->
     )
 
 
-def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace, prior=None) -> report.FitOutcome:
+def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace, prior=None) -> FitOutcome:
     forecasts = [(c, forecast.predict_at(run.fit, c, run.unc)) for c in args.target_compute]
     reaches = [forecast.compute_to_reach(run.fit, r, run.unc) for r in args.target_reward]
-    return report.FitOutcome(run, holdout, forecasts, reaches, prior)
+    return FitOutcome(run, holdout, forecasts, reaches, prior)
 
 
-def _pooled(curves: list[Curve], args, options: FitOptions) -> tuple[report.FitOutcome, PooledFit]:
+def _pooled(curves: list[Curve], args, options: FitOptions) -> tuple[FitOutcome, PooledFit]:
     """Seeds of one recipe fitted together (``pooled_fit``); forecasts use the pooled fit."""
     pooled = pooled_fit([(c.compute, c.reward) for c in curves], options)
     order = np.argsort(np.concatenate([c.compute for c in curves]), kind="stable")
@@ -339,7 +340,7 @@ def _spread_sentence(pooled: PooledFit) -> str:
     )
 
 
-def fit_figure(outcomes: list[report.FitOutcome]):
+def fit_figure(outcomes: list[FitOutcome]):
     """One run: the paper-style fit figure; several: the comparison figure."""
     if len(outcomes) == 1:
         run = outcomes[0].run
