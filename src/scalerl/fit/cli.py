@@ -30,6 +30,7 @@ from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.options import FitOptions
 from scalerl.fit.outcome import FitOutcome
 from scalerl.fit.outputs import check_outputs
+from scalerl.fit.pooling import joint_fit
 from scalerl.fit.posterior import PriorForecast, forecast_with_prior
 from scalerl.fit.prior_runs import load_prior
 from scalerl.fit.readers import Columns, Curve, expand_paths, load_runs
@@ -161,6 +162,12 @@ def register(subparsers) -> None:
     )
     _add_curve_options(p)
     p.add_argument("--baseline", help="run name for the leave-one-out table (Fig. 7)")
+    p.add_argument(
+        "--pooled",
+        action="store_true",
+        help="fit the runs jointly: B and C_mid partially pooled across runs, A per run "
+        "(scalerl.fit.pooling); the comparison and leave-one-out table read the joint fit",
+    )
     p.add_argument(
         "--fit-frac",
         type=float,
@@ -418,13 +425,16 @@ def fit_command(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace, curves: list[Curve], options: FitOptions):
-    """Comparison, LOO table and (with --fit-frac) extrapolation scores."""
-    comparison = compare_runs(curves, options=options, budget=not args.no_budget)
-    loo = loo_table(curves, baseline=args.baseline, options=options)
+    """Comparison, LOO table, (with --fit-frac) extrapolation scores and (with --pooled) the
+    joint fit both read."""
+    joint = joint_fit(curves, options) if args.pooled else None
+    fits = None if joint is None else joint.fits
+    comparison = compare_runs(curves, options=options, budget=not args.no_budget, fits=fits)
+    loo = loo_table(curves, baseline=args.baseline, options=options, fits=fits)
     extrapolation = []
     if args.fit_frac is not None:
         extrapolation = [extrapolation_errors(c, fit_frac=args.fit_frac, options=options) for c in curves]
-    return comparison, loo, extrapolation
+    return comparison, loo, extrapolation, joint
 
 
 def compare_command(args: argparse.Namespace) -> int:
@@ -436,7 +446,12 @@ def compare_command(args: argparse.Namespace) -> int:
     curves = _load(args)
     console = report.console()
     _columns(console, curves)
-    comparison, loo, extrapolation = _compare(args, curves, options)
+    comparison, loo, extrapolation, joint = _compare(args, curves, options)
+    if joint is not None:
+        console.print(
+            f"Joint fit of {len(curves)} runs: B and C_mid partially pooled (B ~ {np.exp(joint.mu[0]):.3g} "
+            f"x/÷ {np.exp(joint.tau[0]):.3g}, C_mid ~ {np.exp(joint.mu[1]):.4g} x/÷ {np.exp(joint.tau[1]):.3g}), "
+            "A per run; the tables read the joint fit.", markup=False)  # fmt: skip
     rep = report.comparison_report(
         comparison, loo=loo if args.baseline else None, extrapolation=extrapolation
     )
@@ -462,6 +477,7 @@ def compare_command(args: argparse.Namespace) -> int:
         data = comparison.to_dict() | {"loo": loo.to_dict()}
         data["runs"] = [row | {"fit": r.fit_dict()} for row, r in zip(data["runs"], comparison.runs)]
         data["extrapolation"] = [s.to_dict() for s in extrapolation]
+        data["pooled"] = None if joint is None else joint.to_dict()
         written.append(report.write_json(args.json, data))
     for path in written:
         console.print(f"wrote {path}", markup=False)
