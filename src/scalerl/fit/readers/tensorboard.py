@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+import scalerl.fit.readers.tfrecord as tfrecord
 from scalerl.fit.errors import CurveError, CurveWarning
-from scalerl.fit.readers import tfrecord
 from scalerl.fit.readers.core import Columns, Curve, build
 
 __all__ = ["read_tensorboard", "torn_tail"]
