@@ -167,6 +167,19 @@ def test_live_forecast_adds_the_forecast_under_forecast_prior_runs(tmp_path):
     free = fields["forecast_final_hi"] - fields["forecast_final_lo"]
     assert fields["forecast_prior_final_hi"] - fields["forecast_prior_final_lo"] < free
     assert cache["learned"][2] == 8  # learned once, kept for the next forecast
+    # scalerl fit with the same cut, target, R0 rule and prior runs reproduces the fields
+    new = tmp_path / "new" / "metrics.jsonl"
+    new.parent.mkdir()
+    new.write_text("".join(json.dumps({"step": 10 * j, "compute_gpu_hours": c, "val_pass_rate": r}) + "\n"
+                           for j, (c, r) in enumerate(zip(grid, curves[8]))))  # fmt: skip
+    out = tmp_path / "fit.json"
+    assert main(["fit", str(new), "--max-compute", repr(fields["forecast_fit_until"]), "--target-compute",
+                 repr(fields["forecast_budget"]), "--r0", "first", "--min-compute", "1500", "--prior-runs",
+                 str(tmp_path / "run*" / "metrics.jsonl"), "--no-budget", "--json", str(out)]) == 0  # fmt: skip
+    prior = json.loads(out.read_text())["runs"][0]["fit"]["prior"]
+    assert prior["used"] and prior["reason"] == fields["forecast_prior_reason"]
+    at_budget = sigmoid(fields["forecast_budget"], prior["A"], prior["B"], prior["C_mid"], prior["R0"])
+    assert at_budget == pytest.approx(fields["forecast_prior_final"], abs=1e-9)
 
 
 def test_forecast_prior_runs_pointing_nowhere_is_one_sentence_before_the_run(tmp_path):
