@@ -352,6 +352,16 @@ class EvalConfig(_Frozen):
     """Validate every this many optimiser steps (and at step 0 and the last step)."""
     k: int = Field(1, ge=1)
     """Samples per validation prompt: the logged value is mean@k pass rate."""
+    pass_at: tuple[int, ...] = ()
+    """k values (each at most ``eval.k``) of the unbiased pass@k ``1 - C(n - c, k) / C(n, k)``
+    logged as ``val_pass_at_<k>`` with ``val_pass_at_<k>_stderr`` over prompts."""
+
+    @model_validator(mode="after")
+    def _pass_at_within_k(self) -> EvalConfig:
+        bad = [k for k in self.pass_at if not 1 <= k <= self.k]
+        if bad:
+            raise ValueError(f"eval.pass_at {bad[0]} must lie in [1, eval.k = {self.k}]: pass@k needs k samples per prompt")
+        return self
     num_prompts: int | None = Field(None, ge=1)
     """Held-out prompts used (None: the task's whole validation split)."""
     temperature: float = Field(1.0, gt=0)
@@ -387,6 +397,10 @@ class ForecastConfig(_Frozen):
     """Coverage of every forecast interval."""
     margin: float = Field(0.02, ge=0)
     """A ceiling is identified when A's interval is within ±margin (paper: 0.02, §1.4)."""
+    prior_runs: str | None = None
+    """Finished runs (a folder, a log file or a glob) to learn a prior for Eq. 1 from; each
+    forecast then also logs ``forecast_prior_*``, its forecast under that prior, as
+    ``scalerl fit --prior-runs``. None: prior-free forecasts only."""
 
 
 class LogConfig(_Frozen):

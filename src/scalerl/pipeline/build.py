@@ -94,7 +94,8 @@ def eval_specs(cfg: Config) -> tuple:
 
     e = cfg.eval
     val = EvalSpec("val", cfg.task.spec(), sampling_params(cfg, e.temperature), e.k, e.num_prompts,
-                   seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples)
+                   seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples,
+                   pass_at=tuple(e.pass_at))
     if e.downstream_knobs is None:
         return (val,)
     return val, replace(val, prefix="downstream", task=cfg.task.spec(dict(e.downstream_knobs)),
