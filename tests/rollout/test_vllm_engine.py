@@ -14,7 +14,11 @@ import torch
 from scalerl.types import SamplingParams
 
 from .tiny import make_tokenizer
-from .vllm_standin.vllm import Engine, Logprob  # the torch-backed stand-in; scripted here
+from .vllm_standin.vllm import (  # the torch-backed stand-in; scripted here
+    Engine,
+    Logprob,
+    sampling_params,
+)
 
 EOS, CLOSE, MARK = 1, 3, 20  # MARK in a prompt: the fake closes its thinking at once
 
@@ -69,6 +73,7 @@ def engine(monkeypatch):
     fake.LLM = FakeLLM
     fake.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
     monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling_params)
     from scalerl.rollout.vllm_engine import VLLMEngine
 
     return VLLMEngine("some/model")

@@ -124,7 +124,10 @@ class VLLMEngine:
                 f"{IN_PROCESS_ENV}=0, where weight loads cannot land between engine steps and tokens would be "
                 "stamped with versions that did not sample them; unset anything that forces multiprocessing "
                 "(e.g. tensor_parallel_size > 1 in rollout.vllm.extra)")
-        self._prefix_stale = False
+        self._prefix_stale, self._phases = False, 0
+        from vllm.sampling_params import RequestOutputKind
+
+        self._delta = RequestOutputKind.DELTA
         self.tokenizer = self.llm.get_tokenizer()
         self.fp32_head = fp32_head
         self._version = int(version)
@@ -188,7 +191,10 @@ class VLLMEngine:
         """
         engine = self.llm.llm_engine
         self._fresh_prefix_cache()
-        seen, awaiting_phrase = {}, set()
+        self._phases += 1  # ids unique across phases and calls: a late output is never another's
+        ids = {i: f"{self._phases}.{i}" for i in indices}
+        rows_of = {rid: int(i) for i, rid in ids.items()}
+        started, awaiting_phrase = set(), set()
         for i, budget in zip(indices, budgets):
             row = rows[i]
             if phrase is not None:
@@ -196,7 +202,7 @@ class VLLMEngine:
                 if budget <= 0:  # the phrase itself does not fit in max_new_tokens
                     self._append_forced(row, phrase[: len(phrase) + budget], None)
                     continue
-                awaiting_phrase.add(str(i))
+                awaiting_phrase.add(ids[i])
             request = self._vllm.SamplingParams(
                 n=1,
                 max_tokens=budget,
@@ -207,19 +213,21 @@ class VLLMEngine:
                 logprobs=0,
                 prompt_logprobs=0 if phrase is not None else None,
                 seed=(seed * _SEED_MIX + i) % (1 << 63),
+                # each output carries only its new tokens: O(L) client work per request, not O(L²)
+                output_kind=self._delta,
             )
-            engine.add_request(str(i), {"prompt_token_ids": row.prompt + row.tokens + (phrase or [])}, request)
-            seen[str(i)] = 0
-        live, step = len(seen), 0
+            engine.add_request(ids[i], {"prompt_token_ids": row.prompt + row.tokens + (phrase or [])}, request)
+            started.add(ids[i])
+        live, step = len(started), 0
         while live and engine.has_unfinished_requests():
             if on_step is not None:
                 on_step(self, step)
             for out in engine.step():
-                row = rows[int(out.request_id)]
+                row = rows[rows_of[out.request_id]]
                 if out.request_id in awaiting_phrase:
                     awaiting_phrase.discard(out.request_id)
                     self._append_forced(row, phrase, out.prompt_logprobs)
-                live -= self._absorb(row, out, seen)
+                live -= self._absorb(row, out)
             step += 1
 
     def _append_forced(self, row: _Row, phrase: list[int], prompt_logprobs) -> None:
@@ -230,17 +238,15 @@ class VLLMEngine:
             row.versions.append(self._version)
             row.mask.append(False)
 
-    def _absorb(self, row: _Row, out, seen: dict) -> int:
-        """Append the tokens this step added to ``out``; 1 when the request finished."""
+    def _absorb(self, row: _Row, out) -> int:
+        """Append the tokens this step added (a DELTA output holds only those); 1 when the
+        request finished."""
         sample = out.outputs[0]
-        new_ids = sample.token_ids[seen[out.request_id] :]
-        new_lps = (sample.logprobs or [])[seen[out.request_id] :]
-        for token, entry in zip(new_ids, new_lps):
+        for token, entry in zip(sample.token_ids, sample.logprobs or []):
             row.tokens.append(int(token))
             row.logprobs.append(float(entry[token].logprob))
             row.versions.append(self._version)
             row.mask.append(True)
-        seen[out.request_id] = len(sample.token_ids)
         if not out.finished:
             return 0
         ended = sample.finish_reason == "stop"

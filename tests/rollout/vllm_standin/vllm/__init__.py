@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .sampling_params import RequestOutputKind
+
 __version__ = "0.32.0"
 
 
@@ -55,6 +57,7 @@ class RequestOutput:
 
 def SamplingParams(**kwargs):  # noqa: N802 - vLLM's name
     return types.SimpleNamespace(**kwargs)
+
 
 
 class Engine:
@@ -96,8 +99,9 @@ class Engine:
             reason = "stop" if self._stopped(r, token) else ("length" if len(r["out"]) >= r["sp"].max_tokens else None)
             prompt_lps = prompt if r["first"] and r["sp"].prompt_logprobs is not None else None
             r["first"] = False
-            outputs.append(RequestOutput(rid, [CompletionOutput(list(r["out"]), list(r["lps"]), reason)],
-                                         reason is not None, prompt_lps))
+            delta = getattr(r["sp"], "output_kind", RequestOutputKind.CUMULATIVE) == RequestOutputKind.DELTA
+            ids, lps = (r["out"][-1:], r["lps"][-1:]) if delta else (list(r["out"]), list(r["lps"]))
+            outputs.append(RequestOutput(rid, [CompletionOutput(ids, lps, reason)], reason is not None, prompt_lps))
             if reason is not None:
                 del self.requests[rid]
         return outputs
