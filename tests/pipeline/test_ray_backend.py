@@ -150,6 +150,18 @@ def test_more_generators_than_cluster_cpus_is_one_clear_error(local_ray, nano_di
         RayBackend(spec, torch.nn.Linear(2, 2), num_generators=3)  # 3 x 1 thread > 2 CPUs
 
 
-@pytest.mark.parametrize(("gpus", "generators", "expected"), [(0, 2, 0.0), (4, 2, 1.0), (1, 4, 0.25)])
-def test_gpu_share_per_generator(gpus, generators, expected):
-    assert gpus_per_generator(gpus, generators) == expected
+def test_a_fraction_of_a_gpu_per_vllm_generator_is_refused(local_ray, nano_dir, monkeypatch):
+    spec = ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition"), threads=1, engine="vllm")
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": 2.0})
+    with pytest.raises(RuntimeError, match="leaves 1 GPU.* for 2 vLLM generators, a fraction each"):
+        RayBackend(spec, torch.nn.Linear(2, 2), num_generators=2, learner_gpus=1)
+
+
+@pytest.mark.parametrize(("gpus", "generators", "learner", "expected"), [
+    (0, 2, 0, 0.0), (4, 2, 0, 1.0), (1, 4, 0, 0.25),
+    (4, 3, 1, 1.0),  # the driver's learner keeps one of four: three whole GPUs left
+    (2, 2, 1, 0.5),  # one left for two
+    (1, 1, 1, 0.0),  # none left: the generator shares the learner's GPU, unreserved
+])
+def test_gpu_share_per_generator(gpus, generators, learner, expected):
+    assert gpus_per_generator(gpus, generators, learner) == expected

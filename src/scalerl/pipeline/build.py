@@ -206,7 +206,9 @@ def make_backend(cfg: Config, spec, model: torch.nn.Module) -> Backend:
     if name == "ray":
         from scalerl.pipeline.backends.ray import RayBackend  # written on top of these roles
 
-        return RayBackend(spec, model, core_split(cfg).generators)
+        # the driver's learner holds a GPU Ray does not know of; ranks reserve theirs in Ray
+        learner_gpus = 1 if device(cfg).startswith("cuda") and cfg.learner.world_size == 1 else 0
+        return RayBackend(spec, model, core_split(cfg).generators, learner_gpus)
     raise ValueError(f"unknown backend {name!r}")
 
 

@@ -111,17 +111,23 @@ class GeneratorActor:
         return self.actor.swaps
 
 
-def gpus_per_generator(cluster_gpus: float, num_generators: int) -> float:
-    """GPUs each generator reserves: 1 if there are enough, an equal share if fewer, 0 without."""
-    if cluster_gpus <= 0:
+def gpus_per_generator(cluster_gpus: float, num_generators: int, learner_gpus: float = 0) -> float:
+    """GPUs each generator reserves of those the learner leaves: 1 if there are enough, an equal
+    share if fewer, 0 without (then a CUDA generator shares the learner's GPU unreserved).
+
+    ``learner_gpus``: GPUs a learner outside Ray's books holds (the driver's own, with
+    ``learner.world_size = 1``); ranks in a placement group reserve theirs through Ray."""
+    free = cluster_gpus - learner_gpus
+    if free <= 0:
         return 0.0
-    return min(1.0, cluster_gpus / num_generators)
+    return min(1.0, free / num_generators)
 
 
 class RayBackend:
     """``num_generators`` generator actors; the caller (driver) is the learner."""
 
-    def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1) -> None:
+    def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1,
+                 learner_gpus: float = 0) -> None:
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             # RAY_ADDRESS (e.g. "auto") joins a running cluster; unset starts a local one
@@ -134,7 +140,11 @@ class RayBackend:
                 f"the Ray cluster has {resources.get('CPU', 0):g} CPUs but {num_generators} generator(s) "
                 f"x {spec.threads} thread(s) need {need}; lower pipeline.num_generators or pipeline.generator_threads."
             )
-        gpus = gpus_per_generator(resources.get("GPU", 0), num_generators)
+        gpus = gpus_per_generator(resources.get("GPU", 0), num_generators, learner_gpus)
+        if spec.engine == "vllm" and 0 < gpus < 1:  # two vLLMs sized for a whole card each would not fit
+            raise RuntimeError(f"the Ray cluster leaves {resources.get('GPU', 0) - learner_gpus:g} GPU(s) for "
+                               f"{num_generators} vLLM generators, a fraction each; vLLM needs a whole GPU per "
+                               "generator: lower pipeline.num_generators")
         options = {"num_cpus": spec.threads, "num_gpus": gpus}
         self.layout = WeightLayout(model)
         if gpus:  # each actor decodes on the GPU Ray assigned it
