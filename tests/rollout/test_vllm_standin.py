@@ -53,3 +53,24 @@ def test_in_process_the_client_steps_the_engine_and_resets_only_when_idle(nano_d
     raw = torch.log_softmax(logits, dim=-1)
     assert out.prompt_logprobs[1][6].logprob == pytest.approx(float(raw[0, 6]), abs=1e-5)
     assert out.prompt_logprobs[2][7].logprob == pytest.approx(float(raw[1, 7]), abs=1e-5)
+
+
+def test_a_model_whose_tokenizer_vllm_loads_differently_is_refused(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from scalerl.models import build_model, build_task_tokenizer, save_pretrained
+
+    # transformers loads a qwen2 directory's scalerl tokenizer as Qwen2Tokenizer, and so does vLLM
+    tok = build_task_tokenizer()
+    model_dir = save_pretrained(build_model("nano", len(tok), seed=0, tokenizer=tok, arch="qwen2"), tok,
+                                tmp_path / "qwen2")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "vllm_standin"))
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+    monkeypatch.delitem(sys.modules, "vllm.sampling_params", raising=False)
+    from scalerl.rollout.vllm_engine import VLLMEngine
+
+    with pytest.raises(ValueError, match="vLLM loads a different tokenizer .* than the learner's"):
+        VLLMEngine(str(model_dir), dtype="float32")
+    sys.modules.pop("vllm", None)
+    sys.modules.pop("vllm.sampling_params", None)

@@ -128,7 +128,7 @@ class VLLMEngine:
         from vllm.sampling_params import RequestOutputKind
 
         self._delta = RequestOutputKind.DELTA
-        self.tokenizer = self.llm.get_tokenizer()
+        self.tokenizer = _same_tokenizer(model, self.llm.get_tokenizer())
         self.fp32_head = fp32_head
         self._version = int(version)
         self._seed = seed
@@ -265,6 +265,27 @@ class VLLMEngine:
             finish_reason=row.reason,
             text=self.tokenizer.decode(text_ids, skip_special_tokens=False),
         )
+
+
+TOKENIZER_PROBE = "add 12+7 = <think> 3*4 </think> 19, x-y; ok.\n"
+"""Text the learner's and vLLM's tokenizers must encode alike (digits, operators, tags)."""
+
+
+def _same_tokenizer(model: str, theirs):
+    """The learner's tokenizer for a local model directory (``models.load.load_tokenizer``:
+    transformers 5 loads a qwen2 directory's scalerl task tokenizer as ``Qwen2Tokenizer``,
+    and so does vLLM); vLLM's own where there is no directory. vLLM still decides stop
+    strings with its own, so the two must encode a probe alike, or the run stops here."""
+    if not (Path(model) / "config.json").is_file():
+        return theirs
+    from scalerl.models.load import load_tokenizer
+
+    ours = load_tokenizer(Path(model))
+    if ours.encode(TOKENIZER_PROBE, add_special_tokens=False) != theirs.encode(TOKENIZER_PROBE, add_special_tokens=False):
+        raise ValueError(f"VLLMEngine: vLLM loads a different tokenizer for {model} ({type(theirs).__name__}) than the "
+                         f"learner's ({type(ours).__name__}), so prompts and completions would not mean the same ids; "
+                         "use rollout.engine=torch for this model (e.g. model.arch=llama for a built one)")
+    return ours
 
 
 def _contains(tokens: list[int], pattern: list[int]) -> bool:

@@ -18,6 +18,7 @@ Where it matters it behaves as vLLM 0.32 does (``gpu-review.md`` #22):
   arguments passed as live objects.
 - ``reset_prefix_cache()`` returns False while any request holds blocks.
 - ``prompt_logprobs`` are computed from the raw logits, without temperature.
+- The tokenizer is ``AutoTokenizer.from_pretrained(model)``, as vLLM loads it.
 """
 
 from __future__ import annotations
@@ -153,8 +154,12 @@ class LLM:
         from scalerl.models import load_pretrained
 
         self.kwargs = kwargs
-        self.model, self.tokenizer = load_pretrained(model, dtype)
+        from transformers import AutoTokenizer
+
+        self.model, _ = load_pretrained(model, dtype)
         self.model.eval()
+        # as vLLM does (vllm/tokenizers/hf.py): AutoTokenizer, whatever scalerl saved there
+        self.tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
         self.multiprocessing = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") != "0"
         runner = types.SimpleNamespace(model=types.SimpleNamespace(load_weights=self._load_weights))
         self.worker = types.SimpleNamespace(model_runner=runner)
