@@ -195,6 +195,10 @@ class VLLMConfig(_Frozen):
     leave a learner on the same GPU almost nothing; give a generator alone on its GPU 0.9."""
     enforce_eager: bool = False
     """Skip CUDA-graph capture: a faster start and a slower decode."""
+    kv_cache_memory_bytes: int | None = Field(None, ge=1)
+    """Bytes of KV cache vLLM allocates, skipping its profiling (which assumes it is alone on
+    the GPU: a learner allocating meanwhile shrinks the cache or trips its check). None: vLLM
+    sizes the cache from ``gpu_memory_utilization``."""
     extra: dict[str, Any] = {}
     """Further ``vllm.LLM`` keyword arguments, passed as given (e.g. ``max_model_len``); not
     the ones the trainer sets itself from the rest of the config (``model``, ``dtype``,
@@ -204,6 +208,7 @@ class VLLMConfig(_Frozen):
     def _extra_is_extra(self) -> VLLMConfig:
         taken = sorted(set(self.extra) & {"model", "dtype", "seed", "version", "fp32_head",
                                           "gpu_memory_utilization", "enforce_eager", "logprobs_mode",
+                                          "kv_cache_memory_bytes",
                                           "async_scheduling"})
         if "head_dtype" in (self.extra.get("hf_overrides") or {}):
             taken.append("hf_overrides.head_dtype")
@@ -214,8 +219,9 @@ class VLLMConfig(_Frozen):
         return self
 
     def llm_kwargs(self) -> dict[str, Any]:
+        sized = {} if self.kv_cache_memory_bytes is None else {"kv_cache_memory_bytes": self.kv_cache_memory_bytes}
         return {"gpu_memory_utilization": self.gpu_memory_utilization,
-                "enforce_eager": self.enforce_eager, **self.extra}
+                "enforce_eager": self.enforce_eager, **sized, **self.extra}
 
 
 class RolloutConfig(_Frozen):

@@ -18,3 +18,16 @@ def test_the_learner_keeps_the_first_gpus_and_generators_take_the_rest(gpus, ran
                                                                        devices):
     plan = gpu_plan(gpus, ranks, gens)
     assert (plan.learner, plan.generators, plan.devices) == (learner, generators, devices)
+
+
+def test_a_learner_and_vllm_that_cannot_share_a_gpu_are_one_sentence():
+    from scalerl.pipeline.placement import shared_gpu_problem
+
+    gib = 2**30
+    # 1B parameters: 16 GiB of learner state; vLLM at 0.4 of 141 GiB is 56.4 GiB: fits
+    assert shared_gpu_problem(141 * gib, 10**9, 0.4, None, 2) is None
+    # 6B: 96 GB of learner state (89.4 GiB) + 56.4 GiB > 0.95 x 141 GiB = 134 GiB
+    said = shared_gpu_problem(141 * gib, 6 * 10**9, 0.4, None, 2)
+    assert "lower rollout.vllm.gpu_memory_utilization or set rollout.vllm.kv_cache_memory_bytes" in said
+    # the same 6B learner with an explicit 20 GiB cache: 89.4 + 11.2 (bf16 weights) + 20 GiB fits
+    assert shared_gpu_problem(141 * gib, 6 * 10**9, 0.4, 20 * gib, 2) is None

@@ -191,8 +191,26 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
     )
 
 
+def check_gpu_sharing(cfg: Config, model: torch.nn.Module) -> None:
+    """Refuse, in one sentence, a vLLM generator and the learner that cannot share a GPU
+    (``pipeline.placement.shared_gpu_problem``)."""
+    plan = gpu_plan(cfg)
+    if plan is None or cfg.rollout.engine != "vllm" or not set(plan.learner) & set(plan.generators):
+        return
+    from scalerl.models.build import count_parameters
+    from scalerl.pipeline.placement import shared_gpu_problem
+
+    vllm = cfg.rollout.vllm
+    problem = shared_gpu_problem(torch.cuda.get_device_properties(0).total_memory, count_parameters(model),
+                                 vllm.gpu_memory_utilization, vllm.kv_cache_memory_bytes,
+                                 4 if cfg.model.dtype == "float32" else 2)
+    if problem:
+        raise ConfigError(problem[0].upper() + problem[1:] + ".")
+
+
 def make_backend(cfg: Config, spec, model: torch.nn.Module) -> Backend:
     """``local`` (spawned generator processes) or ``inprocess``; ``ray`` lives in its own module."""
+    check_gpu_sharing(cfg, model)
     name = cfg.pipeline.backend
     if name == "local":
         from scalerl.pipeline.backends.local import LocalBackend
