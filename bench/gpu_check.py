@@ -15,7 +15,10 @@ Everything a first session on a GPU needs to measure, in one process start, with
 5. ``mismatch``: ``bench/mismatch.py``'s statistics by precision (fp32, bf16, bf16 + FP32 head,
    fp16 and fp16 + FP32 head: fp16 only where CUDA is);
 6. ``pipeline``: 20 ``pipeline-rl`` steps end to end (``local`` backend), wall time and the
-   mean ``mismatch_kl``.
+   mean ``mismatch_kl``;
+7. ``learner_ranks``: the data-parallel learner (``learner.world_size``, FSDP2) on 2 GPUs when
+   there are 2, else ``world_size=1`` through the same FSDP2 path on one: 10 steps' median
+   step time and tokens/s, one weight sync, and the parameter and AdamW bytes rank 0 holds.
 
 Each section is written to the JSON file as soon as it is done, and a section that fails or
 runs out of its time records its error and lets the next one run, so the 8-minute bound of
@@ -33,6 +36,7 @@ steps, so the suite can prove the script works without a GPU (figures then mean 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -71,10 +75,12 @@ NOMINAL_PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
 """Dense bf16 tensor-core peaks from the data sheets, for context beside the measured one."""
 FULL = {"preset": "large", "dtype": torch.bfloat16, "batches": [64, 256], "new_tokens": 128, "prompt_len": 32,
         "repeats": 3, "peak_n": 8192, "learner_shape": (8, 8, 512), "steps": 20, "tests_s": 150,
-        "mismatch": {"preset": "large", "prompts": 32, "new_tokens": 48}, "pipeline_minutes": 3.0}
+        "mismatch": {"preset": "large", "prompts": 32, "new_tokens": 48}, "pipeline_minutes": 3.0,
+        "rank_steps": 10}
 DRY = {"preset": "nano", "dtype": torch.float32, "batches": [4, 8], "new_tokens": 8, "prompt_len": 8,
        "repeats": 1, "peak_n": 256, "learner_shape": (2, 4, 16), "steps": 2, "tests_s": 150,
-       "mismatch": {"preset": "nano", "prompts": 2, "new_tokens": 4}, "pipeline_minutes": 3.0}
+       "mismatch": {"preset": "nano", "prompts": 2, "new_tokens": 4}, "pipeline_minutes": 3.0,
+       "rank_steps": 2}
 """``tests_s`` bounds the gpu tests' subprocess; ``pipeline_minutes`` is the run's own
 ``train.max_minutes``, so it stops itself inside the script's 8 minutes."""
 
@@ -141,7 +147,10 @@ def _synthetic_groups(P: int, G: int, length: int, vocab: int) -> list[Group]:
 def learner_throughput(model, tokenizer, p: dict, device: str, peak: float | None, nominal: float | None) -> dict:
     """Trained tokens/s and MFU of one optimiser step on P × G synthetic completions."""
     P, G, length = p["learner_shape"]
-    cfg = load_config("scalerl", ["optim.micro_batch=8", "filters.zero_variance=false"])
+    bf16 = model.dtype == torch.bfloat16  # the learner trains float32 masters under bf16 autocast
+    cfg = load_config("scalerl", ["optim.micro_batch=8", "filters.zero_variance=false"]
+                      + (["model.dtype=bfloat16"] if bf16 else []))
+    model = copy.deepcopy(model).float() if bf16 else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     groups = _synthetic_groups(P, G, length, len(tokenizer))
@@ -178,6 +187,41 @@ def pipeline_run(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
             "mismatch_kl_mean": float(np.nanmean([np.nan if r["mismatch_kl"] is None else r["mismatch_kl"]
                                                   for r in records])),
             "staleness_max": max(r["staleness_max"] for r in records)}
+
+
+def learner_ranks(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
+    """The FSDP2 learner ranks on ``p["learner_shape"]``: step time, tokens/s, sync, memory."""
+    from scalerl.models import load_pretrained
+    from scalerl.pipeline.learner_group import ShardedLearner, free_port
+    from scalerl.pipeline.learner_rank import RankSpec
+    from scalerl.pipeline.weights import InProcessWeights
+
+    world = 1 if device == "cpu" else min(2, torch.cuda.device_count())
+    cfg = load_config("scalerl", ["optim.micro_batch=8", "filters.zero_variance=false"]
+                      + ([] if dry else ["model.dtype=bfloat16"]))
+    template, tokenizer = load_pretrained(model_dir)
+    rules = build.learner_rules(cfg, tokenizer.pad_token_id)
+    spec = RankSpec(model_dir=str(model_dir), rules=rules, strategy="fsdp2", world=world, device=device,
+                    dtype="float32", lora=None, threads=1, bucket_bytes=512 << 20, master_addr="127.0.0.1",
+                    master_port=free_port(), seed=0, timeout_s=600)
+    peak = matmul_peak(device, torch.bfloat16 if rules.step.autocast else torch.float32)
+    learner = ShardedLearner(spec, template, transport="local", peak_flop_s=peak, sync_timeout_s=120)
+    learner.start(InProcessWeights())
+    try:
+        groups = _synthetic_groups(*p["learner_shape"], len(tokenizer))
+        times, metrics = [], {}
+        for i in range(p["rank_steps"] + 1):  # the first warms up
+            start = time.perf_counter()
+            metrics = learner.step(groups).metrics
+            if i:
+                times.append(time.perf_counter() - start)
+        synced, memory = learner.publish(), learner.memory()
+    finally:
+        learner.close()
+    step_s = statistics.median(times)
+    return {"world_size": world, "strategy": "fsdp2", "step_s": step_s,
+            "trained_tok_s": metrics["trained_tokens"] / step_s, "learner_mfu": metrics["learner_mfu"],
+            "sync_s": synced.seconds, "sync_bytes": synced.bytes, "rank0": memory[0]}
 
 
 def mismatch_by_precision(p: dict, device: str) -> dict:
@@ -224,6 +268,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = save_pretrained(model.float().cpu(), tokenizer, Path(tmp) / "model")
         _section(report, "pipeline", args.out, lambda: pipeline_run(p, model_dir, device, args.dry_run))
+        _section(report, "learner_ranks", args.out, lambda: learner_ranks(p, model_dir, device, args.dry_run))
     print(json.dumps(report, indent=1))
     failed = [k for k, v in report.items() if isinstance(v, dict) and "error" in v]
     if failed:

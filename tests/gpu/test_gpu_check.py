@@ -19,7 +19,10 @@ def test_gpu_check_dry_run_writes_every_figure(tmp_path):
     assert report["peak_flop_s"] > 0 and 0 < report["learner"]["mfu"]
     assert set(report["mismatch"]) == {"fp32", "bf16", "bf16+fp32head"}  # fp16 needs CUDA
     assert all(m["mismatch_tokens"] > 0 and m["mismatch_kl"] >= 0 for m in report["mismatch"].values())
-    assert set(report["section_s"]) == {"gpu_tests", "engine", "peak_flop_s", "learner", "mismatch", "pipeline"}
+    assert set(report["section_s"]) == {"gpu_tests", "engine", "peak_flop_s", "learner", "mismatch", "pipeline",
+                                        "learner_ranks"}
+    ranks = report["learner_ranks"]
+    assert ranks["world_size"] == 1 and ranks["trained_tok_s"] > 0 and ranks["sync_bytes"] > 0
     assert report["pipeline"]["steps"] == 2 and report["pipeline"]["staleness_max"] <= 1
 
 
