@@ -29,6 +29,7 @@ import yaml
 from pydantic import Field, Strict, ValidationError, field_validator, model_validator
 
 from scalerl.config_base import Frozen as _Frozen
+from scalerl.config_env import EnvConfig
 from scalerl.config_errors import explain
 
 # the loading API is this module's: re-exported
@@ -432,6 +433,7 @@ class Config(_Frozen):
     """One line on what this recipe reverts or changes."""
     model: ModelConfig = ModelConfig()
     task: TaskConfig = TaskConfig()
+    env: EnvConfig = EnvConfig()
     rollout: RolloutConfig = RolloutConfig()
     sampling: SamplingConfig = SamplingConfig()
     length: LengthConfig = LengthConfig()

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 
 from scalerl.data.tasks.spec import TaskSpec
 from scalerl.models.chat import ChatFormat, PromptRenderer
+from scalerl.rollout.env import EnvSpec
+from scalerl.rollout.rollout import build_rollout
 from scalerl.rollout.validate import validate
 from scalerl.types import EvalResult, SamplingParams
 
@@ -39,12 +41,14 @@ class EvalSpec:
     """How prompts are rendered: as the generators render them."""
     samples: int = 0
     """Samples kept for ``samples.jsonl`` (the validation set's only)."""
+    env: EnvSpec | None = None
+    """The environment trajectories run in, as in training (None: single-turn)."""
 
 
 def build_evaluators(specs, engine, tokenizer) -> list[Evaluator]:
     """One :class:`Evaluator` per spec, all on ``engine`` (whatever weights it holds)."""
     return [Evaluator(engine, PromptRenderer(tokenizer, s.chat), s.task.build(), s.params, s.k, s.num_prompts,
-                      seed=s.seed, prefix=s.prefix, samples=s.samples) for s in specs]
+                      seed=s.seed, prefix=s.prefix, samples=s.samples, env=s.env) for s in specs]
 
 
 def run_evaluators(evaluators: list[Evaluator]) -> tuple[dict[str, float], int, tuple]:
@@ -72,8 +76,10 @@ class Evaluator:
     """Evaluates whatever weights the engine holds (the learner's own model, in place)."""
 
     def __init__(self, engine, renderer: PromptRenderer, task, params: SamplingParams, k: int,
-                 num_prompts: int | None, seed: int, prefix: str = "val", samples: int = 0) -> None:
+                 num_prompts: int | None, seed: int, prefix: str = "val", samples: int = 0,
+                 env: EnvSpec | None = None) -> None:
         self.engine, self.renderer, self.task, self.prefix = engine, renderer, task, prefix
+        self.rollout = build_rollout(task, renderer.tokenizer, renderer.fmt, env)
         self.k, self.num_prompts, self.samples = k, num_prompts, samples
         self.params = replace(params, seed=seed)
         examples = task.validation()[:num_prompts]
@@ -84,7 +90,7 @@ class Evaluator:
         correct (``val_`` for the validation set, ``downstream_`` for a harder variant), and
         the ``samples`` kept."""
         result = validate(self.engine, self.task, params=self.params, renderer=self.renderer,
-                          k=self.k, num_prompts=self.num_prompts, samples=self.samples)
+                          k=self.k, num_prompts=self.num_prompts, samples=self.samples, rollout=self.rollout)
         p = self.prefix
         return {
             "samples": tuple(dict(s, evaluator=p) for s in result.samples),
@@ -93,6 +99,7 @@ class Evaluator:
             f"{p}_pass_at_k": float((result.pass_rates > 0).mean()),
             f"{p}_truncation_rate": result.truncation_rate,
             f"{p}_len": result.mean_length,
+            f"{p}_turns_mean": result.mean_turns,
             # prefill + decoded tokens, for the FLOPs count
             f"{p}_tokens": int(self.prompt_tokens + result.mean_length * result.num_samples),
         }

@@ -31,7 +31,9 @@ from scalerl.data.filters import (
     truncation_masks,
     zero_variance_mask,
 )
+from scalerl.data.tasks.base import in_form
 from scalerl.pipeline.queues import staleness
+from scalerl.rollout.rollout import trajectory_metrics
 from scalerl.types import Completion, Group
 
 
@@ -70,7 +72,7 @@ def _rewards(groups: list[Group], cfg) -> tuple[torch.Tensor, torch.Tensor, torc
     rewards = torch.nan_to_num(rewards, nan=0.0)
     truncated = torch.tensor([[c.finish_reason == "length" for c in g.completions] for g in groups])
     if cfg.length.truncation_is_failure:  # an unfinished answer is a wrong answer
-        rewards = torch.where(truncated, rewards.new_tensor(-1.0 if cfg.task.reward == "pm1" else 0.0), rewards)
+        rewards = torch.where(truncated, rewards.new_tensor(in_form(0.0, cfg.task.reward)), rewards)
     correct = rewards > 0  # pass/fail in {0,1} and ±1 forms alike
     if cfg.length.control == "penalty":  # App. A.10 Eq. 9, instead of interruptions
         lengths = torch.tensor([[c.num_tokens for c in g.completions] for g in groups])  # (P, G)
@@ -113,6 +115,7 @@ def prepare_batch(groups: list[Group], cfg, learner_version: int, pad_id: int) -
         # completions whose tokens came from more than one policy version (in-flight swaps)
         "inflight_frac": float(np.mean([c.num_tokens > 0 and c.versions.max() > c.versions.min()
                                         for c in completions])),
+        **trajectory_metrics(completions),  # turns, tool calls, environment tokens
     }
     return Batch(completions, pad([c.tokens for c in completions], pad_id, torch.long),
                  pad([c.logprobs for c in completions], 0.0, torch.float32), versions == learner_version,

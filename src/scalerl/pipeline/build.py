@@ -92,7 +92,7 @@ def eval_specs(cfg: Config) -> tuple:
 
     e = cfg.eval
     val = EvalSpec("val", cfg.task.spec(), sampling_params(cfg, e.temperature), e.k, e.num_prompts,
-                   seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples)
+                   seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples, env=cfg.env.spec())
     if e.downstream_knobs is None:
         return (val,)
     return val, replace(val, prefix="downstream", task=cfg.task.spec(dict(e.downstream_knobs)),
@@ -159,6 +159,7 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
         fp32_head=cfg.model.fp32_head_generator, reward_form=cfg.task.reward, seed=seed,
         threads=core_split(cfg).generator_threads, evals=eval_specs(cfg) if eval_on_generator(cfg) else (),
         engine_kwargs=cfg.rollout.vllm.llm_kwargs() if cfg.rollout.engine == "vllm" else {},
+        env=cfg.env.spec(),
     )
 
 
