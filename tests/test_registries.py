@@ -4,11 +4,14 @@ from typing import get_args
 
 from scalerl.algo.losses import LOSSES
 from scalerl.algo.mismatch import CORRECTIONS
-from scalerl.config import EvalConfig, PipelineConfig, RolloutConfig
+from scalerl.config import EvalConfig, PipelineConfig, RolloutConfig, TaskConfig
+from scalerl.config_env import EnvConfig
 from scalerl.config_loss import ISCorrectionConfig, LossConfig
+from scalerl.data.tasks.base import REWARD_FORMS
 from scalerl.pipeline.actor import ENGINES
 from scalerl.pipeline.backends import BACKENDS
 from scalerl.pipeline.evaluation import EVAL_ON
+from scalerl.rollout.env import ENV_REWARDS, OBSERVATION_ROLES
 
 
 def _choices(model, field):
@@ -21,6 +24,9 @@ def test_config_choices_equal_their_registries():
     assert _choices(RolloutConfig, "engine") == set(ENGINES)
     assert _choices(PipelineConfig, "backend") == set(BACKENDS)
     assert _choices(EvalConfig, "on") == set(EVAL_ON)
+    assert _choices(TaskConfig, "reward") == set(REWARD_FORMS)
+    assert _choices(EnvConfig, "reward") == set(ENV_REWARDS)
+    assert _choices(EnvConfig, "observation_role") == set(OBSERVATION_ROLES)
 
 
 def test_every_loss_has_its_own_hyperparameter_section():

@@ -33,6 +33,9 @@ class EnvConfig(_Frozen):
     """The trajectory's reward: the sum of its step rewards, or the last one (None counts 0)."""
     observation_role: Literal["tool", "user"] = "tool"
     """The chat role observations are rendered as with a chat template (plain text without one)."""
+    stop_strings: tuple[str, ...] = ()
+    """Text that ends a model turn besides the end-of-turn ids, e.g. a tool call's closing tag
+    (``</calc>``): the environment answers it."""
 
     @field_validator("name")
     @classmethod
@@ -54,4 +57,4 @@ class EnvConfig(_Frozen):
         from scalerl.rollout.env import EnvSpec
 
         return EnvSpec(self.name, dict(self.knobs), self.max_turns, self.max_tokens, self.reward,
-                       self.observation_role)
+                       self.observation_role, tuple(self.stop_strings))

@@ -119,3 +119,40 @@ def test_turn_and_token_limits_end_the_episode_as_length(eos_model, tokenizer):
         assert c.finish_reason == "length" and c.num_tokens <= 9
         assert len(c.tokens) == len(c.logprobs) == len(c.versions) == len(c.loss_mask)
     assert np.all(group.rewards >= 0)
+
+
+def test_weights_swapped_mid_trajectory_stamp_each_token_and_the_lag_bound_holds(tokenizer):
+    """Swap the LM head at decode step 2 of the second turn: every token keeps the version
+    that sampled it (observations the one held when they were appended), each scores
+    exactly under its own weights, and the group's staleness counts the oldest token."""
+    from scalerl.pipeline.queues import LagPolicy, staleness
+    from scalerl.types import Group
+
+    old = with_head_bias(make_model(tied=False), {1: 4.0})
+    new = with_head_bias(make_model(tied=False), {1: 4.0})
+    with torch.no_grad():
+        new.lm_head.weight.normal_(0.0, 0.3)
+    spy = Spy(TorchEngine(with_head_bias(make_model(tied=False), {1: 4.0}), tokenizer))
+
+    def on_step(engine, step):  # the learner publishes while turn 2 is being decoded
+        if len(spy.calls) == 1 and step == 2 and engine.version == 0:
+            engine.update_weights({"lm_head.weight": new.lm_head.weight}, 1)
+
+    [group] = build_rollout(None, tokenizer, ChatFormat("none"), env()).run(spy, [EXAMPLE], 3, PARAMS,
+                                                                            on_step=on_step)
+    assert spy.engine.version == 1
+    for c in group.completions:
+        second = c.turns[2]  # turn 1 and its observation, then turn 2's first two tokens: version 0
+        cut = min(second.start + 2, second.end)
+        assert c.versions.tolist() == [0] * cut + [1] * (c.num_tokens - cut)
+        sampled = torch.as_tensor(c.loss_mask)
+        for model, version in ((old, 0), (new, 1)):  # the body is unchanged: the KV cache stays exact
+            mine = sampled & torch.as_tensor(c.versions == version)
+            gap = (recompute_logprobs(model, c) - torch.as_tensor(c.logprobs)).abs()[mine]
+            assert float(gap.max()) < 1e-5
+    # mid-turn, not only between turns: a second turn holds tokens of both versions
+    assert any(set(c.versions[c.turns[2].start : c.turns[2].end].tolist()) == {0, 1} for c in group.completions)
+    scored = Group(0, group.completions, group.rewards, start_version=0)
+    assert scored.min_version == 0 and staleness(scored, 1) == 1
+    policy = LagPolicy("pipeline-rl", 1, 1)
+    assert policy.admits(scored, learner_version=1) and not policy.admits(scored, learner_version=2)

@@ -65,6 +65,8 @@ class EnvSpec:
     """The trajectory's reward from its step rewards (``env.reward``)."""
     observation_role: Literal["tool", "user"]
     """The chat role observations are rendered as (``env.observation_role``)."""
+    stop_strings: tuple[str, ...] = ()
+    """Text that ends a model turn besides end-of-turn ids (``env.stop_strings``)."""
 
     def factory(self):
         """The environment class, loaded in this process."""

@@ -14,6 +14,7 @@ rendered once by the task's renderer. Then the trajectories advance in lock-step
    observation is rendered on its own (``rollout.observation``) and appended with
    ``loss_mask=False``, log-prob 0 and the engine's current version.
 
+A turn ends at an end-of-turn id or one of ``stop_strings`` (a tool call's closing tag).
 Limits: ``max_tokens`` bounds the completion (sampled + observation tokens); a turn is
 decoded with at most what is left (and ``max_new_tokens``), an observation that would pass
 it is not appended, and either ends the episode with ``finish_reason="length"``; so does a
@@ -146,7 +147,8 @@ class MultiTurn:
         if not rows:
             return
         seed = None if params.seed is None else params.seed + _TURN_SEED_STRIDE * turn
-        call = replace(params, max_new_tokens=max(b for _, b in rows), seed=seed)
+        call = replace(params, max_new_tokens=max(b for _, b in rows), seed=seed,
+                       stop_strings=(*params.stop_strings, *self.spec.stop_strings))
         outs = engine.generate([e.ids() for e, _ in rows], call, on_step=on_step)
         tokenizer = self.renderer.tokenizer
         for (e, budget), c in zip(rows, outs):
