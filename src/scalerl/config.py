@@ -98,9 +98,10 @@ class ModelConfig(_Frozen):
 
 class TaskConfig(_Frozen):
     name: str = "addition"
-    """A built-in task (``addition``, ``multiplication``, ``math``, ``code``, ``dataset``: a
-    user's JSONL / parquet / ``datasets`` directory) or a user's task factory as
-    ``FILE.py:NAME`` / ``package.module:NAME``, loaded in every process that builds the task."""
+    """A built-in task (``addition``, ``multiplication``, ``calculator``: tool use with ``env``,
+    ``math``, ``code``, ``dataset``: a user's JSONL / parquet / ``datasets`` directory) or a
+    user's task factory as ``FILE.py:NAME`` / ``package.module:NAME``, loaded in every process
+    that builds the task."""
     knobs: dict[str, Any] = Field(default_factory=lambda: {"min_digits": 1, "max_digits": 2})
     """Keyword arguments passed to the task constructor (difficulty, sizes, seed ...)."""
     reward: Literal["binary", "pm1"] = "pm1"

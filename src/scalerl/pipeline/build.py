@@ -47,7 +47,7 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     # probe the band the way RL samples (same lengths and interruptions)
     result = sft_warmup(task, model, tokenizer, target_band=tuple(cfg.model.sft.target_band),
                         max_seconds=cfg.model.sft.max_seconds, seed=cfg.train.seed, output_dir=tmp,
-                        sampling_params=sampling_params(cfg))
+                        sampling_params=sampling_params(cfg), env=cfg.env.spec())
     log(f"SFT warm-up: pass rate {result.pass_rate:.3f} after {result.steps} steps, {result.seconds:.0f} s")
     tmp.rename(cached)  # whole directory or nothing: a kill mid-SFT redoes it
     return cached
