@@ -119,6 +119,12 @@ def test_turn_and_token_limits_end_the_episode_as_length(eos_model, tokenizer):
         assert c.finish_reason == "length" and c.num_tokens <= 9
         assert len(c.tokens) == len(c.logprobs) == len(c.versions) == len(c.loss_mask)
     assert np.all(group.rewards >= 0)
+    # a turn cut by max_new_tokens is still the environment's to answer; the last one's cut shows
+    never_stops = TorchEngine(eos_model, tokenizer, eos_token_ids=())
+    [group] = build_rollout(None, tokenizer, ChatFormat("none"), env()).run(
+        never_stops, [EXAMPLE], 2, SamplingParams(max_new_tokens=2, seed=1))
+    for c in group.completions:
+        assert c.model_turns == 3 and c.finish_reason == "length" and c.num_tokens == 3 * 2 + 2 * 3
 
 
 def test_weights_swapped_mid_trajectory_stamp_each_token_and_the_lag_bound_holds(tokenizer):

@@ -16,10 +16,11 @@ rendered once by the task's renderer. Then the trajectories advance in lock-step
 
 A turn ends at an end-of-turn id or one of ``stop_strings`` (a tool call's closing tag).
 Limits: ``max_tokens`` bounds the completion (sampled + observation tokens); a turn is
-decoded with at most what is left (and ``max_new_tokens``), an observation that would pass
-it is not appended, and either ends the episode with ``finish_reason="length"``; so does a
-turn cut by its own budget, and an episode the environment has not ended after
-``max_turns`` turns. Reward: the sum (``env.reward=sum``) or the last of the step rewards,
+decoded with at most what is left, and one that spends it, or an observation that would pass
+it (not appended), ends the episode with ``finish_reason="length"``; so does an episode the
+environment has not ended after ``max_turns`` turns. A turn cut by ``max_new_tokens`` (or
+by a forced interruption's answer budget) is still the environment's to answer: the episode
+ends as ``"length"`` only if that was its last turn. Reward: the sum (``env.reward=sum``) or the last of the step rewards,
 ``None`` counted 0. An exception in ``reset`` or ``step`` (or a malformed ``step`` answer)
 ends its trajectory with reward 0, counted in ``env_errors``; the first traceback of each
 process is printed once.
@@ -152,16 +153,14 @@ class MultiTurn:
         outs = engine.generate([e.ids() for e, _ in rows], call, on_step=on_step)
         tokenizer = self.renderer.tokenizer
         for (e, budget), c in zip(rows, outs):
-            n, finish, text = c.num_tokens, c.finish_reason, c.text
+            n, text = c.num_tokens, c.text
             if n > budget:  # the call's budget is the largest row's: this row's is smaller
-                n, finish = budget, "length"
-                text = tokenizer.decode(c.tokens[:n].tolist(), skip_special_tokens=False)
+                n, text = budget, tokenizer.decode(c.tokens[:budget].tolist(), skip_special_tokens=False)
             e.append("model", c.tokens[:n], c.logprobs[:n], c.versions[:n], c.loss_mask[:n], text)
             e.last_token = tokenizer.decode(c.tokens[n - 1 : n].tolist(), skip_special_tokens=False) if n else ""
-            if finish == "length":
-                e.end("length")
-            else:
-                e.finish = finish
+            e.finish = "length" if n < c.num_tokens else c.finish_reason
+            if e.length >= self.spec.max_tokens and e.finish == "length":  # the episode's budget is spent
+                e.end()
 
     def _env_turn(self, engine: GenerationEngine, live: list[_Episode], last: bool) -> None:
         """Step every live episode's environment on its last turn; append the observations."""
