@@ -15,6 +15,7 @@ A tool that runs code would go through ``scalerl.data.sandbox``.
 from __future__ import annotations
 
 import ast
+import warnings
 
 from scalerl.data.tasks.base import first_integer
 from scalerl.data.tasks.calculator import CALL_CLOSE, CALL_OPEN, RESULT_CLOSE, RESULT_OPEN
@@ -28,7 +29,9 @@ def calculate(expr: str, max_digits: int = 12, max_ops: int = 8) -> int | None:
     if len(expr) > (max_digits + 4) * (max_ops + 1):  # bounds the parser's work and depth
         return None
     try:
-        tree = ast.parse(expr.strip(), mode="eval").body
+        with warnings.catch_warnings():  # "123abc" warns (invalid decimal literal) before it fails
+            warnings.simplefilter("ignore")
+            tree = ast.parse(expr.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     ops = sum(isinstance(node, ast.BinOp) for node in ast.walk(tree))
