@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip
 EXTRAS := plots,tensorboard,train,ray,data,dev
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench lint clean install
+.PHONY: demo test test-slow bench lint clean install install-gpu
 
 install: $(STAMP)
 
@@ -16,6 +16,13 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+# GPU machines: PyPI's CUDA torch 2.13.0 and vLLM 0.32 (constraints-gpu.txt) instead of the CPU wheel
+install-gpu:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -c constraints-gpu.txt -e ".[$(EXTRAS),vllm]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -40,9 +40,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scalerl.fit import bootstrap, fit_power_law, fit_sigmoid, sigmoid  # noqa: E402
+from scalerl.fit import FitOptions, bootstrap, fit_power_law, fit_sigmoid, sigmoid  # noqa: E402
+from scalerl.fit.calibrate import assess  # noqa: E402
 from scalerl.fit.errors import CurveError  # noqa: E402
-from scalerl.fit.uncertainty import assess  # noqa: E402
+from scalerl.fit.posterior import forecast_with_prior  # noqa: E402
+from scalerl.fit.prior import MIN_RUNS, learn_prior  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 GRID = np.arange(0, 16001, 200.0)
@@ -178,11 +180,121 @@ HEADER = ("curves", "fit on", "n", "held-out cov.", "final cov.", "median width"
           "bootstrap band cov. (before)")  # fmt: skip
 
 
+# --- the prior from finished runs (issue 21) -------------------------------------------
+
+POPULATION = {"A": (0.55, 0.75), "B": (1.3, 2.5), "C_mid": (1500.0, 5000.0)}
+OTHER = {  # populations the prior was not learned from: the guard must keep coverage
+    "other: bend past the data": {"C_mid": (20000.0, 40000.0)},
+    "other: low ceiling": {"A": (0.30, 0.45)},
+}
+
+
+def population(n: int, seed: int, **ranges) -> list[Curve]:
+    """``n`` runs of one population: A, B, C_mid uniform over ``POPULATION`` (or ``ranges``),
+    R0 0.25-0.40; odd runs AR(1) noise (sd 0.01-0.02, rho 0.5-0.8), even runs iid (sd 0.005-0.03)."""
+    box = POPULATION | ranges
+    rng, curves = np.random.default_rng(seed), []
+    for i in range(n):
+        A, B, C_mid = (rng.uniform(*box[k]) for k in ("A", "B", "C_mid"))
+        R0 = rng.uniform(0.25, 0.40)
+        if i % 2:
+            e = _noise("ar1", rng.uniform(0.01, 0.02), rng.uniform(0.5, 0.8), GRID.size, rng)
+        else:
+            e = _noise("iid", rng.uniform(0.005, 0.03), 0.0, GRID.size, rng)
+        y = np.clip(sigmoid(GRID, A, B, C_mid, R0) + e, 0, 1)
+        curves.append(Curve("population", f"run{i}", GRID, y, A))
+    return curves
+
+
+def score_prior(curve: Curve, frac: float, prior, why: str) -> dict | None:
+    """The prior's forecast (the prior-free one where it is refused), the prior-free fit's and
+    the power law's, at the final budget; coverage also over every held-out point."""
+    c, y = curve.compute, curve.reward
+    options = FitOptions(min_compute=EARLY * c[-1])
+    k = c <= frac * c[-1]
+    try:
+        fit = options.fit(c[k], y[k])
+    except CurveError:
+        return None
+    unc = assess(fit, level=LEVEL, horizon=1 / frac)
+    pf = forecast_with_prior(fit, fit_until=frac * c[-1], budget=c[-1], prior=prior, options=options,
+                             n_runs=0 if prior is None else prior.n_runs, why_none=why)  # fmt: skip
+    held_c, held_y = c[~k], y[~k]
+    out = {"used": pf.used}
+    for name, (lo, hi), pred in (
+        ("free", unc.predictive(held_c), fit.predict(held_c[-1])),
+        ("prior", pf.predictive(held_c) if pf.used else unc.predictive(held_c),
+         pf.predict(held_c[-1]) if pf.used else fit.predict(held_c[-1])),
+    ):  # fmt: skip
+        lo, hi = np.ravel(lo), np.ravel(hi)
+        out[name] = ((held_y >= lo) & (held_y <= hi), hi[-1] - lo[-1], abs(float(np.ravel(pred)[-1]) - held_y[-1]))
+    out["power"] = abs(float(fit_power_law(c[k], y[k], c0=EARLY * c[-1]).predict(held_c[-1])) - held_y[-1])
+    return out
+
+
+def _loo(curves: list[Curve], frac: float) -> list[dict]:
+    """Leave-one-run-out: each run forecast under the prior learned from the others."""
+    options = FitOptions(min_compute=EARLY * curves[0].compute[-1])
+    prior, why = learn_prior([(c.name, c.compute, c.reward) for c in curves], options)
+    rows = []
+    for curve in curves:
+        others = prior
+        if prior is not None:
+            names = [r.name for r in prior.runs]
+            others = prior.without(names.index(curve.name)) if curve.name in names else prior
+            if others.n_runs < MIN_RUNS:
+                others, why = None, f"only {others.n_runs} other runs"
+        rows.append(score_prior(curve, frac, others, why))
+    return [r for r in rows if r is not None]
+
+
+def prior_rows(n_runs: int) -> list[tuple[str, float, list[dict]]]:
+    table = []
+    base = population(n_runs, 21)
+    options = FitOptions(min_compute=EARLY * GRID[-1])
+    prior, _ = learn_prior([(c.name, c.compute, c.reward) for c in base], options)
+    for frac in FRACS:
+        table.append((f"population ({n_runs} runs, leave-one-run-out)", frac, _loo(base, frac)))
+        for name, ranges in OTHER.items():
+            curves = population(max(n_runs // 2, 10), 99 + len(name), **ranges)
+            table.append((name, frac, [s for c in curves if (s := score_prior(c, frac, prior, "")) is not None]))
+        table.append(("demo (5 real runs, leave-one-run-out)", frac, _loo(real(), frac)))
+    return table
+
+
+PRIOR_HEADER = ("runs", "fit on", "n", "prior used", "final cov. (prior / free)", "held-out cov. (prior / free)",
+                "median width (prior / free)", "final err (prior / free / power law)")  # fmt: skip
+
+
+def print_prior_table(table) -> None:
+    print("| " + " | ".join(PRIOR_HEADER) + " |")
+    print("|" + "---|" * len(PRIOR_HEADER))
+    for name, frac, rows in table:
+        def col(key, i, f=np.mean, rows=rows):
+            return f([r[key][i] for r in rows])
+
+        held = {k: np.mean(np.concatenate([r[k][0] for r in rows])) for k in ("prior", "free")}
+        final = {k: np.mean([r[k][0][-1] for r in rows]) for k in ("prior", "free")}
+        cells = (name, f"{frac:.0%}", str(len(rows)), f"{sum(r['used'] for r in rows)}/{len(rows)}",
+                 f"{final['prior']:.1%} / {final['free']:.1%}", f"{held['prior']:.1%} / {held['free']:.1%}",
+                 f"{col('prior', 1, np.median):.3f} / {col('free', 1, np.median):.3f}",
+                 f"{col('prior', 2, np.median):.3f} / {col('free', 2, np.median):.3f} / "
+                 f"{np.median([r['power'] for r in rows]):.3f}")  # fmt: skip
+        print("| " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=4, help="synthetic curves per noise setting")
     ap.add_argument("--no-scaling", action="store_true", help="skip the parallel-scaling probe")
+    ap.add_argument("--prior-runs", type=int, default=30, help="finished runs in the prior's population")
+    ap.add_argument("--prior-only", action="store_true", help="only the prior's table (issue 21)")
     args = ap.parse_args()
+    if args.prior_only:
+        t0 = time.perf_counter()
+        print_prior_table(prior_rows(args.prior_runs))
+        print(f"scored in {time.perf_counter() - t0:.1f} s; nominal level {LEVEL:.0%}")
+        return
     if not args.no_scaling:
         from _workload import parallel_scaling
 
@@ -210,6 +322,7 @@ def main() -> None:
                  f"{s['width_ident']:.3f}", f"{s['identified']}/{s['n']}", f"{s['err']:.3f}",
                  f"{s['err_last']:.3f}", f"{s['err_power']:.3f}", s["A_cov"], f"{s['boot']:.1%}")  # fmt: skip
         print("| " + " | ".join(cells) + " |")
+    print_prior_table(prior_rows(args.prior_runs))
 
 
 if __name__ == "__main__":

@@ -57,11 +57,12 @@ from mismatch import measure as measure_mismatch  # noqa: E402
 
 from scalerl.compute import matmul_peak  # noqa: E402
 from scalerl.config import load_config  # noqa: E402
-from scalerl.data.curriculum import PromptPool  # noqa: E402
 from scalerl.metrics import read_records  # noqa: E402
 from scalerl.models import build_model, build_task_tokenizer, count_parameters, save_pretrained  # noqa: E402
+from scalerl.pipeline import build  # noqa: E402
+from scalerl.pipeline.batch import prepare_batch  # noqa: E402
 from scalerl.pipeline.run import train  # noqa: E402
-from scalerl.pipeline.train_step import train_step  # noqa: E402
+from scalerl.pipeline.train_step import backward_and_step  # noqa: E402
 from scalerl.rollout.torch_engine import TorchEngine  # noqa: E402
 from scalerl.types import Completion, Group  # noqa: E402
 
@@ -147,8 +148,9 @@ def learner_throughput(model, tokenizer, p: dict, device: str, peak: float | Non
     tokens = {}
 
     def step():
-        tokens["n"] = train_step(model, opt, sched, groups, cfg, PromptPool(P, seed=0), 0,
-                                 tokenizer.pad_token_id)["trained_tokens"]
+        batch = prepare_batch(groups, build.batch_rules(cfg), 0, tokenizer.pad_token_id)
+        tokens["n"] = backward_and_step(model, opt, sched, batch, build.step_rules(cfg),
+                                        tokenizer.pad_token_id)["trained_tokens"]
 
     seconds = _median(step, device, p["repeats"])
     flops = 6 * count_parameters(model) * tokens["n"] / seconds

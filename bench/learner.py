@@ -38,6 +38,7 @@ from scalerl.compute import matmul_peak
 from scalerl.config import load_config
 from scalerl.data.tasks import get_task
 from scalerl.models import build_model, build_task_tokenizer, count_parameters
+from scalerl.pipeline import build
 from scalerl.pipeline.batch import prepare_batch
 from scalerl.pipeline.train_step import backward_and_step
 from scalerl.rollout.torch_engine import TorchEngine
@@ -58,11 +59,11 @@ def step_runner(model, tok, groups, overrides: list[str]):
     cfg = load_config("scalerl", ["length.truncation=keep", "filters.zero_variance=false", *overrides])
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
-    batch = prepare_batch(groups, cfg, 0, tok.pad_token_id)
+    batch = prepare_batch(groups, build.batch_rules(cfg), 0, tok.pad_token_id)
     out = {}
 
     def run():
-        out.update(backward_and_step(model, opt, sched, batch, cfg, tok.pad_token_id))
+        out.update(backward_and_step(model, opt, sched, batch, build.step_rules(cfg), tok.pad_token_id))
     return run, out
 
 
@@ -84,13 +85,13 @@ def lora_vs_full(args) -> None:
     for name, model in (("full", full), ("lora", lora)):
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
-        batch = prepare_batch(groups, cfg, 0, tok.pad_token_id)
+        batch = prepare_batch(groups, build.batch_rules(cfg), 0, tok.pad_token_id)
         runs[name] = (model, opt, sched, batch, {})
     times = {name: [] for name in runs}
     for repeat in range(args.repeats + 1):  # the first is a warm-up
         for name, (model, opt, sched, batch, out) in runs.items():
             start = time.process_time()
-            out.update(backward_and_step(model, opt, sched, batch, cfg, tok.pad_token_id))
+            out.update(backward_and_step(model, opt, sched, batch, build.step_rules(cfg), tok.pad_token_id))
             if repeat:
                 times[name].append(time.process_time() - start)
     n_params = count_parameters(full)

@@ -152,3 +152,15 @@ def test_atomic_write_replaces_whole_or_not_at_all(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         atomic_write(target, b"newer: 3\n")
     assert target.read_bytes() == b"new: 2\n" and [p.name for p in tmp_path.iterdir()] == ["config.yaml"]
+
+
+def test_learner_state_is_a_copy_not_a_view_of_the_live_weights():
+    from scalerl.checkpoint import to_cpu
+
+    live = {"model": {"w": torch.ones(3)}, "optimizer": {"state": {0: {"exp_avg": torch.zeros(3)}}}, "v": 2,
+            "groups": [torch.ones(1), (torch.zeros(1),)]}
+    copy = to_cpu(live)
+    live["model"]["w"].add_(1.0)
+    live["optimizer"]["state"][0]["exp_avg"].add_(1.0)
+    assert copy["model"]["w"].tolist() == [1.0] * 3 and copy["optimizer"]["state"][0]["exp_avg"].sum() == 0
+    assert copy["v"] == 2 and isinstance(copy["groups"][1], tuple)

@@ -314,3 +314,14 @@ def test_an_error_no_layer_set_a_field_for_names_the_whole_stack():
     assert explain(err.value, layers, Whole) == ("invalid config in the recipe r.yaml with the overrides "
                                                  "--set a, --set b.c: the parts do not fit.")
     assert explain(err.value, layers[:2], Whole) == "invalid config in the recipe r.yaml: the parts do not fit."
+
+
+@pytest.mark.parametrize("sets, says", [
+    (["learner.world_size=9"], "more than pipeline.prompts_per_step=8"),
+    (["learner.world_size=2", "train.cores=1"], "more than the 1 cores"),
+    (["learner.world_size=2", "model.lora.rank=4"], "model.lora with learner.world_size > 1"),
+    (["learner.strategy=zero3"], "'learner.strategy'"),
+])
+def test_a_learner_world_the_run_cannot_serve_is_one_sentence(sets, says):
+    with pytest.raises(ConfigError, match=says):
+        load_config("scalerl", sets)

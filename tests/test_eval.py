@@ -89,3 +89,23 @@ def test_a_downstream_variant_is_evaluated_beside_the_validation_set(tmp_path):
     assert all(len(ex.problem) > len(task.validation()[0].problem) for ex in down.task.validation()[:4])
     result = down()
     assert 0 <= result["downstream_pass_rate"] <= 1 and result["downstream_tokens"] > 0
+
+
+def test_unbiased_pass_at_k_and_mean_at_k_with_their_errors():
+    engine = ScriptedEngine(right=[4, 2, 0], k=4)
+    evaluator = Evaluator(engine, PromptRenderer(CharTokenizer()), ThreeProblems(), SamplingParams(), k=4,
+                          num_prompts=None, seed=123, pass_at=(1, 2, 4))
+    result = evaluator()
+    # pass@2 per prompt: 1, 1 - C(2,2)/C(4,2) = 5/6, 0 -> mean 11/18
+    assert result["val_pass_at_2"] == pytest.approx(11 / 18)
+    assert result["val_pass_at_2_stderr"] == pytest.approx(np.std([1, 5 / 6, 0], ddof=1) / 3**0.5)
+    assert result["val_pass_at_1"] == pytest.approx(result["val_pass_rate"])  # pass@1 is mean@k
+    assert result["val_pass_at_4"] == pytest.approx(result["val_pass_at_k"])  # pass@n: any correct
+    assert result["val_mean_at_k"] == 0.5 and result["val_mean_at_k_stderr"] == result["val_stderr"]
+
+
+def test_eval_pass_at_above_eval_k_is_one_sentence():
+    from scalerl.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"eval.pass_at 8 must lie in \[1, eval.k = 4\]"):
+        load_config("scalerl", ["eval.k=4", "eval.pass_at=[2,8]"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from scalerl.fit.io import read_curves
+from scalerl.fit.readers import read_curves
 from scalerl.metrics import JsonlSink, read_records, truncate_after
 
 

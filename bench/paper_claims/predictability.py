@@ -20,8 +20,8 @@ from pathlib import Path
 
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import holdout_forecast
-from scalerl.fit.io import read_jsonl
 from scalerl.fit.options import FitOptions
+from scalerl.fit.readers import read_jsonl
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

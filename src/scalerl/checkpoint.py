@@ -89,14 +89,31 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def rng_state() -> dict[str, Any]:
-    """Python, numpy and torch RNG states of this process."""
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Python, numpy and torch RNG states of this process (every CUDA device's too, when any)."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def to_cpu(state: Any) -> Any:
+    """``state`` with every tensor copied to the CPU (recursively through dicts, lists and
+    tuples): a checkpoint never allocates on a GPU shared with generators, and loads anywhere."""
+    if torch.is_tensor(state):
+        return state.detach().to("cpu", copy=True)
+    if isinstance(state, dict):
+        return {k: to_cpu(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(to_cpu(v) for v in state)
+    return state
 
 
 # ---------------------------------------------------------------------------- writing

@@ -95,15 +95,23 @@ def matmul_peak(device: str = "cpu", dtype=None, n: int | None = None, repeats: 
     ``t`` the best of ``repeats`` timed calls after one warm-up: the dense throughput this
     process reaches with its torch threads, the denominator of ``learner_mfu`` (a data-sheet
     peak would hide what the machine actually gives). ``n`` defaults to 384 on the CPU and
-    4096 on a GPU, where a small product measures kernel launch, not throughput."""
+    8192 on a GPU, where a small product measures kernel launch, not throughput; a GPU is
+    first kept busy for about a second, since its clocks ramp up only under sustained load
+    (an H200 idles at 345 MHz: one short warm-up would understate the peak and overstate MFU)."""
     import torch
 
     dtype = dtype or torch.float32
     accelerated = str(device).startswith("cuda")
-    n = n or (4096 if accelerated else 384)
+    n = n or (8192 if accelerated else 384)
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     a @ b  # warms kernels and caches
+    if accelerated:
+        torch.cuda.synchronize()
+        ramp = time.perf_counter() + 1.0
+        while time.perf_counter() < ramp:
+            a @ b
+            torch.cuda.synchronize()
     best = float("inf")
     for _ in range(repeats):
         if accelerated:

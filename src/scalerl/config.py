@@ -39,6 +39,7 @@ from scalerl.config_layers import merged_layers
 from scalerl.config_layers import parse_override as parse_override
 from scalerl.config_layers import recipe_names as recipe_names
 from scalerl.config_layers import resolve_recipe as resolve_recipe
+from scalerl.config_learner import LearnerConfig
 from scalerl.config_loss import LossConfig
 from scalerl.config_model import ExportConfig, LoraConfig
 
@@ -67,9 +68,10 @@ class ModelConfig(_Frozen):
     arch: Literal["llama", "qwen2"] = "llama"
     """Architecture family of the built model."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    """Dtype of the model body (the LM head follows ``fp32_head_*``). ``bfloat16``: the
-    learner trains bf16 weights. ``float16`` (CUDA only): generators run fp16, the learner
-    keeps float32 master weights under fp16 autocast with dynamic loss scaling."""
+    """Dtype the model body computes in (the LM head follows ``fp32_head_*``). The learner
+    always keeps float32 master weights and AdamW state: ``bfloat16`` computes its forward and
+    backward under bf16 autocast and generators decode bf16 copies of each version;
+    ``float16`` (CUDA only) the same in fp16, with dynamic loss scaling."""
     chat_template: str = "auto"
     """How prompts are rendered (``scalerl.models.chat``): ``auto`` applies the tokenizer's
     chat template whenever it has one (plain text otherwise), ``none`` never does, and a
@@ -203,10 +205,14 @@ class VLLMConfig(_Frozen):
     @model_validator(mode="after")
     def _extra_is_extra(self) -> VLLMConfig:
         taken = sorted(set(self.extra) & {"model", "dtype", "seed", "version", "fp32_head",
-                                          "gpu_memory_utilization", "enforce_eager"})
+                                          "gpu_memory_utilization", "enforce_eager", "logprobs_mode",
+                                          "async_scheduling"})
+        if "head_dtype" in (self.extra.get("hf_overrides") or {}):
+            taken.append("hf_overrides.head_dtype")
         if taken:
             raise ValueError(f"rollout.vllm.extra cannot set {', '.join(taken)}: the trainer sets "
-                             "them (model.base, model.dtype, train.seed, or rollout.vllm's own fields)")
+                             "them (model.base, model.dtype, train.seed, model.fp32_head_generator, rollout.vllm's "
+                             "own fields, or the behaviour log-probs and step semantics the trainer relies on)")
         return self
 
     def llm_kwargs(self) -> dict[str, Any]:
@@ -348,6 +354,16 @@ class EvalConfig(_Frozen):
     """Validate every this many optimiser steps (and at step 0 and the last step)."""
     k: int = Field(1, ge=1)
     """Samples per validation prompt: the logged value is mean@k pass rate."""
+    pass_at: tuple[int, ...] = ()
+    """k values (each at most ``eval.k``) of the unbiased pass@k ``1 - C(n - c, k) / C(n, k)``
+    logged as ``val_pass_at_<k>`` with ``val_pass_at_<k>_stderr`` over prompts."""
+
+    @model_validator(mode="after")
+    def _pass_at_within_k(self) -> EvalConfig:
+        bad = [k for k in self.pass_at if not 1 <= k <= self.k]
+        if bad:
+            raise ValueError(f"eval.pass_at {bad[0]} must lie in [1, eval.k = {self.k}]: pass@k needs k samples per prompt")
+        return self
     num_prompts: int | None = Field(None, ge=1)
     """Held-out prompts used (None: the task's whole validation split)."""
     temperature: float = Field(1.0, gt=0)
@@ -383,6 +399,10 @@ class ForecastConfig(_Frozen):
     """Coverage of every forecast interval."""
     margin: float = Field(0.02, ge=0)
     """A ceiling is identified when A's interval is within ±margin (paper: 0.02, §1.4)."""
+    prior_runs: str | None = None
+    """Finished runs (a folder, a log file or a glob) to learn a prior for Eq. 1 from; each
+    forecast then also logs ``forecast_prior_*``, its forecast under that prior, as
+    ``scalerl fit --prior-runs``. None: prior-free forecasts only."""
 
 
 class LogConfig(_Frozen):
@@ -448,6 +468,7 @@ class Config(_Frozen):
     forecast: ForecastConfig = ForecastConfig()
     log: LogConfig = LogConfig()
     export: ExportConfig = ExportConfig()
+    learner: LearnerConfig = LearnerConfig()
     train: TrainConfig = TrainConfig()
 
     @model_validator(mode="after")
@@ -468,10 +489,33 @@ class Config(_Frozen):
                 check_task(self.task.name, self.eval.downstream_knobs)
             except ValueError as err:
                 raise ValueError(f"eval.downstream_knobs: {err}") from None
+        if self.learner.world_size > 1:
+            self._check_learner_world()
         if self.eval.on == "generator" and self.pipeline.backend != "local":
             raise ValueError(f"eval.on=generator needs pipeline.backend=local (got {self.pipeline.backend}); "
                              "use eval.on=learner or auto")
         return self
+
+    def _check_learner_world(self) -> None:
+        """A ``learner.world_size`` the batch, the devices and the cores can serve."""
+        import os
+
+        n = self.learner.world_size
+        if n > self.pipeline.prompts_per_step:
+            raise ValueError(f"learner.world_size={n} is more than pipeline.prompts_per_step="
+                             f"{self.pipeline.prompts_per_step}: a rank would get no group to train")
+        if self.model.lora is not None:
+            raise ValueError("model.lora with learner.world_size > 1 is not supported yet; use world_size 1")
+        cores = self.train.cores or len(os.sched_getaffinity(0))
+        if n > cores:
+            raise ValueError(f"learner.world_size={n} is more than the {cores} cores this run has "
+                             "(train.cores, or the CPUs this process may use)")
+        if self.train.device == "cuda":
+            import torch
+
+            if torch.cuda.is_available() and n > torch.cuda.device_count():
+                raise ValueError(f"learner.world_size={n} is more than the {torch.cuda.device_count()} "
+                                 "visible GPUs (one per rank)")
 
     def _check_cuda(self) -> None:
         import torch  # only for runs that ask for a GPU

@@ -41,6 +41,8 @@ class EvalSpec:
     """How prompts are rendered: as the generators render them."""
     samples: int = 0
     """Samples kept for ``samples.jsonl`` (the validation set's only)."""
+    pass_at: tuple[int, ...] = ()
+    """k values of the unbiased pass@k logged beside mean@k (each at most ``k``)."""
     env: EnvSpec | None = None
     """The environment trajectories run in, as in training (None: single-turn)."""
 
@@ -48,7 +50,7 @@ class EvalSpec:
 def build_evaluators(specs, engine, tokenizer) -> list[Evaluator]:
     """One :class:`Evaluator` per spec, all on ``engine`` (whatever weights it holds)."""
     return [Evaluator(engine, PromptRenderer(tokenizer, s.chat), s.task.build(), s.params, s.k, s.num_prompts,
-                      seed=s.seed, prefix=s.prefix, samples=s.samples, env=s.env) for s in specs]
+                      seed=s.seed, prefix=s.prefix, samples=s.samples, pass_at=s.pass_at, env=s.env) for s in specs]
 
 
 def run_evaluators(evaluators: list[Evaluator]) -> tuple[dict[str, float], int, tuple]:
@@ -77,13 +79,20 @@ class Evaluator:
 
     def __init__(self, engine, renderer: PromptRenderer, task, params: SamplingParams, k: int,
                  num_prompts: int | None, seed: int, prefix: str = "val", samples: int = 0,
-                 env: EnvSpec | None = None) -> None:
+                 pass_at: tuple[int, ...] = (), env: EnvSpec | None = None) -> None:
         self.engine, self.renderer, self.task, self.prefix = engine, renderer, task, prefix
         self.rollout = build_rollout(task, renderer.tokenizer, renderer.fmt, env)
-        self.k, self.num_prompts, self.samples = k, num_prompts, samples
+        self.k, self.num_prompts, self.samples, self.pass_at = k, num_prompts, samples, pass_at
         self.params = replace(params, seed=seed)
         examples = task.validation()[:num_prompts]
         self.prompt_tokens = sum(len(renderer.ids(task.prompt(ex))) for ex in examples) * k
+
+    def _pass_at(self, result) -> dict:
+        """``<prefix>_pass_at_<k>`` (unbiased) and its ``_stderr`` for every k in ``pass_at``."""
+        out = {}
+        for k in self.pass_at:
+            out[f"{self.prefix}_pass_at_{k}"], out[f"{self.prefix}_pass_at_{k}_stderr"] = result.pass_at(k)
+        return out
 
     def __call__(self) -> dict:
         """``<prefix>_pass_rate`` = mean over prompts of the fraction of k samples that are
@@ -97,6 +106,9 @@ class Evaluator:
             f"{p}_pass_rate": result.mean_at_k,
             f"{p}_stderr": result.stderr,  # over prompts: a prompt's k samples are correlated
             f"{p}_pass_at_k": float((result.pass_rates > 0).mean()),
+            f"{p}_mean_at_k": result.mean_at_k,
+            f"{p}_mean_at_k_stderr": result.stderr,
+            **self._pass_at(result),
             f"{p}_truncation_rate": result.truncation_rate,
             f"{p}_len": result.mean_length,
             f"{p}_turns_mean": result.mean_turns,

@@ -34,6 +34,7 @@ class LiveForecast:
         self._pending: Future | None = None
         self._ready: dict[str, Any] | None = None  # finished, not yet handed out
         self._stale = False  # an evaluation arrived while a fit was running
+        self._prior: dict[str, Any] = {}  # forecast.prior_runs' prior, learned once in the forecast thread
 
     def observe(self, record: dict[str, Any]) -> None:
         """Take a metrics record; an evaluation (step, compute, pass rate) triggers a refit."""
@@ -68,7 +69,9 @@ class LiveForecast:
         if len(self.points) - 1 < self.cfg.min_points or self._step <= 0:
             return
         compute, reward = zip(*self.points)
-        self._pending = self._pool.submit(_fit, list(compute), list(reward), self.budget(), self._step, self.cfg)
+        self._pending = self._pool.submit(
+            _fit, list(compute), list(reward), self.budget(), self._step, self.cfg, self._prior
+        )
         self._stale = False
 
     def _collect(self) -> None:
@@ -113,19 +116,26 @@ class LiveForecast:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _fit(compute: list[float], reward: list[float], budget: float, step: int, cfg) -> dict[str, Any]:
+def _fit(compute: list[float], reward: list[float], budget: float, step: int, cfg, prior: dict) -> dict[str, Any]:
     """Runs in the forecast thread; a curve the law cannot fit yet gives a reason, not a crash.
 
     Any other failure is logged as ``forecast_error`` too: the forecast is a diagnostic, and
-    a bug in it must never end a training run hours in.
+    a bug in it must never end a training run hours in. ``prior`` caches the prior of
+    ``forecast.prior_runs`` (learned at the first forecast; the one worker thread is its
+    only user).
     """
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import live_forecast
     from scalerl.fit.options import FitOptions
+    from scalerl.fit.prior_runs import load_prior
+    from scalerl.fit.readers import Columns
 
     options = FitOptions(r0="first", min_compute=cfg.min_compute, level=cfg.level, margin=cfg.margin)
     try:
-        fields = live_forecast(compute, reward, budget=budget, target=cfg.target, options=options)
+        if cfg.prior_runs is not None and "learned" not in prior:
+            prior["learned"] = load_prior(cfg.prior_runs, options, Columns(x=X, y=Y), what="forecast.prior_runs")
+        fields = live_forecast(compute, reward, budget=budget, target=cfg.target, options=options,
+                               prior=prior.get("learned"))  # fmt: skip
     except CurveError as err:
         return {"forecast_step": step, "forecast_error": str(err)}
     except Exception as err:  # noqa: BLE001 - see the docstring

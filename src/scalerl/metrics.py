@@ -3,7 +3,7 @@
 ``RUN_DIR/metrics.jsonl`` holds one JSON object per optimiser step (step 0 is the evaluation
 of the starting policy, R0). Every record carries ``step``, ``compute_gpu_hours`` and
 ``flops``; evaluation steps add ``val_pass_rate``. ``scalerl fit RUN_DIR/metrics.jsonl``
-reads it as it is (``scalerl.fit.io`` picks x = ``compute_gpu_hours``, y = ``val_pass_rate``
+reads it as it is (``scalerl.fit.readers`` picks x = ``compute_gpu_hours``, y = ``val_pass_rate``
 and skips records without a validation value).
 
 Crash safety: each record is written with a single ``os.write`` on an ``O_APPEND`` descriptor

@@ -49,3 +49,13 @@ def test_report_ranks_the_higher_asymptote_and_writes_every_file(tmp_path):
     assert fitted["scalerl"] == pytest.approx(0.60, abs=0.03)
     assert fitted["loo-dapo"] == pytest.approx(0.45, abs=0.03)
     assert "loo" in data
+
+
+def test_report_pooled_compares_the_joint_fit(tmp_path, capsys):
+    from scalerl.cli import main
+
+    for name, A in (("scalerl", 0.60), ("loo-dapo", 0.50), ("loo-fp32", 0.55)):
+        _write_run(tmp_path / name / "seed0", A, 2.0, 50.0, int(A * 100))
+    assert main(["report", str(tmp_path), "--pooled"]) == 0
+    text = (tmp_path / "study.md").read_text()
+    assert "Joint fit of 3 points: B and C_mid partially pooled" in text

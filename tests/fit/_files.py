@@ -1,4 +1,4 @@
-"""Writers for curve files in every format ``scalerl.fit.io`` reads (shared by fit tests).
+"""Writers for curve files in every format ``scalerl.fit.readers`` reads (shared by fit tests).
 
 TensorBoard files are written with tensorboard's own ``EventFileWriter`` and protos,
 so no torch is involved.

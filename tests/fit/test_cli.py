@@ -261,3 +261,14 @@ def test_python_dash_m_scalerl_is_the_scalerl_command(tmp_path):
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Sigmoid fits (Eq. 1)" in proc.stdout
+
+
+def test_fit_reads_an_unbiased_pass_at_k_column(tmp_path, curve, capsys):
+    path = tmp_path / "metrics.jsonl"
+    lines = [json.dumps({"step": 10 * i, "compute_gpu_hours": float(c), "val_pass_rate": float(r) / 2,
+                         "val_pass_at_4": float(r)}) for i, (c, r) in enumerate(zip(*curve))]  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "fit.json"
+    assert main(["fit", str(path), "--y", "val_pass_at_4", "--no-budget", "--json", str(out)]) == 0
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["y"] == "val_pass_at_4" and run["fit"]["A"] == pytest.approx(TRUE["A"], abs=0.01)

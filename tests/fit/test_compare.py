@@ -8,8 +8,8 @@ import pytest
 from scalerl.fit.compare import compare_runs, decide, extrapolation_errors, fit_run, loo_table
 from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import fit_sigmoid
-from scalerl.fit.io import Curve
 from scalerl.fit.options import FitOptions
+from scalerl.fit.readers import Curve
 
 from ._files import synthetic_curve
 

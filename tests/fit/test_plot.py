@@ -9,7 +9,7 @@ from PIL import Image
 from scalerl.fit import plot
 from scalerl.fit.compare import loo_table
 from scalerl.fit.fitting import fit_sigmoid
-from scalerl.fit.io import Curve
+from scalerl.fit.readers import Curve
 from scalerl.fit.resample import bootstrap
 
 from ._files import synthetic_curve
@@ -77,7 +77,7 @@ def test_comparison_and_efficiency_figures(tmp_path):
 
 
 def test_plot_fit_marks_an_unidentified_ceiling_the_cutoff_and_both_bands(half_fit):
-    from scalerl.fit.uncertainty import assess
+    from scalerl.fit.calibrate import assess
 
     _, full = half_fit
     early = full.compute <= 2000  # a quarter-way prefix: the ceiling is not identified

@@ -11,7 +11,7 @@ import pytest
 
 from scalerl.fit import report
 from scalerl.fit.compare import compare_runs, extrapolation_errors, loo_table
-from scalerl.fit.io import Curve
+from scalerl.fit.readers import Curve
 
 from ._files import synthetic_curve
 

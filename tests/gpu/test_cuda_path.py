@@ -13,12 +13,21 @@ from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool
 from scalerl.metrics import read_records
 from scalerl.models import build_model, build_task_tokenizer, save_pretrained
+from scalerl.pipeline import build
+from scalerl.pipeline.batch import prepare_batch
 from scalerl.pipeline.run import train
-from scalerl.pipeline.train_step import train_step
+from scalerl.pipeline.train_step import backward_and_step
 from scalerl.rollout.torch_engine import TorchEngine
 from scalerl.types import Group, SamplingParams
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+def learner_step(model, opt, sched, groups, cfg, pool, version, pad_id, scaler=None):
+    batch = prepare_batch(groups, build.batch_rules(cfg), version, pad_id)
+    return backward_and_step(model, opt, sched, batch, build.step_rules(cfg), pad_id, scaler)
+
+
 TOKENIZER = build_task_tokenizer()
 
 
@@ -39,7 +48,7 @@ def test_engine_and_learner_on_cuda_agree_and_train(dtype, fp32_head, max_kl):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     before = [p.detach().clone() for p in model.parameters()]
-    metrics = train_step(model, opt, sched, groups, cfg, PromptPool(2, seed=0), 0, TOKENIZER.pad_token_id)
+    metrics = learner_step(model, opt, sched, groups, cfg, PromptPool(2, seed=0), 0, TOKENIZER.pad_token_id)
     assert np.isfinite(metrics["loss"]) and metrics["mismatch_kl"] < max_kl
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
 
@@ -50,7 +59,7 @@ def test_float16_learner_with_loss_scaling_on_cuda():
     cfg = load_config("scalerl", ["model.dtype=float16", "filters.zero_variance=false"])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
-    metrics = train_step(model, opt, sched, groups, cfg, PromptPool(2, seed=0), 0, TOKENIZER.pad_token_id,
+    metrics = learner_step(model, opt, sched, groups, cfg, PromptPool(2, seed=0), 0, TOKENIZER.pad_token_id,
                          scaler=torch.amp.GradScaler("cuda"))
     assert metrics["loss_scale"] > 0 and np.isfinite(metrics["grad_norm"])
 

@@ -33,3 +33,21 @@ def test_a_failing_section_records_its_error_and_the_rest_still_run(tmp_path, mo
     gpu_check._section(report, "peak_flop_s", out, lambda: 2.0)
     saved = json.loads(out.read_text())
     assert saved["engine"]["error"].startswith("ZeroDivisionError") and saved["peak_flop_s"] == 2.0
+
+
+def test_a_bare_python_is_told_in_one_sentence_which_wheels_are_missing(tmp_path):
+    import shutil
+    import sys
+
+    bare = shutil.which("python3", path="/usr/bin:/bin")
+    if bare is None or Path(bare).resolve() == Path(sys.executable).resolve():
+        import pytest
+
+        pytest.skip("no system python3 apart from the project's")
+    run = subprocess.run([str(ROOT / "scripts" / "gpu_check.sh"), "--dry-run", "--out", str(tmp_path / "x.json")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", "PYTHON": bare})
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert "lacks torch" in lines[0] and "pydantic==2.14.4" in lines[0] and "--python-version 3.12" in lines[0]
+    assert "/dev/shm free" in run.stdout and not (tmp_path / "x.json").exists()

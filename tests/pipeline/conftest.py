@@ -40,3 +40,19 @@ class CaptureGrads(torch.optim.SGD):
 
     def step(self, closure=None):
         self.grads = [p.grad.clone() if p.grad is not None else None for g in self.param_groups for p in g["params"]]
+
+
+def learner_step(model, opt, sched, groups, cfg, pool=None, version: int = 0, pad_id: int = 0, scaler=None):
+    """One learner step the way ``Learner.step`` takes it: ``prepare_batch`` with the config's
+    :class:`BatchRules`, its pass rates into ``pool``, then ``backward_and_step`` with its
+    :class:`StepRules`; the step's metrics."""
+    from scalerl.pipeline import build
+    from scalerl.pipeline.batch import prepare_batch
+    from scalerl.pipeline.train_step import backward_and_step
+
+    batch = prepare_batch(groups, build.batch_rules(cfg), version, pad_id)
+    for prompt_id, rate in batch.pass_rates:
+        if pool is not None:
+            pool.record(prompt_id, rate)
+    return backward_and_step(model, opt, sched, batch, build.step_rules(cfg), pad_id, scaler)
+

@@ -29,4 +29,5 @@ def test_device_resolution():
     assert build.device(load_config("scalerl", ["train.device=cpu"])) == "cpu"
     auto = build.device(load_config("scalerl"))
     assert auto == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert build.learner_dtype(load_config("scalerl", ["model.dtype=bfloat16"])) == "bfloat16"
+    assert build.learner_dtype(load_config("scalerl", ["model.dtype=bfloat16"])) == "float32"  # masters
+    assert build.step_rules(load_config("scalerl", ["model.dtype=bfloat16"])).autocast == "bfloat16"

@@ -10,7 +10,7 @@ import pytest
 from conftest import run_overrides
 
 from scalerl.config import load_config, recipe_names
-from scalerl.fit.io import read_curves
+from scalerl.fit.readers import read_curves
 from scalerl.metrics import read_records
 from scalerl.pipeline.run import train
 

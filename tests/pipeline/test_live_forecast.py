@@ -141,3 +141,52 @@ def test_a_finished_forecast_is_never_dropped_by_the_next_evaluation():
     assert live.poll(wait=True)["forecast_step"] == 50
     assert live.poll(wait=False) == {}
     live.close()
+
+
+def test_live_forecast_adds_the_forecast_under_forecast_prior_runs(tmp_path):
+    from scalerl.config import ForecastConfig
+    from scalerl.fit import sigmoid
+    from scalerl.live_forecast import _fit
+
+    grid, rng = np.arange(0.0, 16001.0, 400.0), np.random.default_rng(3)
+    curves = []
+    for _ in range(9):  # finished runs of one population, then a new run of it
+        R0, gain, B, c_mid = rng.uniform(0.25, 0.35), rng.uniform(0.2, 0.4), rng.uniform(1.4, 2.4), rng.uniform(2e3, 4.5e3)
+        curves.append(np.clip(sigmoid(grid, R0 + gain, B, c_mid, R0) + rng.normal(0, 0.01, grid.size), 0, 1))
+    for i, y in enumerate(curves[:8]):
+        (tmp_path / f"run{i}").mkdir()
+        lines = [json.dumps({"step": 10 * j, "compute_gpu_hours": c, "val_pass_rate": r}) for j, (c, r) in enumerate(zip(grid, y))]
+        (tmp_path / f"run{i}" / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    cfg = ForecastConfig(prior_runs=str(tmp_path), min_compute=1500.0)
+    keep = grid <= 4000.0
+    cache: dict = {}
+    fields = _fit(list(grid[keep]), list(curves[8][keep]), 16000.0, 100, cfg, cache)
+    assert "forecast_error" not in fields, fields.get("forecast_error")
+    assert fields["forecast_prior_used"] is True and "prior from 8 finished runs" in fields["forecast_prior_reason"]
+    assert fields["forecast_prior_final_lo"] <= fields["forecast_prior_final"] <= fields["forecast_prior_final_hi"]
+    free = fields["forecast_final_hi"] - fields["forecast_final_lo"]
+    assert fields["forecast_prior_final_hi"] - fields["forecast_prior_final_lo"] < free
+    assert cache["learned"][2] == 8  # learned once, kept for the next forecast
+    # scalerl fit with the same cut, target, R0 rule and prior runs reproduces the fields
+    new = tmp_path / "new" / "metrics.jsonl"
+    new.parent.mkdir()
+    new.write_text("".join(json.dumps({"step": 10 * j, "compute_gpu_hours": c, "val_pass_rate": r}) + "\n"
+                           for j, (c, r) in enumerate(zip(grid, curves[8]))))  # fmt: skip
+    out = tmp_path / "fit.json"
+    assert main(["fit", str(new), "--max-compute", repr(fields["forecast_fit_until"]), "--target-compute",
+                 repr(fields["forecast_budget"]), "--r0", "first", "--min-compute", "1500", "--prior-runs",
+                 str(tmp_path / "run*" / "metrics.jsonl"), "--no-budget", "--json", str(out)]) == 0  # fmt: skip
+    prior = json.loads(out.read_text())["runs"][0]["fit"]["prior"]
+    assert prior["used"] and prior["reason"] == fields["forecast_prior_reason"]
+    at_budget = sigmoid(fields["forecast_budget"], prior["A"], prior["B"], prior["C_mid"], prior["R0"])
+    assert at_budget == pytest.approx(fields["forecast_prior_final"], abs=1e-9)
+
+
+def test_forecast_prior_runs_pointing_nowhere_is_one_sentence_before_the_run(tmp_path):
+    from scalerl.config import ConfigError
+    from scalerl.pipeline.preflight import check_prior_runs
+
+    cfg = load_config("scalerl", [f"forecast.prior_runs={tmp_path / 'nowhere'}"])
+    with pytest.raises(ConfigError) as err:
+        check_prior_runs(cfg)
+    assert str(err.value) == f"forecast.prior_runs {tmp_path / 'nowhere'}: no such file or folder."

@@ -7,13 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import CaptureGrads
+from conftest import CaptureGrads, learner_step
 
 from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool
 from scalerl.models import build_model, build_task_tokenizer
+from scalerl.pipeline import build
 from scalerl.pipeline.packing import forward_slots, micro_batches, shared_prompt_logits
-from scalerl.pipeline.train_step import _micro_batch_logits, train_step
+from scalerl.pipeline.train_step import _micro_batch_logits
 from scalerl.types import Completion, Group
 
 TOKENIZER = build_task_tokenizer()
@@ -48,7 +49,7 @@ def _step(groups, overrides, dtype=torch.float32, arch="llama"):
     model = _model(dtype, arch)
     opt = CaptureGrads(model.parameters())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
-    metrics = train_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, PAD)
+    metrics = learner_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, PAD)
     return opt.grads, metrics
 
 
@@ -116,7 +117,7 @@ def test_shared_logits_equal_the_plain_logits_row_by_row():
     T = max(c.num_tokens for c in completions)
     cfg = load_config("scalerl")
     with torch.no_grad():
-        plain, *_ = _micro_batch_logits(model, completions, idx, T, cfg, PAD, torch.device("cpu"), None)
+        plain, *_ = _micro_batch_logits(model, completions, idx, T, build.step_rules(cfg), PAD, torch.device("cpu"), None)
         shared, real, slots = shared_prompt_logits(model, completions, idx, fp32_head=True, pad_id=PAD,
                                                    device=torch.device("cpu"))
     for r, i in enumerate(idx):

@@ -6,12 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import CaptureGrads
+from conftest import CaptureGrads, learner_step
 
 from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool
 from scalerl.models import build_model, build_task_tokenizer
-from scalerl.pipeline.train_step import train_step
 from scalerl.types import Completion, Group
 
 TOKENIZER = build_task_tokenizer()
@@ -43,7 +42,7 @@ def _grads(groups, overrides=(), model=None):
     model = model or _model()
     opt = CaptureGrads(model.parameters())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
-    metrics = train_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, TOKENIZER.pad_token_id)
+    metrics = learner_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, TOKENIZER.pad_token_id)
     return opt.grads, metrics
 
 
@@ -96,7 +95,7 @@ def test_curriculum_records_pass_rates_and_retires_easy_prompts():
     opt = CaptureGrads(model.parameters())
     pool = PromptPool(10, seed=0, retire_threshold=0.9)
     groups = _batch([[1, 1, 1, 1], [1, -1, -1, -1]])
-    train_step(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), groups, cfg, pool, 0,
+    learner_step(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), groups, cfg, pool, 0,
                TOKENIZER.pad_token_id)
     assert pool.is_retired(0) and not pool.is_retired(1)
     assert pool.pass_rate(1) == 0.25
@@ -109,7 +108,7 @@ def test_a_pass_rate_of_exactly_nine_tenths_retires_the_prompt():
     opt = CaptureGrads(model.parameters())
     pool = PromptPool(10, seed=0, retire_threshold=0.9)
     groups = _batch([[1] * 9 + [-1], [1] * 8 + [-1] * 2])
-    train_step(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), groups, cfg, pool, 0,
+    learner_step(model, opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), groups, cfg, pool, 0,
                TOKENIZER.pad_token_id)
     assert pool.pass_rate(0) == 0.9 and pool.is_retired(0)
     assert pool.pass_rate(1) == 0.8 and not pool.is_retired(1)
@@ -205,7 +204,7 @@ def test_each_mismatch_correction_runs_a_real_step(mode):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     cfg = load_config("scalerl", [f"loss.is_correction.mode={mode}"])
-    out = train_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, TOKENIZER.pad_token_id)
+    out = learner_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, TOKENIZER.pad_token_id)
     assert out["grad_norm"] > 0
     assert any(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
 
@@ -245,7 +244,7 @@ def test_float16_loss_scaling_gives_the_float32_gradient():
     opt = CaptureGrads(model.parameters())
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12)
-    metrics = train_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, TOKENIZER.pad_token_id,
+    metrics = learner_step(model, opt, sched, groups, cfg, PromptPool(10, seed=0), 0, TOKENIZER.pad_token_id,
                          scaler=scaler)
     assert metrics["loss_scale"] == 2.0 ** 12 and opt.grads is not None
     num = sum(float((g - p).norm() ** 2) for g, p in zip(opt.grads, plain) if g is not None)

@@ -39,10 +39,11 @@ class FakeEngine(Engine):
 
 class FakeLLM:
     def __init__(self, model, dtype, seed, **kwargs):
-        self.kwargs, self.weight = kwargs, 0.5
+        self.kwargs, self.weight, self.resets = kwargs, 0.5, 0
         self.llm_engine = FakeEngine(self)
         worker_model = types.SimpleNamespace(load_weights=self._load)
         self.worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=worker_model))
+        self.llm_engine.model_executor = types.SimpleNamespace(driver_worker=self.worker)  # in-process
 
     def _load(self, weights):
         self.weight = float(dict(weights)["w"])
@@ -54,13 +55,17 @@ class FakeLLM:
         return [fn(self.worker, *args)]
 
     def reset_prefix_cache(self):
+        """As vLLM: refused while a request holds KV blocks."""
+        if self.llm_engine.requests:
+            return False
+        self.resets += 1
         return True
 
 
 @pytest.fixture
 def engine(monkeypatch):
     fake = types.ModuleType("vllm")
-    fake.__version__ = "0.11.0"
+    fake.__version__ = "0.32.0"
     fake.LLM = FakeLLM
     fake.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
     monkeypatch.setitem(sys.modules, "vllm", fake)
@@ -71,6 +76,7 @@ def engine(monkeypatch):
 
 def test_logprobs_mode_and_plain_generation(engine):
     assert engine.llm.kwargs["logprobs_mode"] == "processed_logprobs"
+    assert engine.llm.kwargs["async_scheduling"] is False  # one engine step per step() call
     (c,) = engine.generate([[5, 6]], SamplingParams(max_new_tokens=6, seed=0))
     assert c.tokens.tolist() == [40, 41, 42, 43, 44, 45] and c.finish_reason == "length"
     assert c.logprobs.tolist() == [-0.5] * 6 and c.loss_mask.all()
@@ -84,6 +90,31 @@ def test_weight_swap_from_on_step_stamps_later_tokens(engine):
     (c,) = engine.generate([[5, 6]], SamplingParams(max_new_tokens=5, seed=0), on_step=swap)
     assert c.versions.tolist() == [0, 0, 9, 9, 9]
     assert c.logprobs.tolist() == [-0.5, -0.5, -2.0, -2.0, -2.0]  # later tokens: new weights
+
+
+def test_a_prefix_cache_reset_refused_mid_generation_is_retried_before_new_requests(engine):
+    def swap(eng, step):
+        if step == 2:
+            eng.update_weights({"w": torch.tensor(2.0)}, version=1)
+
+    engine.generate([[5, 6]], SamplingParams(max_new_tokens=5, seed=0), on_step=swap)
+    assert engine.llm.resets == 0 and engine._prefix_stale  # the request held its blocks
+    engine.generate([[5, 6]], SamplingParams(max_new_tokens=2, seed=0))
+    assert engine.llm.resets == 1 and not engine._prefix_stale  # reset before the new request
+
+
+def test_an_engine_core_in_another_process_is_refused(monkeypatch, engine):
+    import scalerl.rollout.vllm_engine as ve
+
+    class Multiprocess(FakeLLM):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            del self.llm_engine.model_executor  # what vLLM's SyncMPClient gives: no executor here
+
+    monkeypatch.setattr(sys.modules["vllm"], "LLM", Multiprocess)
+    with pytest.raises(ValueError, match="engine core in another process"):
+        ve.VLLMEngine("some/model")
+    assert ve.os.environ[ve.IN_PROCESS_ENV] == "0"
 
 
 def test_two_phase_interruption(engine):
@@ -113,7 +144,7 @@ def test_fp32_head_through_vllms_own_option_or_float32(monkeypatch, engine):
     import scalerl.rollout.vllm_engine as ve
 
     monkeypatch.setattr(ve, "fp32_head_supported", lambda: False)
-    with pytest.raises(ValueError, match=r"vLLM 0.11.0 has no float32 head for generation models"):
+    with pytest.raises(ValueError, match=r"vLLM 0.32.0 has no float32 head for generation models"):
         ve.VLLMEngine("some/model", fp32_head=True)
     assert ve.VLLMEngine("some/model", fp32_head=True, dtype="float32").fp32_head
     monkeypatch.setattr(ve, "fp32_head_supported", lambda: True)
@@ -131,18 +162,21 @@ def test_missing_or_old_vllm_is_one_sentence(monkeypatch):
     old = types.ModuleType("vllm")
     old.__version__ = "0.9.1"
     monkeypatch.setitem(sys.modules, "vllm", old)
-    with pytest.raises(ValueError, match="needs vLLM >= 0.10.2; found 0.9.1"):
+    with pytest.raises(ValueError, match="needs vLLM >= 0.28.0; found 0.9.1"):
         check_vllm()
-    old.__version__ = "0.12.0"
+    old.__version__ = "0.33.0"  # pins torch 2.14
+    with pytest.raises(ValueError, match=r"up to 0.33.0 \(exclusive\).*found 0.33.0"):
+        check_vllm()
+    old.__version__ = "0.30.0"
     old.LLM, old.SamplingParams = type("LLM", (), {"get_tokenizer": None}), object
-    with pytest.raises(ValueError, match="vLLM 0.12.0 lacks vllm.LLM.collective_rpc, .reset_prefix_cache"):
+    with pytest.raises(ValueError, match="vLLM 0.30.0 lacks vllm.LLM.collective_rpc, .reset_prefix_cache"):
         check_vllm()
 
 
 def test_a_pre_release_suffix_adds_no_digits_to_the_version():
     from scalerl.rollout.vllm_support import MIN_VERSION, _version_tuple
 
-    assert _version_tuple("0.10.1rc3") == (0, 10, 1) < MIN_VERSION  # not 0.10.13
+    assert _version_tuple("0.27.1rc3") == (0, 27, 1) < MIN_VERSION  # not 0.27.13
     assert _version_tuple("0.10.2rc1") == _version_tuple("0.10.2.dev3") == (0, 10, 2)
     assert _version_tuple("0.11.0+cu128") == (0, 11, 0) and _version_tuple("dev") == ()
 

@@ -20,12 +20,25 @@ def lm_head_logits(
 ) -> torch.Tensor:  # (..., V)
     """``logits = hidden @ weight.T + bias``, in float32 when ``fp32`` else in hidden's dtype.
 
-    The float32 product is computed with autocast off: under fp16/bf16 autocast (the
-    ``model.dtype=float16`` learner) ``linear`` would otherwise be cast back down."""
+    The float32 product is computed with autocast off: under fp16/bf16 autocast (a learner's
+    float32 masters computing in bf16/fp16) ``linear`` would otherwise be cast back down. Under
+    autocast both operands are first rounded to the autocast dtype, as the generator's bf16
+    copy holds them: the head then computes ``h_bf16 @ W_bf16`` in float32 on both sides (the
+    products of bf16 values are exact in float32), not the master weights against a rounded copy.
+    On CUDA a bf16/fp16 pair goes through ``torch.mm(..., out_dtype=torch.float32)``: the same
+    values at tensor-core speed, where an upcast would run a true fp32 GEMM."""
     if not fp32:
         return torch.nn.functional.linear(hidden, weight.to(hidden.dtype), bias)
-    with torch.autocast(device_type=hidden.device.type, enabled=False):
+    device = hidden.device.type
+    if torch.is_autocast_enabled(device):
+        low = torch.get_autocast_dtype(device)
+        hidden, weight = hidden.to(low), weight.to(low)
+    with torch.autocast(device_type=device, enabled=False):
         bias = bias.float() if bias is not None else None
+        if device == "cuda" and hidden.dtype in (torch.bfloat16, torch.float16) and weight.dtype == hidden.dtype:
+            flat = torch.mm(hidden.reshape(-1, hidden.shape[-1]), weight.t(), out_dtype=torch.float32)
+            logits = flat.reshape(*hidden.shape[:-1], weight.shape[0])
+            return logits + bias if bias is not None else logits
         return torch.nn.functional.linear(hidden.float(), weight.float(), bias)
 
 

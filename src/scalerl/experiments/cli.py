@@ -41,6 +41,8 @@ def register(subparsers) -> None:
     r.add_argument("--markdown", type=Path, help="Markdown, figures beside it (default DIR/study.md)")
     r.add_argument("--x", help="compute axis (default compute_gpu_hours; 'flops' is hardware-free)")
     r.add_argument("--y", help="reward column (default val_pass_rate; downstream_pass_rate for the harder variant)")
+    r.add_argument("--pooled", action="store_true",
+                   help="compare a joint fit of the points: B and C_mid partially pooled, A per point")
     r.set_defaults(func=handle_report)
 
 
@@ -133,7 +135,8 @@ def handle_report(args: argparse.Namespace) -> int:
     from scalerl.experiments.study import StudyError, write_study
 
     try:
-        written = write_study(args.dir, html=args.html, markdown=args.markdown, x=args.x, y=args.y)
+        written = write_study(args.dir, html=args.html, markdown=args.markdown, x=args.x, y=args.y,
+                              pooled=args.pooled)
     except StudyError as err:
         print(f"scalerl report: {err}", file=sys.stderr)
         return 2

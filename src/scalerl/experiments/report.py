@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from scalerl.fit.compare import compare_runs, loo_table
-from scalerl.fit.io import Curve, read_jsonl
+from scalerl.fit.readers import Curve, read_jsonl
 
 
 def pooled_curve(name: str, metrics_files: Sequence[Path], *, x: str | None = None, y: str | None = None) -> Curve:

@@ -31,9 +31,10 @@ from scalerl.fit import plot, report
 from scalerl.fit.compare import RunFit, compare_runs, fit_run, loo_table
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import holdout_forecast
-from scalerl.fit.io import read_jsonl
 from scalerl.fit.options import FitOptions
 from scalerl.fit.outputs import check_outputs
+from scalerl.fit.pooling import joint_fit
+from scalerl.fit.readers import read_jsonl
 
 SKIP = {"_base", "base_model", "checkpoint", "checkpoint.old", "checkpoint.broken"}
 _SEED = re.compile(r"seed\d+")
@@ -171,9 +172,11 @@ def _axis_figure(fitted, axis: str) -> report.Figure:
     return report.Figure(f"A and B against '{axis}'", plot.png_bytes(fig), f"axis_{axis}.png")
 
 
-def study_report(root: Path, x: str | None = None, y: str | None = None) -> report.Report:
+def study_report(root: Path, x: str | None = None, y: str | None = None, pooled: bool = False) -> report.Report:
     """Fit, compare and check every point and run under ``root`` (``y``: the reward column,
-    default ``val_pass_rate``; ``downstream_pass_rate`` for the harder variant)."""
+    default ``val_pass_rate``; ``downstream_pass_rate`` for the harder variant). ``pooled``:
+    the comparison and the leave-one-out table read a joint fit of the points
+    (``scalerl.fit.pooling``: B and C_mid partially pooled, A per point)."""
     options = FitOptions()
     points = discover(root)
     fitted, failed = _fit_points(points, options, x, y)
@@ -188,8 +191,14 @@ def study_report(root: Path, x: str | None = None, y: str | None = None) -> repo
         curves = [run.curve for _, run in fitted]
         names = [c.name for c in curves]
         base = next((n for n in names if n.split("/")[0] == "scalerl" and "=" not in n), names[0])
-        comparison = compare_runs(curves, options=options)
-        loo = loo_table(curves, baseline=base, options=options)
+        joint = joint_fit(curves, options) if pooled else None
+        fits = None if joint is None else joint.fits
+        comparison = compare_runs(curves, options=options, fits=fits)
+        loo = loo_table(curves, baseline=base, options=options, fits=fits)
+        if joint is not None:
+            paragraphs.append(f"Joint fit of {len(curves)} points: B and C_mid partially pooled (B ~ "
+                              f"{np.exp(joint.mu[0]):.3g}, C_mid ~ {np.exp(joint.mu[1]):.4g}), A per point; "
+                              "the comparison and the leave-one-out table read it.")  # fmt: skip
         rep = report.comparison_report(comparison, loo=loo)
         tables.extend(rep.tables)
         paragraphs.extend(rep.paragraphs)
@@ -215,7 +224,7 @@ def study_report(root: Path, x: str | None = None, y: str | None = None) -> repo
 
 
 def write_study(root: Path, *, html: Path | None = None, markdown: Path | None = None,
-                x: str | None = None, y: str | None = None) -> list[Path]:
+                x: str | None = None, y: str | None = None, pooled: bool = False) -> list[Path]:
     """Write the Markdown (figures beside it) and the self-contained HTML report."""
     root = Path(root)
     html = html or root / "study.html"
@@ -223,7 +232,7 @@ def write_study(root: Path, *, html: Path | None = None, markdown: Path | None =
     try:
         # an output that is a run's log (or the other output) is refused before any is written
         check_outputs([m for p in discover(root) for m in p.metrics], {"--html": html, "--markdown": markdown})
-        rep = study_report(root, x, y)
+        rep = study_report(root, x, y, pooled)
         written = report.write_markdown(markdown, rep)
         written.append(report.write(html, report.to_html(rep)))
     except CurveError as err:  # a curve that cannot be fitted, or an output that cannot be written

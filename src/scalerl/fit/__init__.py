@@ -4,6 +4,7 @@ Paper §1, Eq. 1: ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)``. Nothing here i
 torch or any other part of scalerl.
 """
 
+from scalerl.fit.calibrate import Calibration, assess
 from scalerl.fit.errors import CurveError, validate_curve
 from scalerl.fit.fitting import (
     PAPER_A_GRID,
@@ -30,12 +31,13 @@ from scalerl.fit.law import (
 from scalerl.fit.options import FitOptions
 from scalerl.fit.powerlaw import PowerLawResult, fit_power_law
 from scalerl.fit.resample import BootstrapResult, PooledFit, bootstrap, pooled_fit
-from scalerl.fit.uncertainty import Uncertainty, assess
+from scalerl.fit.uncertainty import Uncertainty
 
 __all__ = [
     "PAPER_A_GRID",
     "PAPER_C_MID_GRID",
     "BootstrapResult",
+    "Calibration",
     "CurveError",
     "FitOptions",
     "FitResult",

@@ -1,4 +1,5 @@
-"""Rolling-origin conformal calibration of the predictive interval (shape error).
+"""Rolling-origin conformal calibration of the predictive interval (shape error), and
+``assess``: the model-based intervals (``uncertainty``) calibrated here.
 
 Eq. 1 is only approximately the shape of a real run, and the noise model is only
 approximately its noise. Both errors show when the fit extrapolates, so they are measured
@@ -18,18 +19,58 @@ the interval is widened when the past would have fallen outside it, never narrow
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
-from scalerl.fit.fitting import FitResult, _Problem, default_box, fit_problem
+from scalerl.fit.fitting import FitResult, Problem, default_box, fit_problem
 from scalerl.fit.noise import Noise
-from scalerl.fit.uncertainty import Calibration, model_uncertainty
+from scalerl.fit.options import FitOptions
+from scalerl.fit.uncertainty import Uncertainty, model_uncertainty
 
-__all__ = ["rolling_origin"]
+__all__ = ["Calibration", "assess", "rolling_origin"]
 
 N_ORIGINS = 4
 LAST_ORIGIN = 0.8  # the latest origin, as a fraction of the fitted compute range
 MIN_EXTRA_POINTS = 3  # a sub-fit needs this many points beyond its free parameters
 MIN_SCORES = 4
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The rolling-origin conformal factor (``scale >= 1``) and how it was obtained.
+
+    ``calibrated`` is False when the curve is too short for any held-out check; the
+    predictive interval then rests on the noise model alone and ``message`` says why.
+    """
+
+    scale: float = 1.0
+    calibrated: bool = False
+    n_origins: int = 0
+    n_scores: int = 0
+    ratio: float = float("nan")  # the extrapolation ratio it was checked at
+    message: str = "not calibrated"
+
+    def to_dict(self) -> dict:
+        return {
+            "scale": self.scale,
+            "calibrated": self.calibrated,
+            "n_origins": self.n_origins,
+            "n_scores": self.n_scores,
+            "ratio": self.ratio,
+            "message": self.message,
+        }
+
+
+def assess(
+    fit: FitResult, *, level: float = FitOptions.level, margin: float = FitOptions.margin,
+    horizon: float = 2.0
+) -> Uncertainty:
+    """All three steps: the model-based intervals, calibrated for extrapolating up to
+    ``horizon`` times the fit's last compute (2: the paper's half-budget forecast)."""
+    unc = model_uncertainty(fit, level=level, margin=margin)
+    calibration = rolling_origin(fit, noise=unc.noise, horizon=horizon, level=level)
+    return replace(unc, calibration=calibration)
 
 
 def rolling_origin(fit: FitResult, *, noise: Noise, horizon: float, level: float) -> Calibration:
@@ -53,7 +94,7 @@ def rolling_origin(fit: FitResult, *, noise: Noise, horizon: float, level: float
         if sub.sum() < need or not held.any():
             continue
         r0 = None if fit.r0_fitted else fit.R0
-        problem = _Problem(C[sub], y[sub], r0, fit.fixed_A, fit.bounded, fit.r0_point)
+        problem = Problem(C[sub], y[sub], r0, fit.fixed_A, fit.bounded, fit.r0_point)
         # a paper-grid fit's box is the grid; its region (and so these refits) use the full box
         subfit = fit_problem(problem, default_box(problem) if fit.method == "paper" else fit.bounds)
         # the run's noise model, not the prefix's: the noise is a property of the run

@@ -27,9 +27,13 @@ from scalerl.fit.compare import (
 )
 from scalerl.fit.demo import demo_command
 from scalerl.fit.errors import CurveError, CurveWarning
-from scalerl.fit.io import Curve, expand_paths, load_runs
 from scalerl.fit.options import FitOptions
+from scalerl.fit.outcome import FitOutcome
 from scalerl.fit.outputs import check_outputs
+from scalerl.fit.pooling import joint_fit
+from scalerl.fit.posterior import PriorForecast, forecast_with_prior
+from scalerl.fit.prior_runs import load_prior
+from scalerl.fit.readers import Columns, Curve, expand_paths, load_runs
 from scalerl.fit.resample import PooledFit, pooled_fit
 
 
@@ -69,27 +73,27 @@ def _add_curve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-compute",
         type=float,
-        default=0.0,
+        default=None,
         metavar="C",
         help="fit only points with at least this compute (the paper drops ~1.5k GPU-h)",
     )
     p.add_argument(
         "--method",
         choices=("fast", "paper"),
-        default="fast",
+        default=None,
         help="fast continuous fit, or the paper's App. A.5 grid",
     )
     p.add_argument(
         "--level",
         type=float,
-        default=0.95,
+        default=None,
         metavar="P",
-        help="coverage every interval claims (default 0.95)",
+        help=f"coverage every interval claims (default {FitOptions.level})",
     )
     p.add_argument(
         "--margin",
         type=float,
-        default=0.02,
+        default=None,
         metavar="M",
         help="a ceiling is identified when A's interval is within ±M; two ceilings are equal "
         "within M (paper: 0.02)",
@@ -142,6 +146,12 @@ def register(subparsers) -> None:
         action="store_true",
         help="the runs are seeds of one recipe: add their pooled fit and across-seed spread",
     )
+    p.add_argument(
+        "--prior-runs",
+        metavar="DIR_OR_GLOB",
+        help="finished runs to learn a prior from (scalerl.fit.prior); the forecast under it "
+        "is reported beside the prior-free fit (needs --fit-frac < 1 or --target-compute)",
+    )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the fits as JSON")
     p.add_argument("--plot", type=Path, metavar="FILE", help="write the figure as PNG")
     p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
@@ -152,6 +162,12 @@ def register(subparsers) -> None:
     )
     _add_curve_options(p)
     p.add_argument("--baseline", help="run name for the leave-one-out table (Fig. 7)")
+    p.add_argument(
+        "--pooled",
+        action="store_true",
+        help="fit the runs jointly: B and C_mid partially pooled across runs, A per run "
+        "(scalerl.fit.pooling); the comparison and leave-one-out table read the joint fit",
+    )
     p.add_argument(
         "--fit-frac",
         type=float,
@@ -217,34 +233,32 @@ def _markdown_figures(markdown: Path | None) -> dict[str, Path | None]:
 
 
 def _load(args: argparse.Namespace) -> list[Curve]:
-    return load_runs(args.runs, x=args.x, y=args.y, step_to_compute=args.step_to_compute)
+    return load_runs(args.runs, _columns_of(args))
+
+
+def _columns_of(args: argparse.Namespace) -> Columns:
+    return Columns(x=args.x, y=args.y, step_to_compute=args.step_to_compute)
+
+
+OPTION_FLAGS = {"r0": "--r0", "min_compute": "--min-compute", "method": "--method", "level": "--level",
+                "margin": "--margin"}  # fmt: skip
 
 
 def options_from(args: argparse.Namespace) -> FitOptions:
-    """The fit options the flags name. Every bad number (a level, margin, R0, cut or target
-    outside its range, NaN included) is one sentence here, before any file is read or
-    any line printed."""
-    if isinstance(args.r0, float) and not 0.0 <= args.r0 <= 1.0:  # also NaN
-        raise CurveError(f"--r0 must be a pass rate in [0, 1], 'first' or 'fit', got {args.r0:g}.")
+    """The fit options the flags name; a flag not given keeps ``FitOptions``' default. Every
+    bad number (a level, margin, R0, cut or target outside its range, NaN included) is one
+    sentence here, before any file is read or any line printed."""
     max_compute = getattr(args, "max_compute", None)
     if max_compute is not None and not (np.isfinite(max_compute) and max_compute > 0):
         raise CurveError(f"--max-compute must be a positive compute, got {max_compute:g}.")
-    if not 0.0 < args.level < 1.0:
-        raise CurveError(f"--level must lie in (0, 1), got {args.level:g}.")
-    if not args.margin >= 0:  # also NaN
-        raise CurveError(f"--margin must be 0 or more, got {args.margin:g}.")
-    if not args.min_compute >= 0:
-        raise CurveError(f"--min-compute must be 0 or more, got {args.min_compute:g}.")
+    options = FitOptions.from_given({k: getattr(args, k) for k in OPTION_FLAGS}, OPTION_FLAGS)
     for c in getattr(args, "target_compute", ()):
         if not np.isfinite(c) or c <= 0:
             raise CurveError(f"--target-compute must be a positive compute, got {c:g}.")
     for r in getattr(args, "target_reward", ()):
         if not np.isfinite(r) or not 0.0 <= r <= 1.0:
             raise CurveError(f"--target-reward must be a pass rate in [0, 1], got {r:g}.")
-    return FitOptions(
-        r0=args.r0, min_compute=args.min_compute, method=args.method,
-        level=args.level, margin=args.margin,
-    )  # fmt: skip
+    return options
 
 
 def _check_fraction(value: float | None, name: str, *, allow_one: bool) -> None:
@@ -272,7 +286,9 @@ def _columns(console, curves: list[Curve]) -> None:
 # --- scalerl fit -----------------------------------------------------------------------
 
 
-def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions) -> report.FitOutcome:
+def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions, prior=None) -> FitOutcome:
+    """One run's fit, hold-out score and forecasts; ``prior`` is ``load_prior``'s
+    (prior, why none, n) when --prior-runs was given."""
     holdout = None
     horizon = 2.0
     if args.fit_frac < 1.0:
@@ -283,16 +299,30 @@ def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions) -> rep
     fit = holdout.fit if holdout is not None else options.fit(curve.compute, curve.reward, source=curve.source)
     horizon = max(horizon, forecast.horizon_for(float(fit.compute.max()), args.target_compute))
     run = fit_run(curve, options=options, fit=fit, horizon=horizon, budget=not args.no_budget)
-    return _with_forecasts(run, holdout, args)
+    with_prior = None if prior is None else _with_prior(curve, fit, holdout, args, options, prior)
+    return _with_forecasts(run, holdout, args, with_prior)
 
 
-def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace) -> report.FitOutcome:
+def _with_prior(curve: Curve, fit, holdout, args, options: FitOptions, prior) -> PriorForecast:
+    """The forecast under the prior at the hold-out's end, else the largest --target-compute."""
+    prior, why, n_runs = prior
+    fit_until = holdout.fit_until if holdout is not None else float(curve.compute[-1])
+    budget = float(holdout.compute[-1]) if holdout is not None else max(args.target_compute, default=fit_until)
+    if budget <= fit_until:
+        why = "no forecast beyond the data was asked for (--fit-frac < 1 or --target-compute), so the fit is prior-free"
+        return PriorForecast(n_runs, False, why)
+    return forecast_with_prior(
+        fit, fit_until=fit_until, budget=budget, prior=prior, options=options, n_runs=n_runs, why_none=why
+    )
+
+
+def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace, prior=None) -> FitOutcome:
     forecasts = [(c, forecast.predict_at(run.fit, c, run.unc)) for c in args.target_compute]
     reaches = [forecast.compute_to_reach(run.fit, r, run.unc) for r in args.target_reward]
-    return report.FitOutcome(run, holdout, forecasts, reaches)
+    return FitOutcome(run, holdout, forecasts, reaches, prior)
 
 
-def _pooled(curves: list[Curve], args, options: FitOptions) -> tuple[report.FitOutcome, PooledFit]:
+def _pooled(curves: list[Curve], args, options: FitOptions) -> tuple[FitOutcome, PooledFit]:
     """Seeds of one recipe fitted together (``pooled_fit``); forecasts use the pooled fit."""
     pooled = pooled_fit([(c.compute, c.reward) for c in curves], options)
     order = np.argsort(np.concatenate([c.compute for c in curves]), kind="stable")
@@ -317,7 +347,7 @@ def _spread_sentence(pooled: PooledFit) -> str:
     )
 
 
-def fit_figure(outcomes: list[report.FitOutcome]):
+def fit_figure(outcomes: list[FitOutcome]):
     """One run: the paper-style fit figure; several: the comparison figure."""
     if len(outcomes) == 1:
         run = outcomes[0].run
@@ -344,9 +374,13 @@ def fit_command(args: argparse.Namespace) -> int:
         curves = [_cut(c, args.max_compute) for c in curves]
     if args.pool and len(curves) < 2:
         raise CurveError(f"--pool needs at least two runs (seeds), got {len(curves)}.")
+    prior = None
+    if args.prior_runs is not None:
+        prior = load_prior(args.prior_runs, options, _columns_of(args),
+                           exclude=tuple(str(p) for p in expand_paths(args.runs)))  # fmt: skip
     console = report.console()
     _columns(console, curves)
-    outcomes = [_fit_one(curve, args, options) for curve in curves]
+    outcomes = [_fit_one(curve, args, options, prior) for curve in curves]
     pooled = None
     if args.pool:
         pooled_outcome, pooled = _pooled(curves, args, options)
@@ -368,6 +402,8 @@ def fit_command(args: argparse.Namespace) -> int:
             console.print(f"{o.run.name}: {o.run.unc.calibration.message}.", markup=False)
         if o.run.fit.bounds_hit or not o.run.fit.converged or o.run.fit.binned_from:
             console.print(f"note: {o.run.name}: {o.run.fit.message}", markup=False)
+        if o.prior is not None:
+            console.print(f"prior: {o.run.name}: {o.prior.reason}.", markup=False)
     if args.json:
         data = {"runs": [o.to_dict() for o in outcomes]}
         if pooled is not None:
@@ -389,13 +425,16 @@ def fit_command(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace, curves: list[Curve], options: FitOptions):
-    """Comparison, LOO table and (with --fit-frac) extrapolation scores."""
-    comparison = compare_runs(curves, options=options, budget=not args.no_budget)
-    loo = loo_table(curves, baseline=args.baseline, options=options)
+    """Comparison, LOO table, (with --fit-frac) extrapolation scores and (with --pooled) the
+    joint fit both read."""
+    joint = joint_fit(curves, options) if args.pooled else None
+    fits = None if joint is None else joint.fits
+    comparison = compare_runs(curves, options=options, budget=not args.no_budget, fits=fits)
+    loo = loo_table(curves, baseline=args.baseline, options=options, fits=fits)
     extrapolation = []
     if args.fit_frac is not None:
         extrapolation = [extrapolation_errors(c, fit_frac=args.fit_frac, options=options) for c in curves]
-    return comparison, loo, extrapolation
+    return comparison, loo, extrapolation, joint
 
 
 def compare_command(args: argparse.Namespace) -> int:
@@ -407,7 +446,12 @@ def compare_command(args: argparse.Namespace) -> int:
     curves = _load(args)
     console = report.console()
     _columns(console, curves)
-    comparison, loo, extrapolation = _compare(args, curves, options)
+    comparison, loo, extrapolation, joint = _compare(args, curves, options)
+    if joint is not None:
+        console.print(
+            f"Joint fit of {len(curves)} runs: B and C_mid partially pooled (B ~ {np.exp(joint.mu[0]):.3g} "
+            f"x/÷ {np.exp(joint.tau[0]):.3g}, C_mid ~ {np.exp(joint.mu[1]):.4g} x/÷ {np.exp(joint.tau[1]):.3g}), "
+            "A per run; the tables read the joint fit.", markup=False)  # fmt: skip
     rep = report.comparison_report(
         comparison, loo=loo if args.baseline else None, extrapolation=extrapolation
     )
@@ -433,6 +477,7 @@ def compare_command(args: argparse.Namespace) -> int:
         data = comparison.to_dict() | {"loo": loo.to_dict()}
         data["runs"] = [row | {"fit": r.fit_dict()} for row, r in zip(data["runs"], comparison.runs)]
         data["extrapolation"] = [s.to_dict() for s in extrapolation]
+        data["pooled"] = None if joint is None else joint.to_dict()
         written.append(report.write_json(args.json, data))
     for path in written:
         console.print(f"wrote {path}", markup=False)

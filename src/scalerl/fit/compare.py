@@ -30,13 +30,14 @@ from typing import Literal
 
 import numpy as np
 
+from scalerl.fit.calibrate import assess
 from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import FitResult
 from scalerl.fit.forecast import budget_to_pin_A, holdout_forecast
-from scalerl.fit.io import Curve
 from scalerl.fit.options import FitOptions
 from scalerl.fit.powerlaw import PowerLawResult, fit_power_law
-from scalerl.fit.uncertainty import Uncertainty, assess
+from scalerl.fit.readers import Curve
+from scalerl.fit.uncertainty import Uncertainty
 
 PARAMS = ("A", "B", "C_mid")
 A_TOL = 1e-9  # grid A values differ by float noise (0.62 - 0.60 = 0.020000000000000018)
@@ -318,13 +319,15 @@ def _check_names(curves: Sequence[Curve]) -> None:
 
 
 def compare_runs(
-    curves: Sequence[Curve], *, options: FitOptions | None = None, budget: bool = False
+    curves: Sequence[Curve], *, options: FitOptions | None = None, budget: bool = False,
+    fits: dict[str, FitResult] | None = None,
 ) -> Comparison:
-    """Fit each run, then apply the paper's compare rule (module docstring)."""
+    """Fit each run (or take ``fits``, e.g. a joint fit's), then apply the paper's compare
+    rule (module docstring)."""
     if len(curves) < 2:
         raise CurveError(f"compare needs at least two runs, got {len(curves)}.")
     _check_names(curves)
-    runs = [fit_run(c, options=options, budget=budget) for c in curves]
+    runs = [fit_run(c, options=options, budget=budget, fit=None if fits is None else fits[c.name]) for c in curves]
     verdict, refits = decide(runs, {c.name: c for c in curves}, options=options)
     return Comparison(runs, verdict, refits)
 
@@ -358,9 +361,11 @@ class LooTable:
 
 
 def loo_table(
-    curves: Sequence[Curve], baseline: str | None = None, options: FitOptions | None = None
+    curves: Sequence[Curve], baseline: str | None = None, options: FitOptions | None = None,
+    fits: dict[str, FitResult] | None = None,
 ) -> LooTable:
-    """Leave-one-out table; ``baseline`` names the reference run (default: the first)."""
+    """Leave-one-out table; ``baseline`` names the reference run (default: the first);
+    ``fits`` (e.g. a joint fit's) replace the runs' own fits."""
     options = FitOptions() if options is None else options
     _check_names(curves)
     names = [c.name for c in curves]
@@ -368,7 +373,9 @@ def loo_table(
     if baseline not in names:
         raise CurveError(f"baseline {baseline!r} is not one of the runs: {', '.join(names)}.")
     by_name = {c.name: c for c in curves}
-    fits = {n: options.fit(c.compute, c.reward, source=c.source) for n, c in by_name.items()}
+    if fits is None:
+        fits = {n: options.fit(c.compute, c.reward, source=c.source) for n, c in by_name.items()}
+    fits = {n: fits[n] for n in names}
     shared_A = float(np.mean([f.A for f in fits.values()]))
     refits = {n: refit_at(by_name[n], shared_A, options) for n in names}
     return LooTable(baseline, shared_A, fits, refits)

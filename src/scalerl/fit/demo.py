@@ -16,7 +16,7 @@ import numpy as np
 
 from scalerl.fit import forecast, plot, report
 from scalerl.fit.compare import compare_runs, extrapolation_errors, fit_run, loo_table
-from scalerl.fit.io import Curve, load_runs
+from scalerl.fit.readers import Curve, load_runs
 
 
 def _example(name: str) -> Curve:

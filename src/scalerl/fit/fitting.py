@@ -42,6 +42,7 @@ __all__ = [
     "PAPER_A_GRID",
     "PAPER_C_MID_GRID",
     "FitResult",
+    "Problem",
     "fit_points",
     "fit_problem",
     "fit_sigmoid",
@@ -126,8 +127,11 @@ class FitResult:
 
 
 @dataclass(frozen=True)
-class _Problem:
-    """Validated fit points and the fixed/free status of R0 and A."""
+class Problem:
+    """Validated fit points and the fixed/free status of R0 and A: what ``fit_problem``
+    fits. ``fit_sigmoid`` builds one from a curve and the R0 rule; the intervals, their
+    calibration and the budget advice build their own (refits of prefixes, of simulated
+    continuations, with R0 put back as data) and fit them in the same box."""
 
     compute: np.ndarray  # (n,)
     reward: np.ndarray  # (n,)
@@ -186,7 +190,7 @@ def fit_sigmoid(
     return _fit(problem, method, a_grid, c_mid_grid, a_bounds, b_bounds, c_mid_bounds)
 
 
-def _binned(problem: _Problem, max_points: int | None) -> _Problem:
+def _binned(problem: Problem, max_points: int | None) -> Problem:
     """The problem on at most ``max_points`` means of consecutive points (``bin_points``),
     with ``binned_from`` set, when it has more; else unchanged (None never bins)."""
     if max_points is None or problem.compute.size <= max_points:
@@ -234,7 +238,7 @@ def fit_points(
     Arguments otherwise as in ``fit_sigmoid``.
     """
     c, r = validate_curve(compute, reward, bounded=bounded, strict=False)
-    problem = _Problem(c, r, None if r0 is None else float(r0), fixed_A, bounded)
+    problem = Problem(c, r, None if r0 is None else float(r0), fixed_A, bounded)
     if c.size < problem.n_free:
         raise CurveError(f"{c.size} point(s) are fewer than the {problem.n_free} free parameters.")
     problem = _binned(problem, max_points)
@@ -253,7 +257,7 @@ def _fit(problem, method, a_grid, c_mid_grid, a_bounds, b_bounds, c_mid_bounds) 
     return fit_problem(problem, bounds)
 
 
-def _select_points(c, r, r0, min_compute, fixed_A, bounded, source) -> _Problem:
+def _select_points(c, r, r0, min_compute, fixed_A, bounded, source) -> Problem:
     """Apply the R0 rule and the ``min_compute`` cut (module docstring)."""
     where = f"{source}: " if source else ""
     keep = np.ones(c.size, dtype=bool)
@@ -274,7 +278,7 @@ def _select_points(c, r, r0, min_compute, fixed_A, bounded, source) -> _Problem:
     if fixed_A is not None and not np.isfinite(fixed_A):
         raise CurveError(f"{where}fixed_A={fixed_A} is not a finite number.")
     keep &= c >= min_compute
-    problem = _Problem(c[keep], r[keep], r0_value, fixed_A, bounded, r0_point)
+    problem = Problem(c[keep], r[keep], r0_value, fixed_A, bounded, r0_point)
     n = problem.compute.size
     if n < problem.n_free:
         raise CurveError(
@@ -290,7 +294,7 @@ def _select_points(c, r, r0, min_compute, fixed_A, bounded, source) -> _Problem:
     return problem
 
 
-def default_box(problem: _Problem) -> dict:
+def default_box(problem: Problem) -> dict:
     """The fast-mode search box ``fit_sigmoid`` uses when no bound is given."""
     return _fast_bounds(problem, PAPER_A_GRID, PAPER_C_MID_GRID, False, None, B_BOUNDS, None)
 
@@ -316,7 +320,7 @@ def _fast_bounds(problem, a_grid, c_grid, user_grid, a_bounds, b_bounds, c_mid_b
     }
 
 
-def fit_problem(problem: _Problem, bounds: dict) -> FitResult:
+def fit_problem(problem: Problem, bounds: dict) -> FitResult:
     """Fast mode on validated points: grid seeds -> batched LM -> least_squares polish."""
     scale = float(problem.compute.max())
     lc, lower, upper = solver.to_internal(problem.compute, bounds, scale)
@@ -410,7 +414,7 @@ def _result(
     )  # fmt: skip
 
 
-def _fit_paper(problem: _Problem, a_grid: np.ndarray, c_grid: np.ndarray) -> FitResult:
+def _fit_paper(problem: Problem, a_grid: np.ndarray, c_grid: np.ndarray) -> FitResult:
     """App. A.5 verbatim: curve_fit of B (default p0) per (A, C_mid) grid pair.
 
     Extension beyond the paper, which fixes R0: when R0 is fitted, curve_fit fits

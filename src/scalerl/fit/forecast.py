@@ -15,11 +15,12 @@ from typing import NamedTuple
 import numpy as np
 
 from scalerl.fit import law
+from scalerl.fit.calibrate import assess
 from scalerl.fit.errors import CurveError, validate_curve
-from scalerl.fit.fitting import FitResult, _Problem, fit_problem
+from scalerl.fit.fitting import FitResult, Problem, fit_problem
 from scalerl.fit.options import FitOptions
 from scalerl.fit.resample import BootstrapResult
-from scalerl.fit.uncertainty import Uncertainty, assess, model_uncertainty
+from scalerl.fit.uncertainty import Uncertainty, model_uncertainty
 
 __all__ = [
     "Forecast",
@@ -324,7 +325,7 @@ def _simulated_half_width(unc: Uncertainty, data: FitResult, m: float, rng) -> f
     y_new = data.predict(new) + e
     if data.bounded:
         y_new = np.clip(y_new, 0.0, 1.0)
-    problem = _Problem(
+    problem = Problem(
         np.concatenate([C, new]), np.concatenate([data.reward, y_new]),
         None if data.r0_fitted else data.R0, None, data.bounded,
     )  # fmt: skip
@@ -351,14 +352,17 @@ def horizon_for(last_compute: float, targets=(), default: float = 2.0) -> float:
 
 
 def live_forecast(
-    compute, reward, *, budget: float, target: float | None, options: FitOptions, source: str | None = None
+    compute, reward, *, budget: float, target: float | None, options: FitOptions, source: str | None = None,
+    prior=None,
 ) -> dict:
     """The ``forecast_*`` fields ``scalerl train`` logs after an evaluation.
 
     Fits the curve so far with ``options``; ``budget`` is the compute the run will have
     spent at its end. ``scalerl fit METRICS --r0 first --max-compute <forecast_fit_until>
     --target-compute <forecast_budget> [--target-reward <target>] [--min-compute,
-    --level, --margin as configured]`` reproduces every value.
+    --level, --margin as configured]`` reproduces every value. ``prior``: ``load_prior``'s
+    (prior, why none, n) from ``forecast.prior_runs``, which adds ``forecast_prior_*``
+    (``--prior-runs`` with the same target compute reproduces them).
     """
     fit = options.fit(compute, reward, source=source)
     unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon_for(fit.compute.max(), [budget]))
@@ -379,4 +383,25 @@ def live_forecast(
     if target is not None:
         reach = compute_to_reach(fit, target, unc)
         fields["forecast_compute_to_target"] = reach.compute if reach.reachable else None
+    if prior is not None:
+        fields |= _prior_fields(fit, budget, prior, options)
     return fields
+
+
+def _prior_fields(fit: FitResult, budget: float, prior, options: FitOptions) -> dict:
+    """``forecast_prior_*``: the final forecast under ``prior`` (``load_prior``'s (prior, why
+    none, n)), or None values and the reason it was not used."""
+    from scalerl.fit.posterior import forecast_with_prior
+
+    learned, why, n_runs = prior
+    fit_until = float(fit.compute.max())
+    pf = forecast_with_prior(
+        fit, fit_until=fit_until, budget=max(budget, fit_until), prior=learned, options=options,
+        n_runs=n_runs, why_none=why,
+    )  # fmt: skip
+    value = lo = hi = None
+    if pf.used:
+        value = float(np.ravel(pf.predict(budget))[0])
+        lo, hi = (float(np.ravel(v)[0]) for v in pf.predictive(budget))
+    return {"forecast_prior_used": pf.used, "forecast_prior_final": value, "forecast_prior_final_lo": lo,
+            "forecast_prior_final_hi": hi, "forecast_prior_reason": pf.reason}  # fmt: skip

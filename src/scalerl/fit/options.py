@@ -8,7 +8,10 @@ run's fit, its sub-prefix refits and its fixed-A refits.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import B_BOUNDS, MAX_POINTS, FitResult, fit_sigmoid
@@ -40,14 +43,19 @@ class FitOptions:
     margin: float = 0.02
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.level < 1.0:
-            raise CurveError(f"level must lie in (0, 1), got {self.level:g}.")
-        if self.max_points is not None and self.max_points < 10:
-            raise CurveError(f"max_points must be 10 or more (or None), got {self.max_points}.")
-        if not self.margin >= 0.0:
-            raise CurveError(f"margin must be 0 or more, got {self.margin:g}.")
-        if not self.min_compute >= 0.0:
-            raise CurveError(f"min_compute must be 0 or more, got {self.min_compute:g}.")
+        for name in ("r0", "level", "margin", "min_compute", "max_points"):
+            _check(name, getattr(self, name), name, self.bounded)
+
+    @classmethod
+    def from_given(cls, given: Mapping[str, object], labels: Mapping[str, str] | None = None) -> FitOptions:
+        """Options from the values a caller was given, None meaning "this class's default"
+        (the CLI's flags default to None, so every default lives here). A bad value is one
+        sentence naming it as ``labels`` does (the CLI: ``{"level": "--level"}``)."""
+        values = {k: v for k, v in given.items() if v is not None}
+        bounded = bool(values.get("bounded", True))
+        for name, value in values.items():
+            _check(name, value, (labels or {}).get(name, name), bounded)
+        return cls(**values)
 
     def fit(self, compute, reward, *, source: str | None = None, fixed_A: float | None = None) -> FitResult:
         """``fit_sigmoid`` with these options (and optionally the asymptote fixed)."""
@@ -60,3 +68,16 @@ class FitOptions:
 
     def with_(self, **changes) -> FitOptions:
         return replace(self, **changes)
+
+
+def _check(name: str, value, label: str, bounded: bool) -> None:
+    """Every check of a ``FitOptions`` field, one sentence naming it ``label`` (NaN fails)."""
+    if name == "r0" and isinstance(value, int | float) and not isinstance(value, bool):
+        if not np.isfinite(value) or (bounded and not 0.0 <= value <= 1.0):
+            raise CurveError(f"{label} must be a pass rate in [0, 1], 'first' or 'fit', got {value:g}.")
+    elif name == "level" and not 0.0 < value < 1.0:
+        raise CurveError(f"{label} must lie in (0, 1), got {value:g}.")
+    elif name in ("margin", "min_compute") and not value >= 0.0:
+        raise CurveError(f"{label} must be 0 or more, got {value:g}.")
+    elif name == "max_points" and value is not None and value < 10:
+        raise CurveError(f"{label} must be 10 or more (or None), got {value}.")

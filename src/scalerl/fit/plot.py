@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
     from scalerl.fit.fitting import FitResult
-    from scalerl.fit.io import Curve
+    from scalerl.fit.readers import Curve
     from scalerl.fit.uncertainty import Uncertainty
 
 DPI = 100

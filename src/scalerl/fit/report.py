@@ -22,7 +22,8 @@ import numpy as np
 from scalerl.fit import plot
 from scalerl.fit.compare import Comparison, ExtrapolationScore, LooTable, RunFit
 from scalerl.fit.errors import CurveError
-from scalerl.fit.forecast import Forecast, HoldoutForecast, Reach
+from scalerl.fit.forecast import Reach, predict_at
+from scalerl.fit.outcome import FitOutcome
 
 
 @dataclass(frozen=True)
@@ -130,35 +131,6 @@ def ceiling_sentences(runs: Sequence[RunFit]) -> tuple[str, ...]:
 # --- scalerl fit --------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class FitOutcome:
-    """One run of ``scalerl fit``: its fit, hold-out score, forecasts and reaches."""
-
-    run: RunFit
-    holdout: HoldoutForecast | None
-    forecasts: list[tuple[float, Forecast]]
-    reaches: list[Reach]
-
-    def to_dict(self) -> dict:
-        run = self.run
-        return {
-            "run": run.name,
-            "source": run.curve.source,
-            "x": run.curve.x,
-            "y": run.curve.y,
-            "fit": run.fit_dict(),
-            "intervals": {k: list(v) for k, v in run.intervals.items()},
-            "uncertainty": run.unc.to_dict(),
-            "forecasts": [
-                {"compute": c, "reward": f.value, "lo": f.lo, "hi": f.hi,
-                 "pred_lo": f.pred_lo, "pred_hi": f.pred_hi}
-                for c, f in self.forecasts
-            ],  # fmt: skip
-            "compute_to_reach": [vars(r) for r in self.reaches],
-            "holdout": self.holdout.to_dict() if self.holdout is not None else None,
-        }
-
-
 def _reach_row(run: RunFit, reach: Reach) -> tuple[str, str, str, str]:
     """Run, target, compute needed (or why none), interval."""
     lo, hi = run.unc.A_plausible
@@ -207,7 +179,24 @@ def forecast_tables(outcomes: Sequence[FitOutcome]) -> list[Table]:
         header = ("run", "fitted up to", "held-out n", "RMSE", "final error", "in predictive interval", "final point")
         caption = "Held-out forecast (predicted - observed)"
         tables.append(Table(caption, header, tuple(rows)))
+    rows = [_prior_row(o) for o in outcomes if o.prior is not None and o.prior.used]
+    if rows:
+        header = ("run", "forecast at", "prior-free fit", "with the prior", "observed")
+        tables.append(Table("Forecast with and without the prior (predictive intervals)", header, tuple(rows)))
     return tables
+
+
+def _prior_row(o: FitOutcome) -> tuple[str, ...]:
+    """The prior-free and the prior's forecast at the compute the prior was asked for."""
+    C = o.prior.mode.budget
+    free = predict_at(o.run.fit, C, o.run.unc)
+    lo, hi = (float(np.ravel(v)[0]) for v in o.prior.predictive(C))
+    value = float(np.ravel(o.prior.predict(C))[0])
+    observed = "-"
+    if o.holdout is not None and o.holdout.compute[-1] == C:
+        observed = f"{o.holdout.reward[-1]:.3f}"
+    return (o.run.name, fmt(C), f"{free.value:.3f} in {interval_text(free.pred_lo, free.pred_hi)}",
+            f"{value:.3f} in {interval_text(lo, hi)}", observed)  # fmt: skip
 
 
 def fit_report(outcomes: Sequence[FitOutcome], caption: str, figures: Sequence[Figure] = ()) -> Report:

@@ -105,7 +105,7 @@ def bootstrap(
     *,
     kind: str = "residual",
     seed: int | None = 0,
-    level: float = 0.95,
+    level: float = FitOptions.level,
     options: FitOptions | None = None,
 ) -> BootstrapResult:
     """Bootstrap a fit: ``n`` resamples, each refitted from the point estimate.

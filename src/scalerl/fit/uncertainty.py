@@ -1,6 +1,7 @@
 """Intervals that hold: correlated noise, weak identification and shape error.
 
-``assess(fit)`` turns one sigmoid fit into every interval the tool reports.
+``scalerl.fit.calibrate.assess(fit)`` turns one sigmoid fit into every interval the tool
+reports: steps 1 and 2 here (``model_uncertainty``), step 3 in ``calibrate``.
 
 1. **Correlated noise** (``scalerl.fit.noise``): residuals are AR(1) in evaluation order;
    the information of smooth directions is divided by the design effect
@@ -26,44 +27,20 @@ The ceiling is **identified** when A's interval is no wider than ``±margin`` (t
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from scalerl.fit import profile as prof
 from scalerl.fit import solver
-from scalerl.fit.fitting import FitResult, _Problem, default_box, fit_problem
+from scalerl.fit.fitting import FitResult, Problem, default_box, fit_problem
 from scalerl.fit.noise import Noise, estimate_noise
+from scalerl.fit.options import FitOptions
 
-__all__ = ["Calibration", "Uncertainty", "assess", "model_uncertainty"]
+__all__ = ["Uncertainty", "inference_fit", "model_uncertainty"]
 
 _N_COARSE, _N_FINE = 41, 33  # profile grid over the A box, then across the plausible set
 _N_CELL_A, _N_CELL_M = 17, 24  # the (A, C_mid) grid across the plausible set
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The rolling-origin conformal factor (``scale >= 1``) and how it was obtained.
-
-    ``calibrated`` is False when the curve is too short for any held-out check; the
-    predictive interval then rests on the noise model alone and ``message`` says why.
-    """
-
-    scale: float = 1.0
-    calibrated: bool = False
-    n_origins: int = 0
-    n_scores: int = 0
-    ratio: float = float("nan")  # the extrapolation ratio it was checked at
-    message: str = "not calibrated"
-
-    def to_dict(self) -> dict:
-        return {
-            "scale": self.scale,
-            "calibrated": self.calibrated,
-            "n_origins": self.n_origins,
-            "n_scores": self.n_scores,
-            "ratio": self.ratio,
-            "message": self.message,
-        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,7 +57,9 @@ class Uncertainty:
     scale: float  # compute normaliser of the internal coordinates
     A_plausible: tuple[float, float]
     cells: prof.Profile | None = None  # fits on an (A, C_mid) grid: every basin of the region
-    calibration: Calibration = Calibration()
+    calibration: Any = None
+    """The ``scalerl.fit.calibrate.Calibration`` that ``calibrate.assess`` attaches (not
+    imported here: calibrate builds on this module); None: model-based, factor 1."""
 
     # --- the ceiling ---------------------------------------------------------------
 
@@ -215,7 +194,7 @@ class Uncertainty:
     def predictive(self, C) -> tuple[np.ndarray, np.ndarray]:
         """Predictive interval for one future evaluation at ``C`` (calibrated)."""
         centre, down, up = self.half_widths(C)
-        k = self.calibration.scale
+        k = 1.0 if self.calibration is None else self.calibration.scale
         return self._clip(centre - k * down), self._clip(centre + k * up)
 
     def to_dict(self) -> dict:
@@ -227,7 +206,7 @@ class Uncertainty:
             "verdict": self.verdict,
             "intervals": {k: list(v) for k, v in self.intervals.items()},
             "noise": self.noise.to_dict(),
-            "calibration": self.calibration.to_dict(),
+            "calibration": None if self.calibration is None else self.calibration.to_dict(),
         }
 
 
@@ -253,13 +232,14 @@ def inference_fit(fit: FitResult) -> FitResult:
     compute, reward, r0 = fit.compute, fit.reward, None if fit.r0_fitted else fit.R0
     if fit.r0_point is not None and not fit.r0_fitted:
         compute, reward, r0 = np.insert(compute, 0, fit.r0_point), np.insert(reward, 0, fit.R0), None
-    problem = _Problem(compute, reward, r0, fit.fixed_A, fit.bounded)
+    problem = Problem(compute, reward, r0, fit.fixed_A, fit.bounded)
     bounds = default_box(problem) if paper else fit.bounds
     return fit_problem(problem, bounds)
 
 
 def model_uncertainty(
-    fit: FitResult, *, level: float = 0.95, margin: float = 0.02, noise: Noise | None = None,
+    fit: FitResult, *, level: float = FitOptions.level, margin: float = FitOptions.margin,
+    noise: Noise | None = None,
     cells: bool = True,
 ) -> Uncertainty:
     """Steps 1 and 2 of the module docstring (no shape-error calibration).
@@ -309,18 +289,6 @@ def _cells(lc, y, A_plausible, profile: prof.Profile, r0, lower, upper) -> prof.
     m_values = np.linspace(lower[2], upper[2], _N_CELL_M)
     theta, sse = prof.cell_fits(lc, y, a_values, m_values, r0=r0, lower=lower, upper=upper)
     return prof.Profile(theta[:, 0], theta, sse, min(profile.sse_min, float(sse.min())))
-
-
-def assess(
-    fit: FitResult, *, level: float = 0.95, margin: float = 0.02, horizon: float = 2.0
-) -> Uncertainty:
-    """All three steps: the model-based intervals, calibrated for extrapolating up to
-    ``horizon`` times the fit's last compute (2: the paper's half-budget forecast)."""
-    from scalerl.fit.calibrate import rolling_origin
-
-    unc = model_uncertainty(fit, level=level, margin=margin)
-    calibration = rolling_origin(fit, noise=unc.noise, horizon=horizon, level=level)
-    return replace(unc, calibration=calibration)
 
 
 def _a_range(fit: FitResult, lower: np.ndarray, upper: np.ndarray) -> tuple[float, float]:

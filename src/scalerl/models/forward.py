@@ -93,3 +93,20 @@ def forward_logits(
         hidden = hidden[:, -1:]
     weight, bias = head_params(model)
     return lm_head_logits(hidden, weight, bias, fp32=fp32_head), past
+
+
+class Forward(torch.nn.Module):
+    """``Forward(model)(fn, *args)`` is ``fn(model, *args)``, run as this module's forward.
+
+    The trainer's forward goes through the body and then reads the head weight directly (the
+    FP32 head above), never through the model's own ``forward``. Wrapping each micro-batch's
+    computation in one module call lets FSDP2 (``fully_shard`` on this module, the root) gather
+    the head and embeddings for it and reduce their gradients, and DDP hook its reducer, with
+    the arithmetic unchanged."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, fn, *args, **kwargs):
+        return fn(self.model, *args, **kwargs)

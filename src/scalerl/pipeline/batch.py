@@ -12,6 +12,10 @@ order of the digest (§4.2, §2.10), each a switch of the config:
 5. the loss-token mask (forced interruption tokens are out through ``Completion.loss_mask``)
    and the aggregation weights on the FULL batch (prompt / sample / token average, §2.5).
 
+Each switch is a field of :class:`~scalerl.pipeline.rules.BatchRules`. Every learner rank runs
+this on the whole batch (it is cheap and deterministic), so batch-level normalisation and the
+filters see every group, and the full-batch weights make the ranks' gradients sum exactly.
+
 Layout: row ``i = p·G + g`` is completion ``g`` of prompt ``p`` (prompt-major, as algo expects).
 """
 
@@ -31,8 +35,8 @@ from scalerl.data.filters import (
     truncation_masks,
     zero_variance_mask,
 )
-from scalerl.data.tasks.base import in_form
 from scalerl.pipeline.queues import staleness
+from scalerl.pipeline.rules import BatchRules
 from scalerl.rollout.rollout import trajectory_metrics
 from scalerl.types import Completion, Group
 
@@ -60,9 +64,18 @@ class Batch:
     rows: list[int]  # rows with any loss token, in order
     pass_rates: list[tuple[int, float]]  # (prompt_id, pass rate of this visit)
     metrics: dict[str, Any]  # batch statistics (rewards, lengths, filters, staleness)
+    num_groups: int  # P: row i belongs to group i // (N / P)
+
+    def group_rows(self) -> list[list[int]]:
+        """The live rows of each group that has any, in order."""
+        size = len(self.completions) // self.num_groups
+        out: dict[int, list[int]] = {}
+        for r in self.rows:
+            out.setdefault(r // size, []).append(r)
+        return list(out.values())
 
 
-def _rewards(groups: list[Group], cfg) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _rewards(groups: list[Group], rules: BatchRules) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(P, G) rewards after the failure rule and shaping, truncated, correct and scored masks.
 
     A NaN reward is a sample its reward function declined to score (``None``): it is 0 here
@@ -71,31 +84,31 @@ def _rewards(groups: list[Group], cfg) -> tuple[torch.Tensor, torch.Tensor, torc
     scored = ~torch.isnan(rewards)
     rewards = torch.nan_to_num(rewards, nan=0.0)
     truncated = torch.tensor([[c.finish_reason == "length" for c in g.completions] for g in groups])
-    if cfg.length.truncation_is_failure:  # an unfinished answer is a wrong answer
-        rewards = torch.where(truncated, rewards.new_tensor(in_form(0.0, cfg.task.reward)), rewards)
+    if rules.truncation_is_failure:  # an unfinished answer is a wrong answer
+        rewards = torch.where(truncated, rewards.new_tensor(rules.wrong_reward), rewards)
     correct = rewards > 0  # pass/fail in {0,1} and ±1 forms alike
-    if cfg.length.control == "penalty":  # App. A.10 Eq. 9, instead of interruptions
+    if rules.length_control == "penalty":  # App. A.10 Eq. 9, instead of interruptions
         lengths = torch.tensor([[c.num_tokens for c in g.completions] for g in groups])  # (P, G)
-        rewards = rewards + length_penalty(lengths, correct, max_len=cfg.length.penalty_max_len,
-                                           cache_len=cfg.length.penalty_cache)
+        rewards = rewards + length_penalty(lengths, correct, max_len=rules.penalty_max_len,
+                                           cache_len=rules.penalty_cache)
     return rewards, truncated, correct & scored, scored
 
 
-def prepare_batch(groups: list[Group], cfg, learner_version: int, pad_id: int) -> Batch:
+def prepare_batch(groups: list[Group], rules: BatchRules, learner_version: int, pad_id: int) -> Batch:
     """Everything before the forward pass (module doc); no model, no side effects."""
     P, G = len(groups), len(groups[0].completions)
     completions = [c for g in groups for c in g.completions]
-    rewards, truncated, correct, scored = _rewards(groups, cfg)
+    rewards, truncated, correct, scored = _rewards(groups, rules)
     # float64 so that k/G is the exact decimal: float32 9/10 is 0.89999998 and misses 0.9
     rates = correct.double().sum(dim=1) / scored.double().sum(dim=1).clamp(min=1)
     pass_rates = [(g.prompt_id, r) for g, r in zip(groups, rates.tolist())]
-    trunc = truncation_masks(truncated, cfg.length.truncation)
+    trunc = truncation_masks(truncated, rules.truncation)
     in_stats, in_loss = trunc.in_stats & scored, trunc.in_loss & scored
-    keep = zero_variance_mask(rewards, in_stats) if cfg.filters.zero_variance else torch.ones(P, dtype=torch.bool)
-    adv = group_advantages(rewards, cfg.advantages.norm, cfg.advantages.eps, keep=keep, valid=in_stats)
+    keep = zero_variance_mask(rewards, in_stats) if rules.zero_variance else torch.ones(P, dtype=torch.bool)
+    adv = group_advantages(rewards, rules.advantage_norm, rules.advantage_eps, keep=keep, valid=in_stats)
     live_rows = (keep[:, None] & in_loss).reshape(-1)  # (N,)
     mask = pad([c.loss_mask for c in completions], False, torch.bool) & live_rows[:, None]
-    weights = token_weights(mask, torch.arange(P).repeat_interleave(G), cfg.loss.aggregation)
+    weights = token_weights(mask, torch.arange(P).repeat_interleave(G), rules.aggregation)
     versions = pad([c.versions for c in completions], -1, torch.long)
     eff = effective_batch(keep, in_loss)
     stale = [staleness(g, learner_version) for g in groups]
@@ -120,4 +133,4 @@ def prepare_batch(groups: list[Group], cfg, learner_version: int, pad_id: int) -
     return Batch(completions, pad([c.tokens for c in completions], pad_id, torch.long),
                  pad([c.logprobs for c in completions], 0.0, torch.float32), versions == learner_version,
                  mask, weights, adv.reshape(-1), torch.nonzero(mask.any(dim=1)).flatten().tolist(),
-                 pass_rates, metrics)
+                 pass_rates, metrics, P)

@@ -80,9 +80,11 @@ def load_model(cfg: Config, model_dir: Path, device_name: str | None = None):
 
 
 def learner_dtype(cfg: Config) -> str:
-    """The learner's parameter dtype: float16 runs keep float32 master weights (autocast +
-    loss scaling in the learner); bf16 and fp32 train in their own dtype."""
-    return "float32" if cfg.model.dtype == "float16" else cfg.model.dtype
+    """The learner's parameter dtype: always float32 master weights (and AdamW state). bf16
+    and fp16 runs compute under autocast (``StepRules.autocast``; fp16 with loss scaling): a
+    bf16 parameter would round away every AdamW update below half its spacing — at lr 5e-5,
+    every weight with |w| ≥ 0.0156 and every norm gain (``gpu-review.md`` #7)."""
+    return "float32"
 
 
 def eval_specs(cfg: Config) -> tuple:
@@ -92,7 +94,8 @@ def eval_specs(cfg: Config) -> tuple:
 
     e = cfg.eval
     val = EvalSpec("val", cfg.task.spec(), sampling_params(cfg, e.temperature), e.k, e.num_prompts,
-                   seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples, env=cfg.env.spec())
+                   seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples,
+                   pass_at=tuple(e.pass_at), env=cfg.env.spec())
     if e.downstream_knobs is None:
         return (val,)
     return val, replace(val, prefix="downstream", task=cfg.task.spec(dict(e.downstream_knobs)),
@@ -131,21 +134,47 @@ def make_pool(cfg: Config, task):
                       history=c.history)
 
 
+def accelerated(cfg: Config) -> bool:
+    """Whether the roles compute on a GPU or in vLLM (CPU seconds then mean nothing)."""
+    return cfg.rollout.engine == "vllm" or device(cfg).startswith("cuda")
+
+
 def core_split(cfg: Config):
     """How this run's cores go to its roles (``scalerl.pipeline.cores``)."""
     from scalerl.pipeline.cores import split_cores
 
     return split_cores(cfg.pipeline.backend, cfg.train.cores, cfg.pipeline.num_generators,
                        cfg.pipeline.generator_threads, cfg.train.threads,
-                       accelerated=cfg.rollout.engine == "vllm" or device(cfg).startswith("cuda"))
+                       accelerated=accelerated(cfg))
 
 
-def compute_devices(cfg: Config, backend) -> int:
-    """Devices the compute meter counts: on CPU the cores the roles hold (their threads),
-    on a GPU the backend's role processes (``scalerl.compute``)."""
-    if device(cfg).startswith("cuda"):
-        return backend.num_devices
-    return core_split(cfg).held(generators=cfg.pipeline.backend != "inprocess")
+def gpu_plan(cfg: Config):
+    """Which GPU each role holds (``pipeline.placement``); None on CPU."""
+    if not device(cfg).startswith("cuda"):
+        return None
+    from scalerl.pipeline.placement import gpu_plan as plan
+
+    return plan(torch.cuda.device_count(), cfg.learner.world_size,
+                core_split(cfg).generators if cfg.pipeline.backend == "local" else 0)
+
+
+def rank_threads(cfg: Config) -> int:
+    """torch threads of each learner rank: the learner's threads split between its ranks."""
+    return max(1, core_split(cfg).learner_threads // cfg.learner.world_size)
+
+
+def compute_devices(cfg: Config, backend, learner) -> int:
+    """Devices the compute meter counts, each once: on CPU the cores the roles hold (their
+    threads, every learner rank's), on a GPU the learner's ranks and the generators
+    (``scalerl.compute``)."""
+    plan = gpu_plan(cfg)
+    if plan is not None and cfg.pipeline.backend != "ray":
+        return plan.devices  # distinct physical GPUs (a shared one counts once)
+    if device(cfg).startswith("cuda"):  # Ray places generators on GPUs of its own choosing
+        return learner.num_devices + backend.num_devices - 1  # the backend counts the learner as one
+    split = core_split(cfg)
+    ranks = split.learner_threads if cfg.learner.world_size == 1 else rank_threads(cfg) * cfg.learner.world_size
+    return split.held(generators=cfg.pipeline.backend != "inprocess") - split.learner_threads + ranks
 
 
 def actor_spec(cfg: Config, model_dir: Path, seed: int):
@@ -169,7 +198,8 @@ def make_backend(cfg: Config, spec, model: torch.nn.Module) -> Backend:
     if name == "local":
         from scalerl.pipeline.backends.local import LocalBackend
 
-        return LocalBackend(spec, model, core_split(cfg).generators)
+        plan = gpu_plan(cfg)
+        return LocalBackend(spec, model, core_split(cfg).generators, plan.generators if plan else None)
     if name == "inprocess":
         from scalerl.pipeline.backends.inprocess import InProcessBackend
 
@@ -228,3 +258,66 @@ def exporter(cfg: Config, run_dir: Path, model: torch.nn.Module, tokenizer):
 
     return export
 
+
+
+def batch_rules(cfg: Config):
+    """What ``prepare_batch`` decides with (``pipeline.rules``)."""
+    from scalerl.pipeline.rules import BatchRules
+
+    length, adv = cfg.length, cfg.advantages
+    return BatchRules(reward_form=cfg.task.reward, truncation_is_failure=length.truncation_is_failure,
+                      length_control=length.control, penalty_max_len=length.penalty_max_len,
+                      penalty_cache=length.penalty_cache, truncation=length.truncation,
+                      zero_variance=cfg.filters.zero_variance, advantage_norm=adv.norm, advantage_eps=adv.eps,
+                      aggregation=cfg.loss.aggregation)
+
+
+def step_rules(cfg: Config):
+    """What ``backward_and_step`` computes with (``pipeline.rules``)."""
+    from scalerl.pipeline.rules import StepRules
+
+    o, correction = cfg.optim, cfg.loss.is_correction
+    return StepRules(loss=cfg.loss.name, loss_hparams=cfg.loss.hparams(), correction_mode=correction.mode,
+                     autocast=None if cfg.model.dtype == "float32" else cfg.model.dtype,
+                     correction_band=correction.band(), temperature=cfg.sampling.temperature,
+                     fp32_head=cfg.model.fp32_head_trainer, micro_batch=o.micro_batch,
+                     micro_batch_tokens=o.micro_batch_tokens, shared_prompt=o.shared_prompt, grad_clip=o.grad_clip)
+
+
+def learner_rules(cfg: Config, pad_id: int):
+    """Every rule a learner steps by (``pipeline.rules``)."""
+    from scalerl.pipeline.rules import LearnerRules, OptimRules
+
+    o = cfg.optim
+    optim = OptimRules(lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay,
+                       warmup_steps=o.warmup_steps)
+    return LearnerRules(batch=batch_rules(cfg), step=step_rules(cfg), optim=optim, pad_id=pad_id,
+                        float16=cfg.model.dtype == "float16")
+
+
+def make_learner(cfg: Config, model_dir: Path):
+    """``(learner, tokenizer)``: the model in this process (``learner.world_size = 1``), or a
+    :class:`~scalerl.pipeline.learner_group.ShardedLearner` whose ranks start with
+    ``learner.start(sink)`` once the backend's sink exists (a CPU copy of the model stays here
+    for evaluation and export)."""
+    from scalerl.compute import matmul_peak
+    from scalerl.pipeline.learner import Learner
+
+    world = cfg.learner.world_size
+    model, tokenizer = load_model(cfg, model_dir, device_name="cpu" if world > 1 else None)
+    rules = learner_rules(cfg, tokenizer.pad_token_id)
+    bucket = cfg.learner.sync_bucket_mb << 20
+    if world == 1:
+        return Learner(model, rules, bucket), tokenizer
+    from scalerl.pipeline.learner_group import ShardedLearner, free_port
+    from scalerl.pipeline.learner_rank import RankSpec
+
+    kind = "cuda" if device(cfg).startswith("cuda") else "cpu"
+    spec = RankSpec(model_dir=str(model_dir), rules=rules, strategy=cfg.learner.strategy, world=world, device=kind,
+                    dtype=learner_dtype(cfg), lora=cfg.model.lora.spec() if cfg.model.lora is not None else None,
+                    threads=rank_threads(cfg), bucket_bytes=bucket, master_addr="127.0.0.1", master_port=free_port(),
+                    seed=cfg.train.seed, timeout_s=max(1800.0, 2 * cfg.learner.sync_timeout_s))
+    peak = matmul_peak(kind, torch.float16 if rules.float16 else model.dtype)
+    learner = ShardedLearner(spec, model, transport="ray" if cfg.pipeline.backend == "ray" else "local",
+                             peak_flop_s=peak, sync_timeout_s=cfg.learner.sync_timeout_s)
+    return learner, tokenizer

@@ -106,6 +106,7 @@ def _handle(args: argparse.Namespace) -> int:
     except ConfigError as err:
         return _fail(err)
     from scalerl.checkpoint import CheckpointError
+    from scalerl.pipeline.learner_group import RankFailed, SyncTimeout
     from scalerl.pipeline.report import final_report
     from scalerl.pipeline.run import train
     from scalerl.pipeline.stop import Stopped
@@ -117,6 +118,10 @@ def _handle(args: argparse.Namespace) -> int:
         return stop.code
     except (ConfigError, CheckpointError) as err:
         return _fail(err)
+    except (SyncTimeout, RankFailed) as err:  # the ranks are stopped; the checkpoints on disk are whole
+        print(f"scalerl train: {err}; the newest checkpoint stays loadable: continue with --resume {run_dir}.",
+              file=sys.stderr)
+        return 1
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise

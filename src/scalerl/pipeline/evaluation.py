@@ -106,12 +106,16 @@ class OrderedRecords:
         self.waiting: set[int] = set()
         self.snapshots: dict[int, tuple[int, Any]] = {}  # step -> (version, weights) of those out
 
-    def add(self, record: dict[str, Any], evaluate: bool = False, model=None, version: int = 0) -> None:
+    def add(self, record: dict[str, Any], evaluate: bool = False, model=None, version: int = 0,
+            learner=None) -> None:
         """Hold ``record`` (it already carries its compute snapshot); with ``evaluate``,
-        start the evaluation of ``model`` as policy ``version``."""
+        start the evaluation of ``model`` as policy ``version`` — or of ``learner``'s
+        current weights (``eval_snapshot``, gathered from its ranks only now) and version."""
         self.held.append(record)
         if evaluate:
             start = time.perf_counter()
+            if learner is not None:
+                model, version = learner.eval_snapshot(), learner.version
             self.waiting.add(record["step"])
             weights = self.evaluation.submit(record["step"], version, model)
             if weights is not None:

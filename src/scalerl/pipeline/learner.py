@@ -4,22 +4,76 @@ AdamW with the paper's settings (digest §2.1) adapted by config: constant LR af
 warm-up, ``eps = 1e-15``, weight decay 0.01, optional grad-norm clipping. ``version`` counts
 optimiser steps; the weights after step ``v`` are policy version ``v``.
 
-Backend-agnostic: the ``local`` backend calls it in the main process, a Ray backend in an
-actor (``step(groups)``, ``weights()``, ``state_dict()``).
+The driver (``pipeline/run.py``) sees a learner only through :class:`LearnerRole`: step on
+groups, publish a version into a sink, a model to evaluate, the state to checkpoint. Two
+implementations: :class:`Learner`, the model in the driver's own process (``learner.world_size
+= 1``), and :class:`~scalerl.pipeline.learner_group.ShardedLearner`, ``world_size`` ranks in
+other processes or Ray actors (``pipeline.learner_rank``).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
+from scalerl.checkpoint import to_cpu
 from scalerl.compute import matmul_peak
 from scalerl.models.build import count_parameters
+from scalerl.models.forward import Forward
 from scalerl.models.lora import is_lora, published_parameters
 from scalerl.pipeline.batch import prepare_batch
-from scalerl.pipeline.train_step import backward_and_step
+from scalerl.pipeline.rules import LearnerRules
+from scalerl.pipeline.train_step import step_metrics, train_part
+from scalerl.pipeline.weights import weight_buckets
+
+
+class StepResult(NamedTuple):
+    metrics: dict[str, Any]  # the step's record fields
+    pass_rates: list[tuple[int, float]]  # (prompt_id, pass rate of this visit), for the curriculum
+
+
+class Published(NamedTuple):
+    handle: Any  # what the sink's write returned, for the backend to announce
+    seconds: float  # the sync's wall time
+    bytes: int  # bytes written into the sink
+
+
+class LearnerRole(Protocol):
+    """What the driver needs from a learner, however many processes it spans."""
+
+    version: int  # optimiser steps taken: the policy version the weights are
+    num_params: int  # distinct parameters (the compute meter's N)
+    num_devices: int  # devices (ranks) it computes on
+
+    def start(self, sink) -> None:
+        """Begin: ``sink`` (a ``weights.WeightSink``) is where :meth:`publish` writes."""
+        ...
+
+    def step(self, groups) -> StepResult:
+        """One optimiser step on P groups; the version advances."""
+        ...
+
+    def publish(self, sink) -> Published:
+        """Write the current version into ``sink`` (a ``weights.WeightSink``)."""
+        ...
+
+    def eval_snapshot(self) -> torch.nn.Module:
+        """A model holding the current weights, for evaluation and export in the driver."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def rate_metrics(n_params: int, tokens: int, busy: float, peak_flop_s: float) -> dict[str, float]:
+    """``learner_flop_s = 6·N·tokens / busy`` and ``learner_mfu`` over ``peak_flop_s`` (all ranks')."""
+    flops = 6.0 * n_params * tokens / max(busy, 1e-12)
+    return {"learner_flop_s": flops, "learner_mfu": flops / peak_flop_s}
 
 
 def trained_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -38,56 +92,73 @@ def warmup_then_constant(warmup_steps: int):
 
 
 class Learner:
-    def __init__(self, model: torch.nn.Module, cfg, pad_id: int) -> None:
-        self.model, self.cfg, self.pad_id = model, cfg, pad_id
-        o = cfg.optim
+    """The single-process learner (``learner.world_size = 1``): the model lives in the driver."""
+
+    num_devices = 1
+
+    def __init__(self, model: torch.nn.Module, rules: LearnerRules, bucket_bytes: int = 1 << 62) -> None:
+        self.model, self.rules, self.bucket_bytes = model, rules, bucket_bytes
+        self.forward = Forward(model)
+        o = rules.optim
         # frozen weights (a LoRA run's base) get no optimiser state
         trainable = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, eps=o.eps,
                                            weight_decay=o.weight_decay)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_then_constant(o.warmup_steps))
         # float16 trains float32 master weights under fp16 autocast, with dynamic loss scaling
-        # (fp16's 5-bit exponent underflows small gradients); bf16 and fp32 need none
+        # (fp16's 5-bit exponent underflows small gradients); bf16 (same masters, bf16
+        # autocast) and fp32 need none
         param = next(model.parameters())
-        self.scaler = torch.amp.GradScaler(param.device.type) if cfg.model.dtype == "float16" else None
+        self.scaler = torch.amp.GradScaler(param.device.type) if rules.float16 else None
         self.version = 0
         # learner_mfu = 6·N·trained tokens / busy seconds / the matmul peak measured here,
         # before any generator shares the machine
-        self.n_params = count_parameters(model)
+        self.num_params = count_parameters(model)
         self.device = param.device
-        # float16 runs compute under fp16 autocast: their peak is fp16's, not the master weights'
-        compute_dtype = torch.float16 if self.scaler is not None else param.dtype
+        # bf16 and fp16 runs compute under autocast: their peak is that dtype's, not the masters'
+        compute_dtype = rules.step.autocast_dtype or param.dtype
         self.peak_flop_s = matmul_peak(param.device.type, compute_dtype)
 
-    def step(self, groups) -> tuple[dict[str, Any], list[tuple[int, float]]]:
+    def step(self, groups) -> StepResult:
         """One optimiser step on P groups; the policy version advances. Returns the step's
         metrics and each prompt's pass rate on this visit (the driver's curriculum records them)."""
         start, cpu = time.perf_counter(), time.process_time()
-        batch = prepare_batch(groups, self.cfg, self.version, self.pad_id)
-        metrics = backward_and_step(self.model, self.optimizer, self.schedule, batch, self.cfg, self.pad_id,
-                                    self.scaler)
+        rules = self.rules
+        batch = prepare_batch(groups, rules.batch, self.version, rules.pad_id)
+        part = train_part(self.forward, self.optimizer, self.schedule, batch, rules.step, rules.pad_id, self.scaler)
+        metrics = step_metrics(batch.metrics, [part])
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         busy = time.perf_counter() - start
-        flops = 6.0 * self.n_params * metrics["trained_tokens"]
-        metrics |= {"learner_busy_s": busy, "learner_cpu_s": time.process_time() - cpu,
-                    "learner_flop_s": flops / max(busy, 1e-12),
-                    "learner_mfu": flops / max(busy, 1e-12) / self.peak_flop_s}
+        metrics |= {"learner_busy_s": busy, "learner_cpu_s": time.process_time() - cpu, "learner_world_size": 1,
+                    **rate_metrics(self.num_params, metrics["trained_tokens"], busy, self.peak_flop_s)}
         self.version += 1
-        return metrics, batch.pass_rates
+        return StepResult(metrics, batch.pass_rates)
 
-    def weights(self) -> dict[str, torch.Tensor]:
-        """Detached parameters by name (what generators load)."""
-        return {n: p.detach() for n, p in self.model.named_parameters()}
+    def start(self, sink) -> None:
+        """Nothing to start: the model is here."""
+
+    def publish(self, sink) -> Published:
+        start = time.perf_counter()
+        named = published_parameters(self.model)
+        handle = sink.write(self.version, weight_buckets(named, self.bucket_bytes))
+        return Published(handle, time.perf_counter() - start, sum(p.numel() * p.element_size() for _, p in named))
+
+    def eval_snapshot(self) -> torch.nn.Module:
+        return self.model
+
+    def close(self) -> None:
+        """Nothing to release: the model is the driver's."""
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        """Copies on the CPU (a GPU learner's too), never views of the live tensors."""
+        return to_cpu({
             "model": trained_state(self.model),
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "version": self.version,
             **({"scaler": self.scaler.state_dict()} if self.scaler is not None else {}),
-        }
+        })
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         result = self.model.load_state_dict(state["model"], strict=not is_lora(self.model))

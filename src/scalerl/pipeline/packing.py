@@ -105,7 +105,7 @@ def _distinct_prompts(completions: list[Completion], idx: list[int]) -> tuple[li
 
 
 def shared_prompt_logits(model, completions: list[Completion], idx: list[int], *, fp32_head: bool, pad_id: int,
-                         device, fp16_autocast: bool = False) -> tuple[torch.Tensor, int, int]:
+                         device, autocast: torch.dtype | None = None) -> tuple[torch.Tensor, int, int]:
     """``(logits (n, W, V), real tokens forwarded, token slots forwarded)`` for rows ``idx``,
     ``W`` their longest completion; logits ``[r, j]`` predict completion token ``j`` (module doc).
 
@@ -117,7 +117,7 @@ def shared_prompt_logits(model, completions: list[Completion], idx: list[int], *
     prompt_attn = pad([np.ones(len(p), dtype=np.int64) for p in prompts], 0, torch.long).to(device)  # (U, Lp)
     prompt_len = prompt_attn.sum(dim=1)  # (U,)
     width = max(1, max(len(completions[i].tokens) for i in idx))
-    with torch.autocast(device.type, dtype=torch.float16, enabled=fp16_autocast):
+    with torch.autocast(device.type, dtype=autocast or torch.float16, enabled=autocast is not None):
         hidden_x, cache = forward_hidden(model, prompt_ids, attention_mask=prompt_attn, use_cache=True)  # (U, Lp, H)
         last = hidden_x[torch.arange(len(prompts), device=device), prompt_len - 1]  # (U, H) predicts y_0
         hidden = last[row_prompt][:, None]  # (n, 1, H)

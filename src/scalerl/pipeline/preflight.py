@@ -27,7 +27,21 @@ def check(cfg: Config, run_dir: Path, flag: str = "--out") -> None:
         raise ConfigError(f"{flag} {run_dir} is a file, not a folder.")
     check_model(cfg)
     check_prompts(cfg, task)
+    check_prior_runs(cfg)
     check_run_dir(run_dir, flag)
+
+
+def check_prior_runs(cfg: Config) -> None:
+    """``forecast.prior_runs`` names at least one log file or TensorBoard folder."""
+    if cfg.forecast.prior_runs is None:
+        return
+    from scalerl.fit.errors import CurveError
+    from scalerl.fit.prior_runs import find_prior_files
+
+    try:
+        find_prior_files(cfg.forecast.prior_runs, what="forecast.prior_runs")
+    except CurveError as err:
+        raise ConfigError(str(err)) from None
 
 
 def check_path(run_dir: Path, flag: str = "--out") -> None:

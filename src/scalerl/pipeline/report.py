@@ -1,6 +1,6 @@
 """End of a run: fit the sigmoid law to its own validation curve and write a short report.
 
-Reads ``RUN_DIR/metrics.jsonl`` through ``scalerl.fit.io`` exactly as ``scalerl fit`` does
+Reads ``RUN_DIR/metrics.jsonl`` through ``scalerl.fit.readers`` exactly as ``scalerl fit`` does
 (x = ``compute_gpu_hours``, y = ``val_pass_rate``), fits Eq. 1 with R0 fixed to the first
 point (the pass rate of the starting policy), assesses it (is the ceiling identified? the
 forecast at twice the run's compute with its band and predictive interval; the compute
@@ -18,7 +18,7 @@ def final_report(run_dir: str | Path, cfg, log=print):
     """Fit, print and write the report; returns the ``FitResult`` (None if the fit failed)."""
     from scalerl.fit.errors import CurveError
     from scalerl.fit.fitting import fit_sigmoid
-    from scalerl.fit.io import read_curves
+    from scalerl.fit.readers import read_curves
 
     run_dir = Path(run_dir)
     metrics = run_dir / "metrics.jsonl"
@@ -50,8 +50,8 @@ def final_report(run_dir: str | Path, cfg, log=print):
 def _outlook(fit, cfg, all_records: list[dict]):
     """The forecast of the finished run, in sentences: ceiling verdict, the reward at twice
     its compute (both bands), the compute that would pin A, and the last live forecast."""
+    from scalerl.fit.calibrate import assess
     from scalerl.fit.forecast import budget_to_pin_A, predict_at
-    from scalerl.fit.uncertainty import assess
 
     unc = assess(fit, level=cfg.forecast.level, margin=cfg.forecast.margin, horizon=2.0)
     budget = 2.0 * float(fit.compute.max())

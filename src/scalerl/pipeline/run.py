@@ -42,7 +42,7 @@ from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build
 from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
-from scalerl.pipeline.learner import Learner
+from scalerl.pipeline.learner import LearnerRole
 from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.queues import LagPolicy
 from scalerl.pipeline.scheduler import Scheduler
@@ -61,8 +61,6 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
 
 
 def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopping) -> dict[str, Any]:
-    from scalerl.models import count_parameters
-
     split = build.core_split(cfg)
     log(split.rule)
     torch.set_num_threads(split.learner_threads)
@@ -70,67 +68,83 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
 
     task = cfg.task.spec().build()
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
-    model, tokenizer = build.load_model(cfg, model_dir)
+    learner, tokenizer = build.make_learner(cfg, model_dir)
     pool = build.make_pool(cfg, task)
-    learner = Learner(model, cfg, tokenizer.pad_token_id)
     policy = LagPolicy(cfg.pipeline.mode, cfg.pipeline.k, cfg.pipeline.prompts_per_step)
     scheduler = Scheduler(policy, pool, cfg.pipeline.prompts_per_chunk)
 
     step = saved[1]["step"] if saved else 0
-    backend = build.make_backend(cfg, build.actor_spec(cfg, model_dir, cfg.train.seed + step), model)
-    # built before the compute meter starts: the evaluation sets' construction is set-up
-    evaluation = make_evaluation(build.eval_on_generator(cfg), backend, lambda: build.evaluators(cfg, model, tokenizer))
-    compute = ComputeMeter(build.compute_devices(cfg, backend), count_parameters(model))
-    records = OrderedRecords(evaluation, compute)
-    if saved:
-        restore(saved[0], learner, pool, scheduler, compute, records)
-        log(f"resumed {run_dir} at step {step} (policy version {learner.version})")
-    logged = saved[1].get("logged_through", step) if saved else -1  # the checkpoint's log
-    if resume:  # records past it (all of them, without a checkpoint) are redone
-        for log_file in ("metrics.jsonl", "samples.jsonl"):
-            truncate_after(run_dir / log_file, logged)
-    logger = build.make_logger(cfg, run_dir, max(logged, 0))
-    forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if saved else ())
+    spec = build.actor_spec(cfg, model_dir, cfg.train.seed + step)
+    backend = build.make_backend(cfg, spec, learner.eval_snapshot())
+    forecaster = logger = None
     record: dict[str, Any] = {}
-    previous = compute.snapshot()
-    export = build.exporter(cfg, run_dir, model, tokenizer)
     try:
-        backend.publish(model, learner.version)
-        if not saved:
-            records.add({"step": 0, **compute.snapshot()}, evaluate=True, model=model, version=learner.version)
-        deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
-        overlap = OverlapMonitor(enabled=backend.num_devices > 1 and cfg.pipeline.mode != "sync")
-        stopping.arm()
-        while step < cfg.train.steps:
-            got = next_batch(scheduler, backend, learner.version, compute, stopping)
-            done = False
-            if got is not None:  # None: a signal came while waiting for groups; no state changed
-                step += 1
-                record = {"step": step} | advance(learner, pool, scheduler, backend, compute, got, overlap, log)
-                done = step == cfg.train.steps or (deadline is not None and time.monotonic() > deadline)
-                previous = with_compute(record, compute, previous)
-                records.add(record, evaluate=step % cfg.eval.every == 0 or done, model=model, version=learner.version)
-            last = done or stopping.requested
-            if stopping.requested and records.pending:  # first with the evaluations still out:
-                checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records, export)  # a kill waiting loses nothing
-            stop = write_released(records, forecaster, logger, lambda: receive(scheduler, backend, compute, 0.0),
-                                  drain=last, final=step if done else None)
-            if last or stop or step % cfg.train.checkpoint_every == 0:  # at once, however far evaluations lag
-                checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records, export)
-            if stop:
-                log(stop)
-            if last or stop:
-                break
+        learner.start(backend.sink)
+        # built before the compute meter starts: the evaluation sets' construction is set-up
+        evaluation = make_evaluation(build.eval_on_generator(cfg), backend,
+                                     lambda: build.evaluators(cfg, learner.eval_snapshot(), tokenizer))
+        compute = ComputeMeter(build.compute_devices(cfg, backend, learner), learner.num_params)
+        records = OrderedRecords(evaluation, compute)
+        if saved:
+            restore(saved[0], learner, pool, scheduler, compute, records)
+            log(f"resumed {run_dir} at step {step} (policy version {learner.version})")
+        logged = saved[1].get("logged_through", step) if saved else -1  # the checkpoint's log
+        if resume:  # records past it (all of them, without a checkpoint) are redone
+            for log_file in ("metrics.jsonl", "samples.jsonl"):
+                truncate_after(run_dir / log_file, logged)
+        logger = build.make_logger(cfg, run_dir, max(logged, 0))
+        forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if saved else ())
+        export = build.exporter(cfg, run_dir, learner.eval_snapshot(), tokenizer)
+        step, record = _loop(cfg, run_dir, step, saved, learner, pool, scheduler, backend, compute, records, logger,
+                     forecaster, export, stopping, log)
     finally:
-        forecaster.close()
-        backend.close()
-        logger.close()
+        for part in (forecaster, backend, learner, logger):
+            if part is not None:
+                part.close()
     if stopping.requested:
         raise stopping.stopped(step)
     return record
 
 
-def checkpoint(run_dir: Path, recipe: str, step: int, learner: Learner, pool, scheduler: Scheduler,
+def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, pool, scheduler: Scheduler, backend,
+          compute: ComputeMeter, records: OrderedRecords, logger, forecaster: LiveForecast, export,
+          stopping: Stopping, log) -> tuple[int, dict[str, Any]]:
+    """Train until ``train.steps``, the time limit, an early stop or a signal; the last step
+    and its record."""
+    record: dict[str, Any] = {}
+    previous = compute.snapshot()
+    publish(learner, backend)
+    if not saved:
+        records.add({"step": 0, **compute.snapshot()}, evaluate=True, learner=learner)
+    deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
+    # CPU seconds measure launches and spinning, not work, on a GPU or in vLLM's engine process
+    overlap = OverlapMonitor(enabled=backend.num_devices > 1 and cfg.pipeline.mode != "sync"
+                             and not build.accelerated(cfg))
+    stopping.arm()
+    while step < cfg.train.steps:
+        got = next_batch(scheduler, backend, learner.version, compute, stopping)
+        done = False
+        if got is not None:  # None: a signal came while waiting for groups; no state changed
+            step += 1
+            record = {"step": step} | advance(learner, pool, scheduler, backend, compute, got, overlap, log)
+            done = step == cfg.train.steps or (deadline is not None and time.monotonic() > deadline)
+            previous = with_compute(record, compute, previous)
+            records.add(record, evaluate=step % cfg.eval.every == 0 or done, learner=learner)
+        last = done or stopping.requested
+        if stopping.requested and records.pending:  # first with the evaluations still out:
+            checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records, export)  # a kill waiting loses nothing
+        stop = write_released(records, forecaster, logger, lambda: receive(scheduler, backend, compute, 0.0),
+                              drain=last, final=step if done else None)
+        if last or stop or step % cfg.train.checkpoint_every == 0:  # at once, however far evaluations lag
+            checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records, export)
+        if stop:
+            log(stop)
+        if last or stop:
+            break
+    return step, record
+
+
+def checkpoint(run_dir: Path, recipe: str, step: int, learner: LearnerRole, pool, scheduler: Scheduler,
                compute: ComputeMeter, records: OrderedRecords, export) -> None:
     """Write the checkpoint of ``step`` with the records not yet logged (their evaluations are
     out); its meta says the last step logged before them: a resume truncates the log there.
@@ -141,17 +155,25 @@ def checkpoint(run_dir: Path, recipe: str, step: int, learner: Learner, pool, sc
     export(state["learner"])
 
 
-def advance(learner: Learner, pool, scheduler: Scheduler, backend, compute: ComputeMeter, got,
+def advance(learner: LearnerRole, pool, scheduler: Scheduler, backend, compute: ComputeMeter, got,
             overlap: OverlapMonitor, log) -> dict[str, Any]:
     """One learner step on ``got`` = ``(batch, seconds waited)``, its weights published when the
     lag policy says; the step's record, without its compute snapshot."""
     metrics = learn(learner, pool, *got, overlap, log)
     compute.add_training(metrics["trained_tokens"])
-    publish_s = time.perf_counter()
+    start = time.perf_counter()
+    sync = {"sync_s": 0.0, "sync_bytes": 0}
     if scheduler.policy.publish_after_step(scheduler.outstanding):
-        backend.publish(learner.model, learner.version)
-    return {"version": learner.version, "learner_wait_s": got[1], "publish_s": time.perf_counter() - publish_s,
-            "refused_stale": scheduler.refused, **metrics}
+        sync = publish(learner, backend)
+    return {"version": learner.version, "learner_wait_s": got[1], "publish_s": time.perf_counter() - start,
+            **sync, "refused_stale": scheduler.refused, **metrics}
+
+
+def publish(learner: LearnerRole, backend) -> dict[str, Any]:
+    """Sync the learner's current version into the backend's sink and announce it."""
+    published = learner.publish(backend.sink)
+    backend.announce(learner.version, published.handle)
+    return {"sync_s": published.seconds, "sync_bytes": published.bytes}
 
 
 def with_compute(record: dict[str, Any], compute: ComputeMeter, previous: dict[str, float]) -> dict[str, float]:
@@ -192,7 +214,7 @@ def _start(cfg: Config, run_dir: Path, resume: bool, log) -> tuple[dict, dict] |
     return saved
 
 
-def learn(learner: Learner, pool, batch, waited: float, overlap: OverlapMonitor, log) -> dict[str, Any]:
+def learn(learner: LearnerRole, pool, batch, waited: float, overlap: OverlapMonitor, log) -> dict[str, Any]:
     """One learner step; the curriculum records its pass rates; the roles' times are checked
     for a lost overlap (``pipeline.overlap``), which is said once in the log."""
     metrics, pass_rates = learner.step(batch)
@@ -251,7 +273,7 @@ def receive(scheduler: Scheduler, backend, compute: ComputeMeter, timeout: float
     scheduler.receive(groups)
 
 
-def snapshot(learner: Learner, pool, scheduler: Scheduler, compute: ComputeMeter) -> dict[str, Any]:
+def snapshot(learner: LearnerRole, pool, scheduler: Scheduler, compute: ComputeMeter) -> dict[str, Any]:
     """Everything a resume needs (see ``scalerl.checkpoint``)."""
     return {
         "learner": learner.state_dict(),
@@ -262,7 +284,7 @@ def snapshot(learner: Learner, pool, scheduler: Scheduler, compute: ComputeMeter
     }
 
 
-def restore(state: dict[str, Any], learner: Learner, pool, scheduler: Scheduler, compute: ComputeMeter,
+def restore(state: dict[str, Any], learner: LearnerRole, pool, scheduler: Scheduler, compute: ComputeMeter,
             records: OrderedRecords) -> None:
     learner.load_state_dict(state["learner"])
     pool.load_state_dict(state["pool"])

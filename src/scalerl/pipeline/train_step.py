@@ -16,10 +16,19 @@ batch order) stays as the reference. ``trained_tokens`` counts the real (non-pad
 the body actually forwarded, so the compute meter's ``6·N·trained_tokens`` is the work done:
 on the shared path a prompt counts once per micro-batch it appears in and each completion's
 last token (never an input) not at all. ``padded_tokens`` adds the padding: the slots paid for.
+
+Data parallelism (``pipeline.learner_rank``): rank ``r`` of ``W`` runs the live rows of every
+``W``-th group (:func:`rank_rows`). The aggregation weights were fixed on the full batch, so
+the loss is a sum over rows and ``Σ_r ∇L_r = ∇L``; the ranks' gradients are summed (the loss
+is scaled by ``W`` because FSDP2 and DDP average). Every rank runs as many micro-batches as
+the busiest one — a rank with fewer runs zero-weighted ones — since each forward and backward
+is a collective. Each rank returns a :class:`StepPart`; :func:`step_metrics` merges them.
 """
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,23 +37,51 @@ import torch
 from scalerl.algo.logprobs import token_logprobs
 from scalerl.algo.losses import get_loss
 from scalerl.algo.mismatch import corrected_loss, mismatch_metrics, mismatch_sums
-from scalerl.models.forward import forward_logits
-from scalerl.pipeline.batch import Batch, pad, prepare_batch
+from scalerl.models.forward import Forward, forward_logits
+from scalerl.pipeline.batch import Batch, pad
 from scalerl.pipeline.packing import micro_batches, shared_prompt_logits
-from scalerl.types import Group
+from scalerl.pipeline.rules import StepRules
 
 _PICK = {"min": min, "max": max}
 
 
-def _micro_batch_logits(model, completions, idx: list[int], T: int, cfg, pad_id: int, device, scaler):
+@dataclass(frozen=True)
+class Shard:
+    """This rank's place in a data-parallel learner; ``no_sync``: DDP's gradient-sync
+    suppressor for all but the last micro-batch (None: FSDP2, which reduces per backward)."""
+
+    rank: int = 0
+    world: int = 1
+    no_sync: Any = None
+
+
+@dataclass
+class StepPart:
+    """One rank's share of a step: its sums, for :func:`step_metrics` to merge."""
+
+    loss: float = 0.0
+    trained_tokens: int = 0
+    padded_tokens: int = 0
+    mask_tokens: int = 0
+    mismatch: list = field(default_factory=list)  # mismatch_sums per micro-batch
+    fresh: list = field(default_factory=list)  # the same on fresh tokens only
+    sums: dict[str, float] = field(default_factory=dict)  # token-weighted loss metrics
+    reduced: dict[str, tuple[str, float]] = field(default_factory=dict)  # min/max loss metrics: (how, value)
+    grad_norm: float = float("nan")
+    lr: float = 0.0
+    loss_scale: float | None = None
+
+
+def _micro_batch_logits(model, completions, idx: list[int], T: int, rules: StepRules, pad_id: int, device,
+                        amp=None):
     """(n, T, V) logits predicting each completion token of rows ``idx`` (prompt + completion
     in one right-padded forward), real tokens and token slots forwarded. The plain path
     (``optim.shared_prompt=false``) and the reference the shared-prompt path is tested against."""
     seqs = [np.concatenate([completions[i].prompt_tokens, completions[i].tokens]) for i in idx]
     ids = pad(seqs, pad_id, torch.long).to(device)  # (n, L)
     attn = pad([np.ones(len(s), dtype=np.int64) for s in seqs], 0, torch.long).to(device)
-    with torch.autocast(device.type, dtype=torch.float16, enabled=scaler is not None):
-        logits, _ = forward_logits(model, ids, attention_mask=attn, fp32_head=cfg.model.fp32_head_trainer)
+    with torch.autocast(device.type, dtype=amp or torch.float16, enabled=amp is not None):
+        logits, _ = forward_logits(model, ids, attention_mask=attn, fp32_head=rules.fp32_head)
     # completion token j of row r sits at position p_r + j, predicted by logits at p_r + j − 1
     starts = torch.tensor([len(completions[i].prompt_tokens) - 1 for i in idx], device=device)
     pos = (starts[:, None] + torch.arange(T, device=device)[None, :]).clamp(max=ids.shape[1] - 1)  # (n, T)
@@ -52,67 +89,102 @@ def _micro_batch_logits(model, completions, idx: list[int], T: int, cfg, pad_id:
     return logits, int(attn.sum()), ids.numel()
 
 
-def _micro_batches(batch: Batch, cfg, device) -> list[list[int]]:
-    """The live rows in micro-batches: reordered for the shared-prompt path, as they come for the plain one."""
-    if cfg.optim.shared_prompt:
+def rank_rows(batch: Batch, rank: int, world: int) -> list[int]:
+    """The live rows rank ``rank`` of ``world`` trains: those of every ``world``-th group with
+    any (whole groups, so the shared-prompt path still forwards each prompt once)."""
+    return [r for rows in batch.group_rows()[rank::world] for r in rows]
+
+
+def _micro_batches(batch: Batch, rows: list[int], rules: StepRules, device) -> list[list[int]]:
+    """``rows`` in micro-batches: reordered for the shared-prompt path, as they come for the plain one."""
+    if rules.shared_prompt:
         # the token budget keeps CPU activations cache-sized; a GPU wants its micro-batches big
-        budget = cfg.optim.micro_batch_tokens if device.type == "cpu" else None
-        return micro_batches(batch.completions, batch.rows, cfg.optim.micro_batch, budget)
-    return [batch.rows[s : s + cfg.optim.micro_batch] for s in range(0, len(batch.rows), cfg.optim.micro_batch)]
+        budget = rules.micro_batch_tokens if device.type == "cpu" else None
+        return micro_batches(batch.completions, rows, rules.micro_batch, budget)
+    return [rows[s : s + rules.micro_batch] for s in range(0, len(rows), rules.micro_batch)]
 
 
-def _micro_batch_forward(model, batch: Batch, idx: list[int], cfg, pad_id: int, device, scaler):
-    """``(logits (n, W, V), real tokens, slots)`` of rows ``idx`` by the configured path."""
-    if cfg.optim.shared_prompt:
-        return shared_prompt_logits(model, batch.completions, idx, fp32_head=cfg.model.fp32_head_trainer,
-                                    pad_id=pad_id, device=device, fp16_autocast=scaler is not None)
-    return _micro_batch_logits(model, batch.completions, idx, batch.tokens.shape[1], cfg, pad_id, device, scaler)
+def _plan(batch: Batch, rules: StepRules, shard: Shard, device) -> list[list[int] | None]:
+    """This rank's micro-batches, padded with None (a zero-weighted one) to the busiest rank's count."""
+    plans = [_micro_batches(batch, rank_rows(batch, r, shard.world), rules, device) for r in range(shard.world)]
+    mine = plans[shard.rank]
+    return mine + [None] * (max(map(len, plans)) - len(mine))
 
 
-def _backward(model, batch: Batch, cfg, pad_id: int, scaler) -> dict[str, Any]:
-    """Forward, loss and backward of the live rows in micro-batches; gradients accumulate."""
-    device = next(model.parameters()).device
+def _forward(forward: Forward, batch: Batch, idx: list[int], rules: StepRules, pad_id: int, device):
+    """``(logits (n, W, V), real tokens, slots)`` of rows ``idx`` by the configured path, under
+    the rules' autocast (bf16 or fp16 compute over float32 masters; the FP32 head stays fp32)."""
+    amp = rules.autocast_dtype
+    if rules.shared_prompt:
+        return forward(shared_prompt_logits, batch.completions, idx, fp32_head=rules.fp32_head, pad_id=pad_id,
+                       device=device, autocast=amp)
+    return forward(_micro_batch_logits, batch.completions, idx, batch.tokens.shape[1], rules, pad_id, device, amp)
+
+
+def _backward(forward: Forward, batch: Batch, rules: StepRules, pad_id: int, scaler, shard: Shard) -> StepPart:
+    """Forward, loss and backward of this rank's live rows in micro-batches; gradients accumulate."""
+    device = next(forward.parameters()).device
     tokens, behaviour, fresh, mask, weights, adv = (
         t.to(device) for t in (batch.tokens, batch.behaviour, batch.fresh, batch.mask, batch.weights,
                                batch.advantages))
-    loss_fn, hparams, correction = get_loss(cfg.loss.name), cfg.loss.hparams(), cfg.loss.is_correction
-    sums: dict[str, float] = {}
-    reduced: dict[str, float] = {}
-    acc = {"loss": 0.0, "trained_tokens": 0, "padded_tokens": 0, "mask_tokens": 0, "mismatch": [], "fresh": []}
-    for idx in _micro_batches(batch, cfg, device):
-        comp_logits, n_real, n_slots = _micro_batch_forward(model, batch, idx, cfg, pad_id, device, scaler)
-        W = comp_logits.shape[1]  # columns past the micro-batch's longest completion carry no loss token
-        tok, beh, m = tokens[idx, :W], behaviour[idx, :W], mask[idx, :W]
-        # the generator records log-probs of softmax(logits / τ): score the same distribution
-        logp = token_logprobs(comp_logits, tok, cfg.sampling.temperature)  # (n, W)
-        acc["mismatch"].append(mismatch_sums(logp, beh, m))
-        acc["fresh"].append(mismatch_sums(logp, beh, m & fresh[idx, :W]))
-        out = corrected_loss(loss_fn, logp, beh, adv[idx], m, logits=comp_logits,
-                             mode=correction.mode, **correction.band(), **hparams)
-        loss = torch.where(m, out.per_token * weights[idx, :W], 0.0).sum()
-        (scaler.scale(loss) if scaler is not None else loss).backward()
-        acc["loss"] += float(loss.detach())
-        n_tok = int(m.sum())
-        acc["mask_tokens"] += n_tok
-        acc["trained_tokens"] += n_real
-        acc["padded_tokens"] += n_slots
-        for key, value in out.metrics.items():
-            how = out.reductions.get(key)
-            if how is None:
-                sums[key] = sums.get(key, 0.0) + float(value) * n_tok
-            else:
-                reduced[key] = _PICK[how](reduced.get(key, float(value)), float(value))
-    acc["metrics"] = {k: v / max(1, acc["mask_tokens"]) for k, v in sums.items()} | reduced
-    return acc
+    loss_fn = get_loss(rules.loss)
+    part = StepPart()
+    plan = _plan(batch, rules, shard, device)
+    for i, idx in enumerate(plan):
+        dummy = idx is None  # keeps this rank in step with the others' collectives; weight 0
+        idx = [batch.rows[0]] if dummy else idx
+        last = i == len(plan) - 1
+        sync = shard.no_sync() if shard.no_sync is not None and not last else contextlib.nullcontext()
+        with sync:
+            comp_logits, n_real, n_slots = _forward(forward, batch, idx, rules, pad_id, device)
+            W = comp_logits.shape[1]  # columns past the micro-batch's longest completion carry no loss token
+            tok, beh, m = tokens[idx, :W], behaviour[idx, :W], mask[idx, :W]
+            # the generator records log-probs of softmax(logits / τ): score the same distribution
+            logp = token_logprobs(comp_logits, tok, rules.temperature)  # (n, W)
+            out = corrected_loss(loss_fn, logp, beh, adv[idx], m, logits=comp_logits, mode=rules.correction_mode,
+                                 **rules.correction_band, **rules.loss_hparams)
+            loss = torch.where(m, out.per_token * weights[idx, :W], 0.0).sum()
+            scaled = loss * (0.0 if dummy else float(shard.world))  # ranks' gradients are averaged
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        if not dummy:
+            _accumulate(part, out, loss, logp, beh, m, fresh[idx, :W], n_real, n_slots)
+    return part
 
 
-def _optimiser_step(model, optimizer, lr_schedule, cfg, scaler) -> float:
+def _accumulate(part: StepPart, out, loss, logp, beh, m, fresh, n_real: int, n_slots: int) -> None:
+    """Add one micro-batch's sums to ``part``."""
+    part.mismatch.append(mismatch_sums(logp, beh, m))
+    part.fresh.append(mismatch_sums(logp, beh, m & fresh))
+    part.loss += float(loss.detach())
+    n_tok = int(m.sum())
+    part.mask_tokens += n_tok
+    part.trained_tokens += n_real
+    part.padded_tokens += n_slots
+    for key, value in out.metrics.items():
+        how = out.reductions.get(key)
+        if how is None:
+            part.sums[key] = part.sums.get(key, 0.0) + float(value) * n_tok
+        else:
+            _reduce(part.reduced, key, how, float(value))
+
+
+def _reduce(into: dict[str, tuple[str, float]], key: str, how: str, value: float) -> None:
+    """Combine ``value`` into ``into[key]`` by its loss's declared reduction (min or max)."""
+    into[key] = (how, _PICK[how](into[key][1], value) if key in into else value)
+
+
+def _global_norm(norm) -> float:
+    """A ``clip_grad_norm_`` result as a float (FSDP2 returns a DTensor of the global norm)."""
+    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+
+def _optimiser_step(forward: Forward, optimizer, lr_schedule, rules: StepRules, scaler) -> float:
     """Clip, step (through the loss scaler for float16), advance the schedule; the grad norm."""
-    params = [p for p in model.parameters() if p.grad is not None]
-    clip = cfg.optim.grad_clip if cfg.optim.grad_clip is not None else float("inf")
+    params = [p for p in forward.parameters() if p.grad is not None]
+    clip = rules.grad_clip if rules.grad_clip is not None else float("inf")
     if scaler is not None:
         scaler.unscale_(optimizer)  # clip and log the true gradient, not the scaled one
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+    grad_norm = _global_norm(torch.nn.utils.clip_grad_norm_(params, clip))
     if scaler is not None:
         scaler.step(optimizer)  # skipped when the scaled gradient overflowed
         scaler.update()
@@ -122,38 +194,56 @@ def _optimiser_step(model, optimizer, lr_schedule, cfg, scaler) -> float:
     return grad_norm
 
 
-def backward_and_step(model, optimizer, lr_schedule, batch: Batch, cfg, pad_id: int, scaler=None) -> dict[str, Any]:
-    """Train on a prepared ``batch`` once; returns the step's metrics (module doc).
-    ``scaler``: a ``torch.amp.GradScaler`` for float16 training (loss scaling), else None."""
-    model.train()
+def train_part(forward: Forward, optimizer, lr_schedule, batch: Batch, rules: StepRules, pad_id: int,
+               scaler=None, shard: Shard = Shard()) -> StepPart:
+    """This rank's forward/backward of ``batch`` and the (collective) optimiser step."""
+    forward.train()
     optimizer.zero_grad(set_to_none=True)
-    acc = _backward(model, batch, cfg, pad_id, scaler)
-    grad_norm = _optimiser_step(model, optimizer, lr_schedule, cfg, scaler) if batch.rows else float("nan")
+    part = _backward(forward, batch, rules, pad_id, scaler, shard)
+    if batch.rows:  # every rank agrees: all of them prepared the same batch
+        part.grad_norm = _optimiser_step(forward, optimizer, lr_schedule, rules, scaler)
     optimizer.zero_grad(set_to_none=True)
-    model.eval()
-    fresh_tokens = sum(float(p["n"]) for p in acc["fresh"])
+    forward.eval()
+    part.lr = optimizer.param_groups[0]["lr"]
+    part.loss_scale = float(scaler.get_scale()) if scaler is not None else None
+    return part
+
+
+def step_metrics(batch_metrics: dict[str, Any], parts: list[StepPart]) -> dict[str, Any]:
+    """The step's metrics from every rank's part (module doc); one part without data parallelism."""
+    mask_tokens = sum(p.mask_tokens for p in parts)
+    sums: dict[str, float] = {}
+    reduced: dict[str, tuple[str, float]] = {}
+    for p in parts:
+        for k, v in p.sums.items():
+            sums[k] = sums.get(k, 0.0) + v
+        for k, (how, v) in p.reduced.items():
+            _reduce(reduced, k, how, v)
+    mismatch = [m for p in parts for m in p.mismatch]
+    fresh = [m for p in parts for m in p.fresh]
+    fresh_tokens = sum(float(m["n"]) for m in fresh)
+    first = parts[0]
     metrics = {
-        "loss": acc["loss"],
-        "grad_norm": grad_norm,
-        "lr": optimizer.param_groups[0]["lr"],
-        **batch.metrics,
-        "trained_tokens": acc["trained_tokens"],
-        "padded_tokens": acc["padded_tokens"],
-        **({"loss_scale": float(scaler.get_scale())} if scaler is not None else {}),
-        **mismatch_metrics(acc["mismatch"]),
+        "loss": sum(p.loss for p in parts),
+        "grad_norm": first.grad_norm,
+        "lr": first.lr,
+        **batch_metrics,
+        "trained_tokens": sum(p.trained_tokens for p in parts),
+        "padded_tokens": sum(p.padded_tokens for p in parts),
+        **({"loss_scale": first.loss_scale} if first.loss_scale is not None else {}),
+        **mismatch_metrics(mismatch),
         # the same statistics on tokens sampled with the trainer's current weights only
-        "mismatch_fresh_frac": fresh_tokens / max(1, acc["mask_tokens"]),
+        "mismatch_fresh_frac": fresh_tokens / max(1, mask_tokens),
     }
     if fresh_tokens:
-        metrics.update(mismatch_metrics(acc["fresh"], prefix="mismatch_fresh"))
-    return metrics | acc["metrics"]
+        metrics.update(mismatch_metrics(fresh, prefix="mismatch_fresh"))
+    return metrics | {k: v / max(1, mask_tokens) for k, v in sums.items()} | {k: v for k, (_, v) in reduced.items()}
 
 
-def train_step(model, optimizer, lr_schedule, groups: list[Group], cfg, pool,
-               learner_version: int, pad_id: int, scaler=None) -> dict[str, Any]:
-    """``prepare_batch`` + ``backward_and_step``, recording the pass rates into ``pool``."""
-    batch = prepare_batch(groups, cfg, learner_version, pad_id)
-    for prompt_id, rate in batch.pass_rates:
-        pool.record(prompt_id, rate)
-    return backward_and_step(model, optimizer, lr_schedule, batch, cfg, pad_id, scaler) | {
-        "pool_live": int(pool.live_size)}
+def backward_and_step(model, optimizer, lr_schedule, batch: Batch, rules: StepRules, pad_id: int,
+                      scaler=None) -> dict[str, Any]:
+    """Train on a prepared ``batch`` once in one process; returns the step's metrics (module doc).
+    ``model``: the model or its :class:`~scalerl.models.forward.Forward`; ``scaler``: a
+    ``torch.amp.GradScaler`` for float16 training (loss scaling), else None."""
+    forward = model if isinstance(model, Forward) else Forward(model)
+    return step_metrics(batch.metrics, [train_part(forward, optimizer, lr_schedule, batch, rules, pad_id, scaler)])

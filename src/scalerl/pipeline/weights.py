@@ -1,4 +1,4 @@
-"""Learner -> generator weight channels: the in-flight update path of PipelineRL (digest §2.2).
+r"""Learner -> generator weight channels: the in-flight update path of PipelineRL (digest §2.2).
 
 The learner ``publish``es after a step; a generator ``read``s between decode steps (through
 the engine's ``on_step``) and swaps the weights in, keeping its KV cache. Two channels share
@@ -8,12 +8,17 @@ one interface:
   a version counter in an ``mp.Value``; the writer holds an ``mp.Lock`` while copying, and a
   reader copies under the same lock, so a reader never sees half of one version.
 - :class:`InProcessWeights`: a cloned state dict, for the single-process backend and tests.
+
+Both are :class:`WeightSink`\ s, as is the Ray backend's object-store sink: a learner writes a
+version into a sink as a stream of buckets (:func:`weight_buckets`, ``learner.sync_bucket_mb``),
+so a sharded learner gathers one bucket of full tensors at a time on every rank while rank 0
+writes it, and never holds the whole unsharded model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
 import torch
 
@@ -30,6 +35,42 @@ class WeightSource(Protocol):
         ...
 
 
+class WeightSink(Protocol):
+    crosses_processes: bool  # whether a copy in another process (a learner rank) writes this one
+
+    def write(self, version: int, buckets: Iterable[dict[str, torch.Tensor]]) -> Any:
+        """Take every published tensor of ``version`` from ``buckets`` (full tensors by name),
+        then make the version visible to generators at once; a handle the backend announces
+        (None where the write itself announces)."""
+        ...
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    """A parameter's full tensor: FSDP2 shards are gathered (a collective: every rank calls it)."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def weight_buckets(named: Iterable[tuple[str, torch.Tensor]], bucket_bytes: int) -> Iterator[dict[str, torch.Tensor]]:
+    """Full detached tensors in buckets of about ``bucket_bytes`` (one tensor larger than that
+    is a bucket alone), in ``named`` order; each is gathered only when its bucket is drawn."""
+    bucket: dict[str, torch.Tensor] = {}
+    size = 0
+    for name, t in named:
+        if bucket and size + t.numel() * t.element_size() > bucket_bytes:
+            yield bucket
+            bucket, size = {}, 0
+        full = _full(t.detach())
+        bucket[name] = full
+        size += full.numel() * full.element_size()
+    if bucket:
+        yield bucket
+
+
+def model_buckets(model: torch.nn.Module, bucket_bytes: int = 1 << 62) -> Iterator[dict[str, torch.Tensor]]:
+    """The published parameters of an unsharded ``model`` as buckets (one, by default)."""
+    return weight_buckets(published_parameters(model), bucket_bytes)
+
+
 class WeightLayout:
     """Name, shape and dtype of every published parameter, in ``named_parameters`` order
     (tied once): all of them, or the adapters alone with LoRA (``models.lora``)."""
@@ -41,6 +82,17 @@ class WeightLayout:
         self.dtypes = [p.dtype for _, p in params]
         self.numels = [p.numel() for _, p in params]
         self.size = sum(self.numels)
+        self.offsets = dict(zip(self.names, [sum(self.numels[:i]) for i in range(len(self.numels))]))
+
+    def fill(self, flat: torch.Tensor, buckets: Iterable[dict[str, torch.Tensor]]) -> int:
+        """Copy every bucket's tensors into ``flat`` (size,) at their offsets; the bytes taken."""
+        taken = 0
+        for bucket in buckets:
+            for name, t in bucket.items():
+                start = self.offsets[name]
+                flat[start : start + t.numel()].copy_(t.reshape(-1))
+                taken += t.numel() * t.element_size()
+        return taken
 
     def flatten(self, model: torch.nn.Module) -> torch.Tensor:  # (size,) float32
         return torch.cat([p.detach().reshape(-1).float() for _, p in published_parameters(model)])
@@ -57,6 +109,8 @@ class WeightLayout:
 class SharedWeights:
     """Flat shared-memory weights + version counter; picklable into spawned processes."""
 
+    crosses_processes = True  # a learner rank spawned with it writes the generators' copy
+
     def __init__(self, model: torch.nn.Module, ctx) -> None:
         self.layout = WeightLayout(model)
         self.flat = torch.zeros(self.layout.size, dtype=torch.float32).share_memory_()
@@ -64,9 +118,15 @@ class SharedWeights:
         self._lock = ctx.Lock()
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
-        new = self.layout.flatten(model)
+        self.write(version, model_buckets(model))
+
+    def write(self, version: int, buckets: Iterable[dict[str, torch.Tensor]]) -> None:
+        """Stage the buckets privately, then copy under the lock: readers wait for one copy,
+        not for a sharded learner's gathers."""
+        staging = torch.empty_like(self.flat)
+        self.layout.fill(staging, buckets)
         with self._lock:
-            self.flat.copy_(new)
+            self.flat.copy_(staging)
             self._version.value = version
 
     def version(self) -> int:
@@ -84,12 +144,17 @@ class SharedWeights:
 class InProcessWeights:
     """Weights handed over inside one process: a detached clone per publish."""
 
+    crosses_processes = False
+
     def __init__(self) -> None:
         self._version = -1
         self._state: Mapping[str, torch.Tensor] = {}
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
-        self._state = {n: p.detach().clone() for n, p in published_parameters(model)}
+        self.write(version, model_buckets(model))
+
+    def write(self, version: int, buckets: Iterable[dict[str, torch.Tensor]]) -> None:
+        self._state = {n: t.clone() for bucket in buckets for n, t in bucket.items()}
         self._version = version
 
     def version(self) -> int:

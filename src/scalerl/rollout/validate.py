@@ -31,6 +31,21 @@ class ValidationResult:
     """The first completion of each of the first ``samples`` prompts (:func:`sample_record`)."""
     mean_turns: float = 1.0
     """Mean model turns per trajectory (1 without an environment)."""
+    correct: np.ndarray | None = None  # (P,) correct samples per prompt
+    scored: np.ndarray | None = None  # (P,) scored samples per prompt (k unless a reward was None)
+
+    def pass_at(self, k: int) -> tuple[float, float]:
+        """Unbiased pass@k over prompts and its standard error over prompts (as ``stderr``).
+
+        Prompts with fewer than ``k`` scored samples have no unbiased estimate and are left
+        out; NaN when none is left.
+        """
+        keep = self.scored >= k
+        per_prompt = pass_at_k(self.scored[keep], self.correct[keep], k)  # (P',)
+        if per_prompt.size == 0:
+            return float("nan"), float("nan")
+        se = float(per_prompt.std(ddof=1) / np.sqrt(per_prompt.size)) if per_prompt.size > 1 else float("nan")
+        return float(per_prompt.mean()), se
 
     @property
     def stderr(self) -> float:
@@ -50,6 +65,23 @@ class ValidationResult:
             "val_truncation_rate": self.truncation_rate,
             "val_mean_length": self.mean_length,
         }
+
+
+def pass_at_k(n, c, k: int) -> np.ndarray:
+    """Unbiased pass@k of prompts with ``n`` samples of which ``c`` are correct: (P,).
+
+    ``1 - C(n - c, k) / C(n, k)`` (Chen et al. 2021, Codex, Eq. 1), the chance that ``k`` of
+    the ``n`` samples drawn without replacement hold a correct one, computed as
+    ``1 - prod_{i = n - c + 1}^{n} (1 - k / i)``, which never forms the huge binomials.
+    Needs ``k <= n``; it is 1 when ``n - c < k``.
+    """
+    n, c = np.asarray(n, dtype=np.int64), np.asarray(c, dtype=np.int64)
+    out = np.empty(n.shape, dtype=np.float64)
+    for j, (nj, cj) in enumerate(zip(n.ravel(), c.ravel())):
+        if k > nj:
+            raise ValueError(f"pass@{k} needs at least {k} samples per prompt, got {nj}")
+        out.flat[j] = 1.0 if nj - cj < k else 1.0 - float(np.prod(1.0 - k / np.arange(nj - cj + 1, nj + 1)))
+    return out
 
 
 def validate(
@@ -98,6 +130,8 @@ def validate(
     return ValidationResult(
         mean_at_k=float(pass_rates.mean()),
         pass_rates=pass_rates,
+        correct=correct.sum(axis=1)[scored.any(axis=1)],
+        scored=scored.sum(axis=1)[scored.any(axis=1)],
         truncation_rate=float(np.mean([c.finish_reason == "length" for c in completions])),
         mean_length=float(np.mean([c.num_tokens for c in completions])),
         num_samples=len(completions),

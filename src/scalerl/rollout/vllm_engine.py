@@ -13,21 +13,33 @@ How the protocol maps onto vLLM:
 - **FP32 LM head**: through vLLM's own ``hf_overrides={"head_dtype": "float32"}`` where the
   installed version honours it for generation models (``vllm_support.fp32_head_supported``,
   a feature probe); elsewhere ``fp32_head=True`` needs ``dtype="float32"``. Never a patch.
+- **The engine runs in this process** (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set before
+  ``vllm.LLM``; ``async_scheduling=False``): ``llm_engine.step()`` then runs exactly one
+  engine step, and ``collective_rpc`` hands the worker live Python objects. By default vLLM
+  runs its engine core in a child process that keeps decoding on its own (a weight load would
+  land at some later core step, tokens sampled by old weights would be stamped with the new
+  version) and msgpack-encodes ``collective_rpc`` arguments (tensors arrive as lists); an
+  engine that came up that way anyway (no ``llm_engine.model_executor``) is refused in one
+  sentence (``gpu-review.md`` #1–#3).
 - **In-flight updates**: decoding runs as a loop over ``llm_engine.step()``; ``on_step(engine,
   step)`` is called before each engine step (``step`` counts engine steps of the current
   phase, not token indices: vLLM schedules requests independently). ``update_weights`` loads
   the tensors into the worker's model in place (``model.load_weights``) through
   ``collective_rpc``; running requests keep their KV blocks (stale cache, as in PipelineRL),
-  and tokens returned by later steps are stamped with the new version. The prefix cache is
-  reset so *new* requests do not reuse KV computed under old weights. Shipping the loader
-  function to the workers needs ``VLLM_ALLOW_INSECURE_SERIALIZATION=1``, which the
-  constructor sets unless already set.
+  and tokens returned by later steps are stamped with the new version — the version that
+  sampled them, since nothing decodes between two ``step()`` calls. vLLM resets the prefix
+  cache only while no request holds blocks (``reset_prefix_cache`` returns False otherwise),
+  so a reset that fails mid-generation is retried before the next batch of requests is added
+  (when none runs), and a retry that fails there too raises: new requests never reuse KV
+  computed under old weights.
 - **Forced interruptions**: vLLM cannot inject tokens into a running request, so a row with
   thinking budget ``L_int`` runs in two phases: up to ``L_int`` tokens; then, if it did not
   write ``</think>``, a second request on ``prompt + generated + phrase`` with
   ``max_tokens = answer_budget`` whose ``prompt_logprobs`` give the phrase tokens' log-probs
   (``loss_mask = False``); a row that did close thinking simply continues. Finish reasons as
-  in ``interrupt.py``.
+  in ``interrupt.py``. vLLM computes prompt log-probs from the raw logits (no temperature):
+  the phrase tokens' log-probs are raw, which no loss or mismatch statistic reads (they are
+  masked). A second phase after a swap recomputes its prefix under the newest weights.
 """
 
 from __future__ import annotations
@@ -46,10 +58,16 @@ from scalerl.rollout.torch_engine import THINK_CLOSE, check_params
 from scalerl.rollout.vllm_support import check_vllm, fp32_head_supported
 from scalerl.types import Completion, SamplingParams
 
+IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+"""vLLM's switch for its engine-core process; ``"0"`` keeps the engine in the caller's process."""
+
 
 def _load_weights(worker, items):
-    """Runs inside each vLLM worker (via ``collective_rpc``): copy tensors into the model."""
-    worker.model_runner.model.load_weights(weights=items)
+    """Runs in the vLLM worker (via ``collective_rpc``, in this process): copy the tensors
+    into the model in place."""
+    runner = worker.model_runner
+    model = runner.get_model() if hasattr(runner, "get_model") else runner.model
+    model.load_weights(weights=items)
     return len(items)
 
 
@@ -95,10 +113,18 @@ class VLLMEngine:
             overrides = dict(llm_kwargs.pop("hf_overrides", None) or {})
             llm_kwargs["hf_overrides"] = {**overrides, "head_dtype": "float32"}
         self._vllm = vllm
-        llm_kwargs.setdefault("logprobs_mode", "processed_logprobs")
-        # collective_rpc ships our weight-loading function to the worker processes by pickle.
-        os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+        # behaviour log-probs after temperature, as the trainer recomputes them; one engine
+        # step per step() call, in this process (module doc)
+        llm_kwargs.update(logprobs_mode="processed_logprobs", async_scheduling=False)
+        os.environ[IN_PROCESS_ENV] = "0"
         self.llm = vllm.LLM(model=model, dtype=dtype, seed=seed, **llm_kwargs)
+        if not hasattr(self.llm.llm_engine, "model_executor"):
+            raise ValueError(
+                f"VLLMEngine: vLLM {vllm_version} started its engine core in another process despite "
+                f"{IN_PROCESS_ENV}=0, where weight loads cannot land between engine steps and tokens would be "
+                "stamped with versions that did not sample them; unset anything that forces multiprocessing "
+                "(e.g. tensor_parallel_size > 1 in rollout.vllm.extra)")
+        self._prefix_stale = False
         self.tokenizer = self.llm.get_tokenizer()
         self.fp32_head = fp32_head
         self._version = int(version)
@@ -114,8 +140,16 @@ class VLLMEngine:
     def update_weights(self, state_dict: Mapping, version: int) -> None:
         items = [(name, tensor.detach()) for name, tensor in state_dict.items()]
         self.llm.collective_rpc(_load_weights, args=(items,))
-        self.llm.reset_prefix_cache()
         self._version = int(version)
+        # fails while running requests hold blocks: retried before new requests (module doc)
+        self._prefix_stale = not self.llm.reset_prefix_cache()
+
+    def _fresh_prefix_cache(self) -> None:
+        """Reset the prefix cache a swap could not reset, now that no request runs."""
+        if self._prefix_stale and not self.llm.reset_prefix_cache():
+            raise RuntimeError("VLLMEngine: vLLM refused to reset its prefix cache with no request running, so new "
+                               "requests would reuse KV computed under old weights")
+        self._prefix_stale = False
 
     def generate(
         self, prompts: Sequence[Sequence[int]], params: SamplingParams, *, on_step: OnStep | None = None
@@ -153,6 +187,7 @@ class VLLMEngine:
         the request's ``prompt_logprobs`` when its first output arrives.
         """
         engine = self.llm.llm_engine
+        self._fresh_prefix_cache()
         seen, awaiting_phrase = {}, set()
         for i, budget in zip(indices, budgets):
             row = rows[i]

@@ -10,8 +10,11 @@ from __future__ import annotations
 import inspect
 import re
 
-MIN_VERSION = (0, 10, 2)
-"""``LLM(logprobs_mode=...)`` (behaviour log-probs after temperature) appeared in 0.10.2."""
+MIN_VERSION = (0, 28, 0)
+"""The oldest vLLM that installs with the project's torch pin (2.13.0: vLLM 0.28–0.32) and has a
+float32 LM head for generation models (``gpu-review.md`` §0, #4)."""
+MAX_VERSION = (0, 33, 0)
+"""The first vLLM out of range: 0.33 pins torch 2.14 (the extra is ``vllm>=0.28,<0.33``)."""
 NEEDED_API = {"LLM": ("collective_rpc", "reset_prefix_cache", "get_tokenizer"), "SamplingParams": ()}
 INSTALL_HINT = "install the extra on a GPU machine: pip install 'scalerl[vllm]'"
 
@@ -39,6 +42,10 @@ def check_vllm() -> str:
         raise ValueError(f"rollout.engine=vllm needs vLLM, which is not installed; {INSTALL_HINT}") from None
 
     version = str(getattr(vllm, "__version__", "unknown"))
+    if version != "unknown" and _version_tuple(version) >= MAX_VERSION:
+        raise ValueError(f"rollout.engine=vllm supports vLLM {'.'.join(map(str, MIN_VERSION))} up to "
+                         f"{'.'.join(map(str, MAX_VERSION))} (exclusive), the releases that install with the torch "
+                         f"pin; found {version}; {INSTALL_HINT}")
     if version == "unknown" or _version_tuple(version) < MIN_VERSION:
         raise ValueError(f"rollout.engine=vllm needs vLLM >= {'.'.join(map(str, MIN_VERSION))}; "
                          f"found {version}")

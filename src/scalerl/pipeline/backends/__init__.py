@@ -33,6 +33,16 @@ class Backend(Protocol):
         """Make ``model``'s weights, as policy ``version``, available to every generator."""
         ...
 
+    @property
+    def sink(self):
+        """The :class:`~scalerl.pipeline.weights.WeightSink` a learner writes versions into;
+        picklable, so a learner rank in another process (or, on Ray, another node) writes it."""
+        ...
+
+    def announce(self, version: int, handle) -> None:
+        """Tell the generators that ``version`` was written; ``handle``: what the sink's write returned."""
+        ...
+
     def submit(self, chunk: list[PromptAssignment]) -> None:
         """Queue a chunk of prompts for some generator to decode."""
         ...

@@ -27,6 +27,13 @@ class InProcessBackend:
     def publish(self, model: torch.nn.Module, version: int) -> None:
         self.weights.publish(model, version)
 
+    @property
+    def sink(self) -> InProcessWeights:
+        return self.weights
+
+    def announce(self, version: int, handle) -> None:
+        """Nothing to do: the actor reads the same object."""
+
     def submit(self, chunk: list[PromptAssignment]) -> None:
         self.pending.append(chunk)
 

@@ -41,7 +41,9 @@ class _Failure:
 
 
 def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, eval_q, index: int,
-                    parent_pid: int) -> None:
+                    parent_pid: int, gpu: int | None = None) -> None:
+    if gpu is not None:  # before any CUDA call: the engine (vLLM too) sees this GPU as cuda:0
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     torch.set_num_threads(spec.threads)
 
     def orphaned() -> bool:
@@ -85,13 +87,16 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, 
 class LocalBackend:
     """``num_generators`` generator processes + this (learner) process."""
 
-    def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1) -> None:
+    def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1,
+                 gpus: tuple[int, ...] | None = None) -> None:
+        """``gpus``: the physical GPU of each generator (``pipeline.placement``); None on CPU."""
         ctx = mp.get_context("spawn")
         self.weights = SharedWeights(model, ctx)
         self.assign_q, self.group_q, self.eval_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
         self.procs = [
             ctx.Process(target=_generator_main, daemon=True, name=f"scalerl-generator-{i}",
-                        args=(spec, self.weights, self.assign_q, self.group_q, self.eval_q, i, os.getpid()))
+                        args=(spec, self.weights, self.assign_q, self.group_q, self.eval_q, i, os.getpid(),
+                              gpus[i] if gpus else None))
             for i in range(num_generators)
         ]
         with children_ignore_stop_signals():  # Ctrl-C or a scheduler's SIGTERM: the driver stops them
@@ -104,6 +109,13 @@ class LocalBackend:
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
         self.weights.publish(model, version)
+
+    @property
+    def sink(self) -> SharedWeights:
+        return self.weights
+
+    def announce(self, version: int, handle) -> None:
+        """Nothing to do: generators poll the shared version counter the write set."""
 
     def submit(self, chunk: list[PromptAssignment]) -> None:
         self.assign_q.put(chunk)

@@ -42,7 +42,7 @@ import ray
 import torch
 
 from scalerl.pipeline.actor import ActorSpec, build_actor
-from scalerl.pipeline.weights import WeightLayout
+from scalerl.pipeline.weights import WeightLayout, model_buckets
 from scalerl.types import Group, PromptAssignment
 
 
@@ -69,6 +69,22 @@ class _ObjectStoreWeights:
             version, ref = self._version, self._ref
         flat = torch.from_numpy(np.array(ray.get(ref), copy=True))  # (size,) float32
         return version, self.layout.unflatten(flat)
+
+
+class ObjectStoreSink:
+    """The :class:`~scalerl.pipeline.weights.WeightSink` of the Ray backend: a version becomes
+    one flat float32 array in the object store, put by whichever process writes it (the driver,
+    or learner rank 0 in its actor); the handle is its ref, which the driver announces."""
+
+    crosses_processes = True  # any process of the cluster can put the version
+
+    def __init__(self, layout: WeightLayout) -> None:
+        self.layout = layout
+
+    def write(self, version: int, buckets) -> list:
+        flat = torch.empty(self.layout.size, dtype=torch.float32)
+        self.layout.fill(flat, buckets)  # CUDA tensors are copied to this host buffer
+        return [ray.put(flat.numpy())]  # in a list: a bare ref passed on would be resolved
 
 
 @ray.remote(concurrency_groups={"decode": 1, "weights": 1})
@@ -128,6 +144,7 @@ class RayBackend:
         self._pending: dict[ray.ObjectRef, int] = {}  # run_batch result -> actor index
         self._load = [0] * num_generators
         self._weights_ref = None
+        self._sink = ObjectStoreSink(self.layout)
 
     @property
     def num_devices(self) -> int:
@@ -135,9 +152,16 @@ class RayBackend:
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
         """``ray.put`` the weights once; every actor gets the ref and pulls when it polls."""
-        self._weights_ref = ray.put(self.layout.flatten(model).numpy())
+        self.announce(version, self._sink.write(version, model_buckets(model)))
+
+    @property
+    def sink(self) -> ObjectStoreSink:
+        return self._sink
+
+    def announce(self, version: int, handle: list) -> None:
+        self._weights_ref = handle[0]  # kept alive here until the next version
         for actor in self.actors:
-            actor.push_weights.remote(version, [self._weights_ref])
+            actor.push_weights.remote(version, handle)
 
     def submit(self, chunk: list[PromptAssignment]) -> None:
         i = min(range(len(self.actors)), key=self._load.__getitem__)

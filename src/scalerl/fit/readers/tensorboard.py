@@ -1,4 +1,4 @@
-"""TensorBoard event files as curves (``scalerl.fit.io`` dispatches here).
+"""TensorBoard event files as curves (``read_curves`` sends ``*tfevents*`` files and folders here).
 
 A file named ``*tfevents*`` or a directory holding them: scalar tags are the columns; the
 x tag is joined to the reward tag by step (linear interpolation in step where the x tag was
@@ -6,7 +6,7 @@ logged at other steps). TensorBoard's own reader does the parsing, imported lazi
 
 A file whose last record is cut short (a run killed mid-write, a partial copy) is read up
 to its last whole record, and a file with corrupt records mid-file (a flipped byte, a
-broken length field) is read around them (:mod:`scalerl.fit.tfrecord` resyncs on the next
+broken length field) is read around them (:mod:`scalerl.fit.readers.tfrecord` resyncs on the next
 whole record), each with a :class:`~scalerl.fit.errors.CurveWarning` naming the file, the
 byte and the record (the CLI prints it as one line on stderr); TensorBoard's reader would
 stop at the first bad record silently, losing every point after it.
@@ -20,9 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.fit import tfrecord
+import scalerl.fit.readers.tfrecord as tfrecord
 from scalerl.fit.errors import CurveError, CurveWarning
-from scalerl.fit.io import Curve, _build, _choose
+from scalerl.fit.readers.core import Columns, Curve, build
+
+__all__ = ["read_tensorboard", "torn_tail"]
 
 
 def _tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -82,7 +84,7 @@ def _damage_warnings(path: Path, framing: tfrecord.Framing, size: int) -> None:
 
 def _tb_file_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """tag -> (steps, values) of one event file, its damage warned about (see
-    :mod:`scalerl.fit.tfrecord`). TensorBoard's reader stops at the first bad record, so a
+    :mod:`scalerl.fit.readers.tfrecord`). TensorBoard's reader stops at the first bad record, so a
     damaged file is read as a copy of its whole records, in a temporary folder."""
     try:
         data = path.read_bytes()
@@ -124,15 +126,12 @@ def _read_events(file: Path, path: Path) -> dict[str, tuple[np.ndarray, np.ndarr
     return out
 
 
-def read_tensorboard(
-    path: Path, *, x=None, y=None, step_to_compute=None, bounded=True
-) -> list[Curve]:
+def read_tensorboard(path: Path, columns: Columns) -> list[Curve]:
     """One curve from an event file or a directory of them (TensorBoard's own reader)."""
     scalars = _tb_scalars(path)
     if not scalars:
         raise CurveError(f"{path} has no scalar summaries.")
-    columns = list(scalars) + ["step"]
-    choice = _choose(columns, str(path), x, y, step_to_compute)
+    choice = columns.choose(list(scalars) + ["step"], str(path))
     y_steps, y_values = scalars[choice.y]
     if choice.x == "step" and choice.x not in scalars:
         x_values = y_steps.astype(float)
@@ -151,4 +150,4 @@ def read_tensorboard(
         x_values = np.interp(y_steps, x_steps, x_raw)
     name = path.parent.name if path.is_file() else path.name
     points = ((str(path), int(s), xv, yv) for s, xv, yv in zip(y_steps, x_values, y_values))
-    return [_build(name or str(path), str(path), choice, points, "step", bounded)]
+    return [build(name or str(path), str(path), choice, points, "step")]

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from scalerl.fit.errors import CurveWarning
-from scalerl.fit.io import read_curves
-from scalerl.fit.tfrecord import crc32c, masked_crc32c, scan
+from scalerl.fit.readers import read_curves
+from scalerl.fit.readers.tfrecord import crc32c, masked_crc32c, scan
 
-from ._files import synthetic_curve, write_tensorboard
+from .._files import synthetic_curve, write_tensorboard
 
 N = 21  # points; the file holds 1 + 2 * N records
 

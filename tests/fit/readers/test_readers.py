@@ -9,9 +9,9 @@ import pytest
 
 from scalerl.examples import example_files, example_path
 from scalerl.fit.errors import CurveError
-from scalerl.fit.io import load_runs, read_curves
+from scalerl.fit.readers import load_runs, read_curves
 
-from ._files import (
+from .._files import (
     synthetic_curve,
     write_csv,
     write_jsonl,
@@ -251,7 +251,7 @@ def test_a_symbolic_link_loop_is_one_sentence(tmp_path):
 
 def test_a_torn_tensorboard_tail_is_read_with_a_warning(tmp_path, curve):
     from scalerl.fit.errors import CurveWarning
-    from scalerl.fit.tensorboard import torn_tail
+    from scalerl.fit.readers.tensorboard import torn_tail
 
     (event,) = write_tensorboard(tmp_path / "tb", *curve).iterdir()
     data = event.read_bytes()
@@ -303,7 +303,7 @@ def test_a_torn_last_csv_row_is_left_out_with_a_warning(tmp_path):
     import warnings as _warnings
 
     from scalerl.fit.errors import CurveWarning
-    from scalerl.fit.io import read_curves
+    from scalerl.fit.readers import read_curves
 
     path = tmp_path / "live.csv"
     rows = "".join(f"{c},{0.1 + 0.01 * i}\n" for i, c in enumerate(range(100, 1100, 100)))
@@ -316,3 +316,12 @@ def test_a_torn_last_csv_row_is_left_out_with_a_warning(tmp_path):
     path.write_text("gpu_hours,val_pass_rate\n" + rows + "1100\n")  # a finished short row is an error
     with pytest.raises(Exception, match="line 12 has 1 cell"):
         read_curves(path)
+
+
+def test_the_suffix_table_names_every_format_the_old_io_read():
+    from scalerl.fit.readers import READERS
+    from scalerl.fit.readers.csvlog import read_csv
+    from scalerl.fit.readers.jsonl import read_jsonl
+
+    assert READERS == {".csv": read_csv, ".tsv": read_csv, ".jsonl": read_jsonl, ".ndjson": read_jsonl,
+                       ".json": read_jsonl}  # fmt: skip

@@ -1,4 +1,4 @@
-"""CSV / TSV logs and W&B chart exports as curves (``scalerl.fit.io`` dispatches here).
+"""CSV / TSV logs and W&B chart exports as curves (``READERS`` maps .csv and .tsv here).
 
 A plain table has one row per evaluation under a header row (``#`` comment lines before it
 are skipped); a ``run`` / ``run_name`` column splits it into one curve per run. A W&B chart
@@ -17,16 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scalerl.fit.errors import CurveError, CurveWarning
-from scalerl.fit.io import (
+from scalerl.fit.readers.core import (
     REWARD_COLUMNS,
     RUN_COLUMNS,
+    Columns,
     Curve,
-    _build,
-    _choose,
-    _find_column,
-    _run_name,
-    read_text,
+    build,
+    find_column,
+    run_name,
 )
+from scalerl.fit.readers.text import read_text
+
+__all__ = ["read_csv"]
 
 _WANDB_COLUMN = re.compile(r"^(?P<run>.+) - (?P<metric>.+?)(?P<suffix>__MIN|__MAX)?$")
 
@@ -108,29 +110,27 @@ def _is_wandb(header: Sequence[str]) -> bool:
     )
 
 
-def read_csv(path: Path, *, x=None, y=None, step_to_compute=None, bounded=True) -> list[Curve]:
+def read_csv(path: Path, columns: Columns) -> list[Curve]:
     """Curves from a plain CSV or TSV (one per ``run`` value) or a W&B chart export (one per run)."""
     header, rows = _read_csv_rows(path)
     if _is_wandb(header):
-        return _read_wandb(
-            path, header, rows, x=x, y=y, step_to_compute=step_to_compute, bounded=bounded
-        )
-    choice = _choose(header, str(path), x, y, step_to_compute)
+        return _read_wandb(path, header, rows, columns)
+    choice = columns.choose(header, str(path))
     xi, yi = header.index(choice.x), header.index(choice.y)
-    run_col = _find_column(header, RUN_COLUMNS)
+    run_col = find_column(header, RUN_COLUMNS)
     groups: dict[str, list[tuple[int, list[str]]]] = {}
     for line, row in rows:
-        key = _cell(row, header.index(run_col)) if run_col else _run_name(path)
+        key = _cell(row, header.index(run_col)) if run_col else run_name(path)
         groups.setdefault(key, []).append((line, row))
     curves = []
     for run, members in groups.items():
         source = f"{path} [{run}]" if run_col else str(path)
         points = ((str(path), ln, _cell(r, xi), _cell(r, yi)) for ln, r in members)
-        curves.append(_build(run, source, choice, points, bounded=bounded))
+        curves.append(build(run, source, choice, points))
     return curves
 
 
-def _read_wandb(path, header, rows, *, x, y, step_to_compute, bounded) -> list[Curve]:
+def _read_wandb(path, header, rows, wanted: Columns) -> list[Curve]:
     """W&B chart export: ``<run> - <metric>`` columns, one curve per run."""
     shared = [h for h in header if not _WANDB_COLUMN.match(h)]
     per_run: dict[str, dict[str, str]] = {}  # run -> metric -> column
@@ -144,19 +144,19 @@ def _read_wandb(path, header, rows, *, x, y, step_to_compute, bounded) -> list[C
         # the x column may be the shared one (Step, or the chart's x metric) or a per-run metric
         columns = shared + list(cols)
         try:
-            choice = _choose(columns, str(path), x, y, step_to_compute)
+            choice = wanted.choose(columns, str(path))
         except CurveError:
-            if _find_column(list(cols), y if y is not None else REWARD_COLUMNS) is None:
+            if find_column(list(cols), wanted.y if wanted.y is not None else REWARD_COLUMNS) is None:
                 continue  # this run has other metrics only
             raise
         xcol = cols.get(choice.x, choice.x)
         xi, yi = header.index(xcol), header.index(cols[choice.y])
         points = ((str(path), ln, _cell(r, xi), _cell(r, yi)) for ln, r in rows)
-        curves.append(_build(run, f"{path} [{run}]", choice, points, bounded=bounded))
+        curves.append(build(run, f"{path} [{run}]", choice, points))
     if not curves:
-        wanted = f"'{y}'" if y else "(" + ", ".join(REWARD_COLUMNS) + ")"
+        y = f"'{wanted.y}'" if wanted.y else "(" + ", ".join(REWARD_COLUMNS) + ")"
         raise CurveError(
-            f"{path} (a W&B export) has no run with the reward metric {wanted}; its metrics "
+            f"{path} (a W&B export) has no run with the reward metric {y}; its metrics "
             f"are: {', '.join(metrics)} (choose one with --y)."
         )
     return curves

@@ -1,0 +1,147 @@
+"""A prior for Eq. 1 learned from a lab's finished runs (empirical Bayes, issue 21).
+
+A quarter of a run's budget cannot pin its ceiling A or its exponent B: the curve before
+its midpoint fits a whole ridge of sigmoids. A lab's other finished runs can. Each finished
+run is fitted alone (``FitOptions.fit``) and summarised by what carries over between runs
+of related recipes, in coordinates where a Gaussian is a fair description:
+
+    z = (A - R0,  log B,  log(C_mid / budget))
+
+the gain, the log exponent (Eq. 1's B is a positive scale exponent) and the midpoint
+relative to the run's compute budget (its last compute; a new run's is the budget it is
+forecast to). The population is ``z ~ N(mean, cov)`` with the sample mean and covariance
+of the runs' z (empirical Bayes, Efron & Morris 1973). The covariance of fitted z is the
+population's plus each run's estimation error, so the prior is slightly wider than the
+population: it errs on the honest side. The evaluation noise carries over as the median
+of the runs' residual variances, the centre a short prefix's own noise estimate is
+shrunk toward (``posterior``).
+
+A run is *usable* when its fit converged inside the search box on B and C_mid: a step, or
+a bend outside the data, has no z to contribute. Fewer than ``MIN_RUNS`` usable runs make
+no prior (``learn_prior`` returns None and says why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scalerl.fit.errors import CurveError
+from scalerl.fit.fitting import FitResult
+from scalerl.fit.noise import estimate_noise
+from scalerl.fit.options import FitOptions
+
+__all__ = ["MIN_RUNS", "Prior", "PriorRun", "learn_prior", "prior_run"]
+
+MIN_RUNS = 5
+"""Fewer usable finished runs than this give no prior: five points cannot estimate a 3x3
+covariance with any stability, and the leave-one-run-out calibration of its intervals
+(``posterior``) would rest on fewer scores than a 95% interval needs."""
+_RIDGE = np.array([1e-4, 1e-3, 1e-3])  # variance floor per coordinate: identical runs still give a proper prior
+
+
+@dataclass(frozen=True, eq=False)
+class PriorRun:
+    """One finished run: its curve, its own fit, and its coordinates ``z`` (module docstring).
+
+    ``prefix_fits`` caches the prior-free fits of its prefixes by cut fraction: the
+    calibration of every forecast refits the same prefixes.
+    """
+
+    name: str
+    compute: np.ndarray  # (n,) the whole curve, as read
+    reward: np.ndarray  # (n,)
+    fit: FitResult
+    z: np.ndarray  # (3,) gain, log B, log(C_mid / budget)
+    sigma2: float  # residual variance of its fit
+    prefix_fits: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def budget(self) -> float:
+        return float(self.compute[-1])
+
+
+def coordinates(A: float, B: float, C_mid: float, R0: float, budget: float) -> np.ndarray:
+    """``z = (A - R0, log B, log(C_mid / budget))`` of one Eq. 1 curve: (3,)."""
+    return np.array([A - R0, np.log(B), np.log(C_mid / budget)])
+
+
+def prior_run(name: str, compute, reward, options: FitOptions) -> tuple[PriorRun | None, str]:
+    """Fit one finished run alone; ``(None, why)`` when it gives no usable z."""
+    c, r = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
+    try:
+        fit = options.fit(c, r, source=name)
+    except CurveError as err:
+        return None, str(err)
+    box = [n for n in ("B", "C_mid") if n in fit.bounds_hit]
+    if box:
+        return None, f"{name}: {' and '.join(box)} ended on the search box, so its shape is not known"
+    if not fit.converged:
+        return None, f"{name}: its fit did not converge"
+    p = 2 + fit.r0_fitted + (fit.fixed_A is None)
+    noise = estimate_noise(fit.residuals, p, fit.reward)
+    z = coordinates(fit.A, fit.B, fit.C_mid, fit.R0, float(c[-1]))
+    return PriorRun(name, c, r, fit, z, noise.sigma**2), ""
+
+
+@dataclass(frozen=True, eq=False)
+class Prior:
+    """The population of finished runs: ``z ~ N(mean, cov)`` and a noise centre."""
+
+    runs: tuple[PriorRun, ...]
+    mean: np.ndarray  # (3,)
+    cov: np.ndarray  # (3, 3)
+    sigma2: float  # median residual variance of the runs
+    skipped: tuple[str, ...] = ()  # why each unusable run was left out
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.runs)
+
+    @property
+    def chol(self) -> np.ndarray:
+        """Lower Cholesky factor L of ``cov`` (``cov = L L^T``): prior residuals are
+        ``L^-1 (z - mean)``, whose squared norm is the Mahalanobis distance."""
+        return np.linalg.cholesky(self.cov)
+
+    def without(self, index: int) -> Prior:
+        """The prior learned from every run but ``index`` (leave-one-run-out)."""
+        runs = self.runs[:index] + self.runs[index + 1 :]
+        return _from_runs(runs, self.skipped)
+
+    def to_dict(self) -> dict:
+        sd = np.sqrt(np.diag(self.cov))
+        return {
+            "n_runs": self.n_runs,
+            "gain": {"mean": float(self.mean[0]), "sd": float(sd[0])},
+            "B": {"median": float(np.exp(self.mean[1])), "log_sd": float(sd[1])},
+            "C_mid_over_budget": {"median": float(np.exp(self.mean[2])), "log_sd": float(sd[2])},
+            "sigma": float(np.sqrt(self.sigma2)),
+            "skipped": list(self.skipped),
+        }
+
+
+def _from_runs(runs: tuple[PriorRun, ...], skipped: tuple[str, ...]) -> Prior:
+    z = np.array([r.z for r in runs])  # (k, 3)
+    cov = np.cov(z, rowvar=False) + np.diag(_RIDGE)
+    sigma2 = float(np.median([r.sigma2 for r in runs]))
+    return Prior(runs, z.mean(axis=0), cov, sigma2, skipped)
+
+
+def learn_prior(curves, options: FitOptions) -> tuple[Prior | None, str]:
+    """The prior from ``curves`` (name, compute, reward), or ``(None, one sentence)`` when
+    fewer than ``MIN_RUNS`` of them are usable."""
+    runs, skipped = [], []
+    for name, compute, reward in curves:
+        run, why = prior_run(name, compute, reward, options)
+        if run is None:
+            skipped.append(why)
+        else:
+            runs.append(run)
+    if len(runs) < MIN_RUNS:
+        return None, (
+            f"only {len(runs)} of the {len(runs) + len(skipped)} prior runs could be fitted with a "
+            f"known shape, fewer than the {MIN_RUNS} a prior needs, so the fit is prior-free"
+        )
+    return _from_runs(tuple(runs), tuple(skipped)), ""

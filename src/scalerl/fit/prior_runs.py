@@ -1,0 +1,68 @@
+"""Find and read the finished runs a prior is learned from (``--prior-runs``,
+``forecast.prior_runs``).
+
+``DIR_OR_GLOB`` is a glob pattern, a log file, a TensorBoard folder, or a folder of runs:
+every log file beneath it (``.csv``, ``.tsv``, ``.jsonl``, ``.ndjson``) and every folder
+holding TensorBoard event files. A path that does not exist, or a pattern that matches
+nothing, is bad input (one sentence naming the flag or field). A file beneath a folder that
+holds no curve (a run's ``samples.jsonl``, say) is skipped: a run folder holds more than
+its metrics, and the prior counts what it could use.
+"""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import replace
+from pathlib import Path
+
+from scalerl.fit.errors import CurveError
+from scalerl.fit.options import FitOptions
+from scalerl.fit.prior import Prior, learn_prior
+from scalerl.fit.readers import Columns, Curve, read_curves
+
+__all__ = ["find_prior_files", "load_prior"]
+
+LOG_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson")
+
+
+def find_prior_files(spec: str, *, what: str = "--prior-runs") -> list[Path]:
+    """The log files and TensorBoard folders ``spec`` names, sorted."""
+    if glob.has_magic(spec):
+        found = [Path(p) for p in sorted(glob.glob(spec, recursive=True))]
+        if not found:
+            raise CurveError(f"{what} {spec}: no file matches it.")
+        return found
+    path = Path(spec)
+    if not path.exists():
+        raise CurveError(f"{what} {spec}: no such file or folder.")
+    if path.is_file() or any("tfevents" in p.name for p in path.iterdir()):
+        return [path]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in LOG_SUFFIXES)
+    folders = sorted({p.parent for p in path.rglob("*tfevents*") if p.is_file()})
+    if not files and not folders:
+        raise CurveError(f"{what} {spec}: the folder holds no log file (.csv, .tsv, .jsonl) or TensorBoard events.")
+    return files + folders
+
+
+def load_prior(
+    spec: str, options: FitOptions, columns: Columns | None = None, *,
+    exclude: tuple[str, ...] = (), what: str = "--prior-runs",
+) -> tuple[Prior | None, str, int]:
+    """(prior or None, why none, number of runs read) from ``spec``, read with ``columns``
+    (default: the readers' column choice; ``bounded`` follows ``options``).
+
+    ``exclude``: resolved paths of the run being forecast, never part of its own prior.
+    """
+    curves: list[Curve] = []
+    skip = {str(Path(e).resolve()) for e in exclude}
+    for path in find_prior_files(spec, what=what):
+        if str(path.resolve()) in skip:
+            continue
+        try:
+            curves += read_curves(path, replace(columns or Columns(), bounded=options.bounded))
+        except CurveError:
+            continue  # a file with no curve in a run folder (see the module docstring)
+    prior, why = learn_prior([(c.source, c.compute, c.reward) for c in curves], options)
+    if not curves:
+        why = f"{what} {spec}: no curve could be read there, so the fit is prior-free"
+    return prior, why, len(curves)

@@ -1,0 +1,149 @@
+"""Read validation curves (compute -> pass rate) from training logs: one module per format
+behind ``READERS``, a table from file suffix to reader; ``core`` holds the ``Curve``, the
+``Columns`` a caller asks for and the column choice.
+
+Formats, picked by file name:
+
+- ``*.csv`` (comma-separated) and ``*.tsv`` (tab-separated; ``scalerl.fit.readers.csvlog``): one row per evaluation, a header
+  row; leading lines starting with ``#`` are comments. Rows whose reward cell is empty are skipped (sparse logs that mix training
+  and evaluation rows). A ``run`` / ``run_name`` column splits the file into one curve per run.
+- W&B chart exports (``*.csv`` whose columns look like ``<run> - <metric>``, with
+  ``__MIN`` / ``__MAX`` companions): one curve per run; the ``__MIN`` / ``__MAX`` columns
+  (W&B's bucketing envelope) are ignored; the x column is the unprefixed one (``Step`` or
+  the chart's x metric).
+- ``*.jsonl`` / ``*.ndjson`` (``jsonl``): one JSON object per line, as ``scalerl train`` writes them
+  (``{"step": 10, "compute_gpu_hours": 0.01, "flops": ..., "val_pass_rate": 0.31}``).
+  Records without the reward field (training-step records) are skipped.
+- TensorBoard event files (``tensorboard``; a file named ``*tfevents*`` or a
+  directory holding them, several files of one run merged by step, the later file winning):
+  scalar tags are the columns; the x tag is joined to the reward tag by step (linear
+  interpolation in step where the x tag was logged at other steps).
+
+Column choice: ``core``.
+
+Every problem raises :class:`~scalerl.fit.errors.CurveError` with one sentence naming the
+file and the field or line, unreadable files included (binary or not UTF-8, a symbolic link
+loop, a CSV cell over ``csv.field_size_limit()``, JSON nested past the parser's depth), and
+so is a CSV that would lose data silently: a column named twice in the header, or a row
+that does not split into the header's columns (another delimiter, extra cells). Checks done
+here need the line: unparsable or NaN/inf values,
+negative or non-increasing compute, reward outside [0, 1]. Point-count and flat-curve
+checks belong to the fitter (``fit_sigmoid``); callers prefix its message with
+:attr:`Curve.source`.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from scalerl.fit.errors import CurveError
+from scalerl.fit.readers.core import COMPUTE_COLUMNS, REWARD_COLUMNS, STEP_COLUMNS, Columns, Curve
+from scalerl.fit.readers.csvlog import read_csv
+from scalerl.fit.readers.jsonl import read_jsonl
+from scalerl.fit.readers.tensorboard import read_tensorboard
+
+__all__ = ["COMPUTE_COLUMNS", "READERS", "REWARD_COLUMNS", "STEP_COLUMNS", "Columns", "Curve", "expand_paths",
+           "load_runs", "read_curves", "read_jsonl"]  # fmt: skip
+
+READERS: dict[str, Callable[[Path, Columns], list[Curve]]] = {
+    ".csv": read_csv,
+    ".tsv": read_csv,
+    ".jsonl": read_jsonl,
+    ".ndjson": read_jsonl,
+    ".json": read_jsonl,
+}
+"""File suffix (lower case) -> reader. TensorBoard logs go by name (``*tfevents*``, or a
+folder holding such files), not by suffix."""
+
+
+def _is_tensorboard(path: Path) -> bool:
+    if path.is_dir():
+        return any("tfevents" in p.name for p in path.iterdir())
+    return "tfevents" in path.name
+
+
+def read_curves(path: str | Path, columns: Columns | None = None, **fields) -> list[Curve]:
+    """All curves in one file (or TensorBoard directory); the format follows the name
+    (``READERS``). ``fields`` are shorthand for ``Columns(**fields)``."""
+    columns = Columns(**fields) if columns is None else columns
+    path = Path(path)
+    if not path.exists():
+        if path.is_symlink():
+            raise CurveError(f"{path} is a symbolic link that leads nowhere (a loop, or a missing target).")
+        raise CurveError(f"{path} does not exist.")
+    if _is_tensorboard(path):
+        return read_tensorboard(path, columns)
+    if path.is_dir():
+        raise CurveError(f"{path} is a directory without TensorBoard event files.")
+    if path.stat().st_size == 0:
+        raise CurveError(f"{path} is empty.")
+    reader = READERS.get(path.suffix.lower())
+    if reader is None:
+        raise CurveError(
+            f"{path} has an unknown format; use .csv (plain or W&B export), .jsonl, or a "
+            "TensorBoard event file or directory."
+        )
+    return reader(path, columns)
+
+
+def _unique_names(curves: list[Curve]) -> list[Curve]:
+    """Equal run names get the shortest folder path that tells them apart
+    (``a/x/run.jsonl`` and ``b/x/run.jsonl`` become ``a/x/run`` and ``b/x/run``)."""
+    groups: dict[str, list[int]] = {}
+    for i, c in enumerate(curves):
+        groups.setdefault(c.name, []).append(i)
+    names = [c.name for c in curves]
+    for name, members in groups.items():
+        if len(members) < 2:
+            continue
+        folders = [Path(curves[i].source.split(" [")[0]).resolve().parent.parts for i in members]
+        for depth in range(1, max(len(f) for f in folders) + 1):
+            labels = ["/".join(f[-depth:] + (name,)) for f in folders]
+            if len(set(labels)) == len(labels):
+                break
+        for i, label in zip(members, labels):
+            names[i] = label
+    return [
+        c if n == c.name else Curve(n, c.compute, c.reward, c.source, c.x, c.y, c.lines)
+        for c, n in zip(curves, names)
+    ]
+
+
+def expand_paths(paths_or_globs: str | Path | Sequence[str | Path]) -> list[Path]:
+    """Paths in the given order; glob patterns expand (sorted); a pattern matching nothing
+    fails; a file named twice (say by a glob and by name) is read once."""
+    items = [paths_or_globs] if isinstance(paths_or_globs, str | Path) else list(paths_or_globs)
+    out: list[Path] = []
+    for item in items:
+        text = str(item)
+        if glob.has_magic(text):
+            matches = sorted(glob.glob(text, recursive=True))
+            if not matches:
+                raise CurveError(f"no file matches {text}.")
+            out.extend(Path(m) for m in matches)
+        else:
+            out.append(Path(text))
+    seen: set[Path] = set()
+    unique = []
+    for path in out:
+        try:
+            key = path.resolve()
+        except (OSError, RuntimeError):  # a symbolic link loop: read_curves names it
+            key = path.absolute()
+        if key not in seen:
+            seen.add(key)
+            unique.append(path)
+    return unique
+
+
+def load_runs(
+    paths_or_globs: str | Path | Sequence[str | Path], columns: Columns | None = None, **fields
+) -> list[Curve]:
+    """Every curve in the given files, directories and glob patterns, in order."""
+    columns = Columns(**fields) if columns is None else columns
+    curves: list[Curve] = []
+    for path in expand_paths(paths_or_globs):
+        curves.extend(read_curves(path, columns))
+    return _unique_names(curves)

@@ -1,0 +1,71 @@
+"""JSON-lines logs as curves: one JSON object per line, as ``scalerl train`` writes them
+(``{"step": 10, "compute_gpu_hours": 0.01, "flops": ..., "val_pass_rate": 0.31}``).
+Records without the reward field (training-step records) are skipped; a ``run`` /
+``run_name`` field splits the file into one curve per run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scalerl.fit.errors import CurveError
+from scalerl.fit.readers.core import (
+    RUN_COLUMNS,
+    Columns,
+    Curve,
+    build,
+    empty,
+    find_column,
+    run_name,
+)
+from scalerl.fit.readers.text import text_lines
+
+__all__ = ["read_jsonl"]
+
+
+def read_jsonl(path: Path, columns: Columns | None = None, **fields) -> list[Curve]:
+    """One curve per ``run`` value (or one for the file) from JSON-lines records.
+
+    A last line without its newline that does not parse is a record still being written
+    by a live run (the file is read while training appends to it): it is skipped.
+    ``fields`` are shorthand for ``Columns(**fields)`` when ``columns`` is not given.
+    """
+    columns = Columns(**fields) if columns is None else columns
+    records: list[tuple[int, dict]] = []
+    for number, text in text_lines(path):
+        if not text.strip():
+            continue
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as err:
+            if not text.endswith("\n"):  # only the last line can lack it
+                break  # a torn last record of a live run
+            raise CurveError(f"{path} line {number} is not valid JSON ({err.msg}).") from None
+        except RecursionError:
+            raise CurveError(f"{path} line {number} is JSON nested too deeply to be a log record.") from None
+        if not isinstance(record, dict):
+            raise CurveError(f"{path} line {number} is not a JSON object.")
+        records.append((number, record))
+    if not records:
+        raise CurveError(f"{path} is empty.")
+    names = list(dict.fromkeys(k for _, rec in records for k in rec))
+    choice = columns.choose(names, str(path))
+    run_col = find_column(names, RUN_COLUMNS)
+    groups: dict[str, list[tuple[int, dict]]] = {}
+    for number, rec in records:
+        key = str(rec.get(run_col, run_name(path))) if run_col else run_name(path)
+        groups.setdefault(key, []).append((number, rec))
+    curves = []
+    for run, members in groups.items():
+        source = f"{path} [{run}]" if run_col else str(path)
+        points = ((str(path), n, r.get(choice.x), r.get(choice.y)) for n, r in members)
+        try:
+            curves.append(build(run, source, choice, points))
+        except CurveError:
+            if run_col and all(empty(r.get(choice.y)) for _, r in members):
+                continue  # a run (e.g. a trainer-only stream) without evaluations
+            raise
+    if not curves:
+        raise CurveError(f"{path} has no records with a '{choice.y}' value.")
+    return curves

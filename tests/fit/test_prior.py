@@ -1,0 +1,146 @@
+"""A prior from finished runs (``scalerl.fit.prior``, ``posterior``, ``prior_runs``) and
+``scalerl fit --prior-runs`` (issue 21).
+
+Populations are small (12 runs), seeded, and on the calibration bench's grid (an evaluation
+every 400 GPU-hours to 16k, AR(1) noise), so the module runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scalerl.cli import main
+from scalerl.fit import FitOptions, sigmoid
+from scalerl.fit.calibrate import assess
+from scalerl.fit.posterior import forecast_with_prior
+from scalerl.fit.prior import MIN_RUNS, learn_prior
+
+from ._files import write_csv
+
+GRID = np.arange(0.0, 16001.0, 400.0)
+OPTIONS = FitOptions(min_compute=1500.0, max_points=None)
+POPULATION = {"gain": (0.20, 0.40), "B": (1.4, 2.4), "C_mid": (2000.0, 4500.0)}  # uniform ranges
+
+
+def _ar1(sigma: float, rho: float, n: int, rng) -> np.ndarray:
+    e = np.empty(n)
+    e[0] = rng.normal(0.0, sigma)
+    for i in range(1, n):
+        e[i] = rho * e[i - 1] + rng.normal(0.0, sigma * np.sqrt(1.0 - rho**2))
+    return e
+
+
+def population(n: int, seed: int, *, C_mid=POPULATION["C_mid"], gain=POPULATION["gain"]):
+    """``n`` runs (name, compute, reward) with R0 0.25-0.35 and AR(1) noise (sd 0.01, rho 0.6)."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for i in range(n):
+        R0, g = rng.uniform(0.25, 0.35), rng.uniform(*gain)
+        B, c_mid = rng.uniform(*POPULATION["B"]), rng.uniform(*C_mid)
+        y = sigmoid(GRID, R0 + g, B, c_mid, R0) + _ar1(0.01, 0.6, GRID.size, rng)
+        runs.append((f"run{i}", GRID, np.clip(y, 0.0, 1.0)))
+    return runs
+
+
+@pytest.fixture(scope="module")
+def prior():
+    learned, why = learn_prior(population(12, seed=1), OPTIONS)
+    assert learned is not None, why
+    return learned
+
+
+def test_prior_recovers_the_population(prior):
+    # z = (gain, log B, log(C_mid / 16000)); uniform ranges give these means and sds
+    lo = np.array([0.20, np.log(1.4), np.log(2000.0 / 16000)])
+    hi = np.array([0.40, np.log(2.4), np.log(4500.0 / 16000)])
+    true_mean, true_sd = (lo + hi) / 2.0, (hi - lo) / np.sqrt(12.0)
+    assert prior.n_runs == 12
+    # 12 draws: the mean is known to about sd / sqrt(12) ~ 0.3 sd; allow 1 sd
+    np.testing.assert_array_less(np.abs(prior.mean - true_mean), true_sd)
+    sd = np.sqrt(np.diag(prior.cov))
+    assert np.all(sd > 0.5 * true_sd) and np.all(sd < 2.0 * true_sd)
+    assert np.sqrt(prior.sigma2) == pytest.approx(0.01, rel=0.5)
+
+
+def _quarter(run):
+    _, c, y = run
+    keep = c <= 0.25 * c[-1]
+    return OPTIONS.fit(c[keep], y[keep]), c, y
+
+
+def test_a_run_of_the_population_gets_a_narrower_covering_forecast(prior):
+    covered, narrower = 0, 0
+    for run in population(4, seed=5):
+        fit, c, y = _quarter(run)
+        pf = forecast_with_prior(fit, fit_until=4000.0, budget=16000.0, prior=prior, options=OPTIONS)
+        assert pf.used, pf.reason
+        lo, hi = (float(v[0]) for v in pf.predictive([16000.0]))
+        free_lo, free_hi = assess(fit, horizon=4.0).predictive(16000.0)
+        covered += lo <= y[-1] <= hi
+        narrower += (hi - lo) < (free_hi - free_lo)
+    assert covered >= 3 and narrower == 4
+
+
+def test_a_run_from_another_population_is_refused(prior):
+    # the bend lies far past the data (C_mid 25k-40k): its early points barely rise
+    for run in population(3, seed=9, C_mid=(25000.0, 40000.0)):
+        fit, _, _ = _quarter(run)
+        pf = forecast_with_prior(fit, fit_until=4000.0, budget=16000.0, prior=prior, options=OPTIONS)
+        assert not pf.used
+        assert "unlike the prior" in pf.reason and "prior-free" in pf.reason
+        assert pf.to_dict()["used"] is False and pf.to_dict()["n_runs"] == 12
+
+
+def test_fewer_than_five_usable_runs_give_no_prior():
+    learned, why = learn_prior(population(MIN_RUNS - 1, seed=2), OPTIONS)
+    assert learned is None
+    assert why == f"only 4 of the 4 prior runs could be fitted with a known shape, fewer than the {MIN_RUNS} a prior needs, so the fit is prior-free"
+
+
+def test_cli_prior_runs_json_contract(tmp_path, capsys):
+    folder = tmp_path / "done"
+    folder.mkdir()
+    for name, c, y in population(8, seed=1):
+        write_csv(folder / f"{name}.csv", c, y)
+    (_, c, y), = population(1, seed=5)
+    run = write_csv(tmp_path / "new.csv", c, y)
+    out = tmp_path / "fit.json"
+    rc = main(["fit", str(run), "--prior-runs", str(folder), "--fit-frac", "0.25", "--min-compute", "1500",
+               "--no-budget", "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    stdout = capsys.readouterr().out
+    assert "Forecast with and without the prior" in stdout and "prior: new: prior from 8 finished runs" in stdout
+    (row,) = json.loads(out.read_text())["runs"]
+    assert row["fit"]["prior"]["n_runs"] == 8 and row["fit"]["prior"]["used"] is True
+    assert row["holdout"]["final"]["from"] == "prior"
+    assert row["holdout"]["final_prior_free"]["from"] == "prior-free fit"
+    free = row["holdout"]["final_prior_free"]
+    assert row["holdout"]["final"]["pred_hi"] - row["holdout"]["final"]["pred_lo"] < free["pred_hi"] - free["pred_lo"]
+
+
+def test_cli_prior_runs_too_few_is_one_sentence_and_the_prior_free_fit(tmp_path, capsys):
+    for name, c, y in population(2, seed=1):
+        write_csv(tmp_path / f"{name}.csv", c, y)
+    (_, c, y), = population(1, seed=5)
+    run = write_csv(tmp_path / "new.csv", c, y)
+    out = tmp_path / "fit.json"
+    rc = main(["fit", str(run), "--prior-runs", str(tmp_path / "run*.csv"), "--fit-frac", "0.5", "--no-budget",
+               "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    assert "fewer than the 5 a prior needs, so the fit is prior-free." in capsys.readouterr().out
+    (row,) = json.loads(out.read_text())["runs"]
+    assert row["fit"]["prior"] == {"n_runs": 2, "used": False, "reason": row["fit"]["prior"]["reason"]}
+    assert row["holdout"]["final"] == row["holdout"]["final_prior_free"]
+
+
+@pytest.mark.parametrize("spec, says", [("nowhere", "no such file or folder"), ("nowhere/*.csv", "no file matches it")])
+def test_cli_prior_runs_pointing_nowhere_is_exit_2_and_one_sentence(tmp_path, capsys, spec, says):
+    (_, c, y), = population(1, seed=5)
+    run = write_csv(tmp_path / "new.csv", c, y)
+    rc = main(["fit", str(run), "--prior-runs", str(tmp_path / spec), "--fit-frac", "0.5", "--no-budget"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err == f"scalerl fit: error: --prior-runs {tmp_path / spec}: {says}.\n"

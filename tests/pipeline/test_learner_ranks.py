@@ -1,0 +1,107 @@
+"""The data-parallel learner (``learner.world_size > 1``): two gloo ranks on this CPU train
+exactly what one process trains, through the real CLI; a stalled weight sync stops the run
+with one sentence and a loadable checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import run_overrides
+
+from scalerl.checkpoint import load_checkpoint
+
+
+def _cli(run_dir, overrides: list[str], env: dict | None = None, resume: bool = False) -> subprocess.CompletedProcess:
+    sets = [a for o in overrides for a in ("--set", o)]
+    where = ["--resume", str(run_dir)] if resume else ["--recipe", "scalerl", "--out", str(run_dir)]
+    return subprocess.run([sys.executable, "-m", "scalerl", "train", *where, *sets, "--no-fit"],
+                          capture_output=True, text=True, timeout=600, env=os.environ | (env or {}))
+
+
+def _records(run_dir) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _sync_run(model_dir, **extra) -> list[str]:
+    """Two sync steps of four groups (every rank gets two), evaluations cut to the bone."""
+    return run_overrides(model_dir, **{
+        "pipeline.mode": "sync", "pipeline.backend": "inprocess", "pipeline.prompts_per_step": 4,
+        "pipeline.generations": 4, "pipeline.prompts_per_chunk": 4, "train.steps": 2, "eval.every": 100,
+        "eval.num_prompts": 4, "eval.k": 1, "optim.lr": "1e-3", "optim.warmup_steps": 0, **extra})
+
+
+@pytest.fixture(scope="module")
+def single(warm_model_dir, tmp_path_factory):
+    run = tmp_path_factory.mktemp("ws1") / "run"
+    done = _cli(run, _sync_run(warm_model_dir))
+    assert done.returncode == 0, done.stderr
+    return _records(run)
+
+
+@pytest.mark.parametrize("strategy", ["fsdp2", "ddp"])
+def test_two_ranks_log_the_single_process_loss_and_grad_norm(single, warm_model_dir, tmp_path, strategy):
+    run = tmp_path / "run"
+    done = _cli(run, _sync_run(warm_model_dir, **{"learner.world_size": 2, "learner.strategy": strategy,
+                                                   "learner.sync_bucket_mb": 1}))
+    assert done.returncode == 0, done.stderr
+    sharded = _records(run)
+    steps = [r for r in single if r["step"] in (1, 2)]
+    assert [r["step"] for r in steps] == [1, 2]
+    for one, two in zip(steps, (r for r in sharded if r["step"] in (1, 2))):
+        assert one["grad_norm"] > 0  # a step that trained: the test can fail
+        assert two["learner_world_size"] == 2 and one["learner_world_size"] == 1
+        for key in ("loss", "grad_norm"):
+            assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-7), key
+        assert two["sync_bytes"] == one["sync_bytes"] > 0
+        assert two["learner_rank_busy_s_max"] >= two["learner_rank_busy_s_min"] > 0
+
+
+def test_a_stalled_sync_stops_with_one_sentence_and_a_loadable_checkpoint(warm_model_dir, tmp_path):
+    run = tmp_path / "run"
+    overrides = _sync_run(warm_model_dir, **{
+        "learner.world_size": 2, "learner.sync_bucket_mb": 1, "learner.sync_timeout_s": 5,
+        "train.steps": 3, "train.checkpoint_every": 1})
+    # rank 1 hangs before the second bucket of version 2's sync (after step 2)
+    done = _cli(run, overrides, env={"SCALERL_TEST_STALL_SYNC": "1:2@2"})
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert "learner rank 1 stalled at bucket 2" in last and "Traceback" not in done.stderr
+    assert f"--resume {run}" in last
+    state, meta = load_checkpoint(run, lambda _: None)
+    assert meta["step"] == 1 and state["learner"]["version"] == 1
+
+
+def test_two_ranks_on_ray_complete_and_resume_with_one(nano_dir, tmp_path):
+    import logging
+
+    import ray
+
+    from scalerl.config import load_config
+    from scalerl.metrics import read_records
+    from scalerl.pipeline.run import train
+
+    # one generator and two single-thread ranks reserve three CPUs: logical ones, on two cores
+    ray.init(num_cpus=3, include_dashboard=False, logging_level=logging.WARNING)
+    try:
+        def cfg(steps: int, world: int):
+            return load_config("scalerl", run_overrides(nano_dir, **{
+                "pipeline.backend": "ray", "pipeline.mode": "sync", "pipeline.prompts_per_step": 2,
+                "pipeline.generations": 4, "pipeline.prompts_per_chunk": 2, "pipeline.num_generators": 1,
+                "sampling.max_new_tokens": 24, "length.interrupt_range": "[12, 16]", "eval.num_prompts": 4,
+                "eval.k": 1, "eval.every": 100, "train.steps": steps, "train.checkpoint_every": 1,
+                "learner.world_size": world, "learner.sync_bucket_mb": 1}))
+
+        run = tmp_path / "run"
+        train(cfg(2, 2), run, log=lambda *_: None)
+        assert load_checkpoint(run, lambda _: None)[1]["step"] == 2
+        last = train(cfg(3, 1), run, resume=True, log=lambda *_: None)
+    finally:
+        ray.shutdown()
+    records = read_records(run / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 3] and last["version"] == 3
+    assert [r["learner_world_size"] for r in records[1:]] == [2, 2, 1]
+    assert all(r["sync_bytes"] > 0 for r in records[1:])
