@@ -11,8 +11,6 @@ class Scripted:
     """Answers ``turns - 1`` turns with a fixed observation (reward 0.25 each), ends the
     ``turns``-th with reward 1; remembers what it was given."""
 
-    steps = 0  # across instances: a test's weight channel watches it
-
     def __init__(self, turns: int = 3, prompt: str = "w3 w4") -> None:
         self.turns, self.prompt, self.actions = turns, prompt, []
 
@@ -22,7 +20,6 @@ class Scripted:
 
     def step(self, action: str) -> StepResult:
         self.actions.append(action)
-        Scripted.steps += 1
         if len(self.actions) >= self.turns:
             return StepResult(None, 1.0, True)
         return StepResult(OBSERVATION, 0.25, False)

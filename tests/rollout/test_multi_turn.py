@@ -84,9 +84,9 @@ def test_three_turn_trajectory_scores_exactly_the_sampled_ids(eos_model, tokeniz
         for t in c.turns[:-1]:
             messages.append({"role": "assistant" if t.role == "model" else "tool",
                              "content": t.text if t.role == "model" else OBSERVATION})
-        again = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=True, add_generation_prompt=True)
-        ids = again["input_ids"] if isinstance(again, dict) or hasattr(again, "keys") else again
-        assert list(ids) != c.prompt_tokens.tolist() + c.tokens[: c.turns[-1].start].tolist()
+        again = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False, add_generation_prompt=True)
+        ids = tokenizer.encode(again, add_special_tokens=False)
+        assert ids != c.prompt_tokens.tolist() + c.tokens[: c.turns[-1].start].tolist()
     assert group.rewards.tolist() == [1.5, 1.5, 1.5]  # 0.25 + 0.25 + 1
 
 
