@@ -52,7 +52,7 @@ def rollouts(model, tok, prompts: int, generations: int, max_new: int) -> list[G
     outs = engine.generate([p for p in ids for _ in range(generations)],
                            SamplingParams(max_new_tokens=max_new, seed=1))
     rewards = np.where(np.arange(generations) % 2 == 0, 1.0, -1.0).astype(np.float32)  # every group trains
-    return [Group(p, outs[generations * p: generations * (p + 1)], rewards, meta={"seq": p}) for p in range(prompts)]
+    return [Group(p, outs[generations * p: generations * (p + 1)], rewards, seq=p) for p in range(prompts)]
 
 
 def step_runner(model, tok, groups, overrides: list[str]):

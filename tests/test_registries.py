@@ -4,13 +4,16 @@ from typing import get_args
 
 from scalerl.algo.losses import LOSSES
 from scalerl.algo.mismatch import CORRECTIONS
-from scalerl.config import EvalConfig, PipelineConfig, RolloutConfig
+from scalerl.config import EvalConfig, PipelineConfig, RolloutConfig, TaskConfig
+from scalerl.config_env import EnvConfig
 from scalerl.config_learner import LearnerConfig
 from scalerl.config_loss import ISCorrectionConfig, LossConfig
+from scalerl.data.tasks.base import REWARD_FORMS
 from scalerl.pipeline.actor import ENGINES
 from scalerl.pipeline.backends import BACKENDS
 from scalerl.pipeline.evaluation import EVAL_ON
 from scalerl.pipeline.learner_rank import STRATEGIES
+from scalerl.rollout.env import ENV_REWARDS, OBSERVATION_ROLES
 
 
 def _choices(model, field):
@@ -23,6 +26,9 @@ def test_config_choices_equal_their_registries():
     assert _choices(RolloutConfig, "engine") == set(ENGINES)
     assert _choices(PipelineConfig, "backend") == set(BACKENDS)
     assert _choices(EvalConfig, "on") == set(EVAL_ON)
+    assert _choices(TaskConfig, "reward") == set(REWARD_FORMS)
+    assert _choices(EnvConfig, "reward") == set(ENV_REWARDS)
+    assert _choices(EnvConfig, "observation_role") == set(OBSERVATION_ROLES)
     assert _choices(LearnerConfig, "strategy") == set(STRATEGIES)
 
 

@@ -29,6 +29,7 @@ import yaml
 from pydantic import Field, Strict, ValidationError, field_validator, model_validator
 
 from scalerl.config_base import Frozen as _Frozen
+from scalerl.config_env import EnvConfig
 from scalerl.config_errors import explain
 
 # the loading API is this module's: re-exported
@@ -99,9 +100,10 @@ class ModelConfig(_Frozen):
 
 class TaskConfig(_Frozen):
     name: str = "addition"
-    """A built-in task (``addition``, ``multiplication``, ``math``, ``code``, ``dataset``: a
-    user's JSONL / parquet / ``datasets`` directory) or a user's task factory as
-    ``FILE.py:NAME`` / ``package.module:NAME``, loaded in every process that builds the task."""
+    """A built-in task (``addition``, ``multiplication``, ``calculator``: tool use with ``env``,
+    ``math``, ``code``, ``dataset``: a user's JSONL / parquet / ``datasets`` directory) or a
+    user's task factory as ``FILE.py:NAME`` / ``package.module:NAME``, loaded in every process
+    that builds the task."""
     knobs: dict[str, Any] = Field(default_factory=lambda: {"min_digits": 1, "max_digits": 2})
     """Keyword arguments passed to the task constructor (difficulty, sizes, seed ...)."""
     reward: Literal["binary", "pm1"] = "pm1"
@@ -458,6 +460,7 @@ class Config(_Frozen):
     """One line on what this recipe reverts or changes."""
     model: ModelConfig = ModelConfig()
     task: TaskConfig = TaskConfig()
+    env: EnvConfig = EnvConfig()
     rollout: RolloutConfig = RolloutConfig()
     sampling: SamplingConfig = SamplingConfig()
     length: LengthConfig = LengthConfig()

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 
 from scalerl.data.tasks.spec import TaskSpec
 from scalerl.models.chat import ChatFormat, PromptRenderer
+from scalerl.rollout.env import EnvSpec
+from scalerl.rollout.rollout import build_rollout
 from scalerl.rollout.validate import validate
 from scalerl.types import EvalResult, SamplingParams
 
@@ -41,12 +43,14 @@ class EvalSpec:
     """Samples kept for ``samples.jsonl`` (the validation set's only)."""
     pass_at: tuple[int, ...] = ()
     """k values of the unbiased pass@k logged beside mean@k (each at most ``k``)."""
+    env: EnvSpec | None = None
+    """The environment trajectories run in, as in training (None: single-turn)."""
 
 
 def build_evaluators(specs, engine, tokenizer) -> list[Evaluator]:
     """One :class:`Evaluator` per spec, all on ``engine`` (whatever weights it holds)."""
     return [Evaluator(engine, PromptRenderer(tokenizer, s.chat), s.task.build(), s.params, s.k, s.num_prompts,
-                      seed=s.seed, prefix=s.prefix, samples=s.samples, pass_at=s.pass_at) for s in specs]
+                      seed=s.seed, prefix=s.prefix, samples=s.samples, pass_at=s.pass_at, env=s.env) for s in specs]
 
 
 def run_evaluators(evaluators: list[Evaluator]) -> tuple[dict[str, float], int, tuple]:
@@ -75,8 +79,9 @@ class Evaluator:
 
     def __init__(self, engine, renderer: PromptRenderer, task, params: SamplingParams, k: int,
                  num_prompts: int | None, seed: int, prefix: str = "val", samples: int = 0,
-                 pass_at: tuple[int, ...] = ()) -> None:
+                 pass_at: tuple[int, ...] = (), env: EnvSpec | None = None) -> None:
         self.engine, self.renderer, self.task, self.prefix = engine, renderer, task, prefix
+        self.rollout = build_rollout(task, renderer.tokenizer, renderer.fmt, env)
         self.k, self.num_prompts, self.samples, self.pass_at = k, num_prompts, samples, pass_at
         self.params = replace(params, seed=seed)
         examples = task.validation()[:num_prompts]
@@ -94,7 +99,7 @@ class Evaluator:
         correct (``val_`` for the validation set, ``downstream_`` for a harder variant), and
         the ``samples`` kept."""
         result = validate(self.engine, self.task, params=self.params, renderer=self.renderer,
-                          k=self.k, num_prompts=self.num_prompts, samples=self.samples)
+                          k=self.k, num_prompts=self.num_prompts, samples=self.samples, rollout=self.rollout)
         p = self.prefix
         return {
             "samples": tuple(dict(s, evaluator=p) for s in result.samples),
@@ -106,6 +111,7 @@ class Evaluator:
             **self._pass_at(result),
             f"{p}_truncation_rate": result.truncation_rate,
             f"{p}_len": result.mean_length,
+            f"{p}_turns_mean": result.mean_turns,
             # prefill + decoded tokens, for the FLOPs count
             f"{p}_tokens": int(self.prompt_tokens + result.mean_length * result.num_samples),
         }

@@ -58,10 +58,60 @@ class Completion:
     finish_reason: FinishReason
     text: str = ""
     """Decoded completion text (thinking block included)."""
+    turns: tuple[Turn, ...] = ()
+    """A multi-turn trajectory's spans of ``tokens``, in order: the model's turns and the
+    environment's observations (``rollout.multi_turn``); empty for one model turn."""
 
     @property
     def num_tokens(self) -> int:
         return int(self.tokens.shape[0])
+
+    @property
+    def model_turns(self) -> int:
+        """Assistant turns in this trajectory (1 for a single-turn completion)."""
+        return sum(t.role == "model" for t in self.turns) if self.turns else 1
+
+    @property
+    def env_tokens(self) -> int:
+        """Tokens the environment appended (observations, ``loss_mask=False``)."""
+        return sum(t.end - t.start for t in self.turns if t.role == "env")
+
+    @property
+    def observations(self) -> int:
+        """Observations the environment answered with: the trajectory's tool calls."""
+        return sum(t.role == "env" for t in self.turns)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One span ``tokens[start:end]`` of a trajectory: a model turn (sampled, in the loss) or
+    an environment observation (prefilled, ``loss_mask=False``), with its text."""
+
+    role: Literal["model", "env"]
+    start: int
+    end: int
+    text: str
+
+
+@dataclass
+class GeneratorTimes:
+    """Where a generator's time went for one group: its share of the chunk's seconds
+    (``pipeline.actor``), and wall-clock stamps for the driver's transit time."""
+
+    cpu_s: float = 0.0
+    """CPU seconds decoding and scoring."""
+    stall_s: float = 0.0
+    """Waiting for the weights version the lag policy asks for."""
+    swap_s: float = 0.0
+    """Reading and loading published weights."""
+    idle_s: float = 0.0
+    """Waiting for work (``local`` backend): the learner is the bottleneck."""
+    eval_cpu_s: float = 0.0
+    """CPU seconds of evaluations run since the previous chunk."""
+    sent_at: float | None = None
+    """Wall clock when the group left its generator."""
+    received_at: float | None = None
+    """Wall clock when the driver received it."""
 
 
 @dataclass
@@ -70,9 +120,18 @@ class Group:
 
     prompt_id: int
     completions: list[Completion]
-    rewards: np.ndarray  # (G,) float32
+    rewards: np.ndarray  # (G,) float32, in the configured form (``data.tasks.base.in_form``)
     epoch: int = 0
-    meta: dict = field(default_factory=dict)
+    seq: int = -1
+    """The dispatch's sequence number (:class:`PromptAssignment`), matching it to its group."""
+    reward_errors: int = 0
+    """Samples the task could not grade (each scored 0)."""
+    env_errors: int = 0
+    """Trajectories an environment's exception ended (each scored 0)."""
+    start_version: int = -1
+    """Weights version the generator held when it started this group (the group's version
+    when no trajectory has a token, e.g. every environment failed at ``reset``)."""
+    times: GeneratorTimes = field(default_factory=GeneratorTimes)
 
     @property
     def pass_rate(self) -> float:
@@ -82,7 +141,7 @@ class Group:
     @property
     def min_version(self) -> int:
         """Oldest policy version that contributed a token to this group."""
-        return int(min(int(c.versions.min()) for c in self.completions if c.num_tokens))
+        return min((int(c.versions.min()) for c in self.completions if c.num_tokens), default=self.start_version)
 
 
 # --- pipeline messages (scalerl.pipeline roles; any backend carries them by pickling) ---------

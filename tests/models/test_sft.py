@@ -90,3 +90,16 @@ def test_reaches_the_starting_band_on_the_default_task_and_saves(tok, tmp_path):
     ids = tok2(["add 12+7 ="], return_tensors="pt").input_ids
     with torch.no_grad():
         assert torch.equal(again(ids).logits, model(ids).logits)
+
+
+def test_an_episode_in_pieces_trains_on_the_model_turns_only(tok):
+    """A multi-turn demonstration: the environment's observation is encoded on its own and
+    left out of the loss, as a rollout appends it."""
+    pieces = [("<calc>3*4</calc>", True), ("<result>12</result>", False), (" 12", True)]
+    ids, attn, labels = encode_demonstrations(tok, ["mul 3*4 ="], [pieces])
+    lengths = [len(tok("mul 3*4 =").input_ids)] + [len(tok(t, add_special_tokens=False).input_ids) for t, _ in pieces]
+    starts = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
+    assert (labels[0, : starts[1]] == -100).all() and (labels[0, starts[2] : starts[3]] == -100).all()
+    assert (labels[0, starts[1] : starts[2]] == ids[0, starts[1] : starts[2]]).all()
+    assert (labels[0, starts[3] : starts[4] + 1] == ids[0, starts[3] : starts[4] + 1]).all()  # + EOS
+    assert labels[0, starts[4]] == tok.eos_token_id

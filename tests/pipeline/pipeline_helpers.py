@@ -22,4 +22,4 @@ def make_group(prompt_id: int, versions: list[int], rewards: list[float], seq: i
         for v in versions
     ]
     return Group(prompt_id, completions, np.array(rewards, dtype=np.float32),
-                 meta={"seq": prompt_id if seq is None else seq})
+                 seq=prompt_id if seq is None else seq)

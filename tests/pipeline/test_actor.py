@@ -72,7 +72,7 @@ def test_weights_published_mid_generation_are_swapped_in_flight():
     assert engine.loaded == [0, 1] and actor.swaps == 1
     versions = groups[0].completions[0].versions.tolist()
     assert versions == [0, 1, 1, 1]
-    assert groups[0].min_version == 0 and groups[0].meta["seq"] == 1
+    assert groups[0].min_version == 0 and groups[0].seq == 1
     assert groups[0].rewards.tolist() == [1.0, 1.0]  # ±1 form of a correct answer
 
 
@@ -115,7 +115,7 @@ def test_samples_the_task_could_not_grade_reach_the_step_metrics():
         dataclasses.replace(c, text="junk") for c in StepEngine.generate(engine, prompts, params, on_step)]
     actor = Actor(engine, Tokenizer(), JunkCountingTask(), SamplingParams(), generations=3)
     groups = actor.run_batch([PromptAssignment(seq=s, prompt_id=0, epoch=0, min_version=0) for s in (1, 2)])
-    assert [g.meta["reward_errors"] for g in groups] == [3, 3]
+    assert [g.reward_errors for g in groups] == [3, 3]
     assert generator_times(groups)["reward_errors"] == 6
     assert generator_times(Actor(honest, Tokenizer(), OneTask(), SamplingParams(), 2).run_batch(
         [PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=0)]))["reward_errors"] == 0

@@ -205,6 +205,12 @@ def _early_case(tmp: Path, name: str) -> tuple[list[str], list[str], list[str]]:
     recipe = lambda text: ["--recipe", str(_write(tmp / "r.yaml", text)), *out]  # noqa: E731
     if name == "alias bomb in rollout.vllm.extra":
         return ["--recipe", str(_bomb_recipe(tmp)), *out], ["bomb.yaml line", "aliases expand to more than"], []
+    if name.startswith("env.name"):  # a user's environment: file, name, methods
+        env = _write(tmp / "env.py", "class Env:\n    def reset(self, example):\n        return 'x'\n")
+        spec, words = {"env.name: no such file": (f"{tmp / 'gone.py'}:Env", ["does not exist"]),
+                       "env.name: no such class": (f"{env}:Missing", ["there is no 'Missing'"]),
+                       "env.name: no step method": (f"{env}:Env", ["has no step() method"])}[name]
+        return ["--set", f"env.name={spec}", *out], ["env.name", *words], []
     if name == "list nested 20,000 deep":
         return recipe("train: " + "[" * 20_000 + "]" * 20_000 + "\n"), ["r.yaml line 1", "deeper than 64"], []
     if name == "mapping nested 3,000 deep":
@@ -244,7 +250,8 @@ def _early_case(tmp: Path, name: str) -> tuple[list[str], list[str], list[str]]:
 EARLY_CASES = ["alias bomb in rollout.vllm.extra", "list nested 20,000 deep", "mapping nested 3,000 deep",
                "two train sections", "description: !!binary", "extends: 5", "extends: a list", "extends: ''",
                "extends: a folder", "extends: a missing file", "train.seed=2^70", "train.seed=-1",
-               "--out too long", "--out empty", "recipe knobs with an unrelated --set"]
+               "--out too long", "--out empty", "recipe knobs with an unrelated --set",
+               "env.name: no such file", "env.name: no such class", "env.name: no step method"]
 
 
 @pytest.mark.parametrize("name", EARLY_CASES)

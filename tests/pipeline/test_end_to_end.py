@@ -3,6 +3,9 @@ every recipe runs; and the metrics file is what ``scalerl fit`` reads."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from conftest import run_overrides
 
@@ -52,6 +55,32 @@ def test_local_backend_keeps_every_group_within_the_lag_bound(warm_model_dir, tm
     assert all(r["generator_cpu_s"] > 0 and r["learner_cpu_s"] > 0 for r in records)
     assert all(r["overlap_speedup"] > 0 and r["overlap_bound"] >= 1 for r in records if "overlap_speedup" in r)
     assert all(r["staleness_max"] <= k for r in records)
+
+
+ENVS = Path(__file__).parents[1] / "rollout" / "envs.py"
+
+
+def test_a_user_environment_from_a_file_trains_on_the_local_backend(warm_model_dir, tmp_path):
+    """Generators (spawned processes) and the evaluating generator load the environment from
+    its file; trajectories have turns, observations are out of the loss, nothing fails."""
+    cfg = load_config("scalerl", run_overrides(
+        warm_model_dir, **{"pipeline.backend": "local", "train.steps": 3, "eval.every": 100, "eval.num_prompts": 8,
+                           "eval.k": 2, "pipeline.prompts_per_step": 2, "pipeline.generations": 4,
+                           "pipeline.prompts_per_chunk": 2, "length.control": "none", "filters.zero_variance": False,
+                           "env.name": f"{ENVS}:Scripted", "env.knobs": "{turns: 2, prompt: 'add 1+2 ='}",
+                           "env.max_turns": 3, "env.max_tokens": 120}))
+    train(cfg, tmp_path)
+    records = read_records(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 3]
+    # step 0 evaluates the starting weights with a fixed seed: the warm model ends its first
+    # turn with EOS, the environment answers, and the model takes a second turn
+    assert records[0]["val_turns_mean"] > 1 and records[-1]["val_turns_mean"] >= 1
+    for r in records[1:]:
+        assert r["env_errors"] == 0 and 1 <= r["turns_mean"] <= 3 and r["trained_tokens"] > 0
+        assert 0 <= r["env_tokens_frac"] < 1 and r["tool_calls_mean"] <= 2
+    samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    multi = [s for s in samples if "turns" in s]
+    assert multi and all(t["masked"] == t["tokens"] for s in multi for t in s["turns"] if t["role"] == "env")
 
 
 @pytest.mark.parametrize("recipe", recipe_names())

@@ -7,6 +7,7 @@ a random-init nano model (no SFT warm-up) so the whole file stays well under a m
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -34,7 +35,9 @@ test that asks for ``rollout.engine=vllm``."""
 def local_ray():
     torch.set_num_threads(1)
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
-             runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": STANDIN}})
+             runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false",
+                                       # the driver's own path after the stand-in: workers import this scalerl
+                                       "PYTHONPATH": os.pathsep.join(filter(None, [STANDIN, os.environ.get("PYTHONPATH")]))}})
     yield
     ray.shutdown()
 
@@ -115,7 +118,7 @@ def test_generators_wait_for_and_pull_published_weights(local_ray, nano_dir):
         backend.submit([PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=3)])
         (group,), _ = _collect_one(backend)
         # the chunk waited for version 3 and every token was sampled by it, not the saved model
-        assert group.min_version == 3 and group.meta["seq"] == 1 and len(group.completions) == 4
+        assert group.min_version == 3 and group.seq == 1 and len(group.completions) == 4
         assert all(set(c.versions.tolist()) == {3} for c in group.completions)
 
         # versions published while a chunk decodes may be pulled between decode steps. Whether
@@ -165,3 +168,17 @@ def test_a_fraction_of_a_gpu_per_vllm_generator_is_refused(local_ray, nano_dir, 
 ])
 def test_gpu_share_per_generator(gpus, generators, learner, expected):
     assert gpus_per_generator(gpus, generators, learner) == expected
+
+
+def test_a_user_environment_from_a_file_trains_on_ray(local_ray, warm_model_dir, tmp_path):
+    """Every Ray generator loads the environment from its file (nothing is pickled across)."""
+    envs = Path(__file__).parents[1] / "rollout" / "envs.py"
+    cfg = load_config("scalerl", _overrides(
+        warm_model_dir, **{"train.steps": 2, "sampling.max_new_tokens": 40, "eval.num_prompts": 8, "eval.k": 2,
+                           "env.name": f"{envs}:Scripted", "env.knobs": "{turns: 2, prompt: 'add 1+2 ='}",
+                           "env.max_turns": 3, "env.max_tokens": 120}))
+    train(cfg, tmp_path / "run", log=lambda *_: None)
+    records = read_records(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert records[0]["val_turns_mean"] > 1  # the starting weights, a fixed seed: a second turn was taken
+    assert all(r["env_errors"] == 0 and r["turns_mean"] >= 1 and r["trained_tokens"] > 0 for r in records[1:])

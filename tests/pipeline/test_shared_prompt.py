@@ -36,7 +36,7 @@ def _groups(prompt_lens, G=5, lengths=(1, 9), seed=0) -> list[Group]:
                 logprobs=rng.uniform(-4, -1, n).astype(np.float32), versions=np.zeros(n, dtype=np.int64),
                 loss_mask=np.ones(n, dtype=bool), finish_reason="stop"))
         rewards = np.where(np.arange(G) % 2 == 0, 1.0, -1.0).astype(np.float32)
-        groups.append(Group(p, completions, rewards, meta={"seq": p}))
+        groups.append(Group(p, completions, rewards, seq=p))
     return groups
 
 

@@ -33,7 +33,7 @@ def _batch(rewards, seed=0, forced_tail=0):
                 prompt_tokens=rng.integers(5, 40, size=int(rng.integers(2, 5))),
                 tokens=rng.integers(5, 40, size=n), logprobs=rng.uniform(-4, -1, n).astype(np.float32),
                 versions=np.zeros(n, dtype=np.int64), loss_mask=mask, finish_reason="stop"))
-        groups.append(Group(p, completions, np.array(row, dtype=np.float32), meta={"seq": p}))
+        groups.append(Group(p, completions, np.array(row, dtype=np.float32), seq=p))
     return groups
 
 

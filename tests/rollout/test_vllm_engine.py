@@ -184,3 +184,24 @@ def test_a_pre_release_suffix_adds_no_digits_to_the_version():
     assert _version_tuple("0.27.1rc3") == (0, 27, 1) < MIN_VERSION  # not 0.27.13
     assert _version_tuple("0.10.2rc1") == _version_tuple("0.10.2.dev3") == (0, 10, 2)
     assert _version_tuple("0.11.0+cu128") == (0, 11, 0) and _version_tuple("dev") == ()
+
+
+def test_multi_turn_episodes_run_on_the_vllm_engine(engine):
+    """The multi-turn rollout drives vLLM as it drives the torch engine: one request per
+    turn on the ids so far, the observation appended between turns, masked."""
+    from pathlib import Path
+
+    from scalerl.data.tasks.base import Example
+    from scalerl.models.chat import ChatFormat
+    from scalerl.rollout.env import EnvSpec
+    from scalerl.rollout.rollout import build_rollout
+
+    mark = engine.tokenizer.decode([MARK])  # the fake closes its thinking, answers, then EOS
+    spec = EnvSpec(f"{Path(__file__).with_name('envs.py')}:Scripted", {"prompt": f"w3 {mark}"}, 4, 64, "sum", "tool")
+    [group] = build_rollout(None, engine.tokenizer, ChatFormat("none"), spec).run(
+        engine, [Example(0, "p", "1")], 2, SamplingParams(max_new_tokens=8, seed=0))
+    for c in group.completions:
+        assert [t.role for t in c.turns] == ["model", "env", "model", "env", "model"]
+        assert c.tokens[: c.turns[0].end].tolist() == [CLOSE, 41, EOS]
+        assert not c.loss_mask[c.turns[1].start : c.turns[1].end].any() and c.loss_mask[: c.turns[0].end].all()
+    assert group.rewards.tolist() == [1.5, 1.5]

@@ -48,18 +48,26 @@ class SFTResult:
 
 
 def encode_demonstrations(
-    tokenizer, prompts: Sequence[str], completions: Sequence[str]
+    tokenizer, prompts: Sequence[str], completions: Sequence[str | list[tuple[str, bool]]]
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded ``(input_ids, attention_mask, labels)``, each ``(B, T)``.
 
     ``labels`` is -100 on prompt and padding tokens, so the loss covers completion + EOS only.
+    A completion given as ``(text, trained)`` pieces (a multi-turn episode) is encoded piece
+    by piece, as a rollout appends them, and its untrained pieces (an environment's
+    observations) get -100 too.
     """
     rows, masks = [], []
     for p, c in zip(prompts, completions):
         prompt_ids = tokenizer(p).input_ids
-        completion_ids = tokenizer(c, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
-        rows.append(prompt_ids + completion_ids)
-        masks.append([False] * len(prompt_ids) + [True] * len(completion_ids))
+        pieces = [(c, True)] if isinstance(c, str) else list(c)
+        ids, mask = list(prompt_ids), [False] * len(prompt_ids)
+        for text, trained in pieces:
+            piece = tokenizer(text, add_special_tokens=False).input_ids
+            ids += piece
+            mask += [trained] * len(piece)
+        rows.append(ids + [tokenizer.eos_token_id])
+        masks.append(mask + [True])
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
     attn = torch.zeros((len(rows), width), dtype=torch.long)
@@ -96,12 +104,13 @@ def generate_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: 
 
 
 def engine_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: int = 0,
-                     params=None) -> float:
+                     params=None, env=None) -> float:
     """Pass rate of one completion per prompt via ``scalerl.rollout`` (the RL generator's path).
 
     ``params`` (``SamplingParams``) lets the caller measure under its RL length control
     (interruptions, ``max_new_tokens``); the default samples at temperature 1 with room for
-    the longest demonstration and no interruption.
+    the longest demonstration and no interruption. With ``env`` (an ``EnvSpec``) each
+    trajectory runs in the environment, as RL's will.
     """
     import dataclasses
 
@@ -116,7 +125,12 @@ def engine_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: in
     params = dataclasses.replace(params, seed=seed)
     device = next(model.parameters()).device
     engine = TorchEngine(model, tokenizer, seed=seed, device=device)  # fresh: weights changed
-    return validate(engine, task, params=params, k=1, num_prompts=num_prompts).mean_at_k
+    rollout = None
+    if env is not None:
+        from scalerl.rollout.rollout import build_rollout
+
+        rollout = build_rollout(task, tokenizer, None, env)
+    return validate(engine, task, params=params, k=1, num_prompts=num_prompts, rollout=rollout).mean_at_k
 
 
 def default_pass_rate_fn() -> PassRateFn:
@@ -131,8 +145,9 @@ def default_pass_rate_fn() -> PassRateFn:
 def _train_batch(task: Task, tokenizer, step: int, batch_size: int, device):
     start = step * batch_size
     exs = [task.train_example((start + j) % task.num_train) for j in range(batch_size)]
-    batch = encode_demonstrations(tokenizer, [task.prompt(e) for e in exs],
-                                  [task.demonstration(e) for e in exs])
+    # a multi-turn task's episode comes in pieces, its observations not trained on
+    demonstrate = getattr(task, "demonstration_turns", task.demonstration)
+    batch = encode_demonstrations(tokenizer, [task.prompt(e) for e in exs], [demonstrate(e) for e in exs])
     return tuple(t.to(device) for t in batch)
 
 
@@ -182,6 +197,7 @@ def sft_warmup(
     output_dir: str | Path | None = None,
     pass_rate_fn: PassRateFn | None = None,
     sampling_params=None,
+    env=None,
     log: Callable[[dict], None] | None = None,
 ) -> SFTResult:
     """Train on demonstrations until the sampled validation pass rate enters ``target_band``.
@@ -197,13 +213,15 @@ def sft_warmup(
     as a Hugging Face model directory.
 
     ``sampling_params`` (a ``SamplingParams``) makes the default probe sample as RL will (its
-    interruptions and ``max_new_tokens``), so R0 is the pass rate RL actually starts from.
-    The model trains on whatever device it is on.
+    interruptions and ``max_new_tokens``), so R0 is the pass rate RL actually starts from;
+    ``env`` (an ``EnvSpec``) makes it run the episodes in RL's environment. A task with
+    ``demonstration_turns(example) -> [(text, trained)]`` is imitated piece by piece, its
+    observations masked. The model trains on whatever device it is on.
     """
     lo, hi = target_band
     if not 0.0 <= lo < hi <= 1.0:
         raise ValueError(f"target_band must satisfy 0 <= lo < hi <= 1, got {target_band}")
-    measure = _measure(pass_rate_fn, sampling_params)
+    measure = _measure(pass_rate_fn, sampling_params, env)
     device = next(model.parameters()).device
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     t0, history, step, rate = time.monotonic(), [], 0, 0.0
@@ -244,12 +262,12 @@ def sft_warmup(
     return result
 
 
-def _measure(pass_rate_fn: PassRateFn | None, sampling_params) -> PassRateFn:
-    """The probe: the caller's, else the engine under ``sampling_params``, else the default."""
+def _measure(pass_rate_fn: PassRateFn | None, sampling_params, env=None) -> PassRateFn:
+    """The probe: the caller's, else the engine under ``sampling_params`` (in ``env``), else the default."""
     if pass_rate_fn is not None:
         return pass_rate_fn
-    if sampling_params is not None:
-        return functools.partial(engine_pass_rate, params=sampling_params)
+    if sampling_params is not None or env is not None:
+        return functools.partial(engine_pass_rate, params=sampling_params, env=env)
     return default_pass_rate_fn()
 
 

@@ -1,17 +1,17 @@
-"""The generator role: decode G completions per assigned prompt, score them, emit groups.
+"""The generator role: G scored trajectories per assigned prompt, emitted as groups.
 
 Digest §4.3. For each chunk of :class:`PromptAssignment` the actor first waits until it holds
 weights at least as new as the assignment asks (``min_version``: the sync and
-PPO-off-policy rounds start from the learner's latest policy), then decodes all P_chunk × G
-completions in one engine call. Between decode steps the engine calls ``on_step``; the actor
+PPO-off-policy rounds start from the learner's latest policy), then hands all P_chunk
+examples to its rollout (``scalerl.rollout.rollout``: one engine call for every P_chunk × G
+completion, or one per turn with an environment) and puts the rewards in the configured
+form (``data.tasks.base.in_form``). Between decode steps the engine calls ``on_step``; the actor
 polls its :class:`WeightSource` there and, if the learner published, swaps the weights in
 flight (PipelineRL: the KV cache of sequences in flight is kept). Every token records the
 version that sampled it, so the learner can measure staleness per token.
 
-Where the role's time goes rides on each group's ``meta`` (shared evenly by the groups of a
-chunk): ``gen_cpu_s`` (CPU seconds decoding and scoring), ``gen_stall_s`` (waiting for the
-version the lag policy asks for), ``gen_swap_s`` (reading and loading published weights) and
-``sent_at`` (wall clock when the group left, for the driver's transit time).
+Where the role's time goes rides on each group's ``times`` (:class:`~scalerl.types.GeneratorTimes`,
+shared evenly by the groups of a chunk).
 
 An :class:`~scalerl.types.EvalRequest` (``eval.on=generator``) is served between chunks: the
 engine loads the request's weights, runs the spec's evaluators, and goes back to the latest
@@ -28,14 +28,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scalerl.data.tasks.base import in_form
 from scalerl.data.tasks.spec import TaskSpec
 from scalerl.eval import build_evaluators, evaluate
-from scalerl.models.chat import ChatFormat, PromptRenderer
+from scalerl.models.chat import ChatFormat
 from scalerl.models.lora import LoraSpec
+from scalerl.rollout.env import EnvSpec
+from scalerl.rollout.rollout import build_rollout
 from scalerl.types import (
-    Completion,
     EvalRequest,
     EvalResult,
+    GeneratorTimes,
     Group,
     PromptAssignment,
     SamplingParams,
@@ -45,9 +48,10 @@ from scalerl.types import (
 class Actor:
     def __init__(self, engine, tokenizer, task, params: SamplingParams, generations: int,
                  weights=None, reward_form: str = "pm1", orphaned=None, evals=(), chat: ChatFormat | None = None,
-                 adapter=None) -> None:
+                 adapter=None, env: EnvSpec | None = None) -> None:
         self.engine, self.tokenizer, self.task = engine, tokenizer, task
-        self.renderer = PromptRenderer(tokenizer, chat or ChatFormat())
+        # generation and scoring: one turn per trajectory, or an environment's turns (env)
+        self.rollout = build_rollout(task, tokenizer, chat or ChatFormat(), env)
         # with LoRA, published versions are adapters: merged into the engine's base weights
         self.adapter = adapter
         self.params, self.generations = params, generations
@@ -85,30 +89,23 @@ class Actor:
         """Load a published version into the engine (merged with the base under LoRA)."""
         self.engine.update_weights(self.adapter(state) if self.adapter is not None else state, version)
 
-    def prompt_tokens(self, prompt_id: int) -> list[int]:
-        """The prompt's token ids, rendered once (``models.chat``): the learner later scores
-        exactly these and the sampled ids, never a re-tokenisation."""
-        return self.renderer.ids(self.task.prompt(self.task.train_example(prompt_id)))
-
     def run_batch(self, assignments: list[PromptAssignment]) -> list[Group]:
-        """Decode G completions for each assignment; one :class:`Group` per assignment."""
+        """G scored trajectories for each assignment, by the rollout; one :class:`Group` each."""
         if not assignments:
             return []
         stall = time.perf_counter()
         self.wait_for_version(max(a.min_version for a in assignments))
         stall = time.perf_counter() - stall
-        start = time.process_time()  # this role's CPU seconds (pipeline/overlap.py)
-        prompts = [self.prompt_tokens(a.prompt_id) for a in assignments]
-        flat = [p for p in prompts for _ in range(self.generations)]
-        completions = self.engine.generate(flat, self.params, on_step=self.poll_weights)
-        groups = []
-        for i, a in enumerate(assignments):
-            members = completions[i * self.generations : (i + 1) * self.generations]
-            groups.append(self._score(a, members))
+        start, version = time.process_time(), self.engine.version  # this role's CPU seconds (pipeline/overlap.py)
+        examples = [self.task.train_example(a.prompt_id) for a in assignments]
+        scored = self.rollout.run(self.engine, examples, self.generations, self.params, on_step=self.poll_weights)
+        groups = [Group(a.prompt_id, t.completions, in_form(t.rewards, self.reward_form).astype(np.float32), a.epoch,
+                        seq=a.seq, reward_errors=t.reward_errors, env_errors=t.env_errors, start_version=version)
+                  for a, t in zip(assignments, scored)]
         n, sent = len(groups), time.time()
         cpu, swap, self.swap_s = time.process_time() - start, self.swap_s, 0.0
         for g in groups:
-            g.meta.update(gen_cpu_s=cpu / n, gen_stall_s=stall / n, gen_swap_s=swap / n, sent_at=sent)
+            g.times = GeneratorTimes(cpu_s=cpu / n, stall_s=stall / n, swap_s=swap / n, sent_at=sent)
         return groups
 
     def evaluate(self, request: EvalRequest, unflatten) -> EvalResult:
@@ -122,14 +119,6 @@ class Actor:
         if latest is not None:
             self.load(*latest)
         return result
-
-    def _score(self, a: PromptAssignment, completions: list[Completion]) -> Group:
-        example = self.task.train_example(a.prompt_id)
-        errors = getattr(self.task, "reward_errors", 0)  # a task may count samples it could not grade
-        correct = np.array([self.task.reward(c.text, example) for c in completions], dtype=np.float32)
-        rewards = 2.0 * correct - 1.0 if self.reward_form == "pm1" else correct
-        return Group(a.prompt_id, completions, rewards.astype(np.float32), a.epoch,
-                     meta={"seq": a.seq, "reward_errors": getattr(self.task, "reward_errors", 0) - errors})
 
 
 ENGINES = ("torch", "vllm")
@@ -171,6 +160,8 @@ class ActorSpec:
     threads: int = 1
     evals: tuple = ()
     """:class:`~scalerl.eval.EvalSpec` s this generator runs on an ``EvalRequest``."""
+    env: EnvSpec | None = None
+    """The environment every trajectory runs in (``env.name``); None: single-turn."""
 
     def seed_for(self, index: int) -> int:
         """Sampling seed of generator ``index``: ``seed + 7919·index`` (a prime stride)."""
@@ -209,4 +200,4 @@ def build_actor(spec: ActorSpec, weights=None, index: int = 0, orphaned=None) ->
         dtype = resolve_dtype(spec.dtype)
         adapter = AdapterMerger(base_weights(spec.model_dir, spec.lora.targets, dtype), spec.lora, dtype)
     return Actor(engine, tokenizer, spec.task.build(), spec.params, spec.generations, weights, spec.reward_form,
-                 orphaned=orphaned, evals=spec.evals, chat=spec.chat, adapter=adapter)
+                 orphaned=orphaned, evals=spec.evals, chat=spec.chat, adapter=adapter, env=spec.env)

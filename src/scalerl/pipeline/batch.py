@@ -37,6 +37,7 @@ from scalerl.data.filters import (
 )
 from scalerl.pipeline.queues import staleness
 from scalerl.pipeline.rules import BatchRules
+from scalerl.rollout.rollout import trajectory_metrics
 from scalerl.types import Completion, Group
 
 
@@ -127,6 +128,7 @@ def prepare_batch(groups: list[Group], rules: BatchRules, learner_version: int, 
         # completions whose tokens came from more than one policy version (in-flight swaps)
         "inflight_frac": float(np.mean([c.num_tokens > 0 and c.versions.max() > c.versions.min()
                                         for c in completions])),
+        **trajectory_metrics(completions),  # turns, tool calls, environment tokens
     }
     return Batch(completions, pad([c.tokens for c in completions], pad_id, torch.long),
                  pad([c.logprobs for c in completions], 0.0, torch.float32), versions == learner_version,

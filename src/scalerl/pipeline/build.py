@@ -47,7 +47,7 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     # probe the band the way RL samples (same lengths and interruptions)
     result = sft_warmup(task, model, tokenizer, target_band=tuple(cfg.model.sft.target_band),
                         max_seconds=cfg.model.sft.max_seconds, seed=cfg.train.seed, output_dir=tmp,
-                        sampling_params=sampling_params(cfg))
+                        sampling_params=sampling_params(cfg), env=cfg.env.spec())
     log(f"SFT warm-up: pass rate {result.pass_rate:.3f} after {result.steps} steps, {result.seconds:.0f} s")
     tmp.rename(cached)  # whole directory or nothing: a kill mid-SFT redoes it
     return cached
@@ -95,7 +95,7 @@ def eval_specs(cfg: Config) -> tuple:
     e = cfg.eval
     val = EvalSpec("val", cfg.task.spec(), sampling_params(cfg, e.temperature), e.k, e.num_prompts,
                    seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples,
-                   pass_at=tuple(e.pass_at))
+                   pass_at=tuple(e.pass_at), env=cfg.env.spec())
     if e.downstream_knobs is None:
         return (val,)
     return val, replace(val, prefix="downstream", task=cfg.task.spec(dict(e.downstream_knobs)),
@@ -188,6 +188,7 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
         fp32_head=cfg.model.fp32_head_generator, reward_form=cfg.task.reward, seed=seed,
         threads=core_split(cfg).generator_threads, evals=eval_specs(cfg) if eval_on_generator(cfg) else (),
         engine_kwargs=cfg.rollout.vllm.llm_kwargs() if cfg.rollout.engine == "vllm" else {},
+        env=cfg.env.spec(),
     )
 
 

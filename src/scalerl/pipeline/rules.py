@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from scalerl.data.tasks.base import in_form
+
 
 @dataclass(frozen=True)
 class BatchRules:
     """From groups to advantages, masks and aggregation weights (``pipeline.batch``)."""
 
-    reward_form: str  # "01" | "pm1": the wrong-answer reward is 0 or −1
+    reward_form: str  # data.tasks.base.REWARD_FORMS: "binary" | "pm1"; the wrong-answer reward is 0 or −1
     truncation_is_failure: bool  # a completion cut by max_new_tokens scores as wrong
     length_control: str  # "interrupt" | "penalty" | "none"
     penalty_max_len: int  # App. A.10 Eq. 9 L_max
@@ -32,7 +34,7 @@ class BatchRules:
 
     @property
     def wrong_reward(self) -> float:
-        return -1.0 if self.reward_form == "pm1" else 0.0
+        return float(in_form(0.0, self.reward_form))
 
 
 @dataclass(frozen=True)

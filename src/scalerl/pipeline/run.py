@@ -231,14 +231,17 @@ def learn(learner: LearnerRole, pool, batch, waited: float, overlap: OverlapMoni
 
 
 def generator_times(batch) -> dict[str, float]:
-    """Where the generators' time went for this batch's groups (``actor`` module doc), and
+    """Where the generators' time went for this batch's groups (``types.GeneratorTimes``), and
     the mean seconds a group spent between leaving its generator and reaching the driver, and
-    how many samples the task could not grade (``reward_errors``: each scored 0)."""
+    how many samples the task could not grade (``reward_errors``: each scored 0) or an
+    environment's failure ended (``env_errors``: each scored 0)."""
     keys = ("cpu_s", "eval_cpu_s", "stall_s", "swap_s", "idle_s")
-    out = {f"generator_{k}": sum(g.meta.get(f"gen_{k}", 0.0) for g in batch) for k in keys}
-    transit = [g.meta["received_at"] - g.meta["sent_at"] for g in batch if "sent_at" in g.meta and "received_at" in g.meta]
+    out = {f"generator_{k}": sum(getattr(g.times, k) for g in batch) for k in keys}
+    transit = [g.times.received_at - g.times.sent_at for g in batch
+               if g.times.sent_at is not None and g.times.received_at is not None]
     return out | {"group_transit_s": sum(transit) / len(transit) if transit else 0.0,
-                  "reward_errors": sum(g.meta.get("reward_errors", 0) for g in batch)}
+                  "reward_errors": sum(g.reward_errors for g in batch),
+                  "env_errors": sum(g.env_errors for g in batch)}
 
 
 def next_batch(scheduler: Scheduler, backend, version: int, compute: ComputeMeter, stopping=None):
@@ -265,7 +268,7 @@ def receive(scheduler: Scheduler, backend, compute: ComputeMeter, timeout: float
     groups = backend.collect(timeout=timeout)
     now = time.time()
     for g in groups:
-        g.meta["received_at"] = now
+        g.times.received_at = now
     compute.add_generation(sum(c.num_tokens + len(c.prompt_tokens) for g in groups for c in g.completions))
     scheduler.receive(groups)
 

@@ -45,7 +45,7 @@ class Scheduler:
 
     def receive(self, groups: list[Group]) -> None:
         """Returned groups join the queue; unknown ones (from before a resume) are ignored."""
-        known = [g for g in groups if self.inflight.pop(g.meta.get("seq"), None) is not None]
+        known = [g for g in groups if self.inflight.pop(g.seq, None) is not None]
         self.queue.put(known)
 
     def next_batch(self, learner_version: int) -> list[Group] | None:
@@ -53,7 +53,7 @@ class Scheduler:
         batch, refused = self.queue.take_batch(learner_version)
         for g in refused:
             self.refused += 1
-            self.redo.append(PromptAssignment(g.meta["seq"], g.prompt_id, g.epoch, learner_version))
+            self.redo.append(PromptAssignment(g.seq, g.prompt_id, g.epoch, learner_version))
         return batch
 
     def state_dict(self) -> dict[str, Any]:

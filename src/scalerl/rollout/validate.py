@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalerl.rollout.engine import GenerationEngine
-from scalerl.types import SamplingParams
+from scalerl.types import Completion, SamplingParams
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,9 @@ class ValidationResult:
     """Mean completion length in tokens (injected interruption tokens included)."""
     num_samples: int
     samples: tuple = ()
-    """The first completion of each of the first ``samples`` prompts, as ``{"prompt" (the
-    exact rendered text), "completion", "reward", "finish_reason"}``."""
+    """The first completion of each of the first ``samples`` prompts (:func:`sample_record`)."""
+    mean_turns: float = 1.0
+    """Mean model turns per trajectory (1 without an environment)."""
     correct: np.ndarray | None = None  # (P,) correct samples per prompt
     scored: np.ndarray | None = None  # (P,) scored samples per prompt (k unless a reward was None)
 
@@ -93,13 +94,16 @@ def validate(
     num_prompts: int | None = None,
     renderer=None,
     samples: int = 0,
+    rollout=None,
 ) -> ValidationResult:
-    """Sample ``k`` completions for the first ``num_prompts`` validation examples of ``task``.
+    """Sample ``k`` trajectories for the first ``num_prompts`` validation examples of ``task``.
 
-    Prompts are rendered as the generator role renders them (``renderer``, a
-    :class:`~scalerl.models.chat.PromptRenderer`; by default one on the engine's tokenizer,
-    or ``tokenizer``, with the default chat format); a sample is correct when
-    ``task.reward(text, example) > 0`` (so {0, 1} and ±1 rewards both work).
+    Trajectories come from ``rollout`` (``scalerl.rollout.rollout``: an environment's turns
+    when training has one) or, by default, one turn per prompt rendered as the generator
+    role renders them (``renderer``, a :class:`~scalerl.models.chat.PromptRenderer`; by
+    default one on the engine's tokenizer, or ``tokenizer``, with the default chat format)
+    and scored by the task. A sample is correct when its reward is ``> 0`` (so {0, 1} and
+    ±1 rewards both work); NaN (not scored) is left out.
     """
     if k < 1:
         raise ValueError(f"validate: k must be >= 1, got {k}")
@@ -107,19 +111,21 @@ def validate(
         from scalerl.models.chat import PromptRenderer
 
         renderer = PromptRenderer(tokenizer if tokenizer is not None else engine.tokenizer)
+    if rollout is None:
+        from scalerl.rollout.rollout import SingleTurn
+
+        rollout = SingleTurn(task, renderer)
     examples = list(task.validation())[:num_prompts]
     if not examples:
         raise ValueError(f"validate: task {getattr(task, 'name', task)!r} has no validation examples")
-    prompts = [renderer.ids(task.prompt(ex)) for ex in examples]
-    flat = [p for p in prompts for _ in range(k)]  # prompt-major: k samples per prompt
-    completions = engine.generate(flat, params)
-    rewards = np.array([task.reward(c.text, examples[i // k]) for i, c in enumerate(completions)], dtype=np.float64)
+    scored_groups = rollout.run(engine, examples, k, params)  # prompt-major: k samples per prompt
+    completions = [c for t in scored_groups for c in t.completions]
+    rewards = np.concatenate([t.rewards for t in scored_groups]).astype(np.float64)
     scored = ~np.isnan(rewards).reshape(len(examples), k)  # a reward function's None: left out
     correct = (np.nan_to_num(rewards) > 0).reshape(len(examples), k) & scored
     # a prompt none of whose samples could be scored has no pass rate: it is left out too
     pass_rates = (correct.sum(axis=1) / np.maximum(scored.sum(axis=1), 1))[scored.any(axis=1)]
-    shown = [{"prompt": renderer.text(task.prompt(examples[p])), "completion": completions[p * k].text,
-              "reward": float(rewards[p * k]), "finish_reason": completions[p * k].finish_reason}
+    shown = [sample_record(renderer.text(scored_groups[p].prompt), completions[p * k], float(rewards[p * k]))
              for p in range(min(samples, len(examples)))]
     return ValidationResult(
         mean_at_k=float(pass_rates.mean()),
@@ -130,4 +136,17 @@ def validate(
         mean_length=float(np.mean([c.num_tokens for c in completions])),
         num_samples=len(completions),
         samples=tuple(shown),
+        mean_turns=float(np.mean([c.model_turns for c in completions])),
     )
+
+
+def sample_record(prompt_text: str, completion: Completion, reward: float) -> dict:
+    """One ``samples.jsonl`` line: the prompt as rendered, the completion, its reward and finish
+    reason; a multi-turn trajectory adds its ``turns``, each ``{role, text, tokens, masked}``
+    (``masked``: tokens of the turn out of the loss, all of an observation's)."""
+    record = {"prompt": prompt_text, "completion": completion.text, "reward": reward,
+              "finish_reason": completion.finish_reason}
+    if completion.turns:
+        record["turns"] = [{"role": t.role, "text": t.text, "tokens": t.end - t.start,
+                            "masked": int((~completion.loss_mask[t.start : t.end]).sum())} for t in completion.turns]
+    return record

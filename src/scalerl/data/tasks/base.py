@@ -94,11 +94,25 @@ def first_integer(text: str) -> int | None:
     return int(m.group()) if m else None
 
 
+REWARD_FORMS = ("binary", "pm1")
+"""Forms a task's {0, 1} reward is trained in (``task.reward``): as is, or the paper's ±1."""
+
+
+def in_form(reward, form: str):
+    """A {0, 1} (or fractional) reward ``r`` in ``form``: ``binary`` is ``r``, ``pm1`` is
+    ``2r − 1`` (digest §2.1). Scalars and numpy arrays alike; NaN (unscored) stays NaN.
+    The one place a reward changes form: the actor's scores, the learner's failure value
+    ``in_form(0, form)`` and :func:`plus_minus_one` all go through it."""
+    if form not in REWARD_FORMS:
+        raise ValueError(f"unknown reward form {form!r}; valid: {', '.join(REWARD_FORMS)}")
+    return 2.0 * reward - 1.0 if form == "pm1" else reward
+
+
 def plus_minus_one(reward_fn: RewardFn) -> RewardFn:
     """Wrap a {0, 1} reward as ±1: ``r' = 2r - 1`` (the paper's reward, digest §2.1)."""
 
     def wrapped(completion_text: str, example: Example) -> float:
-        return 2.0 * float(reward_fn(completion_text, example)) - 1.0
+        return in_form(float(reward_fn(completion_text, example)), "pm1")
 
     wrapped.__name__ = f"pm1_{getattr(reward_fn, '__name__', 'reward')}"
     return wrapped

@@ -38,6 +38,10 @@ def _builtin(name: str) -> Callable[..., Task] | None:
         from scalerl.data.tasks.code import CodeTask
 
         return CodeTask
+    if name == "calculator":
+        from scalerl.data.tasks.calculator import CalculatorTask
+
+        return CalculatorTask
     if name == "dataset":
         from scalerl.data.tasks.dataset import DatasetTask
 
@@ -45,7 +49,7 @@ def _builtin(name: str) -> Callable[..., Task] | None:
     return None
 
 
-BUILTIN_TASKS = ("addition", "multiplication", "math", "code", "dataset")
+BUILTIN_TASKS = ("addition", "multiplication", "calculator", "math", "code", "dataset")
 
 
 def _factory(name: str) -> Callable[..., Task] | None:

@@ -72,7 +72,7 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, 
             idle = time.perf_counter() - idle  # waiting for work: the learner is the bottleneck
             groups = actor.run_batch(chunk)
             for g in groups:  # the next groups carry what this role did besides decoding them
-                g.meta.update(gen_idle_s=idle / max(1, len(groups)), gen_eval_cpu_s=eval_cpu / max(1, len(groups)))
+                g.times.idle_s, g.times.eval_cpu_s = idle / max(1, len(groups)), eval_cpu / max(1, len(groups))
             group_q.put(groups)
             idle, eval_cpu = time.perf_counter(), 0.0
     except Exception:  # noqa: BLE001 - any failure must reach the learner, not die silently

@@ -1,0 +1,60 @@
+"""The ``env`` section: multi-turn episodes with a user's environment (``scalerl.rollout.env``).
+
+Unset (``env.name: null``), every trajectory is one model turn scored by the task. Set, every
+generator and evaluator runs episodes of the named class (``rollout.multi_turn``); the class
+is loaded when the config loads too, so a missing file, a missing name or a class without
+``reset``/``step`` is one sentence before anything is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from scalerl.config_base import Frozen as _Frozen
+
+
+class EnvConfig(_Frozen):
+    name: str | None = None
+    """The environment class as ``FILE.py:NAME`` or ``package.module:NAME``, one instance per
+    trajectory (``reset(example) -> prompt``, ``step(action) -> (observation, reward, done)``);
+    None: single-turn."""
+    knobs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments the class is built with: ``NAME(**knobs)``."""
+    max_turns: int = Field(4, ge=1)
+    """Model turns per episode; one the environment has not ended by then is cut
+    (``finish_reason="length"``)."""
+    max_tokens: int = Field(256, ge=1)
+    """Completion tokens per episode, the model's and the observations' together; a turn or an
+    observation that would pass it ends the episode (``"length"``). Each turn is also capped
+    by ``sampling.max_new_tokens``."""
+    reward: Literal["sum", "last"] = "sum"
+    """The trajectory's reward: the sum of its step rewards, or the last one (None counts 0)."""
+    observation_role: Literal["tool", "user"] = "tool"
+    """The chat role observations are rendered as with a chat template (plain text without one)."""
+    stop_strings: tuple[str, ...] = ()
+    """Text that ends a model turn besides the end-of-turn ids, e.g. a tool call's closing tag
+    (``</calc>``): the environment answers it."""
+
+    @field_validator("name")
+    @classmethod
+    def _loads(cls, name: str | None) -> str | None:
+        if name is None:
+            return None
+        from scalerl.plugins import canonical
+        from scalerl.rollout.env import load_env
+
+        name = canonical(name, "env.name")  # the same file in every process
+        load_env(name)  # the file, the name and the methods: refused now, not in a generator
+        return name
+
+    def spec(self):
+        """The picklable :class:`~scalerl.rollout.env.EnvSpec` every role builds its episodes
+        from, or None when single-turn."""
+        if self.name is None:
+            return None
+        from scalerl.rollout.env import EnvSpec
+
+        return EnvSpec(self.name, dict(self.knobs), self.max_turns, self.max_tokens, self.reward,
+                       self.observation_role, tuple(self.stop_strings))

@@ -1,0 +1,98 @@
+"""The rollout seam: one example in, G scored trajectories out, on any generation engine.
+
+A :class:`Rollout` is what the generator role (``pipeline.actor``) and validation
+(``rollout.validate``) call; neither knows whether a trajectory has one turn or several.
+
+- :class:`SingleTurn` (the default): the task's prompt rendered once
+  (``models.chat.PromptRenderer``), one ``engine.generate`` for every example × G, each
+  completion scored by ``task.reward``.
+- ``rollout.multi_turn.MultiTurn`` (``env.name`` set): an environment answers each turn and
+  its observations are appended to the trajectory with ``loss_mask=False``.
+
+:func:`build_rollout` picks one from an optional :class:`~scalerl.rollout.env.EnvSpec`.
+Rewards leave a rollout as the task or environment gives them ({0, 1}, fractional, NaN for
+"cannot be scored"); the caller puts them in the configured form
+(``data.tasks.base.in_form``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from scalerl.data.tasks.base import Example, Prompt
+from scalerl.models.chat import ChatFormat, PromptRenderer
+from scalerl.rollout.engine import GenerationEngine, OnStep
+from scalerl.types import Completion, SamplingParams
+
+
+@dataclass
+class Trajectories:
+    """The G scored trajectories of one example."""
+
+    completions: list[Completion]  # (G,)
+    rewards: np.ndarray  # (G,) float32: the task's or environment's reward; NaN = not scored
+    prompt: Prompt = ""
+    """The first prompt, text or chat messages, before rendering (``samples.jsonl`` shows it
+    rendered)."""
+    reward_errors: int = 0
+    """Samples the task could not grade (each scored 0)."""
+    env_errors: int = 0
+    """Trajectories an environment's exception ended (each scored 0)."""
+
+
+@runtime_checkable
+class Rollout(Protocol):
+    """Turns examples into scored trajectories with an engine and sampling parameters."""
+
+    def run(self, engine: GenerationEngine, examples: Sequence[Example], generations: int,
+            params: SamplingParams, *, on_step: OnStep | None = None) -> list[Trajectories]:
+        """``generations`` trajectories per example, in order, in as few engine calls as it can;
+        ``on_step`` is the engine's hook between decode steps (in-flight weight swaps)."""
+        ...
+
+
+class SingleTurn:
+    """One completion per trajectory, scored by the task (the default rollout)."""
+
+    def __init__(self, task, renderer: PromptRenderer) -> None:
+        self.task, self.renderer = task, renderer
+
+    def run(self, engine: GenerationEngine, examples: Sequence[Example], generations: int,
+            params: SamplingParams, *, on_step: OnStep | None = None) -> list[Trajectories]:
+        firsts = [self.task.prompt(ex) for ex in examples]
+        prompts = [self.renderer.ids(p) for p in firsts]
+        flat = [p for p in prompts for _ in range(generations)]  # prompt-major: G per example
+        completions = engine.generate(flat, params, on_step=on_step)
+        out = []
+        for i, ex in enumerate(examples):
+            members = completions[i * generations : (i + 1) * generations]
+            errors = getattr(self.task, "reward_errors", 0)  # a task may count samples it could not grade
+            rewards = np.array([self.task.reward(c.text, ex) for c in members], dtype=np.float32)
+            out.append(Trajectories(members, rewards, firsts[i],
+                                    reward_errors=getattr(self.task, "reward_errors", 0) - errors))
+        return out
+
+
+def build_rollout(task, tokenizer, chat: ChatFormat | None = None, env=None, log=None) -> Rollout:
+    """The single-turn rollout, or with ``env`` (an :class:`~scalerl.rollout.env.EnvSpec`)
+    the multi-turn one, which loads the environment class in this process."""
+    renderer = PromptRenderer(tokenizer, chat or ChatFormat())
+    if env is None:
+        return SingleTurn(task, renderer)
+    from scalerl.rollout.multi_turn import MultiTurn
+
+    return MultiTurn(renderer, env, log=log)
+
+
+def trajectory_metrics(completions: Sequence[Completion]) -> dict[str, float]:
+    """Per-batch shape of the trajectories: ``turns_mean`` (model turns per trajectory),
+    ``tool_calls_mean`` (observations per trajectory) and ``env_tokens_frac`` (share of the
+    completion tokens an environment appended, all masked from the loss); 1, 0, 0 single-turn."""
+    total = sum(c.num_tokens for c in completions)
+    return {"turns_mean": float(np.mean([c.model_turns for c in completions])),
+            "tool_calls_mean": float(np.mean([c.observations for c in completions])),
+            "env_tokens_frac": sum(c.env_tokens for c in completions) / max(1, total)}
