@@ -7,7 +7,7 @@ Only numpy: records cross process and Ray boundaries by pickling.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import numpy as np
@@ -132,6 +132,18 @@ class Group:
     """Weights version the generator held when it started this group (the group's version
     when no trajectory has a token, e.g. every environment failed at ``reset``)."""
     times: GeneratorTimes = field(default_factory=GeneratorTimes)
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle, a group from a checkpoint written before the typed fields included: its
+        ``meta`` dict (``seq``, ``reward_errors``, ``gen_*_s``, ``sent_at``, ``received_at``)
+        becomes the fields, so such a run still resumes."""
+        meta = state.pop("meta", None)
+        if meta is not None:
+            names = {f.name for f in fields(GeneratorTimes)}
+            times = {k.removeprefix("gen_"): v for k, v in meta.items() if k.removeprefix("gen_") in names}
+            state = {"seq": meta.get("seq", -1), "reward_errors": meta.get("reward_errors", 0),
+                     "env_errors": 0, "start_version": -1, "times": GeneratorTimes(**times)} | state
+        self.__dict__.update(state)
 
     @property
     def pass_rate(self) -> float:
