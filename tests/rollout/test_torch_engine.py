@@ -261,3 +261,25 @@ def test_repeated_prompts_share_one_prefill(model, tokenizer, fast):
     assert len({tuple(c.tokens) for c in (out[0], out[2], out[3])}) == 3  # own random streams
     single = engine.generate([a], SamplingParams(max_new_tokens=12, seed=4))
     np.testing.assert_array_equal(single[0].tokens, out[0].tokens)
+
+
+def test_a_next_turn_reuses_its_history_kv_and_samples_as_a_full_prefill(model, tokenizer):
+    """``keep_prefixes``: the second call's prompts extend the first call's rows (sampled
+    tokens + an observation); prefilling only the extension gives the full prefill's tokens
+    and log-probs, and the trainer's recompute."""
+    reuse = TorchEngine(model, tokenizer)
+    reuse.keep_prefixes()
+    first = reuse.generate(PROMPTS, SamplingParams(max_new_tokens=6, seed=3))
+    observation = [40, 41, 42]
+    histories = [[*c.prompt_tokens.tolist(), *c.tokens.tolist(), *observation[: 1 + i]] for i, c in enumerate(first)]
+    histories.append([50, 51])  # a prompt nothing was kept for: a full prefill in the same batch
+    kept = [reuse.prefixes.lookup(h)[0] for h in histories]
+    # kept: the prompt and all sampled tokens but the last (never fed); then its rest is prefilled
+    assert kept[:4] == [len(h) - 1 - len(observation[: 1 + i]) for i, h in enumerate(histories[:4])] and kept[4] == 0
+    params = SamplingParams(max_new_tokens=8, seed=5)
+    again = reuse.generate(histories, params)
+    fresh = TorchEngine(model, tokenizer).generate(histories, params)
+    for a, b in zip(again, fresh):
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    assert _max_gap(model, again) < 1e-5

@@ -106,6 +106,8 @@ class MultiTurn:
     def run(self, engine: GenerationEngine, examples: Sequence[Example], generations: int,
             params: SamplingParams, *, on_step: OnStep | None = None) -> list[Trajectories]:
         episodes = self._reset([ex for ex in examples for _ in range(generations)])
+        if hasattr(engine, "keep_prefixes"):  # each turn prefills only what follows its history's KV
+            engine.keep_prefixes()
         for turn in range(self.spec.max_turns):
             live = [e for e in episodes if not e.done]
             if not live:

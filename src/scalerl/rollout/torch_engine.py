@@ -36,6 +36,7 @@ from scalerl.models.forward import forward_logits
 from scalerl.rollout import fast_decode
 from scalerl.rollout.engine import OnStep
 from scalerl.rollout.interrupt import Interrupter, interruption_points
+from scalerl.rollout.prefix_kv import PrefixKV, prefilled_cache
 from scalerl.rollout.sampling import row_uniforms, sample_tokens
 from scalerl.rollout.stopping import SuffixMatcher, encode_strings
 from scalerl.types import Completion, SamplingParams
@@ -119,6 +120,13 @@ class TorchEngine:
         self.pad_id = int(pad if pad is not None else (min(eos) if eos else 0))
         self._close = encode_strings(tokenizer, [THINK_CLOSE])
         self.lean = fast_decode.LeanDecoder(self.model) if fast and fast_decode.supports(self.model) else None
+        self.prefixes: PrefixKV | None = None  # keep_prefixes(): multi-turn histories reuse their KV
+
+    def keep_prefixes(self) -> None:
+        """From now on, each call keeps its rows' KV for the next call's prompts that extend
+        them (``rollout.prefix_kv``; the lean decode path only)."""
+        if self.lean is not None and self.prefixes is None:
+            self.prefixes = PrefixKV()
 
     @property
     def version(self) -> int:
@@ -159,6 +167,8 @@ class TorchEngine:
                 run.versions.append(self._version)
                 if not run.step(step):
                     break
+            if self.prefixes is not None:
+                self.prefixes.commit()
             return run.completions(prompts)
         finally:
             self.model.train(was_training)
@@ -190,8 +200,18 @@ class _Decode:
         distinct: dict[tuple, int] = {}
         expand = [distinct.setdefault(tuple(int(t) for t in p), len(distinct)) for p in prompts]
         self.expand = torch.tensor(expand, device=device) if len(distinct) < n else None
-        self.input_ids, self.mask, self.positions = left_pad([list(p) for p in distinct], engine.pad_id, device)
+        self.prompts = prompts
         self.cache = None  # transformers DynamicCache (plain path, and the prefill)
+        hits = [engine.prefixes.lookup(p) for p in distinct] if engine.prefixes is not None else []
+        if any(layers is not None for _, layers in hits):  # prefill only what follows the kept KV
+            self.cache, kept = prefilled_cache(hits, device)
+            rest = [list(p)[k:] for p, (k, _) in zip(distinct, hits)]
+            self.input_ids, mask, positions = left_pad(rest, engine.pad_id, device)
+            mask = mask if mask is not None else torch.ones_like(self.input_ids)
+            self.mask = torch.cat([kept, mask], dim=1)
+            self.positions = positions + torch.tensor([k for k, _ in hits], device=device)[:, None]
+        else:
+            self.input_ids, self.mask, self.positions = left_pad([list(p) for p in distinct], engine.pad_id, device)
         self.kv: fast_decode.StaticKV | None = None  # lean path after the prefill
 
     def _logits(self) -> torch.Tensor:  # (B, V) next-token logits of the live rows
@@ -251,6 +271,7 @@ class _Decode:
         if reason is not None:  # some row may have ended: one host sync
             done = reason != _RUNNING
             if bool(done.any()):
+                self._keep_prefixes(done, step)
                 finished = self.rows[done]
                 self.reason[finished] = reason[done]
                 self.length[finished] = step + 1
@@ -289,6 +310,20 @@ class _Decode:
         if inter.enabled:
             reason = torch.where((reason == _RUNNING) & inter.over_budget(step), _LENGTH, reason)
         return reason
+
+    def _keep_prefixes(self, done: torch.Tensor, step: int) -> None:  # (B,) bool: rows ending now
+        """Save each ending row's KV — its prompt and its first ``step`` tokens, those fed so
+        far — for the next call (``engine.keep_prefixes``)."""
+        store = self.engine.prefixes
+        if store is None or self.kv is None:
+            return
+        width = self.kv.length
+        for j in done.nonzero().squeeze(1).tolist():
+            row = int(self.rows[j])
+            real = self.mask[j, :width] if self.mask is not None else slice(0, width)
+            layers = [(k[j, :, :width][:, real].clone(), v[j, :, :width][:, real].clone())
+                      for k, v in zip(self.kv.keys, self.kv.values)]
+            store.save([*self.prompts[row], *self.tokens[row, :step].tolist()], layers)
 
     def _select(self, keep: torch.Tensor) -> None:  # (B',) indices of the live rows kept
         self.rows = self.rows[keep]
