@@ -7,8 +7,9 @@ nano-sized model, engine and sampling, EOS ignored so every length is exact:
 - ``multi``: three turns of ``--new-tokens / 3`` tokens, the calculator's answer
   (``<result>VALUE</result>``, ~20 tokens) appended after the first two
   (``rollout.multi_turn.MultiTurn``). Observations are prefilled, never decoded token by
-  token: each turn is one engine call whose prompts are the histories so far (the torch
-  engine has no prefix cache, so a turn prefills its whole history again).
+  token: each turn is one engine call whose prompts are the histories so far; the torch
+  engine reuses each row's KV of its history (``TorchEngine.keep_prefixes``) and prefills
+  only what follows it.
 
 Reported per arm: completions (episodes) per second and *generated* tokens per second (the
 sampled ones; observations are not counted), medians of ``--repeats`` interleaved timed runs
