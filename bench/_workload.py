@@ -158,3 +158,21 @@ def parallel_scaling(seconds: float = 2.0) -> float:
         start = time.time() + 0.2
         pair = [pool.submit(_matmuls, start, seconds) for _ in range(2)]
         return sum(f.result() for f in pair) / alone
+
+
+def synthetic_groups(P: int, G: int, length: int, vocab: int, seed: int = 0) -> list:
+    """P groups of G random completions of ``length`` tokens after a 16-token prompt, rewards
+    alternating ±1 so every group trains: a fixed learner workload, no generation needed."""
+    import numpy as np
+
+    from scalerl.types import Completion, Group
+
+    rng = np.random.default_rng(seed)
+    groups = []
+    for p in range(P):
+        prompt = rng.integers(5, vocab, size=16)
+        comps = [Completion(prompt_tokens=prompt, tokens=rng.integers(5, vocab, size=length),
+                            logprobs=np.full(length, -3.0, dtype=np.float32), versions=np.zeros(length, dtype=np.int64),
+                            loss_mask=np.ones(length, dtype=bool), finish_reason="stop") for _ in range(G)]
+        groups.append(Group(p, comps, np.array([1.0, -1.0] * (G // 2), dtype=np.float32)))
+    return groups

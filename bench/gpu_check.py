@@ -55,6 +55,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _workload import synthetic_groups  # noqa: E402
 from generation import _engine_generate, _hf_generate  # noqa: E402
 from mismatch import ROWS as MISMATCH_ROWS  # noqa: E402
 from mismatch import measure as measure_mismatch  # noqa: E402
@@ -68,7 +69,6 @@ from scalerl.pipeline.batch import prepare_batch  # noqa: E402
 from scalerl.pipeline.run import train  # noqa: E402
 from scalerl.pipeline.train_step import backward_and_step  # noqa: E402
 from scalerl.rollout.torch_engine import TorchEngine  # noqa: E402
-from scalerl.types import Completion, Group  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOMINAL_PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
@@ -132,18 +132,6 @@ def engine_throughput(model, tokenizer, p: dict, device: str) -> list[dict]:
     return rows
 
 
-def _synthetic_groups(P: int, G: int, length: int, vocab: int) -> list[Group]:
-    rng = np.random.default_rng(0)
-    groups = []
-    for p in range(P):
-        prompt = rng.integers(5, vocab, size=16)
-        comps = [Completion(prompt_tokens=prompt, tokens=rng.integers(5, vocab, size=length),
-                            logprobs=np.full(length, -3.0, dtype=np.float32), versions=np.zeros(length, dtype=np.int64),
-                            loss_mask=np.ones(length, dtype=bool), finish_reason="stop") for _ in range(G)]
-        groups.append(Group(p, comps, np.array([1.0, -1.0] * (G // 2), dtype=np.float32)))
-    return groups
-
-
 def learner_throughput(model, tokenizer, p: dict, device: str, peak: float | None, nominal: float | None) -> dict:
     """Trained tokens/s and MFU of one optimiser step on P × G synthetic completions."""
     P, G, length = p["learner_shape"]
@@ -153,7 +141,7 @@ def learner_throughput(model, tokenizer, p: dict, device: str, peak: float | Non
     model = copy.deepcopy(model).float() if bf16 else model
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
-    groups = _synthetic_groups(P, G, length, len(tokenizer))
+    groups = synthetic_groups(P, G, length, len(tokenizer))
     tokens = {}
 
     def step():
@@ -208,7 +196,7 @@ def learner_ranks(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
     learner = ShardedLearner(spec, template, transport="local", peak_flop_s=peak, sync_timeout_s=120)
     learner.start(InProcessWeights())
     try:
-        groups = _synthetic_groups(*p["learner_shape"], len(tokenizer))
+        groups = synthetic_groups(*p["learner_shape"], len(tokenizer))
         times, metrics = [], {}
         for i in range(p["rank_steps"] + 1):  # the first warms up
             start = time.perf_counter()

@@ -27,11 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _workload import parallel_scaling, save_base_model  # noqa: E402
+from _workload import parallel_scaling, save_base_model, synthetic_groups  # noqa: E402
 
 from scalerl.compute import matmul_peak  # noqa: E402
 from scalerl.config import load_config  # noqa: E402
@@ -41,19 +40,7 @@ from scalerl.pipeline.learner import Learner  # noqa: E402
 from scalerl.pipeline.learner_group import ShardedLearner, free_port  # noqa: E402
 from scalerl.pipeline.learner_rank import RankSpec  # noqa: E402
 from scalerl.pipeline.weights import SharedWeights  # noqa: E402
-from scalerl.types import Completion, Group  # noqa: E402
-
-
-def groups(P: int, G: int, length: int, vocab: int, seed: int = 0) -> list[Group]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for p in range(P):
-        prompt = rng.integers(5, vocab, size=16)
-        comps = [Completion(prompt_tokens=prompt, tokens=rng.integers(5, vocab, size=length),
-                            logprobs=np.full(length, -3.0, dtype=np.float32), versions=np.zeros(length, dtype=np.int64),
-                            loss_mask=np.ones(length, dtype=bool), finish_reason="stop") for _ in range(G)]
-        out.append(Group(p, comps, np.array([1.0, -1.0] * (G // 2), dtype=np.float32)))
-    return out
+from scalerl.types import Group  # noqa: E402
 
 
 def _measure(learner, sink, batch: list[Group], steps: int) -> dict:
@@ -93,7 +80,7 @@ def main() -> None:
         model_dir = save_base_model(args.preset, Path(tmp) / "model")
         torch.set_num_threads(args.cores)
         model, tok = load_pretrained(model_dir)
-        batch = groups(args.prompts, args.generations, args.length, len(tok))
+        batch = synthetic_groups(args.prompts, args.generations, args.length, len(tok))
         rules = build.learner_rules(cfg, tok.pad_token_id)
         ctx = torch.multiprocessing.get_context("spawn")
         sink = SharedWeights(model, ctx)
