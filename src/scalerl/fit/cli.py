@@ -157,6 +157,16 @@ def register(subparsers) -> None:
     p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
     p.set_defaults(func=_guard(fit_command))
 
+    _register_compare(subparsers)
+    p = one_line_errors(
+        subparsers.add_parser("demo-fit", help="forecasting demo on the bundled synthetic curves")
+    )
+    p.add_argument("--out", type=Path, default=Path("out/demo-fit"), help="output folder")
+    p.set_defaults(func=_guard(demo_command))
+
+
+def _register_compare(subparsers) -> None:
+    """``scalerl compare``."""
     p = one_line_errors(
         subparsers.add_parser("compare", help="compare runs with the paper's A-margin rule")
     )
@@ -180,12 +190,6 @@ def register(subparsers) -> None:
     p.add_argument("--plot", type=Path, metavar="FILE", help="write the comparison figure as PNG")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the comparison as JSON")
     p.set_defaults(func=_guard(compare_command))
-
-    p = one_line_errors(
-        subparsers.add_parser("demo-fit", help="forecasting demo on the bundled synthetic curves")
-    )
-    p.add_argument("--out", type=Path, default=Path("out/demo-fit"), help="output folder")
-    p.set_defaults(func=_guard(demo_command))
 
 
 def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
