@@ -80,7 +80,7 @@ FULL = {"preset": "large", "dtype": torch.bfloat16, "batches": [64, 256], "new_t
 DRY = {"preset": "nano", "dtype": torch.float32, "batches": [4, 8], "new_tokens": 8, "prompt_len": 8,
        "repeats": 1, "peak_n": 256, "learner_shape": (2, 4, 16), "steps": 2, "tests_s": 150,
        "mismatch": {"preset": "nano", "prompts": 2, "new_tokens": 4}, "pipeline_minutes": 3.0,
-       "rank_steps": 2}
+       "rank_steps": 1}
 """``tests_s`` bounds the gpu tests' subprocess; ``pipeline_minutes`` is the run's own
 ``train.max_minutes``, so it stops itself inside the script's 8 minutes."""
 

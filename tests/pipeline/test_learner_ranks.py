@@ -1,6 +1,6 @@
 """The data-parallel learner (``learner.world_size > 1``): two gloo ranks on this CPU train
 exactly what one process trains, through the real CLI; a stalled weight sync stops the run
-with one sentence and a loadable checkpoint."""
+with one sentence and a loadable checkpoint; a two-rank run on Ray resumes with one."""
 
 from __future__ import annotations
 
@@ -36,18 +36,31 @@ def _sync_run(model_dir, **extra) -> list[str]:
 
 @pytest.fixture(scope="module")
 def single(warm_model_dir, tmp_path_factory):
+    """The single-process run the two-rank ones must match (in this process: the CLI path is
+    the two-rank runs' to prove)."""
+    from scalerl.config import load_config
+    from scalerl.pipeline.run import train
+
     run = tmp_path_factory.mktemp("ws1") / "run"
-    done = _cli(run, _sync_run(warm_model_dir))
-    assert done.returncode == 0, done.stderr
+    train(load_config("scalerl", _sync_run(warm_model_dir)), run, log=lambda *_: None)
     return _records(run)
 
 
 @pytest.mark.parametrize("strategy", ["fsdp2", "ddp"])
 def test_two_ranks_log_the_single_process_loss_and_grad_norm(single, warm_model_dir, tmp_path, strategy):
+    """The fsdp2 run also goes on to a third step whose weight sync stalls (rank 1 hangs
+    before its second bucket): it stops with one sentence naming them, and the checkpoint of
+    step 2 loads."""
     run = tmp_path / "run"
+    stall = strategy == "fsdp2"
+    extra = {"train.steps": 3, "train.checkpoint_every": 1, "learner.sync_timeout_s": 5} if stall else {}
     done = _cli(run, _sync_run(warm_model_dir, **{"learner.world_size": 2, "learner.strategy": strategy,
-                                                   "learner.sync_bucket_mb": 1}))
-    assert done.returncode == 0, done.stderr
+                                                   "learner.sync_bucket_mb": 1, **extra}),
+                env={"SCALERL_TEST_STALL_SYNC": "1:2@3"} if stall else None)
+    if stall:
+        _assert_stopped_at_the_stall(done, run)
+    else:
+        assert done.returncode == 0, done.stderr
     sharded = _records(run)
     steps = [r for r in single if r["step"] in (1, 2)]
     assert [r["step"] for r in steps] == [1, 2]
@@ -60,19 +73,15 @@ def test_two_ranks_log_the_single_process_loss_and_grad_norm(single, warm_model_
         assert two["learner_rank_busy_s_max"] >= two["learner_rank_busy_s_min"] > 0
 
 
-def test_a_stalled_sync_stops_with_one_sentence_and_a_loadable_checkpoint(warm_model_dir, tmp_path):
-    run = tmp_path / "run"
-    overrides = _sync_run(warm_model_dir, **{
-        "learner.world_size": 2, "learner.sync_bucket_mb": 1, "learner.sync_timeout_s": 5,
-        "train.steps": 3, "train.checkpoint_every": 1})
-    # rank 1 hangs before the second bucket of version 2's sync (after step 2)
-    done = _cli(run, overrides, env={"SCALERL_TEST_STALL_SYNC": "1:2@2"})
-    assert done.returncode == 1
+def _assert_stopped_at_the_stall(done: subprocess.CompletedProcess, run) -> None:
+    """Version 3's sync stalled: exit 1, one sentence naming rank 1 and bucket 2, no traceback,
+    and the newest checkpoint (step 2's) loads."""
+    assert done.returncode == 1, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert "learner rank 1 stalled at bucket 2" in last and "Traceback" not in done.stderr
-    assert f"--resume {run}" in last
+    assert "policy version 3" in last and "learner rank 1 stalled at bucket 2" in last, last
+    assert "Traceback" not in done.stderr and f"--resume {run}" in last
     state, meta = load_checkpoint(run, lambda _: None)
-    assert meta["step"] == 1 and state["learner"]["version"] == 1
+    assert meta["step"] == 2 and state["learner"]["version"] == 2
 
 
 def test_two_ranks_on_ray_complete_and_resume_with_one(nano_dir, tmp_path):
