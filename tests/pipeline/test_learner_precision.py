@@ -51,4 +51,3 @@ def test_a_bf16_run_moves_its_weights_as_an_fp32_run_does(warm_model_dir, tmp_pa
     assert fp32 > 0.9  # what 3 AdamW steps do to float32 weights
     assert bf16 > 0.9 * fp32  # bf16 parameters had moved 7.8 %
     assert all(r["grad_norm"] > 0 for r in records[1:])
-    assert torch.finfo(torch.bfloat16).eps > 5e-5  # why it matters: one lr-sized step is below bf16's spacing
