@@ -11,8 +11,10 @@ The suite:
   of sd 0.02 on every point, step 0 included, plus iid sigma 0.01 or 0.02);
 * ``unreachable``: the same with C_mid 20k-40k, so the data never see the bend and the
   ceiling is out of their reach;
-* ``demo``: real runs of this trainer, ``make demo``'s recipe with seeds 0, 1, 2
-  (``bench/data/demo_seed*.jsonl``, eval records of ``metrics.jsonl``).
+* ``demo``: real runs of this trainer, ``make demo``'s recipe with seeds 0-4
+  (``bench/data/demo_seed*.jsonl``, eval records of ``metrics.jsonl``);
+* ``trl``: real runs of another trainer, TRL's ``GRPOTrainer``, 1000 steps each with
+  different seeds and learning rates (``bench/data/trl_s*.jsonl``, made by ``trl_runs.py``).
 
 * ``saturating``: iid sigma 0.005 and 0.01 with C_mid 800-2000, curves that reach their
   ceiling inside the budget (where a fit can and should say "identified");
@@ -102,14 +104,23 @@ def _iid_family(group: str, sigmas, c_mid_range, seeds: int, seed_base: int) -> 
     return curves
 
 
+def _jsonl(path: Path, x: str) -> tuple[np.ndarray, np.ndarray]:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return np.array([r[x] for r in rows], dtype=float), np.array([r["val_pass_rate"] for r in rows])
+
+
 def real() -> list[Curve]:
     curves = []
     for path in sorted(DATA.glob("demo_seed*.jsonl")):
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        c = np.array([r["compute_gpu_hours"] for r in rows])
-        y = np.array([r["val_pass_rate"] for r in rows])
+        c, y = _jsonl(path, "compute_gpu_hours")
         curves.append(Curve("demo", path.stem, c - c[0], y, None))  # compute 0 = the step-0 eval
     return curves
+
+
+def trl() -> list[Curve]:
+    """TRL ``GRPOTrainer`` runs (``bench/trl_runs.py``): compute is the optimiser step, every
+    step the same P x G completions."""
+    return [Curve("trl", path.stem, *_jsonl(path, "step"), None) for path in sorted(DATA.glob("trl_s*.jsonl"))]
 
 
 @dataclass
@@ -259,6 +270,8 @@ def prior_rows(n_runs: int) -> list[tuple[str, float, list[dict]]]:
             curves = population(max(n_runs // 2, 10), 99 + len(name), **ranges)
             table.append((name, frac, [s for c in curves if (s := score_prior(c, frac, prior, "")) is not None]))
         table.append(("demo (5 real runs, leave-one-run-out)", frac, _loo(real(), frac)))
+        runs = trl()
+        table.append((f"TRL GRPO ({len(runs)} real runs, leave-one-run-out)", frac, _loo(runs, frac)))
     return table
 
 
@@ -299,8 +312,8 @@ def main() -> None:
         from _workload import parallel_scaling
 
         print(f"machine parallel scaling now (2 single-thread processes vs 1): {parallel_scaling():.2f}x")
-    curves = synthetic(args.seeds) + real()
-    groups = ["iid", "ar1", "evalset", "saturating", "unreachable", "synthetic (all)", "demo"]
+    curves = synthetic(args.seeds) + real() + trl()
+    groups = ["iid", "ar1", "evalset", "saturating", "unreachable", "synthetic (all)", "demo", "trl"]
     t0 = time.perf_counter()
     table, times, boot_times = [], [], []
     for frac in FRACS:
@@ -308,7 +321,7 @@ def main() -> None:
         times += [s.seconds for _, s in scored]
         boot_times += [s.boot_seconds for _, s in scored]
         for g in groups:
-            rows = [s for grp, s in scored if grp == g or (g == "synthetic (all)" and grp != "demo")]
+            rows = [s for grp, s in scored if grp == g or (g == "synthetic (all)" and grp not in ("demo", "trl"))]
             if rows:
                 table.append((g, frac, summarise(rows)))
     seconds = time.perf_counter() - t0

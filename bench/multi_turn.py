@@ -5,7 +5,7 @@ nano-sized model, engine and sampling, EOS ignored so every length is exact:
 
 - ``single``: one turn of ``--new-tokens`` tokens per episode (``rollout.SingleTurn``);
 - ``multi``: three turns of ``--new-tokens / 3`` tokens, the calculator's answer
-  (``<result>VALUE</result>``, ~20 tokens) appended after the first two
+  (``<result>VALUE</result>``: the value's digits and 2 tag tokens) appended after the first two
   (``rollout.multi_turn.MultiTurn``). Observations are prefilled, never decoded token by
   token: each turn is one engine call whose prompts are the histories so far; the torch
   engine reuses each row's KV of its history (``TorchEngine.keep_prefixes``) and prefills

@@ -43,26 +43,47 @@ from _workload import (  # noqa: E402
 )
 
 
-def run_trl(work: Workload, model_dir: Path, out_dir: Path, *, warmup: int, steps: int,
-            threads: int) -> Measured:
-    """``warmup + steps`` GRPOTrainer steps; the last ``steps`` are timed by a callback."""
-    import torch
+def trl_trainer(work: Workload, model_dir: Path, out_dir: Path, *, steps: int, seed: int = 0,
+                callbacks=(), first_example: int = 0):
+    """TRL's ``GRPOTrainer`` on ``work``: ``steps`` optimiser steps of P prompts x G completions
+    of the addition task (examples from ``first_example`` on), CISPO with eps_max 5, no KL."""
     from datasets import Dataset
-    from transformers import PrinterCallback, TrainerCallback
+    from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from scalerl.data.tasks import get_task
     from scalerl.models import load_pretrained
 
-    torch.set_num_threads(threads)
     task = get_task("addition")
     model, tokenizer = load_pretrained(model_dir)
-    n_prompts = work.prompts * (warmup + steps)
-    examples = [task.train_example(i) for i in range(n_prompts)]
+    n_prompts = work.prompts * steps
+    examples = [task.train_example(first_example + i) for i in range(n_prompts)]
     dataset = Dataset.from_dict({"prompt": [task.prompt(e) for e in examples], "idx": list(range(n_prompts))})
 
     def reward(completions, idx, **_):
         return [task.reward(text, examples[i]) for text, i in zip(completions, idx)]
+
+    args = GRPOConfig(
+        output_dir=str(out_dir), use_cpu=True, bf16=False, seed=seed, report_to=[], disable_tqdm=True,
+        log_level="error", logging_steps=1, save_strategy="no", dataloader_num_workers=0,
+        # one optimiser step = one generation round of P prompts x G completions
+        per_device_train_batch_size=work.completions_per_step, num_generations=work.generations,
+        gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
+        max_completion_length=work.max_new_tokens, temperature=work.temperature, top_p=1.0,
+        max_steps=steps, learning_rate=work.lr, lr_scheduler_type="constant",
+        beta=0.0, loss_type="cispo", epsilon_high=5.0, gradient_checkpointing=False,
+    )
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
+                          processing_class=tokenizer, callbacks=list(callbacks))
+    trainer.remove_callback(PrinterCallback)  # the per-step log dicts; we print our own line
+    return trainer
+
+
+def run_trl(work: Workload, model_dir: Path, out_dir: Path, *, warmup: int, steps: int,
+            threads: int) -> Measured:
+    """``warmup + steps`` GRPOTrainer steps; the last ``steps`` are timed by a callback."""
+    import torch
+    from transformers import TrainerCallback
 
     class StepClock(TrainerCallback):
         def __init__(self) -> None:
@@ -71,20 +92,9 @@ def run_trl(work: Workload, model_dir: Path, out_dir: Path, *, warmup: int, step
         def on_step_end(self, args, state, control, **kwargs):
             self.ends.append(time.perf_counter())
 
+    torch.set_num_threads(threads)
     clock = StepClock()
-    args = GRPOConfig(
-        output_dir=str(out_dir), use_cpu=True, bf16=False, seed=0, report_to=[], disable_tqdm=True,
-        log_level="error", logging_steps=1, save_strategy="no", dataloader_num_workers=0,
-        # one optimiser step = one generation round of P prompts x G completions
-        per_device_train_batch_size=work.completions_per_step, num_generations=work.generations,
-        gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
-        max_completion_length=work.max_new_tokens, temperature=work.temperature, top_p=1.0,
-        max_steps=warmup + steps, learning_rate=work.lr, lr_scheduler_type="constant",
-        beta=0.0, loss_type="cispo", epsilon_high=5.0, gradient_checkpointing=False,
-    )
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
-                          processing_class=tokenizer, callbacks=[clock])
-    trainer.remove_callback(PrinterCallback)  # the per-step log dicts; we print our own line
+    trainer = trl_trainer(work, model_dir, out_dir, steps=warmup + steps, callbacks=[clock])
     trainer.train()
     seconds = clock.ends[warmup + steps - 1] - clock.ends[warmup - 1]
     lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]

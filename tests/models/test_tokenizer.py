@@ -22,6 +22,18 @@ def test_think_tags_are_single_tokens(tok):
         assert len(ids) == 1 and tok.convert_ids_to_tokens(ids) == [tag]
 
 
+def test_tool_tags_are_single_tokens_kept_by_decode_and_appended_last(tok):
+    # A calculator observation is its value plus 2 tokens; the tags come after every older
+    # token, so adding them moved no id (a saved model's tokenizer still means the same).
+    text = "<calc>347*62</calc><result>21514</result> 21514"
+    ids = tok(text, add_special_tokens=False).input_ids
+    assert tok.convert_ids_to_tokens(ids)[:2] == ["<calc>", "3"] and len(ids) == 2 + 6 + 2 + 5 + 6
+    assert tok.decode(ids, skip_special_tokens=True) == text
+    tags = tok.convert_tokens_to_ids(["<calc>", "</calc>", "<result>", "</result>"])
+    assert tags == list(range(len(tok) - 4, len(tok)))
+    assert tok.convert_tokens_to_ids("</think>") == 5
+
+
 def test_digits_are_single_tokens(tok):
     ids = tok("4821", add_special_tokens=False).input_ids
     assert tok.convert_ids_to_tokens(ids) == ["4", "8", "2", "1"]

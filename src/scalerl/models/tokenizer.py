@@ -8,6 +8,10 @@ Design (why each choice):
 - **Digits are single tokens** (``"4821"`` -> ``4 8 2 1``) so column arithmetic is learnable.
 - **``<think>`` / ``</think>`` are single added tokens**, never split, and are *not* special,
   so ``decode(..., skip_special_tokens=True)`` keeps them for the reward parser.
+- **The calculator's tool markup is single added tokens too** (``<calc>``, ``</calc>``,
+  ``<result>``, ``</result>``; not special), as a tool-using model's ``<tool_call>`` and
+  ``<tool_response>`` are: a call is 2 tokens plus its expression and an observation 2 plus
+  its value, not 30 characters. The stop string ``</calc>`` is then one token.
 - **Known words are single tokens with an optional leading space** (``" time"``), so the
   forced-interruption phrase of digest §2.9 (``scalerl.types.INTERRUPTION_PHRASE``) costs 19
   tokens instead of ~80 characters.
@@ -23,10 +27,12 @@ import re
 import string
 from collections.abc import Iterable
 
+from scalerl.data.tasks.calculator import CALL_CLOSE, CALL_OPEN, RESULT_CLOSE, RESULT_OPEN
 from scalerl.types import INTERRUPTION_PHRASE
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+TOOL_TAGS = (CALL_OPEN, CALL_CLOSE, RESULT_OPEN, RESULT_CLOSE)
 
 # Words of the built-in task prompts and of the interruption phrase (digest §2.9).
 TASK_WORDS: tuple[str, ...] = ("add", "sub", "mul", "answer", "carry")
@@ -37,14 +43,15 @@ def _phrase_words(text: str) -> list[str]:
 
 
 def _vocabulary(words: Iterable[str]) -> list[str]:
-    """Specials, then printable ASCII characters, then each word bare and space-prefixed."""
+    """Specials, then printable ASCII characters, then each word bare and space-prefixed, then
+    the tool tags (last, so adding them left every older token's id as it was)."""
     chars = [c for c in string.printable if c not in "\x0b\x0c\r"]
     vocab = [PAD, BOS, EOS, UNK, THINK_OPEN, THINK_CLOSE, *chars]
     for w in sorted(set(words)):
         for piece in (w, " " + w):
             if piece not in vocab:
                 vocab.append(piece)
-    return vocab
+    return vocab + [t for t in TOOL_TAGS if t not in vocab]
 
 
 def _split_pattern(words: Iterable[str]) -> str:
@@ -71,7 +78,7 @@ def build_task_tokenizer(extra_words: Iterable[str] = ()):
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(_split_pattern(words)), behavior="isolated")
     tok.decoder = decoders.Fuse()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in (PAD, BOS, EOS, UNK)])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in (THINK_OPEN, THINK_CLOSE)])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in (THINK_OPEN, THINK_CLOSE, *TOOL_TAGS)])
     tok.post_processor = TemplateProcessing(
         single=f"{BOS} $A", pair=f"{BOS} $A $B", special_tokens=[(BOS, ids[BOS])]
     )

@@ -36,7 +36,7 @@ from scalerl.models.forward import forward_logits
 from scalerl.rollout import fast_decode
 from scalerl.rollout.engine import OnStep
 from scalerl.rollout.interrupt import Interrupter, interruption_points
-from scalerl.rollout.prefix_kv import PrefixKV, prefilled_cache
+from scalerl.rollout.prefix_kv import PrefixKV, RowKV, prefilled_cache
 from scalerl.rollout.sampling import row_uniforms, sample_tokens
 from scalerl.rollout.stopping import SuffixMatcher, encode_strings
 from scalerl.types import Completion, SamplingParams
@@ -317,13 +317,12 @@ class _Decode:
         store = self.engine.prefixes
         if store is None or self.kv is None:
             return
-        width = self.kv.length
+        width, keys, values = self.kv.length, self.kv.keys, self.kv.values
+        every = torch.arange(width, device=self.engine.device)
         for j in done.nonzero().squeeze(1).tolist():
             row = int(self.rows[j])
-            real = self.mask[j, :width] if self.mask is not None else slice(0, width)
-            layers = [(k[j, :, :width][:, real].clone(), v[j, :, :width][:, real].clone())
-                      for k, v in zip(self.kv.keys, self.kv.values)]
-            store.save([*self.prompts[row], *self.tokens[row, :step].tolist()], layers)
+            columns = every[self.mask[j, :width]] if self.mask is not None else every
+            store.save([*self.prompts[row], *self.tokens[row, :step].tolist()], RowKV(keys, values, j, columns))
 
     def _select(self, keep: torch.Tensor) -> None:  # (B',) indices of the live rows kept
         self.rows = self.rows[keep]
