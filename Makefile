@@ -29,7 +29,7 @@ demo: $(STAMP)
 	$(VENV)/bin/scalerl train --recipe scalerl
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" tests
+	$(PY) -m pytest -m "not slow" -n auto --dist loadgroup tests
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow tests

@@ -251,8 +251,7 @@ def _loo(curves: list[Curve], frac: float) -> list[dict]:
     for curve in curves:
         others = prior
         if prior is not None:
-            names = [r.name for r in prior.runs]
-            others = prior.without(names.index(curve.name)) if curve.name in names else prior
+            others = prior.leaving_out(curve.name)
             if others.n_runs < MIN_RUNS:
                 others, why = None, f"only {others.n_runs} other runs"
         rows.append(score_prior(curve, frac, others, why))

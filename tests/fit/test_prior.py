@@ -15,7 +15,7 @@ import pytest
 from scalerl.cli import main
 from scalerl.fit import FitOptions, sigmoid
 from scalerl.fit.calibrate import assess
-from scalerl.fit.posterior import forecast_with_prior
+from scalerl.fit.posterior import calibrate, conformal_factor, forecast_with_prior
 from scalerl.fit.prior import MIN_RUNS, learn_prior
 
 from ._files import write_csv
@@ -109,6 +109,33 @@ def test_runs_with_a_lower_ceiling_are_refused_or_covered(prior):
         lo, hi = (float(v[0]) for v in pf.predictive([16000.0]))
         ok += lo <= y[-1] <= hi
     assert ok >= 9
+
+
+def test_conformal_factor_is_the_order_statistic_or_the_student_bound_below_19_scores():
+    # 20 scores at 95%: the ceil(21 * 0.95) = 20th smallest, the largest
+    assert conformal_factor(np.r_[np.full(19, 1.0), 3.0], 0.95) == 3.0
+    # 40 scores: the ceil(41 * 0.95) = 39th smallest
+    assert conformal_factor(np.arange(1.0, 41.0), 0.95) == 39.0
+    # 5 scores of 1: no 6th order statistic; tau_hat = 1, t_5(0.975) = 2.5706 (tables)
+    assert conformal_factor(np.ones(5), 0.95) == pytest.approx(2.5706, abs=1e-4)
+    # 5 scores, one large: tau_hat = sqrt((4 + 36) / 5) = 2.828, times 2.5706 = 7.27 > 6
+    assert conformal_factor(np.array([1.0, 1.0, 1.0, 1.0, 6.0]), 0.95) == pytest.approx(2.8284 * 2.5706, rel=1e-4)
+
+
+def test_runs_without_a_shape_still_calibrate_the_intervals():
+    # A finished run that collapses halfway (a policy that fell over) has no z, but a new
+    # run may end like it: its forecast error is scored, and the factor grows to cover it.
+    runs = population(12, seed=1)
+    name, c, y = population(1, seed=33)[0]
+    fallen = np.where(c > 8000.0, y - 0.6 * (c - 8000.0) / 8000.0, y).clip(0.0, 1.0)
+    with_fall, _ = learn_prior([*runs, ("fallen", c, fallen)], OPTIONS)
+    assert with_fall.n_runs == 12 and [r.name for r in with_fall.unshaped] == ["fallen"]
+    assert with_fall.leaving_out("fallen").unshaped == () and with_fall.leaving_out("run3").n_runs == 11
+    alone, _ = learn_prior(runs, OPTIONS)
+    cal, cal_alone = calibrate(with_fall, 0.25, OPTIONS, 0.95), calibrate(alone, 0.25, OPTIONS, 0.95)
+    assert cal.n_scores == cal_alone.n_scores + 1
+    assert cal.scale > cal_alone.scale
+    assert cal.conflicts == cal_alone.conflicts  # only the population's own runs set the guard
 
 
 def test_fewer_than_five_usable_runs_give_no_prior():

@@ -4,6 +4,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
+# one xdist worker runs every test that starts Ray or binds a rendezvous port (make test runs -n auto)
+pytestmark = pytest.mark.xdist_group("ray")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

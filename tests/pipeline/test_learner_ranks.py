@@ -14,6 +14,9 @@ from conftest import run_overrides
 
 from scalerl.checkpoint import load_checkpoint
 
+# one xdist worker runs every test that starts Ray or binds a rendezvous port (make test runs -n auto)
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def _cli(run_dir, overrides: list[str], env: dict | None = None, resume: bool = False) -> subprocess.CompletedProcess:
     sets = [a for o in overrides for a in ("--set", o)]

@@ -26,6 +26,9 @@ from scalerl.pipeline.backends.ray import RayBackend, gpus_per_generator  # noqa
 from scalerl.pipeline.run import train  # noqa: E402
 from scalerl.types import PromptAssignment, SamplingParams  # noqa: E402
 
+# one xdist worker runs every test that starts Ray or binds a rendezvous port (make test runs -n auto)
+pytestmark = pytest.mark.xdist_group("ray")
+
 STANDIN = str(Path(__file__).parents[1] / "rollout" / "vllm_standin")
 """The torch-backed stand-in of vLLM's API; on every worker's path, imported only by the
 test that asks for ``rollout.engine=vllm``."""

@@ -263,10 +263,13 @@ def test_repeated_prompts_share_one_prefill(model, tokenizer, fast):
     np.testing.assert_array_equal(single[0].tokens, out[0].tokens)
 
 
-def test_a_next_turn_reuses_its_history_kv_and_samples_as_a_full_prefill(model, tokenizer):
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_a_next_turn_reuses_its_history_kv_and_samples_as_a_full_prefill(arch, tokenizer):
     """``keep_prefixes``: the second call's prompts extend the first call's rows (sampled
-    tokens + an observation); prefilling only the extension gives the full prefill's tokens
-    and log-probs, and the trainer's recompute."""
+    tokens + an observation); prefilling only the extension (the lean ``extend``, grouped
+    kv heads, qwen2's biases) gives the full prefill's tokens and log-probs, and the
+    trainer's recompute."""
+    model = make_model(arch=arch)
     reuse = TorchEngine(model, tokenizer)
     reuse.keep_prefixes()
     first = reuse.generate(PROMPTS, SamplingParams(max_new_tokens=6, seed=3))

@@ -18,10 +18,10 @@ a dozen early points estimate it poorly. Both squared norms are stacked into one
 The factor ``k`` is *conformal across runs*: each finished run is cut at the same fraction of
 its budget, forecast under the prior learned from the others, and its studentised error
 at its final point ``|y - R| / sqrt(Var R + sigma^2)`` is a score; ``k`` is their
-``ceil((n + 1) level)``-th smallest, capped at n (split conformal, Vovk et al. 2005): one
-score per run, so for a run exchangeable with the finished ones
-``P(|y - R| <= k sqrt(Var R + sigma^2)) >= level`` at the final budget (with n <= 19 the
-factor is their largest score). It absorbs the Laplace approximation's and the law's shape
+``ceil((n + 1) level)``-th smallest (split conformal, Vovk et al. 2005): one score per run,
+so for a run exchangeable with the finished ones ``P(|y - R| <= k sqrt(Var R + sigma^2)) >=
+level`` at the final budget. Fewer runs than that order statistic needs (19 at 95%) get the
+Student prediction bound of ``conformal_factor`` instead, never below their largest score. It absorbs the Laplace approximation's and the law's shape
 error as far as the population shows them, and it is also what keeps a run the guard lets
 through honest: a quarter of a low-ceiling run can pass for one of the population's
 late-bending curves (its conflict lies inside theirs), and the factor must cover the
@@ -51,7 +51,7 @@ from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import B_BOUNDS, FitResult
 from scalerl.fit.noise import estimate_noise
 from scalerl.fit.options import FitOptions
-from scalerl.fit.prior import MIN_RUNS, Prior, PriorRun
+from scalerl.fit.prior import MIN_RUNS, FinishedRun, Prior, PriorRun
 
 __all__ = ["PriorForecast", "forecast_with_prior"]
 
@@ -150,7 +150,7 @@ def _bounds(r0: float | None) -> tuple[np.ndarray, np.ndarray]:
     return np.array([-r0, b_lo, _M_BOUNDS[0]]), np.array([1.0 - r0, b_hi, _M_BOUNDS[1]])
 
 
-def _prefix_fit(run: PriorRun, frac: float, options: FitOptions) -> FitResult | None:
+def _prefix_fit(run: PriorRun | FinishedRun, frac: float, options: FitOptions) -> FitResult | None:
     """The prior-free fit of the run's first ``frac`` of its budget (cached), or None."""
     if frac not in run.prefix_fits:
         keep = run.compute <= frac * run.budget
@@ -179,24 +179,48 @@ class PriorCalibration:
 
 def calibrate(prior: Prior, frac: float, options: FitOptions, level: float) -> PriorCalibration:
     """Cut every finished run at ``frac`` of its budget, forecast its final point under the
-    prior from the others, and take the conformal quantile of the studentised errors."""
+    prior from the others, and take the conformal quantile of the studentised errors.
+
+    The runs without a shape (``Prior.unshaped``: a curve that fell back, or bent past its
+    data) are scored too, under the whole prior: leaving them out would calibrate on the runs
+    the law fits well only, and a new run may end like them (on eight real TRL runs, one
+    collapsed late and went uncovered). Only the population's own runs set the guard's limit."""
     scores, conflicts = [], []
-    for i, run in enumerate(prior.runs):
+    for i, run in [*enumerate(prior.runs), *((None, r) for r in prior.unshaped)]:
         fit = _prefix_fit(run, frac, options)
         if fit is None:
             continue
-        mode = posterior_mode(fit, run.budget, prior.without(i))
+        mode = posterior_mode(fit, run.budget, prior if i is None else prior.without(i))
         C, y = _scored_points(run, frac)
         scores.append(np.abs(y - mode.predict(C)) / mode.half_width(C))
-        conflicts.append(mode.conflict)
+        if i is not None:
+            conflicts.append(mode.conflict)
     if len(scores) < MIN_RUNS - 1:
         return PriorCalibration(float("nan"), len(scores), tuple(conflicts))
-    pooled = np.sort(np.concatenate(scores))
-    rank = min(int(np.ceil((pooled.size + 1) * level)), pooled.size)  # split-conformal order statistic
-    return PriorCalibration(float(pooled[rank - 1]), len(scores), tuple(conflicts))
+    return PriorCalibration(conformal_factor(np.concatenate(scores), level), len(scores), tuple(conflicts))
 
 
-def _scored_points(run: PriorRun, frac: float) -> tuple[np.ndarray, np.ndarray]:
+def conformal_factor(scores: np.ndarray, level: float) -> float:
+    """``k`` from the finished runs' studentised errors ``scores`` (n,): the split-conformal
+    order statistic ``ceil((n + 1) level)`` when n reaches it, else a small-sample bound.
+
+    With n < level / (1 - level) scores (19 at 95%) that order statistic does not exist: the
+    largest score bounds a new run's with probability only n / (n + 1) (5 runs: 83%; on
+    eight real TRL runs, leave-one-run-out, it covered 6 of 8 final values). Then the scores
+    are read as draws of ``|e|``, ``e ~ N(0, tau^2)``, and a new one lies below
+    ``tau_hat t_n((1 + level) / 2)``, with ``tau_hat^2 = mean(scores^2)`` (n degrees of
+    freedom: the mean is known to be 0), the Student prediction bound; never below the
+    largest score."""
+    pooled = np.sort(np.asarray(scores, dtype=float))
+    n = pooled.size
+    rank = int(np.ceil((n + 1) * level))
+    if rank <= n:
+        return float(pooled[rank - 1])
+    tau = float(np.sqrt(np.mean(pooled**2)))
+    return max(float(pooled[-1]), tau * float(stats.t.ppf((1 + level) / 2, n)))
+
+
+def _scored_points(run: PriorRun | FinishedRun, frac: float) -> tuple[np.ndarray, np.ndarray]:
     """The run's final point: the point a forecast is for, so one score per run.
 
     Pooling the held-out points of the far half (8 per run, issue 21's first version) gave a

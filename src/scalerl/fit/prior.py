@@ -18,7 +18,9 @@ shrunk toward (``posterior``).
 
 A run is *usable* when its fit converged inside the search box on B and C_mid: a step, or
 a bend outside the data, has no z to contribute. Fewer than ``MIN_RUNS`` usable runs make
-no prior (``learn_prior`` returns None and says why).
+no prior (``learn_prior`` returns None and says why). The others are still kept
+(``Prior.unshaped``): they have no z, but their forecasts are scored when the prior's
+intervals are calibrated (``posterior.calibrate``), since a new run may turn out like them.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from scalerl.fit.fitting import FitResult
 from scalerl.fit.noise import estimate_noise
 from scalerl.fit.options import FitOptions
 
-__all__ = ["MIN_RUNS", "Prior", "PriorRun", "learn_prior", "prior_run"]
+__all__ = ["MIN_RUNS", "FinishedRun", "Prior", "PriorRun", "learn_prior", "prior_run"]
 
 MIN_RUNS = 5
 """Fewer usable finished runs than this give no prior: five points cannot estimate a 3x3
@@ -55,6 +57,21 @@ class PriorRun:
     fit: FitResult
     z: np.ndarray  # (3,) gain, log B, log(C_mid / budget)
     sigma2: float  # residual variance of its fit
+    prefix_fits: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def budget(self) -> float:
+        return float(self.compute[-1])
+
+
+@dataclass(frozen=True, eq=False)
+class FinishedRun:
+    """A finished run whose curve gives no z (no fit, or a shape on the search box): it is
+    no member of the population, but its forecasts calibrate the prior's intervals."""
+
+    name: str
+    compute: np.ndarray  # (n,)
+    reward: np.ndarray  # (n,)
     prefix_fits: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -94,6 +111,7 @@ class Prior:
     cov: np.ndarray  # (3, 3)
     sigma2: float  # median residual variance of the runs
     skipped: tuple[str, ...] = ()  # why each unusable run was left out
+    unshaped: tuple[FinishedRun, ...] = ()  # those runs, scored by the calibration only
 
     @property
     def n_runs(self) -> int:
@@ -108,7 +126,15 @@ class Prior:
     def without(self, index: int) -> Prior:
         """The prior learned from every run but ``index`` (leave-one-run-out)."""
         runs = self.runs[:index] + self.runs[index + 1 :]
-        return _from_runs(runs, self.skipped)
+        return _from_runs(runs, self.skipped, self.unshaped)
+
+    def leaving_out(self, name: str) -> Prior:
+        """The prior without the run called ``name``, shaped or not (itself if none is)."""
+        names = [r.name for r in self.runs]
+        if name in names:
+            return self.without(names.index(name))
+        unshaped = tuple(r for r in self.unshaped if r.name != name)
+        return self if len(unshaped) == len(self.unshaped) else _from_runs(self.runs, self.skipped, unshaped)
 
     def to_dict(self) -> dict:
         sd = np.sqrt(np.diag(self.cov))
@@ -122,21 +148,23 @@ class Prior:
         }
 
 
-def _from_runs(runs: tuple[PriorRun, ...], skipped: tuple[str, ...]) -> Prior:
+def _from_runs(runs: tuple[PriorRun, ...], skipped: tuple[str, ...],
+               unshaped: tuple[FinishedRun, ...] = ()) -> Prior:
     z = np.array([r.z for r in runs])  # (k, 3)
     cov = np.cov(z, rowvar=False) + np.diag(_RIDGE)
     sigma2 = float(np.median([r.sigma2 for r in runs]))
-    return Prior(runs, z.mean(axis=0), cov, sigma2, skipped)
+    return Prior(runs, z.mean(axis=0), cov, sigma2, skipped, unshaped)
 
 
 def learn_prior(curves, options: FitOptions) -> tuple[Prior | None, str]:
     """The prior from ``curves`` (name, compute, reward), or ``(None, one sentence)`` when
     fewer than ``MIN_RUNS`` of them are usable."""
-    runs, skipped = [], []
+    runs, skipped, unshaped = [], [], []
     for name, compute, reward in curves:
         run, why = prior_run(name, compute, reward, options)
         if run is None:
             skipped.append(why)
+            unshaped.append(FinishedRun(name, np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)))
         else:
             runs.append(run)
     if len(runs) < MIN_RUNS:
@@ -144,4 +172,4 @@ def learn_prior(curves, options: FitOptions) -> tuple[Prior | None, str]:
             f"only {len(runs)} of the {len(runs) + len(skipped)} prior runs could be fitted with a "
             f"known shape, fewer than the {MIN_RUNS} a prior needs, so the fit is prior-free"
         )
-    return _from_runs(tuple(runs), tuple(skipped)), ""
+    return _from_runs(tuple(runs), tuple(skipped), tuple(unshaped)), ""

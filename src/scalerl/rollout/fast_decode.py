@@ -9,7 +9,7 @@ seen immediately, as in-flight updates need), with:
   re-concatenated whenever a source parameter changes: its ``_version`` counter moves on
   every in-place write, e.g. ``load_state_dict`` or an optimizer step, but not writes through
   ``.data``; costs one extra copy of those weights);
-- rotary cos/sin looked up in a table built once per call by the model's own rotary module
+- rotary cos/sin looked up in a table built by the model's own rotary module and kept
   (so the values are the module's, bit for bit); ``rotate_half(x) · sin`` computed as
   ``roll(x, D/2) · sin_signed``, the same products;
 - a static KV buffer per layer written in place at column ``t`` (no per-step ``cat``);
@@ -20,8 +20,8 @@ seen immediately, as in-flight updates need), with:
 - the FP32 head's float32 copy of the (V, H) head matrix made once per weight version
   instead of at every step (the cast is exact, so the logits are unchanged).
 
-The prefill still runs through ``models.forward.forward_hidden`` (transformers), and the
-LM head through ``algo.logprobs.lm_head_logits`` like every other path. The test suite checks
+The prefill still runs through ``models.forward.forward_hidden`` (transformers), except a
+multi-turn prompt's rest after its kept KV (``extend``), and the LM head through ``algo.logprobs.lm_head_logits`` like every other path. The test suite checks
 this path against the plain ``forward_logits`` + ``DynamicCache`` decoder and against a
 one-pass recompute (``tests/rollout/test_fast_decode.py``).
 
@@ -95,6 +95,13 @@ class StaticKV:
             self.values.append(v)
         self.length = length
 
+    @classmethod
+    def of(cls, keys: list[torch.Tensor], values: list[torch.Tensor], length: int) -> StaticKV:
+        """Buffers built elsewhere (``prefix_kv.kept_kv``): columns ``[0, length)`` valid."""
+        kv = cls.__new__(cls)
+        kv.keys, kv.values, kv.length = keys, values, length
+        return kv
+
     def select(self, rows: torch.Tensor) -> None:  # (B',) indices of the rows kept
         self.keys = [k[rows] for k in self.keys]
         self.values = [v[rows] for v in self.values]
@@ -116,6 +123,7 @@ class LeanDecoder:
         self.num_kv = config.num_key_value_heads
         self.eps = self.body.norm.variance_epsilon
         self._stamp = None
+        self._rope: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
         self.refresh()
 
     def _sources(self) -> list[torch.Tensor]:
@@ -162,7 +170,15 @@ class LeanDecoder:
             self.refresh()
 
     def rope_tables(self, max_position: int, dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(cos, sin_signed)`` of shape (max_position, D) from the model's rotary module."""
+        """``(cos, sin_signed)`` of shape (>= max_position, D) from the model's rotary module;
+        kept per dtype and rebuilt only for a longer need (a row's value does not depend on
+        the table's length, and multi-turn calls ask for one every turn)."""
+        cached = self._rope.get(dtype)
+        if cached is None or cached[0].shape[0] < max_position:
+            cached = self._rope[dtype] = self._rope_tables(max(max_position, 256), dtype)
+        return cached
+
+    def _rope_tables(self, max_position: int, dtype) -> tuple[torch.Tensor, torch.Tensor]:
         positions = torch.arange(max_position, device=self.body.embed_tokens.weight.device)
         probe = self.body.embed_tokens.weight.new_empty((1, 1, 1), dtype=dtype)
         cos, sin = self.body.rotary_emb(probe, positions.unsqueeze(0))  # (1, P, D)
@@ -199,6 +215,47 @@ class LeanDecoder:
             gate, up = F.linear(_rms_norm(n2, self.eps, x), w_gu, b_gu).chunk(2, dim=-1)
             x = x + F.linear(act(gate) * up, w_down, b_down)
         kv.length = t + 1
+        return _rms_norm(self.body.norm.weight, self.eps, x)
+
+    def extend(
+        self,
+        tokens: torch.Tensor,  # (B, T) int64, left-padded: the rest of each prompt after its kept KV
+        positions: torch.Tensor,  # (B, T) int64 their position ids
+        kv: StaticKV,
+        mask: torch.Tensor,  # (B, capacity) bool, True = a real column
+        rope: tuple[torch.Tensor, torch.Tensor],
+    ) -> torch.Tensor:  # (B, T, H) final normed hidden states
+        """``step`` for T tokens a row at once: a multi-turn prompt's observation prefilled
+        over the KV kept from the turn before (``prefix_kv``), written at columns
+        ``[length, length + T)``. Same per-layer arithmetic; query i of the block sees the
+        real kept columns and the block's real columns up to i, and always itself, so a
+        padding query's (masked, never read) keys and values stay finite."""
+        self._check_versions()
+        b, T = tokens.shape
+        nh, nkv, d = self.num_heads, self.num_kv, self.head_dim
+        x = self.body.embed_tokens(tokens)  # (B, T, H)
+        cos = F.embedding(positions, rope[0]).unsqueeze(2)  # (B, T, 1, D)
+        sin = F.embedding(positions, rope[1]).unsqueeze(2)
+        t = kv.length
+        causal = torch.ones((T, T), dtype=torch.bool, device=tokens.device).tril()
+        seen = torch.cat([mask[:, None, :t].expand(b, T, t), mask[:, None, t : t + T] & causal], dim=2)
+        seen[:, torch.arange(T), t + torch.arange(T)] = True  # (B, T, t + T)
+        seen = seen.unsqueeze(1)
+        for i, (n1, w_qkv, b_qkv, w_o, b_o, n2, w_gu, b_gu, w_down, b_down, act) in enumerate(self.layers):
+            qkv = F.linear(_rms_norm(n1, self.eps, x), w_qkv, b_qkv).view(b, T, nh + 2 * nkv, d)
+            qk = qkv.narrow(2, 0, nh + nkv)
+            qk = qk * cos + torch.roll(qk, d // 2, dims=-1) * sin
+            keys, values = kv.keys[i], kv.values[i]
+            keys.narrow(2, t, T).copy_(qk.narrow(2, nh, nkv).transpose(1, 2))
+            values.narrow(2, t, T).copy_(qkv.narrow(2, nh + nkv, nkv).transpose(1, 2))
+            out = F.scaled_dot_product_attention(
+                qk.narrow(2, 0, nh).transpose(1, 2), keys.narrow(2, 0, t + T), values.narrow(2, 0, t + T),
+                attn_mask=seen, scale=self.scaling, enable_gqa=nh != nkv,
+            )  # (B, nh, T, D)
+            x = x + F.linear(out.transpose(1, 2).reshape(b, T, nh * d), w_o, b_o)
+            gate, up = F.linear(_rms_norm(n2, self.eps, x), w_gu, b_gu).chunk(2, dim=-1)
+            x = x + F.linear(act(gate) * up, w_down, b_down)
+        kv.length = t + T
         return _rms_norm(self.body.norm.weight, self.eps, x)
 
     def _attend(

@@ -19,27 +19,28 @@ from collections.abc import Sequence
 
 import torch
 
+from scalerl.rollout.fast_decode import StaticKV
+
 
 class RowKV:
-    """One row's kept keys and values, read from the buffers of the call that computed them.
+    """One row's kept keys and values: the first ``len(real)`` columns of row ``row`` of the
+    buffers of the call that computed them, ``real`` marking which are tokens (the rest is
+    that call's padding).
 
     Nothing is copied when a row ends (copying every row's layers cost a fifth of a short
-    turn's decode); a later call that reuses the row gathers its columns once, into its own
-    cache. Safe because a call never writes those columns again: decoding writes only the
-    column after them, and dropping finished rows replaces the buffers by copies.
+    turn's decode); a later call that reuses the row copies its columns once, padding and
+    all, into its own buffers, and keeps their mask. Safe because a call never writes those
+    columns again: decoding writes only the column after them, and dropping finished rows
+    replaces the buffers by copies.
     """
 
-    __slots__ = ("keys", "values", "row", "columns")
+    __slots__ = ("keys", "values", "row", "real")
 
     def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor], row: int,
-                 columns: torch.Tensor) -> None:
+                 real: torch.Tensor) -> None:
         self.keys, self.values = keys, values  # per layer (B, H, capacity, D)
         self.row = row
-        self.columns = columns  # (n,) the row's real columns, in order
-
-    def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:  # keys, values (H, n, D)
-        return (self.keys[i][self.row].index_select(1, self.columns),
-                self.values[i][self.row].index_select(1, self.columns))
+        self.real = real  # (width,) bool: the row's columns that hold tokens
 
 
 class PrefixKV:
@@ -67,23 +68,32 @@ class PrefixKV:
         return best, found
 
 
-def prefilled_cache(hits: list[tuple[int, RowKV | None]], device):
-    """A transformers ``DynamicCache`` holding each row's reused KV, left-padded to the
-    longest, and its ``(B, C)`` attention mask (1 = real); rows without a hit hold padding."""
-    from transformers import DynamicCache
-
-    width = max(n for n, _ in hits)
+def kept_kv(hits: list[tuple[int, RowKV | None]], extra: int, device) -> tuple[StaticKV, torch.Tensor]:
+    """Lean-path KV buffers holding each row's reused columns, left-padded to the widest, with
+    room for ``extra`` more, and their ``(B, width)`` bool mask (True = a token). Rows kept
+    by one call share its buffers and width: one row gather and one copy per layer for all
+    of them. Masked columns hold finite values (the old call's padding, or zeros): a weight
+    of 0 times them must stay 0. Columns past ``width`` are written before they are read."""
+    width = max((kv.real.numel() for _, kv in hits if kv is not None))
     sample = next(kv for _, kv in hits if kv is not None)
-    cache, mask = DynamicCache(), torch.zeros((len(hits), width), dtype=torch.long, device=device)
-    for row, (n, kv) in enumerate(hits):
-        if kv is not None:
-            mask[row, width - n :] = 1
-    for i, (k0, v0) in enumerate(zip(sample.keys, sample.values)):
-        _, h, _, d = k0.shape
-        keys = k0.new_zeros((len(hits), h, width, d))
-        values = v0.new_zeros((len(hits), h, width, d))
-        for row, (n, kv) in enumerate(hits):
-            if kv is not None:
-                keys[row, :, width - n :], values[row, :, width - n :] = kv.layer(i)
-        cache.update(keys, values, i)
-    return cache, mask
+    keys = [k.new_empty((len(hits), k.shape[1], width + extra, k.shape[3])) for k in sample.keys]
+    values = [v.new_empty((len(hits), v.shape[1], width + extra, v.shape[3])) for v in sample.values]
+    mask = torch.zeros((len(hits), width), dtype=torch.bool, device=device)
+    groups: dict[int, list[int]] = {}
+    for row, (_, kv) in enumerate(hits):
+        groups.setdefault(id(kv.keys) if kv is not None else 0, []).append(row)
+    for key, rows in groups.items():
+        dst = slice(None) if len(rows) == len(hits) else torch.tensor(rows, device=device)
+        if key == 0:  # no kept KV: all padding
+            for buffer in (*keys, *values):
+                buffer[dst, :, :width] = 0.0
+            continue
+        source = hits[rows[0]][1]
+        n = source.real.numel()
+        src = torch.tensor([hits[row][1].row for row in rows], device=device)
+        mask[dst, width - n :] = torch.stack([hits[row][1].real for row in rows])
+        for new, old in zip((*keys, *values), (*source.keys, *source.values)):
+            new[dst, :, width - n : width] = old.index_select(0, src)[:, :, :n]
+            if n < width:
+                new[dst, :, : width - n] = 0.0
+    return StaticKV.of(keys, values, width), mask

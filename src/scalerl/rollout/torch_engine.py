@@ -36,7 +36,7 @@ from scalerl.models.forward import forward_logits
 from scalerl.rollout import fast_decode
 from scalerl.rollout.engine import OnStep
 from scalerl.rollout.interrupt import Interrupter, interruption_points
-from scalerl.rollout.prefix_kv import PrefixKV, RowKV, prefilled_cache
+from scalerl.rollout.prefix_kv import PrefixKV, RowKV, kept_kv
 from scalerl.rollout.sampling import row_uniforms, sample_tokens
 from scalerl.rollout.stopping import SuffixMatcher, encode_strings
 from scalerl.types import Completion, SamplingParams
@@ -202,24 +202,40 @@ class _Decode:
         self.expand = torch.tensor(expand, device=device) if len(distinct) < n else None
         self.prompts = prompts
         self.cache = None  # transformers DynamicCache (plain path, and the prefill)
+        self.kv: fast_decode.StaticKV | None = None  # lean path after the prefill
+        self.extending = False  # the lean path prefills each prompt's rest after its kept KV
         hits = [engine.prefixes.lookup(p) for p in distinct] if engine.prefixes is not None else []
-        if any(layers is not None for _, layers in hits):  # prefill only what follows the kept KV
-            self.cache, kept = prefilled_cache(hits, device)
-            rest = [list(p)[k:] for p, (k, _) in zip(distinct, hits)]
-            self.input_ids, mask, positions = left_pad(rest, engine.pad_id, device)
-            mask = mask if mask is not None else torch.ones_like(self.input_ids)
-            self.mask = torch.cat([kept, mask], dim=1)
-            self.positions = positions + torch.tensor([k for k, _ in hits], device=device)[:, None]
+        if any(kv is not None for _, kv in hits):  # keep_prefixes implies the lean path
+            self._extend_kept(distinct, hits, budget)
         else:
             self.input_ids, self.mask, self.positions = left_pad([list(p) for p in distinct], engine.pad_id, device)
-        self.kv: fast_decode.StaticKV | None = None  # lean path after the prefill
+
+    def _extend_kept(self, distinct, hits, budget: int) -> None:
+        """Set up the prefill of only what follows each prompt's kept KV (``prefix_kv``)."""
+        engine, device = self.engine, self.engine.device
+        rest = [list(p)[k:] for p, (k, _) in zip(distinct, hits)]
+        self.input_ids, mask, positions = left_pad(rest, engine.pad_id, device)
+        self.kv, kept = kept_kv(hits, self.input_ids.shape[1] + budget, device)
+        mask = mask.bool() if mask is not None else torch.ones_like(self.input_ids, dtype=torch.bool)
+        self.mask = torch.cat([kept, mask, mask.new_ones((mask.shape[0], budget))], dim=1)
+        self.positions = positions + torch.tensor([k for k, _ in hits], device=device)[:, None]
+        self.rope = engine.lean.rope_tables(self.mask.shape[1], self.kv.keys[0].dtype)
+        self.extending = True
 
     def _logits(self) -> torch.Tensor:  # (B, V) next-token logits of the live rows
         engine = self.engine
         if self.kv is not None:
-            hidden = engine.lean.step(self.input_ids[:, 0], self.positions, self.kv, self.mask, self.rope)
+            if self.extending:
+                hidden = engine.lean.extend(self.input_ids, self.positions, self.kv, self.mask, self.rope)
+            else:
+                hidden = engine.lean.step(self.input_ids[:, 0], self.positions, self.kv, self.mask, self.rope)
             weight, bias = engine.lean.head_fp32 if engine.fp32_head else engine.lean.head
-            return lm_head_logits(hidden[:, -1], weight, bias, fp32=engine.fp32_head).float()
+            logits = lm_head_logits(hidden[:, -1], weight, bias, fp32=engine.fp32_head).float()
+            if self.extending and self.expand is not None:  # one row per distinct prompt -> per sample
+                logits, self.mask, self.positions = logits[self.expand], self.mask[self.expand], self.positions[self.expand]
+                self.kv.select(self.expand)
+            self.extending, self.expand = False, None
+            return logits
         logits, self.cache = forward_logits(
             engine.model,
             self.input_ids,
@@ -318,11 +334,11 @@ class _Decode:
         if store is None or self.kv is None:
             return
         width, keys, values = self.kv.length, self.kv.keys, self.kv.values
-        every = torch.arange(width, device=self.engine.device)
+        every = torch.ones(width, dtype=torch.bool, device=self.engine.device)
         for j in done.nonzero().squeeze(1).tolist():
             row = int(self.rows[j])
-            columns = every[self.mask[j, :width]] if self.mask is not None else every
-            store.save([*self.prompts[row], *self.tokens[row, :step].tolist()], RowKV(keys, values, j, columns))
+            real = self.mask[j, :width].clone() if self.mask is not None else every
+            store.save([*self.prompts[row], *self.tokens[row, :step].tolist()], RowKV(keys, values, j, real))
 
     def _select(self, keep: torch.Tensor) -> None:  # (B',) indices of the live rows kept
         self.rows = self.rows[keep]
