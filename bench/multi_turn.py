@@ -17,7 +17,7 @@ after one warm-up, in this process's CPU time with a fixed number of torch threa
 does not remove, the noise of other jobs). The issue's target: multi-turn's generated
 tokens/s at least 80% of single-turn's.
 
-    .venv/bin/python bench/multi_turn.py --episodes 32 --new-tokens 48 --repeats 5
+    .venv/bin/python bench/multi_turn.py --episodes 32 --new-tokens 48 --repeats 15
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=48, help="generated tokens per episode (split in 3 turns)")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=15, help="timed rounds; 15 steadies the median on a shared VM")
     parser.add_argument("--preset", default="nano")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
