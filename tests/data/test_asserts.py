@@ -8,6 +8,10 @@ import pytest
 from scalerl.data.asserts import AssertFormError, Check, parse_assert
 from scalerl.data.results import WireDict, WireSet
 
+# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
+# machine's marked programs, or hold uids of the pool (make test runs -n auto)
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 
 def test_equality_with_literal_arguments_and_keywords():
     c = parse_assert("assert add(2, b=-3) == -1, 'message is ignored'")

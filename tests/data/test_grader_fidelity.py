@@ -31,6 +31,10 @@ import cmath, collections, dataclasses, enum, math, unicodedata
 from decimal import Decimal
 from fractions import Fraction
 P = collections.namedtuple('P', 'x y')
+
+# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
+# machine's marked programs, or hold uids of the pool (make test runs -n auto)
+pytestmark = pytest.mark.xdist_group("sandbox")
 class Colour(enum.IntEnum):
     RED = 1
 class PlainColour(enum.Enum):

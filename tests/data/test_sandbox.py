@@ -14,6 +14,10 @@ from scalerl.data.sandbox_ns import isolation
 FAST = SandboxLimits(timeout_s=2.0)
 NS = pytest.mark.skipif(not isolation().namespaces, reason=f"no kernel namespaces: {isolation().missing}")
 
+# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
+# machine's marked programs, or hold uids of the pool (make test runs -n auto)
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 
 def test_ordinary_program_reads_stdin_and_writes_stdout():
     r = run_python("import collections\nn = int(input())\nprint(n * 2)", stdin="21\n")

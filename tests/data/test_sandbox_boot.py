@@ -69,6 +69,10 @@ FIND_MAKERS = textwrap.dedent("""
         makers.extend(f for f in getattr(os, name, ()) if getattr(f, '__name__', '') in ('mkfifo', 'mknod'))
 """)
 
+# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
+# machine's marked programs, or hold uids of the pool (make test runs -n auto)
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 
 @LAYERS
 def test_fifos_and_device_nodes_cannot_be_made_outside(layer):

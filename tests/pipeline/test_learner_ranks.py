@@ -30,10 +30,11 @@ def _records(run_dir) -> list[dict]:
 
 
 def _sync_run(model_dir, **extra) -> list[str]:
-    """Two sync steps of four groups (every rank gets two), evaluations cut to the bone."""
+    """Two sync steps of eight groups (every rank gets four; eight, so a step with no group to
+    train is unlikely whatever the warm model samples), evaluations cut to the bone."""
     return run_overrides(model_dir, **{
-        "pipeline.mode": "sync", "pipeline.backend": "inprocess", "pipeline.prompts_per_step": 4,
-        "pipeline.generations": 4, "pipeline.prompts_per_chunk": 4, "train.steps": 2, "eval.every": 100,
+        "pipeline.mode": "sync", "pipeline.backend": "inprocess", "pipeline.prompts_per_step": 8,
+        "pipeline.generations": 4, "pipeline.prompts_per_chunk": 8, "train.steps": 2, "eval.every": 100,
         "eval.num_prompts": 4, "eval.k": 1, "optim.lr": "1e-3", "optim.warmup_steps": 0, **extra})
 
 

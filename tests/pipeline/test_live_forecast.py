@@ -65,7 +65,9 @@ def test_live_forecast_fields_appear_and_scalerl_fit_reproduces_them(warm_model_
     text = (tmp_path / "report.md").read_text()
     assert re.search(r"^- ceiling (not )?identified", text, re.M) and "predictive interval for one" in text
     assert "compute to pin A" in text and "last live forecast (fitted up to step 40)" in text
-    assert "fit-to-half check: fitted on the first half" in text
+    # a noisy 40-step curve may or may not support a fit on its first half: the line is there
+    # either way, with its verdict or its reason (the fitted form: the test below)
+    assert re.search(r"^- fit-to-half check: (fitted on the first half|not possible \()", text, re.M), text
     assert "| its standard error |" in text and all(r["val_stderr"] > 0 for r in records if "val_stderr" in r)
 
 
@@ -190,3 +192,18 @@ def test_forecast_prior_runs_pointing_nowhere_is_one_sentence_before_the_run(tmp
     with pytest.raises(ConfigError) as err:
         check_prior_runs(cfg)
     assert str(err.value) == f"forecast.prior_runs {tmp_path / 'nowhere'}: no such file or folder."
+
+
+def test_the_fit_to_half_check_forecasts_the_end_from_the_first_half():
+    import numpy as np
+
+    from scalerl.config import load_config
+    from scalerl.fit.law import sigmoid
+    from scalerl.fit.readers.core import Curve
+    from scalerl.pipeline.report import _half_check
+
+    c = np.linspace(0.0, 1.0, 41)
+    y = sigmoid(c, 0.7, 1.8, 0.3, 0.2) + 0.01 * np.sin(37 * c)  # a sigmoid, its bend in the first half
+    line = _half_check(Curve("run", c, y, "metrics.jsonl"), load_config("scalerl", []))
+    assert line.startswith("fit-to-half check: fitted on the first half of the compute, the forecast at the end is ")
+    assert line.split("observed ")[1].startswith(f"{y[-1]:.3f}: covered")

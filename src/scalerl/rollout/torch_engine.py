@@ -5,6 +5,8 @@ One ``generate`` call decodes all prompts in lock-step:
   so a row's positions are exactly those of its unpadded sequence; it runs through
   ``models.forward.forward_logits``, the body + FP32 head shared with the trainer (§2.4),
   once per *distinct* prompt (the G samples of a group share it; the cache is expanded);
+- with ``keep_prefixes`` (multi-turn), prompts that extend a row of the last call prefill
+  only their rest, through ``fast_decode.LeanDecoder.extend`` over the kept KV (``prefix_kv``);
 - decode: every live row feeds one token per step, through the lean Llama-family step of
   ``fast_decode.py`` (same arithmetic, static KV buffers) or, with ``fast=False`` or an
   unsupported architecture, through ``forward_logits`` with a ``DynamicCache``;

@@ -12,6 +12,10 @@ from scalerl.data.tasks.user_reward import UserRewardTask
 
 MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "What is 3+4?"}]
 
+# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
+# machine's marked programs, or hold uids of the pool (make test runs -n auto)
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 
 def write_jsonl(path, records):
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
