@@ -28,8 +28,11 @@ install-gpu:
 demo: $(STAMP)
 	$(VENV)/bin/scalerl train --recipe scalerl
 
+# every core for the tests that may share the machine, then the serial ones alone; both always run
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -n auto --dist loadgroup tests
+	$(PY) -m pytest -m "not slow and not serial" -n auto tests; parallel=$$?; \
+	$(PY) -m pytest -m "not slow and serial" tests; serial=$$?; \
+	test $$parallel -eq 0 -a $$serial -eq 0
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow tests

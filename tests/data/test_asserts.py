@@ -8,9 +8,9 @@ import pytest
 from scalerl.data.asserts import AssertFormError, Check, parse_assert
 from scalerl.data.results import WireDict, WireSet
 
-# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
-# machine's marked programs, or hold uids of the pool (make test runs -n auto)
-pytestmark = pytest.mark.xdist_group("sandbox")
+# serial: these tests run sandboxed programs, and some scan and kill the machine's marked
+# programs or hold uids of the pool; make test runs them after the parallel part
+pytestmark = pytest.mark.serial
 
 
 def test_equality_with_literal_arguments_and_keywords():

@@ -21,6 +21,10 @@ from scalerl.data.sandbox import SandboxLimits
 from scalerl.data.sandbox_ns import isolation
 from scalerl.data.tasks.code import run_tests
 
+# serial: these tests run sandboxed programs, and some scan and kill the machine's marked
+# programs or hold uids of the pool; make test runs them after the parallel part
+pytestmark = pytest.mark.serial
+
 NS = pytest.mark.skipif(not isolation().namespaces, reason=f"no kernel namespaces: {isolation().missing}")
 LAYERS = pytest.mark.parametrize("namespaces", [pytest.param(True, marks=NS, id="namespaces"),
                                                 pytest.param(False, id="python-fallback")])
@@ -31,10 +35,6 @@ import cmath, collections, dataclasses, enum, math, unicodedata
 from decimal import Decimal
 from fractions import Fraction
 P = collections.namedtuple('P', 'x y')
-
-# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
-# machine's marked programs, or hold uids of the pool (make test runs -n auto)
-pytestmark = pytest.mark.xdist_group("sandbox")
 class Colour(enum.IntEnum):
     RED = 1
 class PlainColour(enum.Enum):

@@ -14,9 +14,9 @@ from scalerl.data.sandbox_ns import isolation
 FAST = SandboxLimits(timeout_s=2.0)
 NS = pytest.mark.skipif(not isolation().namespaces, reason=f"no kernel namespaces: {isolation().missing}")
 
-# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
-# machine's marked programs, or hold uids of the pool (make test runs -n auto)
-pytestmark = pytest.mark.xdist_group("sandbox")
+# serial: these tests run sandboxed programs, and some scan and kill the machine's marked
+# programs or hold uids of the pool; make test runs them after the parallel part
+pytestmark = pytest.mark.serial
 
 
 def test_ordinary_program_reads_stdin_and_writes_stdout():

@@ -69,9 +69,9 @@ FIND_MAKERS = textwrap.dedent("""
         makers.extend(f for f in getattr(os, name, ()) if getattr(f, '__name__', '') in ('mkfifo', 'mknod'))
 """)
 
-# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
-# machine's marked programs, or hold uids of the pool (make test runs -n auto)
-pytestmark = pytest.mark.xdist_group("sandbox")
+# serial: these tests run sandboxed programs, and some scan and kill the machine's marked
+# programs or hold uids of the pool; make test runs them after the parallel part
+pytestmark = pytest.mark.serial
 
 
 @LAYERS

@@ -47,9 +47,9 @@ NO_HOOK = SandboxLimits(timeout_s=3.0, audit_hook=False)
 NS = pytest.mark.skipif(not isolation().namespaces, reason=f"no kernel namespaces: {isolation().missing}")
 ADD_TESTS = ["assert add(123456, 654321) == 777777", "assert add(-5, 2) == -3"]
 
-# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
-# machine's marked programs, or hold uids of the pool (make test runs -n auto)
-pytestmark = pytest.mark.xdist_group("sandbox")
+# serial: these tests run sandboxed programs, and some scan and kill the machine's marked
+# programs or hold uids of the pool; make test runs them after the parallel part
+pytestmark = pytest.mark.serial
 
 
 def _sandbox_pids(program_only: bool = False) -> set[int]:

@@ -34,9 +34,9 @@ from scalerl.data.sandbox_fallback import (
 
 FALLBACK = SandboxLimits(timeout_s=3.0, namespaces=False)
 
-# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
-# machine's marked programs, or hold uids of the pool (make test runs -n auto)
-pytestmark = pytest.mark.xdist_group("sandbox")
+# serial: these tests run sandboxed programs, and some scan and kill the machine's marked
+# programs or hold uids of the pool; make test runs them after the parallel part
+pytestmark = pytest.mark.serial
 
 
 def _dead_pid() -> int:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-# one xdist worker runs every test that starts Ray or binds a rendezvous port (make test runs -n auto)
-pytestmark = pytest.mark.xdist_group("ray")
+# serial: these tests start Ray or bind a rendezvous port; make test runs them after the parallel part
+pytestmark = pytest.mark.serial
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,8 +14,8 @@ from conftest import run_overrides
 
 from scalerl.checkpoint import load_checkpoint
 
-# one xdist worker runs every test that starts Ray or binds a rendezvous port (make test runs -n auto)
-pytestmark = pytest.mark.xdist_group("ray")
+# serial: these tests start Ray or bind a rendezvous port; make test runs them after the parallel part
+pytestmark = pytest.mark.serial
 
 
 def _cli(run_dir, overrides: list[str], env: dict | None = None, resume: bool = False) -> subprocess.CompletedProcess:

@@ -26,8 +26,8 @@ from scalerl.pipeline.backends.ray import RayBackend, gpus_per_generator  # noqa
 from scalerl.pipeline.run import train  # noqa: E402
 from scalerl.types import PromptAssignment, SamplingParams  # noqa: E402
 
-# one xdist worker runs every test that starts Ray or binds a rendezvous port (make test runs -n auto)
-pytestmark = pytest.mark.xdist_group("ray")
+# serial: these tests start Ray or bind a rendezvous port; make test runs them after the parallel part
+pytestmark = pytest.mark.serial
 
 STANDIN = str(Path(__file__).parents[1] / "rollout" / "vllm_standin")
 """The torch-backed stand-in of vLLM's API; on every worker's path, imported only by the

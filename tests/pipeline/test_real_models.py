@@ -114,7 +114,7 @@ def test_full_fine_tuning_exports_a_changed_model(user, tmp_path):
     assert len(moved) > len(start) // 2  # the learner's weights, not the starting ones
 
 
-@pytest.mark.xdist_group("ray")  # one xdist worker runs every test that starts Ray
+@pytest.mark.serial  # starts Ray: make test runs it after the parallel part
 def test_lora_on_ray(user, tmp_path):
     ray = pytest.importorskip("ray")
     before = generator_pids(user)

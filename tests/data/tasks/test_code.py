@@ -12,9 +12,9 @@ ADD_ASSERTS_SRC = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
 ADD_ASSERTS = normalize_tests(json.dumps(ADD_ASSERTS_SRC))
 FAST = SandboxLimits(timeout_s=2.0)
 
-# one xdist worker runs every test that runs sandboxed programs: some scan and kill the
-# machine's marked programs, or hold uids of the pool (make test runs -n auto)
-pytestmark = pytest.mark.xdist_group("sandbox")
+# serial: these tests run sandboxed programs, and some scan and kill the machine's marked
+# programs or hold uids of the pool; make test runs them after the parallel part
+pytestmark = pytest.mark.serial
 
 
 def _ex(tests):
