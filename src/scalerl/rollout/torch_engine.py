@@ -226,18 +226,11 @@ class _Decode:
 
     def _logits(self) -> torch.Tensor:  # (B, V) next-token logits of the live rows
         engine = self.engine
+        if self.extending:
+            return self._extended_logits()
         if self.kv is not None:
-            if self.extending:
-                hidden = engine.lean.extend(self.input_ids, self.positions, self.kv, self.mask, self.rope)
-            else:
-                hidden = engine.lean.step(self.input_ids[:, 0], self.positions, self.kv, self.mask, self.rope)
-            weight, bias = engine.lean.head_fp32 if engine.fp32_head else engine.lean.head
-            logits = lm_head_logits(hidden[:, -1], weight, bias, fp32=engine.fp32_head).float()
-            if self.extending and self.expand is not None:  # one row per distinct prompt -> per sample
-                logits, self.mask, self.positions = logits[self.expand], self.mask[self.expand], self.positions[self.expand]
-                self.kv.select(self.expand)
-            self.extending, self.expand = False, None
-            return logits
+            hidden = engine.lean.step(self.input_ids[:, 0], self.positions, self.kv, self.mask, self.rope)
+            return self._lean_head(hidden[:, -1])
         logits, self.cache = forward_logits(
             engine.model,
             self.input_ids,
@@ -258,6 +251,20 @@ class _Decode:
         if engine.lean is not None:
             self._to_static(self.expand)
         self.expand = None
+        return logits
+
+    def _lean_head(self, hidden: torch.Tensor) -> torch.Tensor:  # (B, H) -> (B, V) float32 logits
+        lean, fp32 = self.engine.lean, self.engine.fp32_head
+        weight, bias = lean.head_fp32 if fp32 else lean.head
+        return lm_head_logits(hidden, weight, bias, fp32=fp32).float()
+
+    def _extended_logits(self) -> torch.Tensor:  # (B, V): after each prompt's rest, once per call
+        hidden = self.engine.lean.extend(self.input_ids, self.positions, self.kv, self.mask, self.rope)
+        logits = self._lean_head(hidden[:, -1])
+        if self.expand is not None:  # one row per distinct prompt -> one per sample
+            logits, self.mask, self.positions = logits[self.expand], self.mask[self.expand], self.positions[self.expand]
+            self.kv.select(self.expand)
+        self.extending, self.expand = False, None
         return logits
 
     def _to_static(self, rows: torch.Tensor | None) -> None:
