@@ -21,11 +21,11 @@ at its final point ``|y - R| / sqrt(Var R + sigma^2)`` is a score; ``k`` is thei
 ``ceil((n + 1) level)``-th smallest (split conformal, Vovk et al. 2005): one score per run,
 so for a run exchangeable with the finished ones ``P(|y - R| <= k sqrt(Var R + sigma^2)) >=
 level`` at the final budget. Fewer runs than that order statistic needs (19 at 95%) get the
-Student prediction bound of ``conformal_factor`` instead, never below their largest score. It absorbs the Laplace approximation's and the law's shape
-error as far as the population shows them, and it is also what keeps a run the guard lets
-through honest: a quarter of a low-ceiling run can pass for one of the population's
-late-bending curves (its conflict lies inside theirs), and the factor must cover the
-population's own worst such case. Scoring only the final point, not the far half's points as
+Student prediction bound of ``conformal_factor`` instead, never below their largest score.
+It absorbs the Laplace approximation's and the law's shape error as far as the population
+shows them, and it is also what keeps a run the guard lets through honest: a quarter of a
+low-ceiling run can pass for one of the population's late-bending curves (its conflict lies
+inside theirs), and the factor must cover the population's own worst such case. Scoring only the final point, not the far half's points as
 before, raised the bench's coverage at 25% from 90% to 100% (population) and from 73% to 93%
 (low ceilings), at a median width of 0.28 instead of 0.23 (``bench/README.md``).
 
@@ -51,7 +51,7 @@ from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import B_BOUNDS, FitResult
 from scalerl.fit.noise import estimate_noise
 from scalerl.fit.options import FitOptions
-from scalerl.fit.prior import MIN_RUNS, FinishedRun, Prior, PriorRun
+from scalerl.fit.prior import MIN_RUNS, FinishedRun, Prior
 
 __all__ = ["PriorForecast", "forecast_with_prior"]
 
@@ -150,7 +150,7 @@ def _bounds(r0: float | None) -> tuple[np.ndarray, np.ndarray]:
     return np.array([-r0, b_lo, _M_BOUNDS[0]]), np.array([1.0 - r0, b_hi, _M_BOUNDS[1]])
 
 
-def _prefix_fit(run: PriorRun | FinishedRun, frac: float, options: FitOptions) -> FitResult | None:
+def _prefix_fit(run: FinishedRun, frac: float, options: FitOptions) -> FitResult | None:
     """The prior-free fit of the run's first ``frac`` of its budget (cached), or None."""
     if frac not in run.prefix_fits:
         keep = run.compute <= frac * run.budget
@@ -220,7 +220,7 @@ def conformal_factor(scores: np.ndarray, level: float) -> float:
     return max(float(pooled[-1]), tau * float(stats.t.ppf((1 + level) / 2, n)))
 
 
-def _scored_points(run: PriorRun | FinishedRun, frac: float) -> tuple[np.ndarray, np.ndarray]:
+def _scored_points(run: FinishedRun, frac: float) -> tuple[np.ndarray, np.ndarray]:
     """The run's final point: the point a forecast is for, so one score per run.
 
     Pooling the held-out points of the far half (8 per run, issue 21's first version) gave a

@@ -44,8 +44,9 @@ _RIDGE = np.array([1e-4, 1e-3, 1e-3])  # variance floor per coordinate: identica
 
 
 @dataclass(frozen=True, eq=False)
-class PriorRun:
-    """One finished run: its curve, its own fit, and its coordinates ``z`` (module docstring).
+class FinishedRun:
+    """A finished run's curve. Every one is scored when the prior's intervals are calibrated;
+    one whose curve gives no z (no fit, or a shape on the search box) is only that.
 
     ``prefix_fits`` caches the prior-free fits of its prefixes by cut fraction: the
     calibration of every forecast refits the same prefixes.
@@ -54,10 +55,7 @@ class PriorRun:
     name: str
     compute: np.ndarray  # (n,) the whole curve, as read
     reward: np.ndarray  # (n,)
-    fit: FitResult
-    z: np.ndarray  # (3,) gain, log B, log(C_mid / budget)
-    sigma2: float  # residual variance of its fit
-    prefix_fits: dict = field(default_factory=dict, repr=False)
+    prefix_fits: dict = field(default_factory=dict, repr=False, kw_only=True)
 
     @property
     def budget(self) -> float:
@@ -65,18 +63,13 @@ class PriorRun:
 
 
 @dataclass(frozen=True, eq=False)
-class FinishedRun:
-    """A finished run whose curve gives no z (no fit, or a shape on the search box): it is
-    no member of the population, but its forecasts calibrate the prior's intervals."""
+class PriorRun(FinishedRun):
+    """A finished run of the population: also its own fit and its coordinates ``z``
+    (module docstring)."""
 
-    name: str
-    compute: np.ndarray  # (n,)
-    reward: np.ndarray  # (n,)
-    prefix_fits: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def budget(self) -> float:
-        return float(self.compute[-1])
+    fit: FitResult
+    z: np.ndarray  # (3,) gain, log B, log(C_mid / budget)
+    sigma2: float  # residual variance of its fit
 
 
 def coordinates(A: float, B: float, C_mid: float, R0: float, budget: float) -> np.ndarray:
