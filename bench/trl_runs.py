@@ -32,6 +32,7 @@ import json
 import multiprocessing
 import os
 import sys
+import tempfile
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -105,9 +106,10 @@ def one_run(base: Path, out: Path, seed: int, lr: float, *, steps: int, eval_eve
             if state.global_step % eval_every == 0:
                 self.evaluate(state, model, processing_class)
 
-    trainer = trl_trainer(work, base, out / f".trl-work-s{seed}", steps=steps, seed=seed,
-                          callbacks=[Evaluate()], first_example=seed * work.prompts * steps)
-    trainer.train()
+    with tempfile.TemporaryDirectory(prefix="scalerl-trl-") as scratch:  # TRL's output_dir: nothing is saved
+        trainer = trl_trainer(work, base, Path(scratch), steps=steps, seed=seed,
+                              callbacks=[Evaluate()], first_example=seed * work.prompts * steps)
+        trainer.train()
     partial.replace(log_path)  # a finished run only: a killed one leaves its .partial
     return f"{log_path.name}: {steps} steps in {time.perf_counter() - t0:.0f} s"
 
