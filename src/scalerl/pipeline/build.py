@@ -337,7 +337,8 @@ def make_learner(cfg: Config, model_dir: Path):
                     dtype=learner_dtype(cfg), lora=cfg.model.lora.spec() if cfg.model.lora is not None else None,
                     threads=rank_threads(cfg), bucket_bytes=bucket, master_addr="127.0.0.1", master_port=free_port(),
                     seed=cfg.train.seed, timeout_s=max(1800.0, 2 * cfg.learner.sync_timeout_s))
-    peak = matmul_peak(kind, torch.float16 if rules.float16 else model.dtype)
+    # the ranks compute under autocast over float32 masters: the peak is the compute dtype's
+    peak = matmul_peak(kind, rules.step.autocast_dtype or model.dtype)
     learner = ShardedLearner(spec, model, transport="ray" if cfg.pipeline.backend == "ray" else "local",
                              peak_flop_s=peak, sync_timeout_s=cfg.learner.sync_timeout_s)
     return learner, tokenizer

@@ -57,6 +57,7 @@ class _Episode:
     tokens: list[np.ndarray] = field(default_factory=list)
     logprobs: list[np.ndarray] = field(default_factory=list)
     versions: list[np.ndarray] = field(default_factory=list)
+    kv_versions: list[np.ndarray] = field(default_factory=list)
     mask: list[np.ndarray] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
@@ -70,11 +71,12 @@ class _Episode:
     def ids(self) -> list[int]:
         return self.prompt + [int(t) for part in self.tokens for t in part]
 
-    def append(self, role: str, tokens, logprobs, versions, mask, text: str) -> None:
+    def append(self, role: str, tokens, logprobs, versions, mask, text: str, kv_versions=None) -> None:
         n = len(tokens)
         self.tokens.append(np.asarray(tokens, dtype=np.int64))
         self.logprobs.append(np.asarray(logprobs, dtype=np.float32))
         self.versions.append(np.asarray(versions, dtype=np.int64))
+        self.kv_versions.append(np.asarray(versions if kv_versions is None else kv_versions, dtype=np.int64))
         self.mask.append(np.asarray(mask, dtype=bool))
         self.turns.append(Turn(role, self.length, self.length + n, text))
         self.length += n
@@ -90,7 +92,8 @@ class _Episode:
 
         return Completion(np.asarray(self.prompt, dtype=np.int64), cat(self.tokens, np.int64),
                           cat(self.logprobs, np.float32), cat(self.versions, np.int64), cat(self.mask, bool),
-                          self.finish, text="".join(t.text for t in self.turns), turns=tuple(self.turns))
+                          self.finish, text="".join(t.text for t in self.turns), turns=tuple(self.turns),
+                          kv_versions=cat(self.kv_versions, np.int64))
 
 
 class MultiTurn:
@@ -158,7 +161,8 @@ class MultiTurn:
             n, text = c.num_tokens, c.text
             if n > budget:  # the call's budget is the largest row's: this row's is smaller
                 n, text = budget, tokenizer.decode(c.tokens[:budget].tolist(), skip_special_tokens=False)
-            e.append("model", c.tokens[:n], c.logprobs[:n], c.versions[:n], c.loss_mask[:n], text)
+            kv = c.kv_versions[:n] if c.kv_versions is not None else None
+            e.append("model", c.tokens[:n], c.logprobs[:n], c.versions[:n], c.loss_mask[:n], text, kv)
             e.last_token = tokenizer.decode(c.tokens[n - 1 : n].tolist(), skip_special_tokens=False) if n else ""
             e.finish = "length" if n < c.num_tokens else c.finish_reason
             if e.length >= self.spec.max_tokens and e.finish == "length":  # the episode's budget is spent

@@ -9,7 +9,8 @@ by exactly those ids; the next call looks each prompt up by exact token prefix a
 only the rest. The match is on token ids, so a reused cache always belongs to the same ids.
 
 Semantics: KV reused across a weight update is stale, as the KV a running row keeps across
-an in-flight update is (PipelineRL); each token still carries the version that sampled it.
+an in-flight update is (PipelineRL); each token still carries the version that sampled it,
+and the oldest version of the KV it attended to (``Completion.kv_versions``).
 Only the last call's rows are kept (a miss just prefills everything).
 """
 
@@ -34,13 +35,14 @@ class RowKV:
     replaces the buffers by copies.
     """
 
-    __slots__ = ("keys", "values", "row", "real")
+    __slots__ = ("keys", "values", "row", "real", "oldest")
 
     def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor], row: int,
-                 real: torch.Tensor) -> None:
+                 real: torch.Tensor, oldest: int) -> None:
         self.keys, self.values = keys, values  # per layer (B, H, capacity, D)
         self.row = row
         self.real = real  # (width,) bool: the row's columns that hold tokens
+        self.oldest = oldest  # the oldest policy version any of these columns was computed under
 
 
 class PrefixKV:

@@ -207,6 +207,8 @@ class _Decode:
         self.kv: fast_decode.StaticKV | None = None  # lean path after the prefill
         self.extending = False  # the lean path prefills each prompt's rest after its kept KV
         hits = [engine.prefixes.lookup(p) for p in distinct] if engine.prefixes is not None else []
+        # per row: the oldest version of the KV it reuses from an earlier call (None: none)
+        self.kv_floor = [hits[d][1].oldest if hits and hits[d][1] is not None else None for d in expand]
         if any(kv is not None for _, kv in hits):  # keep_prefixes implies the lean path
             self._extend_kept(distinct, hits, budget)
         else:
@@ -347,7 +349,14 @@ class _Decode:
         for j in done.nonzero().squeeze(1).tolist():
             row = int(self.rows[j])
             real = self.mask[j, :width].clone() if self.mask is not None else every
-            store.save([*self.prompts[row], *self.tokens[row, :step].tolist()], RowKV(keys, values, j, real))
+            kept = RowKV(keys, values, j, real, self.oldest_kv(row))
+            store.save([*self.prompts[row], *self.tokens[row, :step].tolist()], kept)
+
+    def oldest_kv(self, row: int) -> int:
+        """The oldest version among the KV row ``row``'s tokens attended to: this call's
+        prefill (versions only grow within a call) or the KV it reused."""
+        floor = self.kv_floor[row]
+        return self.versions[0] if floor is None else min(floor, self.versions[0])
 
     def _select(self, keep: torch.Tensor) -> None:  # (B',) indices of the live rows kept
         self.rows = self.rows[keep]
@@ -384,6 +393,7 @@ class _Decode:
                     tokens=ids,
                     logprobs=logprobs[row, :t].copy(),
                     versions=versions[:t].copy(),
+                    kv_versions=np.full(t, self.oldest_kv(row) if t else 0, dtype=np.int64),
                     loss_mask=~forced[row, :t],
                     finish_reason=_REASONS[reasons[row]],
                     text=self.engine.tokenizer.decode(text_ids.tolist(), skip_special_tokens=False),

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from scalerl.rollout.engine import OnStep
 from scalerl.rollout.interrupt import interruption_points
@@ -62,12 +63,13 @@ IN_PROCESS_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 """vLLM's switch for its engine-core process; ``"0"`` keeps the engine in the caller's process."""
 
 
-def _load_weights(worker, items):
-    """Runs in the vLLM worker (via ``collective_rpc``, in this process): copy the tensors
-    into the model in place."""
-    runner = worker.model_runner
-    model = runner.get_model() if hasattr(runner, "get_model") else runner.model
-    model.load_weights(weights=items)
+def _reload_weights(worker, items):
+    """Runs in the vLLM worker (via ``collective_rpc``, in this process): vLLM's own in-place
+    reload (``model_runner.reload_weights``), which restores each layer to checkpoint format,
+    loads it and re-runs its post-load processing (the CPU backend's GEMM packing, a quantized
+    layer's repacking; a no-op for unquantized CUDA layers). ``model.load_weights`` alone
+    fails on the CPU build and on packed layers (``gpu-review-2.md`` N11)."""
+    worker.model_runner.reload_weights(weights_iterator=iter(items))
     return len(items)
 
 
@@ -79,9 +81,13 @@ class _Row:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
+    kv_versions: list[int] = field(default_factory=list)
     mask: list[bool] = field(default_factory=list)
     reason: str = "length"
     interrupted: bool = False
+    kv_floor: int = 0
+    """The version at the first engine step of this row's current request: the oldest its KV
+    (the prefill's, prefix-cache hits included) can be, as versions only grow."""
 
 
 class VLLMEngine:
@@ -117,7 +123,13 @@ class VLLMEngine:
         # step per step() call, in this process (module doc)
         llm_kwargs.update(logprobs_mode="processed_logprobs", async_scheduling=False)
         os.environ[IN_PROCESS_ENV] = "0"
-        self.llm = vllm.LLM(model=model, dtype=dtype, seed=seed, **llm_kwargs)
+        # vLLM's CPU worker replaces torch.set_num_threads with a no-op for the whole process
+        # (it binds threads in its own worker processes); this process keeps the real one
+        set_threads = torch.set_num_threads
+        try:
+            self.llm = vllm.LLM(model=model, dtype=dtype, seed=seed, **llm_kwargs)
+        finally:
+            torch.set_num_threads = set_threads
         if not hasattr(self.llm.llm_engine, "model_executor"):
             raise ValueError(
                 f"VLLMEngine: vLLM {vllm_version} started its engine core in another process despite "
@@ -135,17 +147,40 @@ class VLLMEngine:
         self._calls = 0
         self._close = self.tokenizer.encode(THINK_CLOSE, add_special_tokens=False)
         self._eos = _end_ids(model, self.tokenizer)
+        self._model, self._full = model, None
 
     @property
     def version(self) -> int:
         return self._version
 
     def update_weights(self, state_dict: Mapping, version: int) -> None:
-        items = [(name, tensor.detach()) for name, tensor in state_dict.items()]
-        self.llm.collective_rpc(_load_weights, args=(items,))
+        """Load ``state_dict`` (checkpoint names) in place, between two engine steps.
+
+        vLLM reloads layer by layer and processes a layer once all of its weights arrived, so a
+        partial update (LoRA's merged targets: ``q_proj`` without ``k_proj`` of a fused
+        ``qkv_proj``) leaves a layer half-loaded (NaN logits, measured). A partial update is
+        therefore completed from a host copy of the current full weights, read once from the
+        model directory."""
+        items = {name: tensor.detach() for name, tensor in state_dict.items()}
+        full = self._full_weights()
+        if not set(full) <= set(items):
+            unknown = sorted(set(items) - set(full))
+            if unknown:
+                raise KeyError(f"update_weights: keys not in the model: {unknown[:5]}")
+            full.update({name: t.to("cpu", copy=True) for name, t in items.items()})
+            items = full
+        self.llm.collective_rpc(_reload_weights, args=(list(items.items()),))
         self._version = int(version)
         # fails while running requests hold blocks: retried before new requests (module doc)
         self._prefix_stale = not self.llm.reset_prefix_cache()
+
+    def _full_weights(self) -> dict:
+        if self._full is None:
+            from safetensors.torch import load_file
+
+            files = sorted(Path(self._model).glob("*.safetensors"))
+            self._full = {name: t for f in files for name, t in load_file(f).items()}
+        return self._full
 
     def _fresh_prefix_cache(self) -> None:
         """Reset the prefix cache a swap could not reset, now that no request runs."""
@@ -222,6 +257,9 @@ class VLLMEngine:
         while live and engine.has_unfinished_requests():
             if on_step is not None:
                 on_step(self, step)
+            if step == 0:  # a swap in on_step(0) lands before any prefill of this phase
+                for i in indices:
+                    rows[i].kv_floor = self._version
             for out in engine.step():
                 row = rows[rows_of[out.request_id]]
                 if out.request_id in awaiting_phrase:
@@ -236,6 +274,7 @@ class VLLMEngine:
             row.tokens.append(token)
             row.logprobs.append(float(entry[token].logprob) if entry and token in entry else 0.0)
             row.versions.append(self._version)
+            row.kv_versions.append(min(row.kv_floor, self._version))
             row.mask.append(False)
 
     def _absorb(self, row: _Row, out) -> int:
@@ -246,6 +285,7 @@ class VLLMEngine:
             row.tokens.append(int(token))
             row.logprobs.append(float(entry[token].logprob))
             row.versions.append(self._version)
+            row.kv_versions.append(row.kv_floor)
             row.mask.append(True)
         if not out.finished:
             return 0
@@ -261,6 +301,7 @@ class VLLMEngine:
             tokens=tokens,
             logprobs=np.asarray(row.logprobs, dtype=np.float32),
             versions=np.asarray(row.versions, dtype=np.int64),
+            kv_versions=np.asarray(row.kv_versions, dtype=np.int64),
             loss_mask=np.asarray(row.mask, dtype=bool),
             finish_reason=row.reason,
             text=self.tokenizer.decode(text_ids, skip_special_tokens=False),
