@@ -1,9 +1,12 @@
 """The GPU check: CUDA tests, engine and learner throughput, and a short pipeline-rl run.
 
 Everything a first session on a GPU needs to measure, in one process start, within about
-8 minutes on one H200, with every figure written to one JSON file (``--out``):
+9 minutes on one H200, with every figure written to one JSON file (``--out``):
 
-1. ``gpu_tests``: ``pytest -m gpu tests/gpu`` (learner and ``TorchEngine`` on CUDA);
+1. ``gpu_tests``: ``pytest -m gpu tests/gpu`` (learner and ``TorchEngine`` on CUDA), then, where
+   vLLM is installed, ``vllm_tests``: the real-engine tests the CPU suite runs
+   (``tests/rollout/test_vllm_engine.py``, ``tests/pipeline/test_vllm_pipeline.py``), each
+   under a bound of its own, so a slow vLLM start never costs the CUDA tests' result;
 2. ``engine``: ``TorchEngine`` against transformers ``generate`` at batch 64 and 256, new
    tokens/s, on the ``large`` preset (~190M parameters, built from a config: nothing is
    downloaded), bf16 body with the FP32 head;
@@ -21,7 +24,7 @@ Everything a first session on a GPU needs to measure, in one process start, with
    step time and tokens/s, one weight sync, and the parameter and AdamW bytes rank 0 holds.
 
 Each section is written to the JSON file as soon as it is done, and a section that fails or
-runs out of its time records its error and lets the next one run, so the 8-minute bound of
+runs out of its time records its error and lets the next one run, so the 9.5-minute bound of
 ``scripts/gpu_check.sh`` can cost the last figures, never all of them. Learner MFU is given
 against the measured peak (``mfu``) and against the data-sheet bf16 dense peak
 (``mfu_vs_nominal``).
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import json
 import os
 import platform
@@ -75,14 +79,14 @@ NOMINAL_PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
 """Dense bf16 tensor-core peaks from the data sheets, for context beside the measured one."""
 FULL = {"preset": "large", "dtype": torch.bfloat16, "batches": [64, 256], "new_tokens": 128, "prompt_len": 32,
         "repeats": 3, "peak_n": 8192, "learner_shape": (8, 8, 512), "steps": 20, "tests_s": 150,
-        "mismatch": {"preset": "large", "prompts": 32, "new_tokens": 48}, "pipeline_minutes": 3.0,
+        "vllm_tests_s": 240, "mismatch": {"preset": "large", "prompts": 32, "new_tokens": 48}, "pipeline_minutes": 3.0,
         "rank_steps": 10}
 DRY = {"preset": "nano", "dtype": torch.float32, "batches": [4, 8], "new_tokens": 8, "prompt_len": 8,
        "repeats": 1, "peak_n": 256, "learner_shape": (2, 4, 16), "steps": 2, "tests_s": 150,
-       "mismatch": {"preset": "nano", "prompts": 2, "new_tokens": 4}, "pipeline_minutes": 3.0,
+       "vllm_tests_s": 240, "mismatch": {"preset": "nano", "prompts": 2, "new_tokens": 4}, "pipeline_minutes": 3.0,
        "rank_steps": 1}
-"""``tests_s`` bounds the gpu tests' subprocess; ``pipeline_minutes`` is the run's own
-``train.max_minutes``, so it stops itself inside the script's 8 minutes."""
+"""``tests_s`` and ``vllm_tests_s`` bound the two test subprocesses; ``pipeline_minutes`` is the run's own
+``train.max_minutes``, so it stops itself inside the script's 9.5 minutes."""
 
 
 def _wall(fn, device: str) -> float:
@@ -101,11 +105,14 @@ def _median(fn, device: str, repeats: int) -> float:
     return statistics.median(_wall(fn, device) for _ in range(repeats))
 
 
-def gpu_tests(seconds: float) -> dict:
-    """Run the ``gpu``-marked tests, for at most ``seconds``; their summary line and exit status."""
+VLLM_TESTS = ("tests/rollout/test_vllm_engine.py", "tests/pipeline/test_vllm_pipeline.py")
+
+
+def gpu_tests(seconds: float, args=("-m", "gpu", "tests/gpu")) -> dict:
+    """Run the tests ``args`` select, for at most ``seconds``; their summary line and exit status."""
     # its own session, so a timeout takes the tests' own children (pipeline generators holding
     # the GPU) down with it
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"],
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
@@ -257,6 +264,8 @@ def main() -> None:
         model_dir = save_pretrained(model.float().cpu(), tokenizer, Path(tmp) / "model")
         _section(report, "pipeline", args.out, lambda: pipeline_run(p, model_dir, device, args.dry_run))
         _section(report, "learner_ranks", args.out, lambda: learner_ranks(p, model_dir, device, args.dry_run))
+    if importlib.util.find_spec("vllm") is not None and device == "cuda":  # last: it can cost only itself
+        _section(report, "vllm_tests", args.out, lambda: gpu_tests(p["vllm_tests_s"], VLLM_TESTS))
     print(json.dumps(report, indent=1))
     failed = [k for k, v in report.items() if isinstance(v, dict) and "error" in v]
     if failed:

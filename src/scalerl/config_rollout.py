@@ -37,6 +37,11 @@ class LengthConfig(_Frozen):
     """Score a truncated completion as wrong whatever its text: it never finished its answer."""
 
 
+PARALLEL_OPTIONS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+                    "distributed_executor_backend")
+"""``vllm.LLM`` options that spread one engine over processes (``gpu-review-2.md`` N10)."""
+
+
 class VLLMConfig(_Frozen):
     """``vllm.LLM`` options of a ``rollout.engine=vllm`` generator."""
 
@@ -62,6 +67,12 @@ class VLLMConfig(_Frozen):
                                           "async_scheduling"})
         if "head_dtype" in (self.extra.get("hf_overrides") or {}):
             taken.append("hf_overrides.head_dtype")
+        parallel = sorted(k for k in PARALLEL_OPTIONS if k in self.extra and self.extra[k] not in (None, 1))
+        if parallel:
+            raise ValueError(f"rollout.vllm.extra cannot set {', '.join(parallel)}: a vLLM spread over several "
+                             "devices runs its workers in child processes, which a generator (a daemonic process) "
+                             "cannot start and where weight loads cannot land between engine steps; run more "
+                             "generators (pipeline.num_generators) instead")
         if taken:
             raise ValueError(f"rollout.vllm.extra cannot set {', '.join(taken)}: the trainer sets "
                              "them (model.base, model.dtype, train.seed, model.fp32_head_generator, rollout.vllm's "
@@ -77,8 +88,8 @@ class VLLMConfig(_Frozen):
 class RolloutConfig(_Frozen):
     engine: Literal["torch", "vllm"] = "torch"
     """Generation engine of every generator: ``torch`` (``rollout.torch_engine``, CPU or one
-    GPU) or ``vllm`` (``rollout.vllm_engine``, the optional ``vllm`` extra, GPU only; not yet
-    run against real vLLM by this project, only against a scripted stand-in)."""
+    GPU; the faster on CPUs) or ``vllm`` (``rollout.vllm_engine``: the optional ``vllm`` extra
+    on GPUs, or vLLM's CPU build, which ``make test`` installs and the tests run)."""
     vllm: VLLMConfig = VLLMConfig()
     """Options of the ``vllm`` engine (ignored by ``torch``)."""
 

@@ -80,6 +80,9 @@ def _case(tmp: Path, name: str) -> tuple[list[str], list[str]]:
     if name == "rollout.vllm.extra repeating the trainer's own arguments":
         return [*model, "--set", "rollout.vllm.extra={seed: 3, dtype: half}", *out], [
             "rollout.vllm.extra cannot set dtype, seed"]
+    if name == "rollout.vllm.extra spreading one engine over devices":
+        return [*model, "--set", "rollout.vllm.extra={tensor_parallel_size: 2}", *out], [
+            "rollout.vllm.extra cannot set tensor_parallel_size", "pipeline.num_generators"]
     if name == "recipe with invalid UTF-8":
         (tmp / "bad.yaml").write_bytes(b"name: x\ndescription: caf\xe9\n")
         return ["--recipe", str(tmp / "bad.yaml"), *out], [f"{tmp / 'bad.yaml'} line 2 is not UTF-8"]
@@ -139,7 +142,8 @@ CASES = ["model.base missing", "model.base without config.json", "model.base wit
          "max_new_tokens above a preset's context", "--resume with --recipe",
          "--resume without config.yaml", "--resume with an empty config.yaml",
          "--resume with an unparsable config.yaml", "--resume where no checkpoint loads", "an unknown flag",
-         "rollout.vllm.extra repeating the trainer's own arguments"]
+         "rollout.vllm.extra repeating the trainer's own arguments",
+         "rollout.vllm.extra spreading one engine over devices"]
 
 
 @pytest.mark.parametrize("name", CASES)

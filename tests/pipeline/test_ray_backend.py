@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,18 +28,13 @@ from scalerl.types import PromptAssignment, SamplingParams  # noqa: E402
 # serial: these tests start Ray or bind a rendezvous port; make test runs them after the parallel part
 pytestmark = pytest.mark.serial
 
-STANDIN = str(Path(__file__).parents[1] / "rollout" / "vllm_standin")
-"""The torch-backed stand-in of vLLM's API; on every worker's path, imported only by the
-test that asks for ``rollout.engine=vllm``."""
-
-
 @pytest.fixture(scope="module")
 def local_ray():
     torch.set_num_threads(1)
     ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING,
              runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false",
-                                       # the driver's own path after the stand-in: workers import this scalerl
-                                       "PYTHONPATH": os.pathsep.join(filter(None, [STANDIN, os.environ.get("PYTHONPATH")]))}})
+                                       # the driver's own path: workers import this scalerl
+                                       "PYTHONPATH": os.environ.get("PYTHONPATH", "")}})
     yield
     ray.shutdown()
 
@@ -82,19 +76,37 @@ def test_ray_backend_trains_within_the_lag_bound(local_ray, nano_dir, tmp_path):
     assert ray.is_initialized()  # a Ray the caller started is left running
 
 
-def test_ray_backend_drives_the_vllm_engine(local_ray, warm_model_dir, tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(STANDIN)
-    monkeypatch.delitem(sys.modules, "vllm", raising=False)
+def test_ray_backend_drives_the_real_vllm_engine_and_resumes(local_ray, warm_model_dir, tmp_path):
     # sync on a warm model at lr 1e-3: the weights move, and every step samples with the ones
-    # just published, so a stand-in worker that missed a load would disagree with the trainer
-    cfg = load_config("scalerl", _overrides(warm_model_dir, **{
-        "rollout.engine": "vllm", "pipeline.mode": "sync", "train.steps": 3, "optim.lr": 1e-3,
-        "pipeline.prompts_per_step": 4, "pipeline.generations": 4, "sampling.max_new_tokens": 40}))
-    last = train(cfg, tmp_path / "run", log=lambda *_: None)
-    trained = read_records(tmp_path / "run" / "metrics.jsonl")[1:]
-    assert last["version"] == 3 and any(r["grad_norm"] > 0 for r in trained[:-1])
+    # just published, so a generator that missed a load would disagree with the trainer
+    vllm = {"rollout.engine": "vllm", "rollout.vllm.kv_cache_memory_bytes": 64 << 20, "rollout.vllm.enforce_eager": True,
+            "rollout.vllm.extra": "{max_model_len: 256}", "pipeline.mode": "sync", "optim.lr": 1e-3,
+            "pipeline.prompts_per_step": 4, "pipeline.generations": 4, "sampling.max_new_tokens": 40,
+            "train.checkpoint_every": 2}
+    last = train(load_config("scalerl", _overrides(warm_model_dir, **vllm, **{"train.steps": 2})), tmp_path / "run",
+                 log=lambda *_: None)
+    last = train(load_config("scalerl", _overrides(warm_model_dir, **vllm, **{"train.steps": 3})), tmp_path / "run",
+                 log=lambda *_: None, resume=True)
+    trained = [r for r in read_records(tmp_path / "run" / "metrics.jsonl") if "grad_norm" in r]
+    assert last["version"] == 3 and [r["step"] for r in trained] == [1, 2, 3]
+    assert any(r["grad_norm"] > 0 for r in trained[:-1])
     assert all(r["staleness_max"] == 0 and r["mismatch_logp_abs_max"] < 1e-4 for r in trained)
-    sys.modules.pop("vllm", None)
+
+
+def test_a_generator_that_reserves_no_gpu_keeps_the_visible_devices(local_ray, nano_dir):
+    """gpu-review-2 N4: Ray blanks CUDA_VISIBLE_DEVICES for an actor with num_gpus=0 unless
+    RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0, hiding the GPU a generator shares with the learner."""
+    import os as _os
+
+    tokenizer = build_task_tokenizer()
+    model = build_model("nano", len(tokenizer), tokenizer=tokenizer, seed=1)
+    backend = RayBackend(ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition")), model, num_generators=1)
+    try:
+        env = ray.get(backend.actors[0].__ray_call__.remote(lambda self: dict(_os.environ)))
+        assert env.get("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO") == "0"
+        assert env.get("CUDA_VISIBLE_DEVICES", "not set") != ""  # not blanked
+    finally:
+        backend.close()
 
 
 def _collect_one(backend, publish_from=None, model=None):

@@ -23,6 +23,9 @@ from scalerl.types import SamplingParams
 
 pytestmark = pytest.mark.serial  # vLLM's engine takes the process's threads while it runs
 
+ATOL = 1e-3 if torch.cuda.is_available() else 1e-5
+"""Log-prob agreement with the trainer's float32 recompute: exact kernels on the CPU build; on a
+GPU (``scripts/gpu_check.sh``) vLLM's attention kernels differ from the trainer's."""
 SMALL_KV = 64 << 20
 """KV bytes of a test engine: vLLM's CPU default is 40% of the machine's memory per engine."""
 
@@ -37,7 +40,7 @@ def _engine(model_dir, **kw):
 
 @pytest.fixture(scope="module")
 def engine(nano_dir):
-    return _engine(nano_dir)
+    return _engine(nano_dir, seed=3)  # not 0: unseeded calls then mix a large seed
 
 
 @pytest.fixture
@@ -85,7 +88,7 @@ def test_version_zero_decodes_with_the_trainer_s_log_probs(engine, models):
         (c,) = engine.generate([prompt], SamplingParams(max_new_tokens=8, temperature=temperature, seed=0))
         want = torch.log_softmax(_logits_of(old, prompt, c.tokens.tolist()) / temperature, dim=-1)
         got = torch.from_numpy(c.logprobs)
-        assert torch.allclose(got, want.gather(1, torch.from_numpy(c.tokens)[:, None])[:, 0], atol=1e-5)
+        assert torch.allclose(got, want.gather(1, torch.from_numpy(c.tokens)[:, None])[:, 0], atol=ATOL)
         assert c.versions.tolist() == [0] * c.num_tokens == c.kv_versions.tolist() and c.loss_mask.all()
 
 
@@ -109,17 +112,17 @@ def test_a_swap_between_engine_steps_keeps_the_running_request_s_kv(engine, mode
     assert c.versions.tolist() == [0, 0, 0] + [1] * (c.num_tokens - 3)
     assert c.kv_versions.tolist() == [0] * c.num_tokens  # its prompt's KV is version 0's
     got = torch.from_numpy(c.logprobs)
-    assert torch.allclose(got[:3], _logprobs(old, prompt, tokens)[:3], atol=1e-5)
+    assert torch.allclose(got[:3], _logprobs(old, prompt, tokens)[:3], atol=ATOL)
     # steps 0-2 fed the prompt, t0 and t1 under the old weights; from t2 on the new weights read that KV
     stale = _stale_kv_logprobs(old, new, prompt, tokens, fed_old=2)
-    assert torch.allclose(got[3:], stale, atol=1e-4)
+    assert torch.allclose(got[3:], stale, atol=10 * ATOL)
     assert (got[3:] - _logprobs(new, prompt, tokens)[3:]).abs().max() > 1e-3  # not a fresh recompute
     # the prefix cache could not be reset while the request held blocks: it is before the next one
     assert engine._prefix_stale
     (fresh,) = engine.generate([prompt], SamplingParams(max_new_tokens=6, seed=1))
     assert not engine._prefix_stale
     assert fresh.versions.tolist() == fresh.kv_versions.tolist() == [1] * fresh.num_tokens
-    assert torch.allclose(torch.from_numpy(fresh.logprobs), _logprobs(new, prompt, fresh.tokens.tolist()), atol=1e-5)
+    assert torch.allclose(torch.from_numpy(fresh.logprobs), _logprobs(new, prompt, fresh.tokens.tolist()), atol=ATOL)
 
 
 def test_a_partial_update_is_completed_from_the_current_weights(engine, models):
@@ -134,7 +137,7 @@ def test_a_partial_update_is_completed_from_the_current_weights(engine, models):
     engine.update_weights(targets, version=2)
     prompt = tokenizer.encode("add 3+4 =")
     (c,) = engine.generate([prompt], SamplingParams(max_new_tokens=6, seed=0))
-    assert torch.allclose(torch.from_numpy(c.logprobs), _logprobs(merged, prompt, c.tokens.tolist()), atol=1e-5)
+    assert torch.allclose(torch.from_numpy(c.logprobs), _logprobs(merged, prompt, c.tokens.tolist()), atol=ATOL)
     with pytest.raises(KeyError, match="keys not in the model"):
         engine.update_weights({"model.nonexistent.weight": torch.zeros(1)}, version=3)
 
@@ -159,9 +162,9 @@ def test_two_phase_interruption(engine, models):
         # the answer is a new request on prompt + thinking + phrase: the trainer's log-probs
         want = _logprobs(old, prompt, c.tokens.tolist())
         sampled = torch.from_numpy(c.loss_mask)
-        assert torch.allclose(torch.from_numpy(c.logprobs)[sampled], want[sampled], atol=1e-5)
+        assert torch.allclose(torch.from_numpy(c.logprobs)[sampled], want[sampled], atol=ATOL)
         # the phrase's log-probs are vLLM's prompt log-probs: raw logits, no temperature
-        assert torch.allclose(torch.from_numpy(c.logprobs)[4 : 4 + n], want[4 : 4 + n], atol=1e-5)
+        assert torch.allclose(torch.from_numpy(c.logprobs)[4 : 4 + n], want[4 : 4 + n], atol=ATOL)
     assert checked  # an untrained model rarely ends within 4 tokens; with seed 0 neither row does
 
 
@@ -195,11 +198,23 @@ def test_multi_turn_episodes_run_over_vllm_s_prefix_cache(engine, models):
             assert c.loss_mask[span].all() == (turn.role == "model")
         want = _logprobs(old, c.prompt_tokens.tolist(), c.tokens.tolist())
         sampled = torch.from_numpy(c.loss_mask)
-        assert torch.allclose(torch.from_numpy(c.logprobs)[sampled], want[sampled], atol=1e-5)
+        assert torch.allclose(torch.from_numpy(c.logprobs)[sampled], want[sampled], atol=ATOL)
+
+
+def test_unseeded_calls_interrupt_too(engine, models):
+    """A call without ``params.seed`` derives one from the engine's seed (mixed by a 64-bit
+    constant): it must still be a seed torch takes for the interruption points."""
+    _, _, tokenizer = models
+    params = SamplingParams(max_new_tokens=12, interrupt_range=(4, 6), answer_budget=4)
+    rows = engine.generate([tokenizer.encode("add 2+2 =")] * 2, params)
+    assert all(c.num_tokens <= 12 for c in rows)
 
 
 def test_a_bf16_engine_computes_its_head_in_float32(nano_dir):
-    """``hf_overrides head_dtype=float32``: vLLM's own option, honoured by 0.32's logits
+    """The module's last test to decode: vLLM keeps its parallel state in process globals, which
+    a second engine's teardown takes down under the first (one engine per process in a run).
+
+    ``hf_overrides head_dtype=float32``: vLLM's own option, honoured by 0.32's logits
     processor; a bf16 body's float32 head gives the trainer's bf16 model's log-probs."""
     engine = _engine(nano_dir, dtype="bfloat16")
     assert engine.llm.llm_engine.vllm_config.model_config.hf_config.head_dtype == "float32"
@@ -288,3 +303,4 @@ def test_a_pre_release_suffix_adds_no_digits_to_the_version():
     assert _version_tuple("0.31.1rc3") == (0, 31, 1) < MIN_VERSION  # not 0.31.13
     assert _version_tuple("0.10.2rc1") == _version_tuple("0.10.2.dev3") == (0, 10, 2)
     assert _version_tuple("0.11.0+cu128") == (0, 11, 0) and _version_tuple("dev") == ()
+

@@ -46,9 +46,13 @@ def shared_gpu_problem(total_bytes: int, n_params: int, vllm_share: float, kv_by
 
     The learner needs ``16·N`` bytes before activations; vLLM takes
     ``gpu_memory_utilization × total`` — or, with ``kv_cache_memory_bytes``, its weights
-    (``N × dtype bytes``) plus that cache."""
+    (``N × dtype bytes``) plus that cache. vLLM's start also requires
+    ``gpu_memory_utilization × total`` to be free whatever the cache size
+    (``v1/worker/utils.py`` of vLLM 0.32, ``gpu-review-2.md`` N5), so that share must fit too."""
     learner = LEARNER_BYTES_PER_PARAM * n_params
-    vllm = vllm_share * total_bytes if kv_bytes is None else n_params * vllm_dtype_bytes + kv_bytes
+    vllm = vllm_share * total_bytes
+    if kv_bytes is not None:
+        vllm = max(vllm, n_params * vllm_dtype_bytes + kv_bytes)
     if learner + vllm <= HEADROOM * total_bytes:
         return None
     gib = 2**30

@@ -1,5 +1,6 @@
-"""``GenerationEngine`` over vLLM's offline engine (optional GPU extra; tested only against a
-scripted stand-in: it has not run against real vLLM in this project).
+"""``GenerationEngine`` over vLLM's offline engine (the optional ``vllm`` extra on GPUs; its
+CPU build of the same release runs in ``make test``, so every path here is tested on the real
+engine).
 
 Written against vLLM's offline API (``vllm.LLM``, ``LLM.llm_engine.add_request / step``,
 ``SamplingParams(logprobs=0)``, ``LLM.collective_rpc``). vLLM is imported lazily; without it
@@ -24,10 +25,11 @@ How the protocol maps onto vLLM:
 - **In-flight updates**: decoding runs as a loop over ``llm_engine.step()``; ``on_step(engine,
   step)`` is called before each engine step (``step`` counts engine steps of the current
   phase, not token indices: vLLM schedules requests independently). ``update_weights`` loads
-  the tensors into the worker's model in place (``model.load_weights``) through
-  ``collective_rpc``; running requests keep their KV blocks (stale cache, as in PipelineRL),
-  and tokens returned by later steps are stamped with the new version — the version that
-  sampled them, since nothing decodes between two ``step()`` calls. vLLM resets the prefix
+  the tensors in place through ``collective_rpc`` and vLLM's ``reload_weights`` (a partial
+  update completed to whole layers); running requests keep their KV blocks (stale cache, as
+  in PipelineRL), and tokens returned by later steps are stamped with the new version — the
+  version that sampled them, since nothing decodes between two ``step()`` calls — and with
+  ``kv_versions``, the oldest version of the KV they read (the phase's first step). vLLM resets the prefix
   cache only while no request holds blocks (``reset_prefix_cache`` returns False otherwise),
   so a reset that fails mid-generation is retried before the next batch of requests is added
   (when none runs), and a retry that fails there too raises: new requests never reuse KV
@@ -194,6 +196,7 @@ class VLLMEngine:
     ) -> list[Completion]:
         check_params(params)
         seed = params.seed if params.seed is not None else self._seed * _SEED_MIX + self._calls
+        seed %= 1 << 62  # a generator's seed times the mix overflows torch's int64 seeds
         self._calls += 1
         rows = [_Row(prompt=list(p)) for p in prompts]
         budgets = [params.max_new_tokens] * len(rows)

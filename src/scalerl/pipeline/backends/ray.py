@@ -45,6 +45,12 @@ from scalerl.pipeline.actor import ActorSpec, build_actor
 from scalerl.pipeline.weights import WeightLayout, model_buckets
 from scalerl.types import Group, PromptAssignment
 
+WORKER_ENV = {"TOKENIZERS_PARALLELISM": "false", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+"""Environment of every generator actor. Ray blanks ``CUDA_VISIBLE_DEVICES`` for an actor that
+reserves no GPU unless told not to; a generator that shares the learner's only GPU unreserved
+(``gpus_per_generator`` = 0 on a one-GPU machine) would then find no CUDA device
+(``gpu-review-2.md`` N4)."""
+
 
 class _ObjectStoreWeights:
     """:class:`~scalerl.pipeline.weights.WeightSource` fed by pushed object-store refs."""
@@ -132,7 +138,7 @@ class RayBackend:
         if self._owns_ray:
             # RAY_ADDRESS (e.g. "auto") joins a running cluster; unset starts a local one
             ray.init(include_dashboard=False, logging_level=logging.WARNING,
-                     runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
+                     runtime_env={"env_vars": dict(WORKER_ENV)})
         resources = ray.cluster_resources()
         need = num_generators * spec.threads
         if resources.get("CPU", 0) < need:
@@ -145,7 +151,8 @@ class RayBackend:
             raise RuntimeError(f"the Ray cluster leaves {resources.get('GPU', 0) - learner_gpus:g} GPU(s) for "
                                f"{num_generators} vLLM generators, a fraction each; vLLM needs a whole GPU per "
                                "generator: lower pipeline.num_generators")
-        options = {"num_cpus": spec.threads, "num_gpus": gpus}
+        # per actor too: a cluster the caller started has its own job environment
+        options = {"num_cpus": spec.threads, "num_gpus": gpus, "runtime_env": {"env_vars": dict(WORKER_ENV)}}
         self.layout = WeightLayout(model)
         if gpus:  # each actor decodes on the GPU Ray assigned it
             spec = dataclasses.replace(spec, device="cuda")
