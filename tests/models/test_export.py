@@ -42,3 +42,29 @@ def test_export_dtype_template_and_replacement(chat_dir, tmp_path):
     write_model_dir(out, model, tokenizer)
     assert not (out / "stale.txt").exists()  # replaced whole, not written over
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary left beside it
+
+
+def test_a_failed_swap_puts_the_old_folder_back_and_never_hides_a_file(chat_dir, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    model, tokenizer = load_pretrained(chat_dir)
+    out = write_model_dir(tmp_path / "model", model, tokenizer)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    real_rename = Path.rename
+
+    def rename(self, target):  # the second rename (the new folder into place) fails
+        if self.name.startswith(".model.tmp-"):
+            raise OSError(28, "No space left on device")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(OSError):
+        write_model_dir(out, model, tokenizer, dtype="bfloat16")
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before  # the old one, back
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+    (tmp_path / "notes.txt").write_text("a user's file")
+    with pytest.raises(FileExistsError):
+        write_model_dir(tmp_path / "notes.txt", model, tokenizer)
+    assert (tmp_path / "notes.txt").read_text() == "a user's file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "notes.txt"]

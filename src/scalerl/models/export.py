@@ -13,11 +13,17 @@ template the run rendered its prompts with, and the generation config (whose
   it), and ``merged/`` inside it the merged weights with the tokenizer: a complete model.
 - The directory is written beside ``model/`` under a temporary name and swapped in by two
   renames, so a reader (or a kill) never sees half of one: at worst, between the renames,
-  none (and the next export writes it again).
+  none (and the next export writes it again). A write that fails (a full disk) removes the
+  temporary and any parent folder it made, and leaves what was there as it was; a file is
+  never renamed away (only a folder is replaced).
+- ``scalerl export`` also writes ``scalerl-export.json`` (:data:`EXPORT_MARKER`): the run it
+  came from and the entries it wrote, so a later export recognises its own output and
+  replaces only that (``scalerl.pipeline.export_target``).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import tempfile
@@ -27,6 +33,9 @@ from pathlib import Path
 import torch
 
 from scalerl.models.load import resolve_dtype
+
+EXPORT_MARKER = "scalerl-export.json"
+"""Written by ``scalerl export`` into the folder it exports to: ``{"run", "step", "files"}``."""
 
 
 def cast_state(state: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -50,45 +59,93 @@ def set_config_dtype(directory: Path, dtype: torch.dtype) -> None:
 
 
 def write_model_dir(directory: str | Path, model, tokenizer, *, state: Mapping[str, torch.Tensor] | None = None,
-                    dtype: str = "float32", chat_template: str | None = None) -> Path:
+                    dtype: str = "float32", chat_template: str | None = None,
+                    provenance: Mapping[str, object] | None = None) -> Path:
     """Write ``model`` (with the weights ``state``, default its own) and ``tokenizer`` to
-    ``directory``, replacing what is there atomically. ``chat_template`` (a template's text)
-    is saved with the tokenizer when the run rendered prompts with a template of its own.
+    ``directory``, replacing the folder there atomically. ``chat_template`` (a template's text)
+    is saved with the tokenizer when the run rendered prompts with a template of its own;
+    ``provenance`` (where the weights came from) goes into :data:`EXPORT_MARKER` with the
+    names of the entries written, so a later export can tell its own folder from a user's.
 
-    A peft model writes its adapter at the top and the merged model in ``merged/``."""
+    A peft model writes its adapter at the top and the merged model in ``merged/``. On any
+    failure nothing new is left behind and what ``directory`` held is unchanged."""
     directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
+    made = _make_parents(directory.parent)
     target = resolve_dtype(dtype)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+    tmp = None
     try:
-        state = model.state_dict() if state is None else state
-        saved_template = tokenizer.chat_template
-        if chat_template is not None:
-            tokenizer.chat_template = chat_template
-        try:
-            if hasattr(model, "peft_config"):
-                from scalerl.models.lora import save_adapter_and_merged
-
-                save_adapter_and_merged(model, state, target, tmp, lambda d: tokenizer.save_pretrained(d))
-            else:
-                _save_full(model, state, target, tmp)
-            tokenizer.save_pretrained(tmp)
-        finally:
-            tokenizer.chat_template = saved_template
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+        _write_into(tmp, model, tokenizer, model.state_dict() if state is None else state, target, chat_template)
+        if provenance is not None:
+            files = sorted([p.name for p in tmp.iterdir()] + [EXPORT_MARKER])
+            (tmp / EXPORT_MARKER).write_text(json.dumps({**provenance, "files": files}, indent=1) + "\n")
         _swap_in(tmp, directory)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        for folder in made:  # deepest first; only the ones this call made, and only if empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
         raise
     return directory
 
 
+def _write_into(tmp: Path, model, tokenizer, state: Mapping[str, torch.Tensor], target: torch.dtype,
+                chat_template: str | None) -> None:
+    """The weights, configs and tokenizer into the fresh folder ``tmp``; the live tokenizer's
+    template is put back, since the caller goes on using it."""
+    saved_template = tokenizer.chat_template
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    try:
+        if hasattr(model, "peft_config"):
+            from scalerl.models.lora import save_adapter_and_merged
+
+            save_adapter_and_merged(model, state, target, tmp, lambda d: tokenizer.save_pretrained(d))
+        else:
+            _save_full(model, state, target, tmp)
+        tokenizer.save_pretrained(tmp)
+    finally:
+        tokenizer.chat_template = saved_template
+
+
+def _make_parents(parent: Path) -> list[Path]:
+    """Create ``parent`` and its missing ancestors; the ones made, deepest first, so that a
+    failed export can remove them again and leave nothing behind."""
+    missing = []
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    made = []
+    try:
+        for folder in reversed(missing):
+            folder.mkdir()
+            made.append(folder)
+    except BaseException:
+        for folder in reversed(made):
+            folder.rmdir()
+        raise
+    return missing
+
+
 def _swap_in(tmp: Path, directory: Path) -> None:
-    """Replace ``directory`` by ``tmp``: the old one is renamed away first and removed last."""
+    """Replace ``directory`` by ``tmp``: the old folder is renamed away first, put back if the
+    second rename fails, and removed last. Anything but a folder there is refused, never
+    renamed away (a user's file would survive only under a hidden name)."""
     old = None
+    if directory.is_symlink() or (directory.exists() and not directory.is_dir()):
+        raise FileExistsError(errno.EEXIST, "not a folder, so an export does not replace it", str(directory))
     if directory.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
         old.rmdir()
         directory.rename(old)
-    tmp.rename(directory)
+    try:
+        tmp.rename(directory)
+    except BaseException:
+        if old is not None:
+            old.rename(directory)
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
