@@ -35,7 +35,7 @@ def _sync_run(model_dir, **extra) -> list[str]:
     return run_overrides(model_dir, **{
         "pipeline.mode": "sync", "pipeline.backend": "inprocess", "pipeline.prompts_per_step": 8,
         "pipeline.generations": 4, "pipeline.prompts_per_chunk": 8, "train.steps": 2, "eval.every": 100,
-        "eval.num_prompts": 4, "eval.k": 1, "optim.lr": "1e-3", "optim.warmup_steps": 0, **extra})
+        "eval.num_prompts": 4, "eval.k": 1, "optim.lr": "1e-4", "optim.warmup_steps": 0, **extra})
 
 
 @pytest.fixture(scope="module")
