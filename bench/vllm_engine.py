@@ -78,7 +78,7 @@ def main() -> None:
         print(f"{'batch':>5} {'torch tok/s':>12} {'vllm tok/s':>11} {'torch/vllm':>10}")
         for batch in args.batch:
             prompts = torch.randint(5, len(tokenizer), (batch, args.prompt_len), generator=gen).tolist()
-            t_torch = _median_wall(lambda: torch_engine.generate(prompts, params), args.repeats)
+            t_torch = _median_wall(lambda p=prompts: torch_engine.generate(p, params), args.repeats)
             t_vllm = _median_wall(_vllm_decode(vllm_engine, prompts, args.new_tokens), args.repeats)
             tokens = batch * args.new_tokens
             print(f"{batch:>5} {tokens / t_torch:>12.0f} {tokens / t_vllm:>11.0f} {t_vllm / t_torch:>10.2f}")
