@@ -10,6 +10,7 @@ P x G completions, like TRL does.
 from __future__ import annotations
 
 import multiprocessing
+import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -142,6 +143,19 @@ def _matmuls(start_at: float, seconds: float) -> float:
         a @ a
         n += 1
     return n / seconds
+
+
+def median_seconds(fn, repeats: int, clock=time.perf_counter, warmup: bool = False) -> float:
+    """Median of ``repeats`` timed calls of ``fn`` on ``clock`` (after one untimed call with
+    ``warmup``)."""
+    if warmup:
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return statistics.median(times)
 
 
 def parallel_scaling(seconds: float = 2.0) -> float:

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import argparse
 import ast
-import statistics
 import time
 
-from _workload import parallel_scaling  # bench/ is on the path when run as a script
+from _workload import median_seconds, parallel_scaling  # bench/ is on the path when run as a script
 
 from scalerl.data.asserts import parse_assert
 from scalerl.data.results import decode_results
@@ -31,12 +30,7 @@ N = 43_869
 
 
 def cpu(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return statistics.median(times)
+    return median_seconds(fn, repeats, clock=time.process_time)
 
 
 def main() -> None:

@@ -16,10 +16,8 @@ figures says what the machine had to give.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -30,17 +28,11 @@ from scalerl.rollout.vllm_engine import VLLMEngine
 from scalerl.types import SamplingParams
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _workload import parallel_scaling  # noqa: E402
+from _workload import median_seconds, parallel_scaling  # noqa: E402
 
 
 def _median_wall(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_seconds(fn, repeats, warmup=True)
 
 
 def _vllm_decode(engine: VLLMEngine, prompts, new_tokens: int):

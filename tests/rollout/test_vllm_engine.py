@@ -57,11 +57,15 @@ def models(nano_dir, engine):
     engine.update_weights(dict(old.named_parameters()), version=0)
 
 
-def _logprobs(model, prompt, tokens):  # (len(tokens),) trainer's log-probs of each token
+def _logits_of(model, prompt, tokens):  # (len(tokens), V) the logits each token was drawn from
     ids = torch.tensor([list(prompt) + list(tokens)])
     with torch.no_grad():
         logits, _ = forward_logits(model, ids, fp32_head=True)
-    logp = torch.log_softmax(logits[0, len(prompt) - 1 : -1].float(), dim=-1)
+    return logits[0, len(prompt) - 1 : -1].float()
+
+
+def _logprobs(model, prompt, tokens):  # (len(tokens),) trainer's log-probs of each token
+    logp = torch.log_softmax(_logits_of(model, prompt, tokens), dim=-1)
     return logp.gather(1, torch.tensor(tokens)[:, None])[:, 0]
 
 
@@ -87,16 +91,9 @@ def test_version_zero_decodes_with_the_trainer_s_log_probs(engine, models):
     for temperature in (1.0, 0.7):
         (c,) = engine.generate([prompt], SamplingParams(max_new_tokens=8, temperature=temperature, seed=0))
         want = torch.log_softmax(_logits_of(old, prompt, c.tokens.tolist()) / temperature, dim=-1)
-        got = torch.from_numpy(c.logprobs)
-        assert torch.allclose(got, want.gather(1, torch.from_numpy(c.tokens)[:, None])[:, 0], atol=ATOL)
+        assert torch.allclose(torch.from_numpy(c.logprobs), want.gather(1, torch.from_numpy(c.tokens)[:, None])[:, 0],
+                              atol=ATOL)
         assert c.versions.tolist() == [0] * c.num_tokens == c.kv_versions.tolist() and c.loss_mask.all()
-
-
-def _logits_of(model, prompt, tokens):  # (len(tokens), V) the logits each token was drawn from
-    ids = torch.tensor([list(prompt) + list(tokens)])
-    with torch.no_grad():
-        logits, _ = forward_logits(model, ids, fp32_head=True)
-    return logits[0, len(prompt) - 1 : -1].float()
 
 
 def test_a_swap_between_engine_steps_keeps_the_running_request_s_kv(engine, models):

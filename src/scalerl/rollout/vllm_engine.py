@@ -149,7 +149,7 @@ class VLLMEngine:
         self._calls = 0
         self._close = self.tokenizer.encode(THINK_CLOSE, add_special_tokens=False)
         self._eos = _end_ids(model, self.tokenizer)
-        self._model, self._full = model, None
+        self._model, self._names, self._frozen = model, _weight_names(model), {}
 
     @property
     def version(self) -> int:
@@ -161,28 +161,30 @@ class VLLMEngine:
         vLLM reloads layer by layer and processes a layer once all of its weights arrived, so a
         partial update (LoRA's merged targets: ``q_proj`` without ``k_proj`` of a fused
         ``qkv_proj``) leaves a layer half-loaded (NaN logits, measured). A partial update is
-        therefore completed from a host copy of the current full weights, read once from the
-        model directory."""
+        therefore completed with the weights it leaves out, which never change (a publisher
+        sends every trainable weight): read from the model directory once, only when an
+        update leaves some out, so a full update costs no host copy."""
         items = {name: tensor.detach() for name, tensor in state_dict.items()}
-        full = self._full_weights()
-        if not set(full) <= set(items):
-            unknown = sorted(set(items) - set(full))
-            if unknown:
-                raise KeyError(f"update_weights: keys not in the model: {unknown[:5]}")
-            full.update({name: t.to("cpu", copy=True) for name, t in items.items()})
-            items = full
+        known = self._names or set(items)  # a directory without safetensors: taken as sent
+        unknown = sorted(set(items) - known)
+        if unknown:
+            raise KeyError(f"update_weights: keys not in the model: {unknown[:5]}")
+        if len(items) < len(known):
+            items = {**self._left_out(known - set(items)), **items}
         self.llm.collective_rpc(_reload_weights, args=(list(items.items()),))
         self._version = int(version)
         # fails while running requests hold blocks: retried before new requests (module doc)
         self._prefix_stale = not self.llm.reset_prefix_cache()
 
-    def _full_weights(self) -> dict:
-        if self._full is None:
-            from safetensors.torch import load_file
+    def _left_out(self, names: set[str]) -> dict:
+        """The model directory's tensors of ``names``, kept after the first read."""
+        from safetensors import safe_open
 
-            files = sorted(Path(self._model).glob("*.safetensors"))
-            self._full = {name: t for f in files for name, t in load_file(f).items()}
-        return self._full
+        if not names <= set(self._frozen):
+            for f in sorted(Path(self._model).glob("*.safetensors")):
+                with safe_open(str(f), framework="pt") as handle:
+                    self._frozen.update({n: handle.get_tensor(n) for n in handle.keys() if n in names})
+        return {n: self._frozen[n] for n in names}
 
     def _fresh_prefix_cache(self) -> None:
         """Reset the prefix cache a swap could not reset, now that no request runs."""
@@ -330,6 +332,17 @@ def _same_tokenizer(model: str, theirs):
                          f"learner's ({type(ours).__name__}), so prompts and completions would not mean the same ids; "
                          "use rollout.engine=torch for this model (e.g. model.arch=llama for a built one)")
     return ours
+
+
+def _weight_names(model: str) -> set[str]:
+    """The checkpoint names of a model directory's weights (headers only, no tensor read)."""
+    from safetensors import safe_open
+
+    names: set[str] = set()
+    for f in sorted(Path(model).glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as handle:
+            names.update(handle.keys())
+    return names
 
 
 def _contains(tokens: list[int], pattern: list[int]) -> bool:
