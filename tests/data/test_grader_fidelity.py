@@ -12,14 +12,17 @@ the infinities compare as Python compares them.
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 import textwrap
+from decimal import Decimal, localcontext
 
 import pytest
 
 from scalerl.data.asserts import parse_assert
 from scalerl.data.sandbox import SandboxLimits
 from scalerl.data.sandbox_ns import isolation
-from scalerl.data.tasks.code import run_tests
+from scalerl.data.tasks.code import _same_output, run_tests
 
 # serial: these tests run sandboxed programs, and some scan and kill the machine's marked
 # programs or hold uids of the pool; make test runs them after the parallel part
@@ -31,7 +34,7 @@ LAYERS = pytest.mark.parametrize("namespaces", [pytest.param(True, marks=NS, id=
 LIMITS = SandboxLimits(timeout_s=20.0)
 
 PRELUDE = """
-import cmath, collections, dataclasses, enum, math, unicodedata
+import cmath, collections, dataclasses, enum, functools, math, sys, threading, typing, unicodedata
 from decimal import Decimal
 from fractions import Fraction
 P = collections.namedtuple('P', 'x y')
@@ -48,7 +51,10 @@ class Perm(enum.IntFlag):
 class Pt:
     x: int
     y: int
+class TD(typing.TypedDict):
+    a: int
 """
+ASYNC_TWICE = "def twice_async(x):\n    import asyncio\n    async def t(y):\n        await asyncio.sleep(0)\n        return 2 * y\n"
 
 # (assert, correct body, near-miss body): each body is the function's, named in the assert
 CASES = [
@@ -120,6 +126,25 @@ CASES = [
     ("assert complex_real() == 2", "def complex_real():\n    return complex(2, 0)", "def complex_real():\n    return complex(2, 1e-300)"),
     ("assert dict_of_counts() == {('a', 1): 2}", "def dict_of_counts():\n    return collections.Counter([('a', 1), ('a', 1)])",
      "def dict_of_counts():\n    return collections.Counter([('a', 1), ['a', 1]][:1])"),
+    # issue 28: idioms that scored below 1 in the reliability probe (C17, C21), and more
+    ("assert twice_async(21) == 42", ASYNC_TWICE + "    return asyncio.run(t(x))", ASYNC_TWICE + "    return asyncio.run(t(x - 1))"),
+    (f"assert big16000() == {hex(1 << 16000)}", "def big16000():\n    return 1 << 16000",
+     "def big16000():\n    return (1 << 16000) + 1"),
+    (f"assert bits({hex(1 << 16000)}) == 16001", "def bits(n):\n    return n.bit_length()", "def bits(n):\n    return len(bin(n))"),
+    ("assert fib_cached(200) == 280571172992510140037611932413038677189525",
+     "@functools.cache\ndef fib_cached(n):\n    return n if n < 2 else fib_cached(n - 1) + fib_cached(n - 2)",
+     "@functools.cache\ndef fib_cached(n):\n    return 1 if n < 2 else fib_cached(n - 1) + fib_cached(n - 2)"),
+    ("assert depth(30000) == 30000",
+     "def depth(n):\n    sys.setrecursionlimit(100000)\n    def d(k):\n        return 0 if k == 0 else 1 + d(k - 1)\n    return d(n)",
+     "def depth(n):\n    sys.setrecursionlimit(100000)\n    def d(k):\n        return 1 if k == 0 else 1 + d(k - 1)\n    return d(n)"),
+    ("assert str(three_tenths()) == '0.3'", "def three_tenths():\n    return Decimal('0.1') * 3", "def three_tenths():\n    return 0.1 * 3"),
+    ("assert harmonic(2) == 1.5", "def harmonic(n):\n    return sum(Fraction(1, k) for k in range(1, n + 1))",
+     "def harmonic(n):\n    return sum(Fraction(1, k) for k in range(1, n + 2))"),
+    ("assert typed_dict() == {'a': 1}", "def typed_dict():\n    return TD(a=1)", "def typed_dict():\n    return TD(a=2)"),
+    ("assert threaded_sum(100) == 4950",
+     "def threaded_sum(n):\n    out = []\n    t = threading.Thread(target=lambda: out.append(sum(range(n))))\n    t.start()\n    t.join()\n    return out[0]",
+     "def threaded_sum(n):\n    out = []\n    t = threading.Thread(target=lambda: out.append(sum(range(1, n + 1))))\n    t.start()\n    t.join()\n    return out[0]"),
+    ("assert exact_power() == 0.0009765625", "def exact_power():\n    return Decimal(2) ** -10", "def exact_power():\n    return Decimal('0.0009766')"),
 ]
 
 
@@ -212,3 +237,123 @@ def test_lying_subclasses_and_patched_wrappers_cannot_forge_a_pass(namespaces):
     tests = {"kind": "calls", "cases": [parse_assert(s) for s in FORGED_TESTS]}
     got = run_tests(FORGERIES, tests, dataclasses.replace(LIMITS, namespaces=namespaces))
     assert got == [False] * len(FORGED_TESTS)
+
+
+def _digits_of_two_to(n: int) -> str:
+    """``str(2 ** n)`` without this process's 4300-digit cap on int -> str."""
+    with localcontext() as ctx:
+        ctx.prec = n  # more digits than 2 ** n has: the power is exact
+        return str(Decimal(2) ** n)
+
+
+# stdin/stdout programs: name -> (correct program, near miss, [(stdin, expected stdout)]).
+# The first six scored below 1 in the reliability probe (C17, C23-C27); the rest are idioms
+# of competitive programs. Each program is a whole file, as a judge runs it.
+IO_CASES = {
+    "exit_on_an_early_out": (  # C23: python -S defines no exit()
+        "n = int(input())\nif n == 0:\n    print('zero')\n    exit()\nprint(n * 2)",
+        "n = int(input())\nif n == 0:\n    print('zero')\n    exit(1)\nprint(n * 2)",
+        [("0\n", "zero\n"), ("21\n", "42\n")]),
+    "quit_at_the_end": (  # C24
+        "print(sum(map(int, input().split())))\nquit()",
+        "print(sum(map(int, input().split())))\nquit(2)",
+        [("1 2\n", "3\n")]),
+    "thread_with_a_big_stack": (  # C25: the harness used to exit before the thread ran
+        "import sys, threading\nsys.setrecursionlimit(1 << 20)\nthreading.stack_size(1 << 26)\n"
+        "def main():\n    n = int(sys.stdin.readline())\n    def d(k):\n        return 0 if k == 0 else 1 + d(k - 1)\n"
+        "    print(d(n))\nthreading.Thread(target=main).start()",
+        "import sys, threading\nsys.setrecursionlimit(1 << 20)\nthreading.stack_size(1 << 26)\n"
+        "def main():\n    n = int(sys.stdin.readline())\n    def d(k):\n        return 1 if k == 0 else 1 + d(k - 1)\n"
+        "    print(d(n))\nthreading.Thread(target=main).start()",
+        [("20000\n", "20000\n"), ("3\n", "3\n")]),
+    "output_buffered_until_atexit": (  # C26
+        "import atexit, io, sys\nreal, sys.stdout = sys.stdout, io.StringIO()\n"
+        "atexit.register(lambda: real.write(sys.stdout.getvalue()))\nprint(int(input()) * 2)",
+        "import atexit, io, sys\nreal, sys.stdout = sys.stdout, io.StringIO()\n"
+        "atexit.register(lambda: real.write(sys.stdout.getvalue()))\nprint(int(input()) * 2 + 1)",
+        [("21\n", "42\n")]),
+    "read_dev_stdin": (  # C27
+        "data = open('/dev/stdin').read().split()\nprint(sum(map(int, data)))",
+        "data = open('/dev/stdin').read().split()\nprint(sum(map(int, data[1:])))",
+        [("1 2\n3\n", "6\n")]),
+    "asyncio_run": (  # C17
+        "import asyncio\nasync def twice(x):\n    await asyncio.sleep(0)\n    return 2 * x\n"
+        "print(asyncio.run(twice(int(input()))))",
+        "import asyncio\nasync def twice(x):\n    await asyncio.sleep(0)\n    return 2 * x\n"
+        "print(asyncio.run(twice(int(input()) - 1)))",
+        [("21\n", "42\n")]),
+    "input_until_eof": (
+        "total = 0\nwhile True:\n    try:\n        total += int(input())\n    except EOFError:\n        break\nprint(total)",
+        "total = 0\nwhile True:\n    try:\n        total = int(input())\n    except EOFError:\n        break\nprint(total)",
+        [("1\n2\n3", "6\n")]),
+    "flush_and_write_without_newline": (
+        "import sys\nn = int(input())\nprint(n, end=' ', flush=True)\nsys.stdout.write(str(n * n))",
+        "import sys\nn = int(input())\nprint(n, end=' ', flush=True)\nsys.stdout.write(str(n * n) + ' 0')",
+        [("21\n", "21 441")]),
+    "deep_recursion_on_the_main_thread": (
+        "import sys\nsys.setrecursionlimit(100000)\ndef f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\nprint(f(int(input())))",
+        "import sys\nsys.setrecursionlimit(100000)\ndef f(n):\n    return 0 if n <= 1 else 1 + f(n - 1)\nprint(f(int(input())))",
+        [("30000\n", "30000\n")]),
+    "future_annotations_typing_dataclass": (
+        "from __future__ import annotations\nfrom dataclasses import dataclass, field\nfrom typing import Optional\n"
+        "@dataclass(order=True)\nclass Item:\n    w: int\n    name: str = field(compare=False)\n"
+        "    nxt: Optional[Item] = field(default=None, compare=False)\n"
+        "items = sorted(Item(int(w), n) for n, w in (line.split() for line in open(0)))\n"
+        "print(' '.join(i.name for i in items))",
+        "from __future__ import annotations\nfrom dataclasses import dataclass, field\nfrom typing import Optional\n"
+        "@dataclass(order=True)\nclass Item:\n    w: int\n    name: str = field(compare=False)\n"
+        "    nxt: Optional[Item] = field(default=None, compare=False)\n"
+        "items = sorted((Item(int(w), n) for n, w in (line.split() for line in open(0))), reverse=True)\n"
+        "print(' '.join(i.name for i in items))",
+        [("b 2\na 1\nc 3\n", "a b c\n")]),
+    "fraction_result": (
+        "from fractions import Fraction\nprint(sum(Fraction(1, k) for k in range(1, int(input()) + 1)))",
+        "from fractions import Fraction\nprint(sum(Fraction(1, k) for k in range(1, int(input()))))",
+        [("4\n", "25/12\n")]),
+    "decimal_result": (
+        "from decimal import Decimal, getcontext\ngetcontext().prec = 50\nprint(Decimal(1) / Decimal(int(input())))",
+        "from decimal import Decimal\nprint(Decimal(1) / Decimal(int(input())))",
+        [("7\n", "0.14285714285714285714285714285714285714285714285714\n")]),
+    "functools_cache_and_stdin_buffer": (
+        "import functools, sys\n@functools.cache\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+        "print(*(fib(int(x)) for x in sys.stdin.buffer.read().split()))",
+        "import functools, sys\n@functools.cache\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 1)\n"
+        "print(*(fib(int(x)) for x in sys.stdin.buffer.read().split()))",
+        [("10 90\n", "55 2880067194370816120\n")]),
+    "int_of_more_than_4300_digits_printed": (
+        "import sys\nsys.set_int_max_str_digits(0)\nprint(2 ** int(input()))",
+        "import sys\nsys.set_int_max_str_digits(0)\nprint(2 ** int(input()) - 1)",
+        [("20000\n", _digits_of_two_to(20000) + "\n")]),
+}
+
+
+def _python_io_verdicts(program: str, cases: list[tuple[str, str]], tmp_path) -> list[bool]:
+    """What plain Python (``python file.py``, the interpreter the sandbox runs) gives each case."""
+    path = tmp_path / "solution.py"
+    path.write_text(program)
+    verdicts = []
+    for stdin, want in cases:
+        r = subprocess.run([sys.executable, "-I", str(path)], input=stdin, capture_output=True, text=True,
+                           timeout=60, cwd=tmp_path)
+        verdicts.append(r.returncode == 0 and _same_output(r.stdout, want))
+    return verdicts
+
+
+@pytest.mark.parametrize("name", sorted(IO_CASES))
+def test_io_cases_are_what_they_claim_in_plain_python(name, tmp_path):
+    good, bad, cases = IO_CASES[name]
+    assert _python_io_verdicts(good, cases, tmp_path) == [True] * len(cases)
+    assert not all(_python_io_verdicts(bad, cases, tmp_path))
+
+
+@LAYERS
+@pytest.mark.parametrize("name", sorted(IO_CASES))
+def test_io_programs_score_as_plain_python_does(name, namespaces, tmp_path):
+    # right answers pass every case; a near miss fails the cases plain Python fails, and no
+    # other: every program here ends (threads joined, atexit run) well inside the budget,
+    # so no race decides a verdict
+    good, bad, cases = IO_CASES[name]
+    tests = {"kind": "io", "cases": cases}
+    limits = dataclasses.replace(LIMITS, namespaces=namespaces)
+    assert run_tests(good, tests, limits) == [True] * len(cases)
+    assert run_tests(bad, tests, limits) == _python_io_verdicts(bad, cases, tmp_path)

@@ -7,9 +7,12 @@ from fractions import Fraction
 
 import pytest
 
+import scalerl.data.results as results
 from scalerl.data.asserts import parse_assert
 from scalerl.data.results import (
     MAX_DIGITS,
+    CostError,
+    Meter,
     WireDict,
     WireSet,
     canonical,
@@ -42,6 +45,8 @@ def test_well_formed_lines_decode_to_plain_data():
     (b"0\t" + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not wire JSON"),
     (b'0\t["s",["l"]]\n', "unhashable"),
     (b'0\t["x",1]\n', "malformed 'x'"),
+    (b'0\t["x","0x1f"]\n', "malformed 'x'"),
+    (b'0\t["q",["x","' + b"f" * 3601 + b'"],1]\n', "malformed 'q'"),  # its gcd would be quadratic
     (b'0\t["q",1,0]\n', "malformed 'q'"),
     (b'0\t["D","1e999999999"]\n', "malformed 'D'"),
     (b'0\t["b","zz"]\n', "not wire JSON"),
@@ -79,6 +84,11 @@ def test_a_hash_colliding_set_costs_well_under_a_second():
     ({1, 2}, frozenset({2, 1.0}), True), ([1], (1,), False), ({1: "a"}, {True: "a"}, True),
     (float("nan"), float("nan"), False), ([float("inf")], [Decimal("Infinity")], True),
     (b"a", "a", False), (-0.0, 0, True), (10 ** 30, 1e30, False), (2 ** 60, float(2 ** 60), True),
+    (Decimal("1E+4000"), 10 ** 4000, True), (Decimal("125E-3"), Fraction(1, 8), True),
+    (Decimal("-12E-2"), Fraction(-3, 25), True), (Decimal("2.50"), 2.5, True), (Decimal("-0.000"), 0, True),
+    (Decimal("1E-4000"), Fraction(1, 10 ** 4000), True), (Decimal("3E-4000"), Fraction(1, 10 ** 4000), False),
+    (Decimal("-Infinity"), float("-inf"), True), (Decimal("NaN"), Decimal("NaN"), False),
+    (Decimal("1E+400"), float("inf"), False), (Fraction(7, 3), Decimal("2.333333333333333333333333333"), False),
 ])
 def test_canonical_keys_agree_with_pythons_equality(a, b, equal):
     assert (a == b) is equal  # the reference: plain Python
@@ -90,3 +100,47 @@ def test_wire_sets_and_dicts_compare_equal_to_the_python_values():
     assert WireDict(((1, [2]),)) == {1: [2]} and WireDict(()) != [] and not WireDict(())
     assert decode_value('["l",["F","-inf"],["c",0.0,["F","inf"]],["b","6869"],["D","-0"]]') == [
         float("-inf"), complex(0, float("inf")), b"hi", 0]
+
+
+def test_ints_of_any_size_cross_in_hex():
+    big = 1 << 16000  # 4817 decimal digits: over Python's int <-> str cap, in either process
+    assert decode_value('["x","' + format(big, "x") + '"]') == big
+    part = 1 << 11000  # a Fraction's parts are capped (3600 hex digits): reducing them is quadratic
+    assert decode_value('["l",["x","-ff"],["q",["x","' + format(part, "x") + '"],3]]') == [-255, Fraction(part, 3)]
+
+
+# the probe's N4: a legitimate 0.94 MB value, 45k Decimals with 4000-digit exponents, that cost
+# 4.7 trainer CPU-s as Fractions compared by big multiplications
+N4 = ("0\t[\"s\"," + ",".join(f'["D","{k}E{"+" if k % 2 else "-"}{4000 + k % 300}"]'
+                                  for k in range(1, 45001)) + "]\n").encode()
+
+
+def test_the_probes_decimal_set_costs_the_trainer_bounded_cpu():
+    check = parse_assert("assert uniq([1, 3]) == {1, 3}")
+    start = time.process_time()
+    values, error = decode_results(N4, 1, max_bytes=2 << 20)
+    try:
+        verdict = check.passes(values[0][1])
+    except CostError:  # over the budget on a slow machine: an error, also a 0
+        verdict = False
+    assert time.process_time() - start < 1.5  # a bound, generous: whether the budget was reached is not asserted
+    assert error is None and not verdict
+
+
+def test_a_comparison_over_its_cpu_budget_is_an_error_with_a_reason(monkeypatch):
+    ticks = iter(range(10 ** 9))  # a CPU clock that advances one second per reading
+    monkeypatch.setattr(results, "_cpu_clock", lambda: float(next(ticks)))
+    value = decode_value('["s",' + ",".join(str(k) for k in range(1000)) + "]")
+    with pytest.raises(CostError, match="over 2 s of trainer CPU"):
+        canonical(value, Meter(2.0))
+    with pytest.raises(CostError):  # passes() lets it through, for the grader to report
+        parse_assert("assert uniq() == {1}").passes(value, Meter(2.0))
+    assert canonical(value) == canonical(set(range(1000)))  # no meter: no budget (expected values)
+
+
+def test_errors_quoting_a_programs_value_are_cut_for_the_log():
+    # probe N6: a 900 KB malformed tag became a 900 KB line in the run log
+    values, error = decode_results(b'0\t["' + b"Z" * 900_000 + b'",1]\n', 1)
+    assert values == [(False, None)] and "malformed" in error
+    assert len(error) < 400 and "characters)" in error
+    assert results.shorten("x" * 1000, 10) == "x" * 10 + "… (1000 characters)"

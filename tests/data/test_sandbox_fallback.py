@@ -245,6 +245,62 @@ def test_the_pool_is_unused_without_root_or_with_a_foreign_pool_dir(monkeypatch,
         sandbox_uids.pool_usable.cache_clear()
 
 
+POOL_NEEDS = pytest.mark.skipif(
+    os.geteuid() != 0 or not (sandbox_uids._mapped("/proc/self/uid_map") and sandbox_uids._mapped("/proc/self/gid_map")),
+    reason="the uid pool needs root and its uids mapped here")
+
+
+@POOL_NEEDS
+@pytest.mark.parametrize("squat", ["another_users_folder", "open_to_others", "a_symlink", "replaceable_parent"])
+def test_a_pool_folder_that_is_not_the_trainers_own_is_never_used_and_warned_of_once(squat, tmp_path, monkeypatch):
+    # probe N15: a local user who made $TMPDIR/scalerl-sandbox-uids first sent every program
+    # back to the shared nobody, and the run log still claimed a uid of its own
+    tmp = tmp_path / ("open" if squat == "replaceable_parent" else "tmp")
+    tmp.mkdir()
+    pool = tmp / "scalerl-sandbox-uids"
+    if squat == "a_symlink":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        pool.symlink_to(tmp_path / "elsewhere")
+    else:
+        pool.mkdir(mode=0o700)
+    if squat == "another_users_folder":
+        os.chown(pool, 4242, 4242)
+    elif squat == "open_to_others":
+        pool.chmod(0o707)
+    elif squat == "replaceable_parent":
+        tmp.chmod(0o777)  # writable by all and not sticky: anyone may rename the pool away
+    monkeypatch.setattr(sandbox_uids, "POOL_DIR", str(pool))
+    monkeypatch.setattr(sandbox_ns, "isolation", lambda: sandbox_ns.Isolation(True, False))
+    monkeypatch.setattr(code, "isolation", sandbox_ns.isolation)
+    sandbox_uids.pool_usable.cache_clear()
+    try:
+        assert sandbox_uids.lease_uid() is None and not sandbox_uids.pool_usable()
+        lines = code.isolation_lines()
+        warnings = [line for line in lines if "uid pool" in line]
+        assert len(lines) == 2 and len(warnings) == 1
+        assert str(pool) in warnings[0] and "nobody" in warnings[0]
+        assert warnings[0].count(". ") == 0 and "\n" not in warnings[0]  # one sentence
+        assert not any(pool.resolve().iterdir())  # no lease file was made in it
+    finally:
+        sandbox_uids.pool_usable.cache_clear()
+
+
+@POOL_NEEDS
+def test_a_private_root_owned_pool_folder_is_used_without_a_warning(tmp_path, monkeypatch):
+    pool = tmp_path / "scalerl-sandbox-uids"  # made by the trainer itself, 0700, in a private folder
+    monkeypatch.setattr(sandbox_uids, "POOL_DIR", str(pool))
+    monkeypatch.setattr(sandbox_ns, "isolation", lambda: sandbox_ns.Isolation(True, False))
+    monkeypatch.setattr(code, "isolation", sandbox_ns.isolation)
+    sandbox_uids.pool_usable.cache_clear()
+    try:
+        lease = sandbox_uids.lease_uid()
+        assert lease is not None and sandbox_uids.pool_warning() is None
+        os.close(lease[1])
+        assert len(code.isolation_lines()) == 1
+    finally:
+        sandbox_uids.pool_usable.cache_clear()
+
+
 # Run as an unprivileged trainer: the programs keep its uid (the fallback), or are root of a
 # user namespace of their own (the namespace layer, where the machine allows it). Each
 # attack of the probe that reached the trainer or its user's files is tried; the script

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from scalerl.data.results import WireError, canonical, is_number
+from scalerl.data.results import CostError, Meter, WireError, canonical, is_number, shorten
 
 WRAPPERS = frozenset({"set", "frozenset", "sorted", "list", "tuple", "dict", "len", "abs", "str",
                       "int", "float", "bool", "sum", "min", "max"})
@@ -79,20 +79,24 @@ class Check:
             try:
                 object.__setattr__(self, "key", canonical(self.expected))
             except (WireError, RecursionError):
-                raise AssertFormError(f"expected value `{self.expected!r:.60}` cannot be graded") from None
+                raise AssertFormError(f"expected value `{_brief(self.expected, 60)}` cannot be graded") from None
 
-    def passes(self, value: Any) -> bool:
+    def passes(self, value: Any, meter: Meter | None = None) -> bool:
         """Whether ``value``, the call's decoded result with the wrapper already applied in the
         sandbox, satisfies the assert. Any error is a failure, never an exception: the value
-        was shaped by the program."""
+        was shaped by the program. The one exception is :class:`CostError`: ``meter`` (one per
+        completion; a fresh :class:`Meter` by default) bounds the trainer CPU the comparison
+        takes, and a value over it is an error the grader reports, not a quiet 0."""
         try:
-            return self._passes(value)
+            return self._passes(value, Meter() if meter is None else meter)
+        except CostError:
+            raise
         except Exception:  # noqa: BLE001 - TypeError, OverflowError, RecursionError, decimal signals
             return False
 
-    def _passes(self, v: Any) -> bool:
+    def _passes(self, v: Any, meter: Meter) -> bool:
         if self.op in ("==", "!="):
-            return (canonical(v) == self.key) is (self.op == "==")
+            return (canonical(v, meter) == self.key) is (self.op == "==")
         if self.op in ("is", "is not"):  # None/True/False only: identity on plain data is type + value
             same = type(v) is type(self.expected) and v == self.expected
             return same is (self.op == "is")
@@ -104,6 +108,41 @@ class Check:
             return math.isclose(v, self.expected, **self.options)
         gap = abs(v - self.expected)
         return gap < self.options["tol"] if self.op == "abs<" else gap <= self.options["tol"]
+
+
+class _HexInt(int):
+    """An int that ``ast.unparse`` writes in hex: it writes ``repr``, which raises past 4300
+    decimal digits, while a hex literal of any size parses in linear time (in the sandbox's
+    ``literal_eval`` too)."""
+
+    def __repr__(self) -> str:
+        return hex(self)
+
+
+class _BigIntsInHex(ast.NodeTransformer):
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        if type(node.value) is int and node.value.bit_length() > 2000:
+            return ast.Constant(_HexInt(node.value))
+        return node
+
+
+def _source(node: ast.AST) -> str:
+    """``ast.unparse(node)``, with ints of more than 2000 bits written in hex."""
+    return ast.unparse(_BigIntsInHex().visit(copy.deepcopy(node)))
+
+
+def _shown(node: ast.AST) -> str:
+    """A node's source for a message, cut to a readable length."""
+    return shorten(_source(node), 200)
+
+
+def _brief(value: Any, limit: int) -> str:
+    """``repr(value)`` for a message, cut to ``limit``; a type name if repr raises (an int of
+    more than 4300 digits inside it)."""
+    try:
+        return shorten(repr(value), limit)
+    except ValueError:
+        return f"a {type(value).__name__}"
 
 
 class _NonFinite(ast.NodeTransformer):
@@ -122,14 +161,14 @@ def _literal(node: ast.expr, what: str) -> Any:
     try:
         return ast.literal_eval(_NonFinite().visit(copy.deepcopy(node)))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        raise AssertFormError(f"{what} `{ast.unparse(node)}` is not a literal") from None
+        raise AssertFormError(f"{what} `{_shown(node)}` is not a literal") from None
 
 
 def _number(node: ast.expr, what: str, complex_ok: bool = False) -> Any:
     """A literal that a tolerance form can use (a str there would fail every program)."""
     value = _literal(node, what)
     if type(value) not in ((int, float, complex) if complex_ok else (int, float)):
-        raise AssertFormError(f"{what} `{ast.unparse(node)}` is not a number")
+        raise AssertFormError(f"{what} `{_shown(node)}` is not a number")
     return value
 
 
@@ -150,8 +189,8 @@ def _call(node: ast.expr) -> tuple[str, str, str] | None:
         raise AssertFormError("*args/**kwargs in a test call are not supported")
     for a in [*node.args, *(k.value for k in node.keywords)]:
         _literal(a, "argument")
-    args = ast.unparse(ast.Tuple(elts=node.args, ctx=ast.Load()))
-    kwargs = ast.unparse(ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords],
+    args = _source(ast.Tuple(elts=node.args, ctx=ast.Load()))
+    kwargs = _source(ast.Dict(keys=[ast.Constant(k.arg) for k in node.keywords],
                                   values=[k.value for k in node.keywords]))
     return _dotted(node.func), args if node.args else "()", kwargs
 
@@ -224,5 +263,5 @@ def parse_assert(snippet: str) -> Check:
             subject = _subject(test)
             check = Check(*subject[0], op="truthy", wrap=subject[1]) if subject else None
     if check is None:
-        raise AssertFormError(f"`{ast.unparse(test)}` is not of the form {FORMS}")
+        raise AssertFormError(f"`{_shown(test)}` is not of the form {FORMS}")
     return check

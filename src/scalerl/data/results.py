@@ -10,7 +10,13 @@ trainer never evaluates the text and never hashes what it holds:
   type tags (below), parsed by ``json.loads`` (linear) after a size cap, with a cap on the
   digits of every number, then walked with caps on nodes and depth;
 - sets and dicts come back as :class:`WireSet` / :class:`WireDict`, tuples of their items,
-  and equality is decided on :func:`canonical` keys: sorted, never hashed.
+  and equality is decided on :func:`canonical` keys: sorted, never hashed;
+- a real number's key is its reduced fraction ``(p, q)``, computed without a general gcd
+  for a Decimal (powers of ten are cached; only factors of 2 and 5 can be shared), so keys
+  compare as cheap integer tuples; the probe's set of 45k ``Decimal('kE±4000')`` cost 4.7
+  trainer CPU-s as ``Fraction`` keys compared by big multiplications (N4). What a hostile
+  value can still cost is capped: comparing under a :class:`Meter` stops at ``budget_s``
+  of trainer CPU with :class:`CostError`, which the grader reports like a malformed channel.
 
 A channel that breaks the grammar anywhere was written by the program, not by the harness,
 so the whole run counts as failed and the caller is told why (``reward_errors``).
@@ -23,15 +29,19 @@ Wire grammar (``sandbox_boot._plain_repr`` writes it)::
     ["d", k, v, k, v...]  dict   ["F", "inf" | "-inf" | "nan"]  non-finite float
     ["c", re, im]  complex       ["b", "hex"]  bytes
     ["q", num, den]  Fraction    ["D", "str(decimal)"]  Decimal
+    ["x", "hex"]  int of more than 2000 bits (any size: hex text converts in linear time,
+                  where decimal text is quadratic and capped at 4300 digits by Python)
 
 A line whose body is ``!`` is a call that raised or returned what has no wire form.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
+import time
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -43,14 +53,60 @@ MAX_NODES = 1_000_000
 MAX_DEPTH = 100
 MAX_DIGITS = 4300
 """Digits of one integer (Python's own default cap on int <-> str)."""
+HEX_PART_DIGITS = 3600
+"""Hex digits of a Fraction's numerator or denominator (about 4300 decimal digits): its
+decoding reduces by a gcd, whose cost grows with the square of the size."""
+COMPARE_CPU_S = 1.0
+"""Trainer CPU that comparing one completion's values may take (:class:`Meter`)."""
+SHOWN_CHARS = 300
+"""Characters of a program-chosen text (an error naming a value) shown in the run log."""
 _INDEX_DIGITS = 7
 _DECIMAL = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:E[-+]?\d+)?|-?(?:Infinity|s?NaN\d*)", re.ASCII)
+_HEX = re.compile(r"-?[0-9a-f]+", re.ASCII)
 _NUMBERS = (bool, int, float, complex, Fraction, Decimal)
+_DIGIT_TEXT = bytes.maketrans(bytes(range(10)), b"0123456789")
+_INF = float("inf")
 _nan_ids = itertools.count()
 
 
 class WireError(ValueError):
     """Results text outside the grammar or its caps, or a value with no canonical form."""
+
+
+class CostError(WireError):
+    """A value that took the trainer more than its CPU budget to compare."""
+
+
+def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` cut to ``limit`` characters with a marker of its length: an error that quotes
+    a program's value must not put a megabyte on one line of the run log (probe N6)."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+class Meter:
+    """A CPU budget for the trainer's work on one completion's values.
+
+    ``tick()`` is called per node and per costly step; every 64 ticks it reads this thread's
+    CPU clock and raises :class:`CostError` once ``budget_s`` is spent. A budget of None never
+    runs out (expected values, which the data set's author wrote)."""
+
+    __slots__ = ("budget_s", "deadline", "ticks")
+
+    def __init__(self, budget_s: float | None = COMPARE_CPU_S) -> None:
+        self.budget_s, self.ticks = budget_s, 0
+        self.deadline = None if budget_s is None else _cpu_clock() + budget_s
+
+    def tick(self, weight: int = 1) -> None:
+        self.ticks += weight
+        if self.ticks >= 64:
+            self.ticks = 0
+            if self.deadline is not None and _cpu_clock() > self.deadline:
+                raise CostError(f"comparing the returned value took over {self.budget_s:g} s of "
+                                "trainer CPU (a value this costly to compare scores as an error)")
+
+
+def _cpu_clock() -> float:
+    return time.thread_time()
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,53 +147,114 @@ def _equal(a: Any, b: Any) -> bool:
         return False
 
 
-def _sorted_unique(keys) -> tuple:
+def _sorted_unique(keys, meter: Meter) -> tuple:
     """Sorted keys without repeats: a set's canonical form, in n log n comparisons."""
     out: list = []
     for k in sorted(keys):
         if not out or out[-1] != k:
             out.append(k)
+    meter.tick(64)
     return tuple(out)
 
 
-def _real_key(x: Any) -> tuple:
-    """A real number as Python compares it: by exact value across int, float, Fraction and
-    Decimal (so Decimal('0.1') != 0.1 and Fraction(1, 2) == 0.5); NaN equals nothing."""
-    if isinstance(x, Decimal):
+@functools.lru_cache(maxsize=1024)
+def _pow10(k: int) -> int:
+    return 10 ** k
+
+
+def _decimal_ratio(x: Decimal, meter: Meter) -> tuple[int, int]:
+    """A finite Decimal as a reduced fraction ``(p, q)``. ``c * 10**e`` with ``c`` stripped of
+    trailing zeros shares with ``10**k`` only factors 2 or 5, never both, so a shift or a few
+    small divisions reduce it (``Fraction(x)`` multiplies and divides 4000-digit numbers)."""
+    sign, digits, e = x.as_tuple()
+    n = len(digits)
+    meter.tick(1 + ((n + abs(e)) >> 9))
+    if digits[-1] == 0:  # trailing zeros (or zero itself): stripped
+        end = n
+        while end > 1 and digits[end - 1] == 0:
+            end -= 1
+        if end == 1 and digits[0] == 0:
+            return 0, 1
+        digits, e, n = digits[:end], e + n - end, end
+    c = int(bytes(digits).translate(_DIGIT_TEXT)) if n <= 4000 else int(Decimal((0, digits, 0)))
+    if sign:
+        c = -c
+    if e >= 0:
+        return c * _pow10(e), 1
+    q = _pow10(-e)
+    if not c & 1:  # even, so not a multiple of 5
+        twos = min((c & -c).bit_length() - 1, -e)
+        return c >> twos, q >> twos
+    if c % 5:
+        return c, q
+    fives = 0
+    while fives < -e and c % 5 == 0:
+        c //= 5
+        fives += 1
+        meter.tick(1 + (n >> 8))
+    return c, q // 5 ** fives
+
+
+def _real_key(x: Any, meter: Meter) -> tuple:
+    """A real number as Python compares it, by exact value across int, float, Fraction and
+    Decimal (so Decimal('0.1') != 0.1 and Fraction(1, 2) == 0.5): ``("n", p, q)`` its reduced
+    fraction, ``("I", ±1)`` an infinity; NaN equals nothing."""
+    t = type(x)
+    if t is int or t is bool:
+        return ("n", int(x), 1)
+    if t is Fraction:
+        return ("n", x.numerator, x.denominator)
+    if t is Decimal:
         if x.is_nan():
             return ("~", next(_nan_ids))
-        return ("n", float(x) if x.is_infinite() else Fraction(x))
+        if x.is_infinite():
+            return ("I", -1 if x.is_signed() else 1)
+        return ("n", *_decimal_ratio(x, meter))
     if x != x:  # a float NaN
         return ("~", next(_nan_ids))
-    return ("n", int(x) if type(x) is bool else x)
+    if x in (_INF, -_INF):
+        return ("I", 1 if x > 0 else -1)
+    return ("n", *x.as_integer_ratio())
 
 
-def canonical(v: Any) -> tuple:
+def canonical(v: Any, meter: Meter | None = None) -> tuple:
     """A totally ordered key with ``canonical(a) == canonical(b)`` exactly when Python's
     ``a == b`` (NaN anywhere makes a value equal to nothing, itself included): the trainer
-    compares through it, so no set or dict of program-chosen hashes is ever built."""
+    compares through it, so no set or dict of program-chosen hashes is ever built. Keys of
+    different kinds are ordered by their tags, so the order is not numeric, only total.
+    ``meter`` bounds the trainer CPU it may take (:class:`CostError`); None: no bound."""
+    return _key(v, Meter(None) if meter is None else meter)
+
+
+def _key(v: Any, meter: Meter) -> tuple:
+    meter.ticks += 1
+    if meter.ticks >= 64:
+        meter.tick(0)
     t = type(v)
+    if t is str:
+        return ("s", v)
+    if t is int:
+        return ("n", v, 1)
     if v is None:
         return ("0",)
-    if t in (bool, int, float, Fraction, Decimal):
-        return _real_key(v)
+    if t in (bool, float, Fraction, Decimal):
+        return _real_key(v, meter)
     if t is complex:
         if v.imag == 0:  # 2+0j == 2
-            return _real_key(v.real)
+            return _real_key(v.real, meter)
         if v != v:
             return ("~", next(_nan_ids))
         return ("c", v.real, v.imag)
-    if t is str:
-        return ("s", v)
     if t is bytes:
         return ("b", v)
     if t is list or t is tuple:
-        return ("l" if t is list else "t", tuple(canonical(x) for x in v))
+        return ("l" if t is list else "t", tuple(_key(x, meter) for x in v))
     if t in (set, frozenset, WireSet):
-        return ("S", _sorted_unique(canonical(x) for x in (v.items if t is WireSet else v)))
+        return ("S", _sorted_unique((_key(x, meter) for x in (v.items if t is WireSet else v)), meter))
     if t is dict or t is WireDict:
-        pairs = sorted(((canonical(k), canonical(x)) for k, x in (v.items if t is WireDict else v.items())),
+        pairs = sorted(((_key(k, meter), _key(x, meter)) for k, x in (v.items if t is WireDict else v.items())),
                        key=lambda kv: kv[0])
+        meter.tick(64)
         if any(a[0] == b[0] for a, b in zip(pairs, pairs[1:])):
             raise WireError("a dict with a repeated key")
         return ("d", tuple(pairs))
@@ -168,11 +285,19 @@ def _check_shape(tree: Any) -> None:
     stack, nodes = [(tree, 0)], 0
     while stack:
         node, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_NODES or depth > MAX_DEPTH:
-            raise WireError(f"more than {MAX_NODES} values or {MAX_DEPTH} levels")
-        if type(node) is list:
-            stack.extend((x, depth + 1) for x in node)
+        nodes += 1  # a list, or the root; scalars are counted with their parent below
+        if depth > MAX_DEPTH or nodes > MAX_NODES:
+            break
+        if type(node) is list and node:
+            lists = [x for x in node if type(x) is list]
+            nodes += len(node) - len(lists)
+            if depth + 1 > MAX_DEPTH:
+                break
+            stack.extend((x, depth + 1) for x in lists)
+    else:
+        if nodes <= MAX_NODES:
+            return
+    raise WireError(f"more than {MAX_NODES} values or {MAX_DEPTH} levels")
 
 
 def _finite_or_tagged(node: Any) -> float:
@@ -214,14 +339,29 @@ def _scalar(tag: str, rest: list) -> Any:
         return complex(_finite_or_tagged(rest[0]), _finite_or_tagged(rest[1]))
     if tag == "b" and len(rest) == 1 and type(rest[0]) is str:
         return bytes.fromhex(rest[0])
-    if tag == "q" and len(rest) == 2 and type(rest[0]) is int and type(rest[1]) is int and rest[1] > 0:
-        return Fraction(rest[0], rest[1])
+    if tag == "x" and len(rest) == 1 and type(rest[0]) is str and _HEX.fullmatch(rest[0]):
+        return int(rest[0], 16)
+    if tag == "q" and len(rest) == 2:
+        num, den = (_fraction_part(x) for x in rest)
+        if num is not None and den is not None and den > 0:
+            return Fraction(num, den)
     if tag == "D" and len(rest) == 1 and type(rest[0]) is str and len(rest[0]) <= 2 * MAX_DIGITS:
         if _DECIMAL.fullmatch(rest[0]):
             d = Decimal(rest[0])
             if not d.is_finite() or abs(d.as_tuple().exponent) <= MAX_DIGITS:
                 return d
-    raise WireError(f"a malformed {tag!r} value")
+    raise WireError(f"a malformed {shorten(repr(tag), 40)} value")
+
+
+def _fraction_part(node: Any) -> int | None:
+    """A Fraction's numerator or denominator: a JSON int, or a hex-tagged one of at most
+    ``HEX_PART_DIGITS`` digits (the Fraction's gcd is quadratic in its size)."""
+    if type(node) is int:
+        return node
+    if (type(node) is list and len(node) == 2 and node[0] == "x" and type(node[1]) is str
+            and len(node[1]) <= HEX_PART_DIGITS and _HEX.fullmatch(node[1])):
+        return int(node[1], 16)
+    return None
 
 
 def decode_value(text: str) -> Any:
@@ -247,7 +387,7 @@ def decode_results(raw: bytes, n: int, max_bytes: int = MAX_BYTES) -> tuple[list
     try:
         _decode_lines(raw, n, min(max_bytes, MAX_BYTES), values)
     except WireError as e:
-        return [(False, None)] * n, str(e)
+        return [(False, None)] * n, shorten(str(e))
     except Exception as e:  # noqa: BLE001 - a case the grammar missed still never reaches the trainer
         return [(False, None)] * n, f"undecodable results ({type(e).__name__})"
     return values, None

@@ -37,12 +37,21 @@ def _float_text(v, _repr=float.__repr__):
     return '["F","' + text + '"]' if text in ("inf", "-inf", "nan") else text
 
 
+def _int_text(v, _bits=int.bit_length, _repr=int.__repr__, _format=int.__format__):
+    """An int's wire text: decimal up to 2000 bits (under 640 digits, which no
+    ``sys.set_int_max_str_digits`` of the program can refuse), hex-tagged beyond (hex text has
+    no digit limit and the trainer reads it in linear time)."""
+    if _bits(v) <= 2000:
+        return _repr(v)
+    return '["x","' + _format(v, "x") + '"]'
+
+
 def _scalar_text(v, base, _plain=_PLAIN, _float=_float_text, _complex=complex.__complex__,
-                 _int=int.__repr__, _str=str.__str__, _type=type):
+                 _int=_int_text, _str=str.__str__, _type=type, _bits=int.bit_length):
     """Wire text of a number, string or bytes, read by ``base``'s own methods: for a subclass
     (IntEnum, a str enum) that is the built-in value it holds, and its class's code never runs."""
     if base is int:
-        return _int(v)  # over 4300 digits: ValueError, so the call fails
+        return _int(v)
     if base is float:
         return _float(v)
     if base is complex:
@@ -53,9 +62,11 @@ def _scalar_text(v, base, _plain=_PLAIN, _float=_float_text, _complex=complex.__
     if base is bytes or base is bytearray:
         return '["b","' + base.hex(v) + '"]'
     fraction, decimal = _plain[0], _plain[1]
-    if _type(v) is fraction:
+    if _type(v) is fraction:  # parts of at most 14000 bits: the trainer reduces by a gcd
         n, d = v.numerator, v.denominator
-        return '["q",' + _int(n) + "," + _int(d) + "]" if _type(n) is int and _type(d) is int else None
+        if _type(n) is not int or _type(d) is not int or _bits(n) > 14000 or _bits(d) > 14000:
+            return None
+        return '["q",' + _int(n) + "," + _int(d) + "]"
     return '["D",' + _plain[2](decimal.__str__(v)) + "]"  # exact: str(Decimal) round-trips
 
 
@@ -134,11 +145,75 @@ def _run_calls(namespace, calls, fd, os, literal_eval, _encode=_plain_repr, _wra
         _write(fd, (_str(i) + "\t" + ("!" if text is None else text) + "\n").encode())
 
 
+class _Quitter:
+    """``exit`` and ``quit`` as ``site`` defines them (``python -S`` defines neither): calling
+    one raises SystemExit with its code."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "Use " + self.name + "() or Ctrl-D (i.e. EOF) to exit"
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
+
+
+_STDIN_NAMES = ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+
+
+def _stdin_aware(real_open, os):
+    """``open`` that reads ``/dev/stdin`` (or ``/dev/fd/0``) as the program's stdin through a
+    duplicate of fd 0: the kernel layer has no ``/dev`` and the hook refuses paths outside the
+    work directory. Every other call, and any write mode, goes to ``real_open`` unchanged."""
+
+    def open(file, mode="r", *args, **kwargs):
+        if type(file) is not int and type(mode) is str and not any(c in mode for c in "wax+"):
+            try:
+                name = os.fsdecode(os.fspath(file))
+            except TypeError:
+                name = None
+            if name in _STDIN_NAMES:
+                file = os.dup(0)
+        return real_open(file, mode, *args, **kwargs)
+
+    return open
+
+
+def _prepare_builtins(os):
+    """What ``site`` and the file system give a normal run that this one lacks."""
+    import builtins
+    import io
+
+    builtins.exit, builtins.quit = _Quitter("exit"), _Quitter("quit")
+    builtins.open = io.open = _stdin_aware(io.open, os)
+
+
+def _shut_down(sys, shutdown, run_exitfuncs, streams):
+    """What interpreter shutdown does before the harness's hard exit: wait for the program's
+    non-daemon threads (``threading._shutdown``), run its ``atexit`` handlers, and flush
+    stdout and stderr, both the current ones and the originals (an atexit handler may write
+    to ``sys.__stdout__`` after the program replaced ``sys.stdout``). A thread that never
+    ends runs into the time budget, as it would hang plain Python."""
+    for step in (shutdown, run_exitfuncs):
+        try:
+            step()
+        except BaseException:  # noqa: BLE001 - the program's own threads and handlers
+            pass
+    for stream in (sys.stdout, sys.stderr, *streams):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - a program may have closed its own stdout
+            pass
+
+
 def _main():
     import ast
+    import atexit
     import json
     import os
     import sys
+    import threading
 
     payload = json.loads(sys.stdin.buffer.read().decode())
     os.chdir(payload["workdir"])
@@ -152,6 +227,9 @@ def _main():
     code = compile(payload["source"], "solution.py", "exec")
     calls, fd, literal_eval = payload.get("calls") or [], payload.get("result_fd"), ast.literal_eval
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    _prepare_builtins(os)
+    # the harness's references, before the program can rebind them
+    ending = (sys, threading._shutdown, atexit._run_exitfuncs, (sys.stdout, sys.stderr))
     if payload.get("audit_hook", True):
         # _seal, _hook and _audit_config: sandbox_hook.py, shipped ahead of this text
         _seal(os, sys)  # noqa: F821
@@ -170,11 +248,8 @@ def _main():
         print(f"{type(e).__name__}: {e}", file=sys.stderr)
     if calls and status == 0:
         _run_calls(namespace, calls, fd, os, literal_eval)
-    try:
-        sys.stdout.flush()
-    except BaseException:  # noqa: BLE001 - a program may have closed its own stdout
-        pass
-    hard_exit(status & 0xFF)  # skip atexit handlers and threads the program may have left
+    _shut_down(*ending)
+    hard_exit(status & 0xFF)  # daemon threads end here, as in plain Python
 
 
 if __name__ == "__main__":  # run via ``python -c``; importing this module does nothing

@@ -23,7 +23,12 @@ What the Python layer enforces (``_seal`` before the program, ``_hook`` while it
 - ``os.mkfifo``/``os.mknod`` (which raise no audit event) removed, and the builtin-module
   constructor removed so a fresh ``posix`` or ``_posixsubprocess`` cannot be made;
 - without kernel namespaces, at most ``max_files`` files and folders created, so that with
-  the file-size rlimit the disk use is bounded.
+  the file-size rlimit the disk use is bounded;
+- ``asyncio`` imports and runs with nothing more opened than it needs: ``fcntl`` imports but
+  every call of it is refused, a stub stands in for ``_posixsubprocess`` (whose native
+  module stays blocked), an extension off the allow-list is an ImportError (the stdlib then
+  does without ``ssl``), ``types.coroutine`` may set its flag on a compiled code object, and
+  AF_UNIX sockets (its self-pipe) may be made but never bound, connected or addressed.
 
 It is an inner layer: the kernel namespaces around this process (``sandbox_ns.py``) are
 what contain a program that gets past it, e.g. through a bug in the interpreter itself.
@@ -38,7 +43,7 @@ _BLOCKED_EVENTS = (
     "webbrowser.", "os.startfile", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.",
     "imaplib.", "telnetlib.", "shutil.chown", "os.chroot", "os.mount", "resource.setrlimit",
     "resource.prlimit", "code.__new__", "sys.monitoring", "cpython.", "signal.", "os.mkfifo",
-    "os.mknod", "os.symlink", "marshal.load", "syslog.", "sqlite3.")
+    "os.mknod", "os.symlink", "marshal.load", "syslog.", "sqlite3.", "fcntl.")
 _BLOCKED_IMPORTS = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "gc", "multiprocessing",
                               "_multiprocessing", "_posixshmem", "sqlite3", "_sqlite3"})
 _NATIVE_OK = frozenset({
@@ -54,7 +59,10 @@ _NATIVE_OK = frozenset({
     "unicodedata", "_csv", "_contextvars", "_asyncio", "_queue", "select", "_zoneinfo",
     "_opcode", "_uuid", "_multibytecodec", "_codecs_cn", "_codecs_hk", "_codecs_iso2022",
     "_codecs_jp", "_codecs_kr", "_codecs_tw", "pyexpat", "_elementtree", "_socket", "mmap",
-    "resource", "audioop", "_crypt"})
+    "resource", "audioop", "_crypt",
+    # importable for ``subprocess`` (so ``asyncio``) to load; every call of it is refused
+    # ("fcntl." events: F_SETOWN would aim SIGIO at another process)
+    "fcntl"})
 # events that change the file system: by the positions of their path arguments, and those
 # that add a directory entry (counted against ``max_files`` without namespaces). Frozensets,
 # not a dict: nothing the hook can reach may be mutable.
@@ -168,21 +176,29 @@ def _genuine_bytecode(cfg, _type=type, _str=str, _bytes=bytes, _mv=memoryview, _
 
 
 def _check_import(cfg, args, _type=type, _str=str, _any=any, _perm=PermissionError,
-                  _within=_within, _tuple=tuple):
+                  _missing=ImportError, _within=_within, _tuple=tuple):
     """Blocked modules by any part of their dotted name; native code only from the allow-list,
-    loaded from the standard library, and builtins only if pre-made by ``_seal``."""
+    loaded from the standard library, and builtins only if pre-made by ``_seal``.
+
+    A standard extension off the allow-list (``_ssl``, ``pwd``) raises ImportError, as if it
+    were not installed, so the standard library's own fallbacks run (``asyncio`` imports
+    without ``ssl``); blocked modules and native code from anywhere else stay PermissionError."""
     sandbox_dir, stdlib, blocked, native_ok, builtin_names = cfg[0], cfg[2], cfg[9], cfg[10], cfg[11]
     name, filename = args[0], args[1]
     if _type(name) is not _str:
         raise _perm("sandbox: importing a non-string module name is not allowed")
     parts = _tuple(name.split("."))
-    if _any(p in blocked for p in parts) or (name in builtin_names and name not in native_ok):
+    if _any(p in blocked for p in parts):
         raise _perm("sandbox: importing " + name + " is not allowed")
+    if name in builtin_names and name not in native_ok:
+        raise _missing("sandbox: the native module " + name + " is not available")
     if filename is None:
         return
-    if (_type(filename) is not _str or parts[-1] not in native_ok
-            or not _within(filename, stdlib, cfg) or _within(filename, (sandbox_dir,), cfg)):
+    if (_type(filename) is not _str or not _within(filename, stdlib, cfg)
+            or _within(filename, (sandbox_dir,), cfg)):
         raise _perm("sandbox: loading native code for " + name + " is not allowed")
+    if parts[-1] not in native_ok:
+        raise _missing("sandbox: the native module " + name + " is not available")
 
 
 def _shown(path, _type=type, _repr=repr, _str=str, _bytes=bytes):
@@ -267,6 +283,12 @@ def _hook(event, args, _cfg=None, _type=type, _str=str, _int=int, _perm=Permissi
         if not _bytecode(cfg):
             raise _perm("sandbox: unmarshalling code is not allowed")
         return
+    if event == "code.__new__" and cfg[5](1).f_code is cfg[19]:
+        return  # types.coroutine's flag change (asyncio needs it): the same, compiled bytecode
+    if event == "socket.__new__" and args[1] == 1:
+        # AF_UNIX, for asyncio's self-pipe (socketpair): bind, connect, sendto and sendmsg
+        # stay refused, so such a socket reaches nothing but its own pair
+        return
     if event.startswith(_blocked):
         raise _perm("sandbox: " + event + " is not allowed")
     if event == "object.__getattr__":
@@ -305,6 +327,7 @@ def _audit_config(os, sys, sandbox_dir, max_files):
     """The hook's configuration: one immutable tuple (indexed by the functions above)."""
     import _io
     import itertools
+    import types
     from importlib import _bootstrap_external
 
     stdlib = os.path.realpath(os.path.dirname(os.__file__))
@@ -334,6 +357,7 @@ def _audit_config(os, sys, sandbox_dir, max_files):
         os.readlink,                                    # 16
         os.scandir,                                     # 17
         os.O_CREAT,                                     # 18
+        types.coroutine.__code__,                       # 19 (it only adds a flag to a code)
     )
 
 
@@ -346,6 +370,10 @@ _REMOVED = (("posix", ("mkfifo", "mknod", "pidfd_open")),
                          "pidfd_send_signal")),
             ("signal", ("signal",)),  # the Python wrapper around _signal.signal
             ("faulthandler", ("register", "enable")))
+
+
+def _no_processes(*args, **kwargs):
+    raise PermissionError("sandbox: new processes are not allowed")
 
 
 def _seal(os, sys):
@@ -364,6 +392,11 @@ def _seal(os, sys):
             if name in _NATIVE_OK and name not in sys.modules:
                 __import__(name)
     del _imp.create_builtin
+    # ``subprocess`` imports ``fork_exec`` at load (``asyncio`` imports ``subprocess``): a stub
+    # that refuses stands in for the native module, which stays blocked from import
+    stub = type(sys)("_posixsubprocess")
+    stub.fork_exec = _no_processes
+    sys.modules["_posixsubprocess"] = stub
     # SIGINT back to its default action: then asyncio.run, which installs its own SIGINT
     # handler only over Python's default one, needs no signal.signal
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)

@@ -13,6 +13,12 @@ on one host, and the kernel releases it when the holder dies, so no lease is eve
 stale. Where the pool cannot be used (not root, the uids are not mapped in this user
 namespace, an account owns one, the pool directory is not root's own), callers get
 ``None`` and fall back to ``nobody``, the behaviour before the pool existed.
+
+The pool directory is trusted only if it is a real directory, owned by this (root) trainer,
+closed to group and others, in a folder where no other user can rename it away: another
+local user who made it first (probe N15) could hold every lock in it, and otherwise silently
+sends every program back to the shared ``nobody``. Then :func:`pool_warning` is the one
+sentence the run log gets.
 """
 
 from __future__ import annotations
@@ -54,18 +60,51 @@ def _unowned(uid: int) -> bool:
     return True
 
 
+def _dir_refusal(path: str) -> str | None:
+    """Why the pool directory ``path`` (made here, private, if absent) must not be used, or
+    None when it is this trainer's own and no other user can write or replace it."""
+    with contextlib.suppress(FileExistsError, FileNotFoundError):
+        os.mkdir(path, 0o700)
+    try:
+        info, parent = os.lstat(path), os.lstat(os.path.dirname(path) or ".")
+    except OSError as e:
+        return f"cannot be checked ({e.strerror})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a directory"
+    if info.st_uid != os.geteuid():
+        return f"belongs to uid {info.st_uid}, not to this trainer"
+    if info.st_mode & 0o077:
+        return f"is open to other users (mode {stat.S_IMODE(info.st_mode):o})"
+    if parent.st_uid not in (0, os.geteuid()) or (parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX):
+        return "lies in a folder where other users may replace it"
+    return None
+
+
+def _check_pool() -> tuple[bool, str | None]:
+    """(usable, warning): the warning is a sentence for the run log when a root trainer, who
+    would lease uids, cannot (not root or uids unmapped: no pool is expected, no warning)."""
+    if os.geteuid() != 0 or not (_mapped("/proc/self/uid_map") and _mapped("/proc/self/gid_map")):
+        return False, None
+    why = _dir_refusal(POOL_DIR)
+    if why is None and not all(_unowned(uid) for uid in (BASE, BASE + SIZE - 1)):
+        why = f"is for uids {BASE}..{BASE + SIZE - 1}, one of which an account on this host has"
+    if why is None:
+        return True, None
+    return False, (f"code sandbox WARNING: the uid pool folder {POOL_DIR} {why}, so it is not used and "
+                   "every program runs as nobody, sharing one process budget with the others "
+                   "(remove the folder, or set TMPDIR to a root-owned one, and restart)")
+
+
 @functools.cache
 def pool_usable() -> bool:
     """True when this process can lease uids: root, the pool mapped for users and groups, no
-    account in it, and a pool directory that is root's own and private."""
-    if os.geteuid() != 0 or not (_mapped("/proc/self/uid_map") and _mapped("/proc/self/gid_map")):
-        return False
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(POOL_DIR, 0o700)
-    info = os.lstat(POOL_DIR)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o077:
-        return False  # someone else made it: their locks could starve us, so it is not used
-    return all(_unowned(uid) for uid in (BASE, BASE + SIZE - 1))
+    account in it, and a pool directory that is root's own and private (:func:`_dir_refusal`)."""
+    return _check_pool()[0]
+
+
+def pool_warning() -> str | None:
+    """One sentence for the run log when a root trainer's uid pool is refused, else None."""
+    return None if pool_usable() else _check_pool()[1]
 
 
 def lease_uid() -> tuple[int, int] | None:

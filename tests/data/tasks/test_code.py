@@ -2,10 +2,11 @@ import json
 
 import pytest
 
+import scalerl.data.results as results
 from scalerl.data.sandbox import SandboxLimits
 from scalerl.data.tasks import get_task
 from scalerl.data.tasks.base import Example
-from scalerl.data.tasks.code import code_reward, extract_program, normalize_tests
+from scalerl.data.tasks.code import code_reward, extract_program, normalize_tests, score
 
 DOUBLE_IO = normalize_tests([{"input": "2\n", "output": "4\n"}, {"input": "5\n", "output": "10"}])
 ADD_ASSERTS_SRC = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]
@@ -124,3 +125,35 @@ def test_junk_on_the_results_channel_scores_zero_counted_and_logged_once(tmp_pat
     assert task.reward(program, task.train_example(1)) == 0.0  # io mode: the same channel
     assert task.reward(_fenced("def add(a, b):\n    return a + b"), task.train_example(0)) == 1.0
     assert task.reward_errors == 2 and capsys.readouterr().err.count("malformed results") == 1
+
+
+def test_a_900_kb_malformed_value_makes_a_short_log_line(tmp_path, capsys):
+    # probe N6: the error quoted the whole 900 KB tag, printed on one line of the run log
+    path = tmp_path / "code.jsonl"
+    path.write_text(json.dumps({"problem": "p", "tests": ADD_ASSERTS_SRC}) + "\n")
+    task = get_task("code", path=path, num_validation=0, limits=FAST)
+    capsys.readouterr()
+    program = JUNK_WRITER.replace("{line!r}.encode()", "b'0\\t[\"' + b'Z' * 900_000 + b'\",1]\\n'")
+    assert task.reward(_fenced(program), task.train_example(0)) == 0.0
+    err = capsys.readouterr().err
+    assert task.reward_errors == 1 and "malformed" in err and max(len(line) for line in err.splitlines()) < 1000
+
+
+def test_values_over_the_comparison_budget_score_zero_with_a_reason(monkeypatch):
+    ticks = iter(range(10 ** 9))  # a CPU clock that advances one second per reading
+    monkeypatch.setattr(results, "_cpu_clock", lambda: float(next(ticks)))
+    program = "def uniq(xs):\n    return set(range(1000))"
+    value, error = score(_fenced(program), _ex(normalize_tests(["assert uniq([1]) == {1}"])), limits=FAST)
+    assert value == 0.0 and "trainer CPU" in error
+
+
+def test_ints_past_4300_digits_work_as_arguments_and_expected_values():
+    tests = normalize_tests([f"assert double({hex(1 << 16000)}) == {hex(1 << 16001)}"])
+    assert code_reward(_fenced("def double(n):\n    return 2 * n"), _ex(tests), limits=FAST) == 1.0
+    assert code_reward(_fenced("def double(n):\n    return 2 * n + 1"), _ex(tests), limits=FAST) == 0.0
+
+
+def test_a_bad_test_holding_a_huge_int_is_one_short_sentence():
+    with pytest.raises(ValueError, match="is not of the form") as e:
+        normalize_tests([f"assert f() < {hex(1 << 16000)}"])
+    assert len(str(e.value)) < 600 and "characters)" in str(e.value)

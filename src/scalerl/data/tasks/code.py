@@ -27,8 +27,10 @@ import sys
 from pathlib import Path
 
 from scalerl.data.asserts import AssertFormError, parse_assert
+from scalerl.data.results import CostError, Meter, shorten
 from scalerl.data.sandbox import DEFAULT_LIMITS, SandboxLimits, run_cases, run_python
 from scalerl.data.sandbox_ns import isolation
+from scalerl.data.sandbox_uids import pool_warning
 from scalerl.data.tasks.base import Example, RewardFn, strip_thinking
 from scalerl.data.tasks.records import FileTask, prompt_field
 
@@ -87,14 +89,19 @@ def _same_output(got: str, want: str) -> bool:
 
 def grade(program: str, tests: dict, limits: SandboxLimits = DEFAULT_LIMITS) -> tuple[list[bool], str | None]:
     """Per-test pass/fail of ``program`` on normalized ``tests``, compared here, never in the
-    sandbox; and, if a run's results channel broke its grammar, why (its tests then fail).
+    sandbox; and, if a run's results channel broke its grammar or its values cost more than
+    ``results.COMPARE_CPU_S`` of trainer CPU to compare, why (its tests then fail).
     Function tests share one run; stdin/stdout cases run in parallel in one budget."""
     if tests["kind"] == "calls":
         checks = tests["cases"]
         r = run_python(program, calls=[[c.func, c.args_src, c.kwargs_src, c.wrap] for c in checks], limits=limits)
         if r.error is not None:
             return [False] * len(checks), r.error
-        return [ok and c.passes(v) for c, (ok, v) in zip(checks, r.values)], None  # reported before any timeout
+        meter = Meter()  # one CPU budget for comparing all of this completion's values
+        try:  # values reported before any timeout count
+            return [ok and c.passes(v, meter) for c, (ok, v) in zip(checks, r.values)], None
+        except CostError as e:
+            return [False] * len(checks), str(e)
     runs = run_cases(program, [stdin for stdin, _ in tests["cases"]], limits)
     error = next((r.error for r in runs if r is not None and r.error is not None), None)
     return [r is not None and r.error is None and r.finished and _same_output(r.stdout, want)
@@ -131,7 +138,7 @@ spawns inherit it and stay quiet."""
 
 @functools.cache
 def _announce_isolation() -> None:
-    """Name the sandbox's strongest layer once per run, in the run's log.
+    """Name the sandbox's strongest layer (and a refused uid pool) once per run, in the run's log.
 
     The process that builds the task first says it; the generators it then spawns are
     multiprocessing children of an announcer and say nothing. A ``scalerl train`` that a sweep
@@ -140,8 +147,18 @@ def _announce_isolation() -> None:
     parent = multiprocessing.parent_process()
     if parent is not None and os.environ.get(ANNOUNCED) == str(parent.pid):
         return
-    print(isolation().describe(), file=sys.stderr, flush=True)
+    for line in isolation_lines():
+        print(line, file=sys.stderr, flush=True)
     os.environ[ANNOUNCED] = str(os.getpid())
+
+
+def isolation_lines() -> list[str]:
+    """The run log's lines on the sandbox: its strongest layer, then, where programs would run
+    as pool uids but the pool is refused (``sandbox_uids``), one warning sentence."""
+    layer = isolation()
+    uses_pool = not (layer.namespaces and layer.user_namespace)
+    warning = pool_warning() if uses_pool else None
+    return [layer.describe(), *([warning] if warning else [])]
 
 
 def sandbox_limits(limits: SandboxLimits | dict | None) -> SandboxLimits:
@@ -214,7 +231,8 @@ class CodeTask(FileTask):
         if error is not None:
             self.reward_errors += 1
             if self.reward_errors == 1:  # once: a policy that found the trick repeats it
-                print(f"code task: a completion wrote malformed results and scored 0 ({error}); "
+                print(f"code task: a completion wrote malformed results, or results too costly to compare, "
+                      f"and scored 0 ({shorten(error)}); "
                       "further cases are counted in the reward_errors metric", file=sys.stderr, flush=True)
         return value
 
