@@ -16,9 +16,10 @@ run log names it):
 2. resource limits: address space, CPU seconds, file size (stdout, stderr and results are
    size-capped memfds), open files, processes, no core dumps;
 3. ``python -I -S -B`` with a bare environment, and an audit hook (``sandbox_hook.py``) that
-   blocks sockets, new processes, ctypes, native code but the standard extensions, crafted
-   bytecode, and file access outside the work directory (with the routes no audit event
-   reports, such as ``os.mkfifo``, removed before the program runs).
+   blocks sockets (but unconnectable AF_UNIX ones, for asyncio), new processes, ctypes,
+   native code but the standard extensions, crafted bytecode, and file access outside the
+   work directory (with the routes no audit event reports, such as ``os.mkfifo``, removed
+   before the program runs).
 
 Without namespaces (``sandbox_fallback``), layers 2–3 hold, plus a new process group killed
 as a whole, a work folder per run that is swept if its trainer died, a disk cap of file size
