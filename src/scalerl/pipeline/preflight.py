@@ -87,6 +87,9 @@ def check_prompts(cfg: Config, task) -> None:
             tokenizer = load_tokenizer(Path(cfg.model.base))
         except Exception:  # noqa: BLE001 - a model that does not load is said when it is loaded
             return
+    warned = getattr(tokenizer, "deprecation_warnings", None)
+    if isinstance(warned, dict):  # transformers' own "longer than the maximum" line would precede ours
+        warned["sequence-length-is-longer-than-the-specified-maximum"] = True
     examples = [task.train_example(0), *task.validation()[:1]]
     where = f"model.base {cfg.model.base}" if cfg.model.base else f"the built model.preset {cfg.model.preset!r}"
     try:
