@@ -46,6 +46,7 @@ from scalerl.config_rollout import LengthConfig as LengthConfig
 from scalerl.config_rollout import RolloutConfig as RolloutConfig
 from scalerl.config_rollout import SamplingConfig as SamplingConfig
 from scalerl.config_rollout import VLLMConfig as VLLMConfig
+from scalerl.config_task import TaskConfig as TaskConfig
 
 DEFAULT_RECIPE = "scalerl"
 """The recipe ``scalerl train`` runs when none is named."""
@@ -100,67 +101,6 @@ class ModelConfig(_Frozen):
     """Warm-up settings, used only when ``base`` is None."""
     lora: LoraConfig | None = None
     """Train LoRA adapters instead of every weight (``{rank, alpha, dropout, targets}``)."""
-
-
-class TaskConfig(_Frozen):
-    name: str = "addition"
-    """A built-in task (``addition``, ``multiplication``, ``calculator``: tool use with ``env``,
-    ``math``, ``code``, ``dataset``: a user's JSONL / parquet / ``datasets`` directory) or a
-    user's task factory as ``FILE.py:NAME`` / ``package.module:NAME``, loaded in every process
-    that builds the task."""
-    knobs: dict[str, Any] = Field(default_factory=lambda: {"min_digits": 1, "max_digits": 2})
-    """Keyword arguments passed to the task constructor (difficulty, sizes, seed ...)."""
-    reward: Literal["binary", "pm1"] = "pm1"
-    """Reward form: {0, 1} or the paper's ±1 (digest §2.1); advantages are equal either way."""
-    reward_fn: str | None = None
-    """The user's reward ``FILE.py:NAME`` / ``package.module:NAME``, called as
-    ``NAME(completion, **fields) -> float | None`` with the record's columns and ``prompt``
-    (``scalerl.data.tasks.user_reward``); replaces the task's own reward."""
-    system_prompt: str | None = None
-    """Put first as a system message (as text before the prompt without a chat template)."""
-
-    @field_validator("name")
-    @classmethod
-    def _absolute_plugin(cls, name: str) -> str:
-        from scalerl.plugins import canonical, is_spec
-
-        return canonical(name, "task.name") if is_spec(name) else name  # same file in every process
-
-    @field_validator("reward_fn")
-    @classmethod
-    def _reward_fn(cls, spec: str | None) -> str | None:
-        if spec is None:
-            return None
-        from scalerl.data.tasks.user_reward import load_reward_fn
-        from scalerl.plugins import canonical
-
-        spec = canonical(spec, "task.reward_fn")
-        load_reward_fn(spec)  # a missing file or name, or no `completion` parameter: refused now
-        return spec
-
-    @field_validator("knobs")
-    @classmethod
-    def _absolute_paths(cls, knobs: dict[str, Any]) -> dict[str, Any]:
-        """The data files of file-backed tasks (``path``, ``validation_path``) as absolute paths:
-        a Ray worker's cwd, or a ``--resume`` from elsewhere, must read the same file."""
-        return {k: str(Path(v).expanduser().absolute()) if k in ("path", "validation_path") and isinstance(v, str)
-                and v else v for k, v in knobs.items()}
-
-    @model_validator(mode="after")
-    def _known_task(self) -> TaskConfig:
-        from scalerl.data.tasks.registry import check_task  # light: tasks import lazily
-
-        check_task(self.name, self.knobs)
-        if self.reward_fn is None and self.name == "dataset":
-            raise ValueError("task 'dataset' is scored by your own function: set task.reward_fn "
-                             "to FILE.py:NAME or package.module:NAME")
-        return self
-
-    def spec(self, knobs: dict[str, Any] | None = None):
-        """The picklable :class:`~scalerl.data.tasks.spec.TaskSpec` every process builds from."""
-        from scalerl.data.tasks.spec import TaskSpec
-
-        return TaskSpec(self.name, dict(self.knobs if knobs is None else knobs), self.reward_fn)
 
 
 # ---------------------------------------------------------------------------- learner
@@ -346,6 +286,10 @@ class TrainConfig(_Frozen):
     (the SFT warm-up is not counted); None trains for all ``steps``."""
     checkpoint_every: int = Field(50, ge=1)
     """Write an atomic checkpoint every this many steps (and at the end)."""
+    stop_wait_s: float = Field(30.0, ge=0)
+    """After SIGTERM/SIGINT, how long the stop waits for evaluations still running on a
+    generator before it ends without them (its checkpoint keeps them: a resume runs them
+    again). An evaluation on the learner is abandoned between decode steps at once."""
     seed: int = Field(0, ge=0, lt=2**32)
     """Seed of model init, prompt order and sampling; in [0, 2^32), the range numpy's and
     torch's seeding both accept (-1 and 2^70 failed there, after the run folder was written)."""

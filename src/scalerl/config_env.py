@@ -36,6 +36,12 @@ class EnvConfig(_Frozen):
     stop_strings: tuple[str, ...] = ()
     """Text that ends a model turn besides the end-of-turn ids, e.g. a tool call's closing tag
     (``</calc>``): the environment answers it."""
+    timeout_s: float | None = Field(60.0, gt=0)
+    """Seconds each call of the environment may take (the constructor, ``reset``, ``step``,
+    ``close``; one turn's async steps together); past it the trajectory scores 0 as an error
+    (``env_errors``) and the call is abandoned on its worker thread, where it may keep running
+    (``scalerl.user_code``: too many still running stop the run). None calls it on the main
+    thread without a limit."""
 
     @field_validator("name")
     @classmethod
@@ -57,4 +63,4 @@ class EnvConfig(_Frozen):
         from scalerl.rollout.env import EnvSpec
 
         return EnvSpec(self.name, dict(self.knobs), self.max_turns, self.max_tokens, self.reward,
-                       self.observation_role, tuple(self.stop_strings))
+                       self.observation_role, tuple(self.stop_strings), self.timeout_s)

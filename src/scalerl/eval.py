@@ -53,24 +53,25 @@ def build_evaluators(specs, engine, tokenizer) -> list[Evaluator]:
                       seed=s.seed, prefix=s.prefix, samples=s.samples, pass_at=s.pass_at, env=s.env) for s in specs]
 
 
-def run_evaluators(evaluators: list[Evaluator]) -> tuple[dict[str, float], int, tuple]:
+def run_evaluators(evaluators: list[Evaluator], stop=None) -> tuple[dict[str, float], int, tuple]:
     """Every evaluator's metrics merged, the tokens they processed (prefill + decode),
-    which the compute meter counts as generation, and the samples they kept."""
+    which the compute meter counts as generation, and the samples they kept. ``stop()``
+    true raises ``RolloutStopped`` (``rollout.validate``)."""
     metrics: dict[str, float] = {}
     tokens, samples = 0, ()
     for evaluator in evaluators:
-        result = evaluator()
+        result = evaluator(stop)
         tokens += int(result.pop(f"{evaluator.prefix}_tokens"))
         samples += result.pop("samples")
         metrics |= result
     return metrics, tokens, samples
 
 
-def evaluate(evaluators: list[Evaluator], step: int, version: int) -> EvalResult:
+def evaluate(evaluators: list[Evaluator], step: int, version: int, stop=None) -> EvalResult:
     """Run ``evaluators`` on whatever weights their engine holds (policy ``version``, after
     learner step ``step``); timed, and stamped with the process that ran them."""
     start = time.perf_counter()
-    metrics, tokens, samples = run_evaluators(evaluators)
+    metrics, tokens, samples = run_evaluators(evaluators, stop)
     return EvalResult(step, version, metrics, tokens, time.perf_counter() - start, os.getpid(), samples)
 
 
@@ -94,12 +95,12 @@ class Evaluator:
             out[f"{self.prefix}_pass_at_{k}"], out[f"{self.prefix}_pass_at_{k}_stderr"] = result.pass_at(k)
         return out
 
-    def __call__(self) -> dict:
+    def __call__(self, stop=None) -> dict:
         """``<prefix>_pass_rate`` = mean over prompts of the fraction of k samples that are
         correct (``val_`` for the validation set, ``downstream_`` for a harder variant), and
-        the ``samples`` kept."""
-        result = validate(self.engine, self.task, params=self.params, renderer=self.renderer,
-                          k=self.k, num_prompts=self.num_prompts, samples=self.samples, rollout=self.rollout)
+        the ``samples`` kept; ``stop()`` true abandons it (``RolloutStopped``)."""
+        result = validate(self.engine, self.task, params=self.params, renderer=self.renderer, k=self.k,
+                          num_prompts=self.num_prompts, samples=self.samples, rollout=self.rollout, stop=stop)
         p = self.prefix
         return {
             "samples": tuple(dict(s, evaluator=p) for s in result.samples),

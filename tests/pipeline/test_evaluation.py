@@ -147,3 +147,30 @@ def test_a_run_evaluating_on_the_generator_logs_what_an_inline_one_does(warm_mod
 def test_eval_on_generator_needs_the_local_backend():
     with pytest.raises(ConfigError, match="eval.on=generator needs pipeline.backend=local"):
         load_config("scalerl", ["eval.on=generator", "pipeline.backend=inprocess"])
+
+
+def test_a_stop_drains_only_until_its_deadline_and_keeps_the_rest_held():
+    meter, late = ComputeMeter(2, n_params=1), _Late()
+    records = OrderedRecords(late, meter)
+    records.add(_record(meter, 0), evaluate=True)  # never delivered: a hung evaluation
+    records.add(_record(meter, 1))
+    assert records.drain(lambda: None, until=time.monotonic()) == []
+    assert records.pending == 1 and [r["step"] for r in records.held] == [0, 1]  # the checkpoint keeps them
+
+
+def test_a_stop_during_a_learner_evaluation_leaves_its_record_without_metrics():
+    from scalerl.rollout.rollout import RolloutStopped
+
+    class Stopped:
+        prefix = "val"
+
+        def __call__(self, stop=None):
+            assert stop is not None and stop()
+            raise RolloutStopped("a stop was requested")
+
+    said = []
+    evaluation = LearnerEvaluation([Stopped()], stop=lambda: True, log=said.append)
+    records = OrderedRecords(evaluation, ComputeMeter(2, n_params=1))
+    records.add(_record(records.compute, 3), evaluate=True, model=None, version=3)
+    [record] = records.ready()
+    assert record["step"] == 3 and "val_pass_rate" not in record and len(said) == 1

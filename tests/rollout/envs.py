@@ -51,3 +51,43 @@ class NeverDone(Scripted):
 class NoStep:
     def reset(self, example: dict) -> str:
         return "w3"
+
+
+class BadReward(Scripted):
+    """Scripted, but each step's reward is ``reward`` (a knob): inf, NaN, a string, 1e308 ..."""
+
+    def __init__(self, reward=float("inf"), **kw) -> None:
+        super().__init__(**kw)
+        self.reward = reward
+
+    def step(self, action: str) -> StepResult:
+        result = Scripted.step(self, action)
+        return StepResult(result.observation, self.reward, result.done)
+
+
+class Exits(Scripted):
+    """``step`` raises ``SystemExit`` (user code calling ``sys.exit``)."""
+
+    def step(self, action: str) -> StepResult:
+        raise SystemExit(0)
+
+
+class Hangs(Scripted):
+    """``step`` blocks until the class's event is set (the test releases it)."""
+
+    import threading
+
+    release = threading.Event()
+
+    def step(self, action: str) -> StepResult:
+        Hangs.release.wait()
+        return StepResult(None, 1.0, True)
+
+
+class AsyncHangs(Scripted):
+    """An async ``step`` that never ends (cooperatively)."""
+
+    async def step(self, action: str):
+        import asyncio
+
+        await asyncio.Event().wait()

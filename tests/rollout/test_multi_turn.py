@@ -162,3 +162,46 @@ def test_weights_swapped_mid_trajectory_stamp_each_token_and_the_lag_bound_holds
     assert scored.min_version == 0 and staleness(scored, 1) == 1
     policy = LagPolicy("pipeline-rl", 1, 1)
     assert policy.admits(scored, learner_version=1) and not policy.admits(scored, learner_version=2)
+
+
+@pytest.mark.parametrize("reward", [float("inf"), float("nan"), "1", True, 1e39])
+def test_a_step_reward_that_is_no_finite_float32_number_is_an_error(eos_model, tokenizer, reward):
+    """inf must not pass every threshold, NaN must not silently drop the sample, a string is no
+    number, and 1e39 is inf as float32: each scores 0, counted in env_errors, said once."""
+    said = []
+    rollout = build_rollout(None, tokenizer, ChatFormat("none"), env("BadReward", knobs={"reward": reward}),
+                            log=said.append)
+    [group] = rollout.run(TorchEngine(eos_model, tokenizer), [EXAMPLE], 3, PARAMS)
+    assert group.env_errors == 3 and group.rewards.tolist() == [0.0, 0.0, 0.0]
+    assert len(said) == 1 and "reward" in said[0]
+
+
+def test_step_rewards_whose_sum_overflows_are_an_error(eos_model, tokenizer):
+    said = []
+    rollout = build_rollout(None, tokenizer, ChatFormat("none"),
+                            env("BadReward", knobs={"reward": 3e38, "turns": 2}), log=said.append)
+    [group] = rollout.run(TorchEngine(eos_model, tokenizer), [EXAMPLE], 2, PARAMS)
+    assert group.env_errors == 2 and group.rewards.tolist() == [0.0, 0.0]
+    assert len(said) == 1 and "sum to" in said[0]
+
+
+def test_system_exit_in_step_is_contained(eos_model, tokenizer):
+    said = []
+    rollout = build_rollout(None, tokenizer, ChatFormat("none"), env("Exits", timeout_s=30.0), log=said.append)
+    [group] = rollout.run(TorchEngine(eos_model, tokenizer), [EXAMPLE], 2, PARAMS)
+    assert group.env_errors == 2 and group.rewards.tolist() == [0.0, 0.0]
+    assert len(said) == 1 and "SystemExit" in said[0]
+
+
+@pytest.mark.parametrize("name", ["Hangs", "AsyncHangs"])
+def test_a_hung_step_is_abandoned_at_env_timeout_s(eos_model, tokenizer, name):
+    from .envs import Hangs
+
+    said = []
+    rollout = build_rollout(None, tokenizer, ChatFormat("none"), env(name, timeout_s=0.2), log=said.append)
+    try:
+        [group] = rollout.run(TorchEngine(eos_model, tokenizer), [EXAMPLE], 2, PARAMS)
+    finally:
+        Hangs.release.set()
+    assert group.env_errors == 2 and group.rewards.tolist() == [0.0, 0.0]
+    assert len(said) == 1 and "time limit of 0.2 s (env.timeout_s)" in said[0]

@@ -60,3 +60,22 @@ def test_bad_arguments(model, tokenizer):
         validate(engine, WordTask(2), params=SamplingParams(), k=0)
     with pytest.raises(ValueError, match="no validation examples"):
         validate(engine, WordTask(0), params=SamplingParams())
+
+
+def test_a_stop_abandons_the_validation_between_decode_steps_and_rewards(model, tokenizer):
+    from scalerl.rollout.rollout import RolloutStopped
+
+    engine, params = TorchEngine(model, tokenizer), SamplingParams(max_new_tokens=8, seed=3)
+    with pytest.raises(RolloutStopped):  # during decoding
+        validate(engine, WordTask(3, target="w7"), params=params, k=2, stop=lambda: True)
+    scored = []
+
+    def reward(example):  # the stop comes while the second sample is scored
+        scored.append(example.id)
+        return 1.0
+
+    asked = iter([False] * 2 + [True] * 100)  # two decode-step checks pass... then every one stops
+    with pytest.raises(RolloutStopped):
+        validate(engine, WordTask(3, always=reward), params=SamplingParams(max_new_tokens=1, seed=3), k=2,
+                 stop=lambda: next(asked))
+    assert len(scored) < 6  # not every reward waited for

@@ -19,6 +19,7 @@ and the sampled ones, and nothing is ever re-tokenised from text.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,9 @@ class ChatFormat:
     """``auto`` (the tokenizer's template when it has one), ``none``, or a ``.jinja`` path."""
     system_prompt: str | None = None
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    max_prompt_tokens: int | None = None
+    """Prompts longer than this keep their last this many tokens (``task.long_prompts=cut``),
+    said once per process; None: never cut (``refuse`` checked them before training)."""
 
 
 def template_text(fmt: ChatFormat, tokenizer) -> str | None:
@@ -57,6 +61,8 @@ def template_text(fmt: ChatFormat, tokenizer) -> str | None:
 
 class PromptRenderer:
     """Task prompts -> (rendered text, token ids), once per distinct prompt."""
+
+    _warned = False  # a prompt was cut in this process (said once)
 
     def __init__(self, tokenizer, fmt: ChatFormat = ChatFormat()) -> None:
         self.tokenizer, self.fmt = tokenizer, fmt
@@ -77,8 +83,21 @@ class PromptRenderer:
         key = prompt if isinstance(prompt, str) else tuple((m["role"], m["content"]) for m in prompt)
         hit = self._cache.get(key)
         if hit is None:  # int32, not a list of Python ints: a million prompts stay ~1 GB, not ~6
-            hit = self._cache[key] = np.asarray(self._render(prompt)[1], dtype=np.int32)
+            hit = self._cache[key] = self._cut(np.asarray(self._render(prompt)[1], dtype=np.int32))
         return hit.tolist()
+
+    def _cut(self, ids: np.ndarray) -> np.ndarray:
+        """``ids`` cut to their last ``max_prompt_tokens`` (the question's end and the generation
+        prompt stay), the first cut of this process said on stderr."""
+        limit = self.fmt.max_prompt_tokens
+        if limit is None or len(ids) <= limit:
+            return ids
+        if not PromptRenderer._warned:
+            PromptRenderer._warned = True
+            print(f"task.long_prompts=cut: a prompt of {len(ids)} tokens was cut to its last {limit}, which the "
+                  "model's context leaves beside the completion (only this first cut is said)",
+                  file=sys.stderr, flush=True)
+        return ids[max(len(ids) - limit, 0):]
 
     def _render(self, prompt: Prompt) -> tuple[str, list[int]]:
         system = self.fmt.system_prompt

@@ -106,7 +106,14 @@ def chat_format(cfg: Config):
     """How every role renders prompts (``scalerl.models.chat``)."""
     from scalerl.models.chat import ChatFormat
 
-    return ChatFormat(cfg.model.chat_template, cfg.task.system_prompt, dict(cfg.model.chat_template_kwargs))
+    room = None
+    if cfg.task.long_prompts == "cut":  # prompts too long for the context keep their last tokens
+        from scalerl.pipeline.preflight import prompt_room
+
+        room = prompt_room(cfg)
+        room = None if room is None else max(room, 1)
+    return ChatFormat(cfg.model.chat_template, cfg.task.system_prompt, dict(cfg.model.chat_template_kwargs),
+                      max_prompt_tokens=room)
 
 
 def eval_on_generator(cfg: Config) -> bool:

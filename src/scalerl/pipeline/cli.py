@@ -110,13 +110,14 @@ def _handle(args: argparse.Namespace) -> int:
     from scalerl.pipeline.report import final_report
     from scalerl.pipeline.run import train
     from scalerl.pipeline.stop import Stopped
+    from scalerl.user_code import TooManyStuck
 
     try:
         train(cfg, run_dir, resume=args.resume is not None)
     except Stopped as stop:  # SIGTERM or SIGINT: the sentence says where the checkpoint is
         print(f"scalerl train: {stop}", file=sys.stderr)
         return stop.code
-    except (ConfigError, CheckpointError) as err:
+    except (ConfigError, CheckpointError, TooManyStuck) as err:  # TooManyStuck: user code that hangs
         return _fail(err)
     except (SyncTimeout, RankFailed) as err:  # the ranks are stopped; the checkpoints on disk are whole
         print(f"scalerl train: {err}; the newest checkpoint stays loadable: continue with --resume {run_dir}.",

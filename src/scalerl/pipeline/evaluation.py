@@ -32,6 +32,7 @@ wall time on the role that ran it).
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,14 +46,25 @@ EVAL_ON = ("auto", "generator", "learner")
 class LearnerEvaluation:
     """Evaluate at once on the learner's model (blocks the learner)."""
 
-    def __init__(self, evaluators: list) -> None:
-        self.evaluators, self._done = evaluators, []
+    def __init__(self, evaluators: list, stop=None, log=print) -> None:
+        """``stop()``: whether a stop was requested, checked between decode steps and user calls."""
+        self.evaluators, self._done, self.stop, self.log = evaluators, [], stop, log
 
     def submit(self, step: int, version: int, model) -> None:
-        """Evaluate now; no weight snapshot is kept (the result is in before any checkpoint)."""
+        """Evaluate now; no weight snapshot is kept (the result is in before any checkpoint).
+        A stop requested meanwhile abandons it: the step's record has no evaluation metrics."""
         from scalerl.eval import evaluate
+        from scalerl.rollout.rollout import RolloutStopped
+        from scalerl.user_code import abandon_when
 
-        self._done.append(evaluate(self.evaluators, step, version))
+        start = time.perf_counter()
+        try:
+            with abandon_when(self.stop):  # a hung reward or environment does not hold the stop up
+                self._done.append(evaluate(self.evaluators, step, version, self.stop))
+        except RolloutStopped:
+            self.log(f"the evaluation of step {step} was abandoned for the stop; its record has no evaluation "
+                     "metrics.")
+            self._done.append(EvalResult(step, version, {}, 0, time.perf_counter() - start, os.getpid(), ()))
 
     def resubmit(self, step: int, version: int, weights) -> None:
         from scalerl.config import ConfigError
@@ -92,9 +104,10 @@ def on_generator(where: str, backend: str) -> bool:
     return where == "generator" or (where == "auto" and backend == "local")
 
 
-def make_evaluation(generator: bool, backend, evaluators: Callable[[], list]):
-    """On a generator of ``backend``, or on the learner (``evaluators`` builds its evaluators)."""
-    return GeneratorEvaluation(backend) if generator else LearnerEvaluation(evaluators())
+def make_evaluation(generator: bool, backend, evaluators: Callable[[], list], stop=None, log=print):
+    """On a generator of ``backend``, or on the learner (``evaluators`` builds its evaluators;
+    ``stop()`` abandons one under way)."""
+    return GeneratorEvaluation(backend) if generator else LearnerEvaluation(evaluators(), stop, log)
 
 
 class OrderedRecords:
@@ -160,11 +173,12 @@ class OrderedRecords:
             out.append(self.held.pop(0))
         return out
 
-    def drain(self, pump: Callable[[], None]) -> list[dict[str, Any]]:
+    def drain(self, pump: Callable[[], None], until: float | None = None) -> list[dict[str, Any]]:
         """Wait for every outstanding evaluation (``pump`` keeps the other traffic moving
-        and raises a failed role's error), then release everything held."""
+        and raises a failed role's error), then release everything held; with ``until`` (a
+        ``time.monotonic()`` deadline: a stop) only until then, the rest staying held."""
         out = self.ready()
-        while self.waiting:
+        while self.waiting and (until is None or time.monotonic() < until):
             pump()
             out += self.ready(timeout=0.2)
         return out

@@ -87,6 +87,9 @@ def check_prompts(cfg: Config, task) -> None:
             tokenizer = load_tokenizer(Path(cfg.model.base))
         except Exception:  # noqa: BLE001 - a model that does not load is said when it is loaded
             return
+    warned = getattr(tokenizer, "deprecation_warnings", None)
+    if isinstance(warned, dict):  # transformers' own "longer than the maximum" line would precede ours
+        warned["sequence-length-is-longer-than-the-specified-maximum"] = True
     examples = [task.train_example(0), *task.validation()[:1]]
     where = f"model.base {cfg.model.base}" if cfg.model.base else f"the built model.preset {cfg.model.preset!r}"
     try:
@@ -99,7 +102,34 @@ def check_prompts(cfg: Config, task) -> None:
             task.demonstration(examples[0])
     except (ChatTemplateError, TypeError, ValueError, jinja2.TemplateError) as err:
         raise ConfigError(f"task {cfg.task.name!r} on {where}: {str(err).rstrip('.')}.") from None
+    if cfg.task.long_prompts == "refuse":
+        _check_prompt_lengths(cfg, task, renderer, examples)
     _check_reward_fields(cfg, task, examples[0])
+
+
+def _check_prompt_lengths(cfg: Config, task, renderer, examples) -> None:
+    """Every prompt of a task read from a file (a generated task's first ones: they are short
+    by construction), rendered, leaves the completion its room in the model's context
+    (``task.long_prompts=refuse``); else one sentence naming the record."""
+    from scalerl.data.tasks.records import FileTask
+
+    room = prompt_room(cfg)
+    if room is None:
+        return
+    inner = getattr(task, "inner", task)  # a user's reward function wraps the task
+    if isinstance(inner, FileTask):
+        splits = (("training", map(task.train_example, range(task.num_train))), ("validation", task.validation()))
+    else:
+        splits = (("training", examples[:1]), ("validation", examples[1:]))
+    for split, items in splits:
+        for i, example in enumerate(items):
+            n = len(renderer.ids(task.prompt(example)))
+            if n > room:
+                where = example.meta.get("where") or f"{split} prompt {i}"
+                raise ConfigError(
+                    f"{where}: the prompt is {n} tokens, and with {completion_budget(cfg)} completion tokens "
+                    f"it does not fit the {room + completion_budget(cfg)}-token context of {model_context(cfg)[1]}; "
+                    f"shorten it, or set task.long_prompts=cut to keep its last {max(room, 0)} tokens.")
 
 
 def _check_built_model_format(cfg: Config) -> None:
@@ -162,16 +192,34 @@ def _model_context(base: Path) -> int | None:
     return found[0] if found else None
 
 
+def model_context(cfg: Config) -> tuple[int | None, str]:
+    """The context length of ``model.base`` (or ``model.preset``), None when it declares none,
+    and how to name the model; ConfigError if it is no model."""
+    if cfg.model.base is not None:
+        return _model_context(Path(cfg.model.base)), f"model.base {cfg.model.base}"
+    from scalerl.models.build import PRESETS
+
+    if cfg.model.preset not in PRESETS:
+        raise ConfigError(f"unknown model.preset {cfg.model.preset!r}; choose one of {', '.join(PRESETS)}.")
+    return PRESETS[cfg.model.preset].max_position_embeddings, f"model.preset {cfg.model.preset!r}"
+
+
+def completion_budget(cfg: Config) -> int:
+    """Tokens a trajectory may add after its prompt: ``env.max_tokens`` with an environment,
+    else ``sampling.max_new_tokens``."""
+    return cfg.env.max_tokens if cfg.env.name is not None else cfg.sampling.max_new_tokens
+
+
+def prompt_room(cfg: Config) -> int | None:
+    """The most prompt tokens the model's context leaves beside the completion, or None
+    (no declared context)."""
+    context = model_context(cfg)[0]
+    return None if context is None else context - completion_budget(cfg)
+
+
 def check_model(cfg: Config) -> None:
     """``model.base`` is a model (or ``model.preset`` a preset) whose context holds the completions."""
-    if cfg.model.base is not None:
-        context, where = _model_context(Path(cfg.model.base)), f"model.base {cfg.model.base}"
-    else:
-        from scalerl.models.build import PRESETS
-
-        if cfg.model.preset not in PRESETS:
-            raise ConfigError(f"unknown model.preset {cfg.model.preset!r}; choose one of {', '.join(PRESETS)}.")
-        context, where = PRESETS[cfg.model.preset].max_position_embeddings, f"model.preset {cfg.model.preset!r}"
+    context, where = model_context(cfg)
     wanted = cfg.sampling.max_new_tokens
     if context is not None and wanted >= context:
         raise ConfigError(f"sampling.max_new_tokens={wanted} does not fit the context of {context} tokens "

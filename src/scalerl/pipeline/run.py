@@ -37,7 +37,7 @@ from scalerl.checkpoint import (
     set_rng_state,
 )
 from scalerl.compute import ComputeMeter
-from scalerl.config import Config, dump_config
+from scalerl.config import Config, ConfigError, dump_config
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build
@@ -82,7 +82,8 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
         learner.start(backend.sink)
         # built before the compute meter starts: the evaluation sets' construction is set-up
         evaluation = make_evaluation(build.eval_on_generator(cfg), backend,
-                                     lambda: build.evaluators(cfg, learner.eval_snapshot(), tokenizer))
+                                     lambda: build.evaluators(cfg, learner.eval_snapshot(), tokenizer),
+                                     stop=lambda: stopping.requested, log=log)
         compute = ComputeMeter(build.compute_devices(cfg, backend, learner), learner.num_params)
         records = OrderedRecords(evaluation, compute)
         if saved:
@@ -121,10 +122,14 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
     overlap = OverlapMonitor(enabled=backend.num_devices > 1 and cfg.pipeline.mode != "sync"
                              and not build.accelerated(cfg))
     stopping.arm()
+    first = True
     while step < cfg.train.steps:
         got = next_batch(scheduler, backend, learner.version, compute, stopping)
         done = False
         if got is not None:  # None: a signal came while waiting for groups; no state changed
+            if first:
+                check_first_batch(cfg, got[0])
+                first = False
             step += 1
             record = {"step": step} | advance(learner, pool, scheduler, backend, compute, got, overlap, log)
             done = step == cfg.train.steps or (deadline is not None and time.monotonic() > deadline)
@@ -133,8 +138,12 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
         last = done or stopping.requested
         if stopping.requested and records.pending:  # first with the evaluations still out:
             checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records, export)  # a kill waiting loses nothing
+        until = time.monotonic() + cfg.train.stop_wait_s if stopping.requested else None  # a stop waits so long
         stop = write_released(records, forecaster, logger, lambda: receive(scheduler, backend, compute, 0.0),
-                              drain=last, final=step if done else None)
+                              drain=last, final=step if done else None, until=until)
+        if stopping.requested and records.pending:
+            log(f"{records.pending} evaluation(s) still running after train.stop_wait_s={cfg.train.stop_wait_s:g} s "
+                "are left to the checkpoint: a resume runs them again.")
         if last or stop or step % cfg.train.checkpoint_every == 0:  # at once, however far evaluations lag
             checkpoint(run_dir, cfg.name, step, learner, pool, scheduler, compute, records, export)
         if stop:
@@ -142,6 +151,23 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
         if last or stop:
             break
     return step, record
+
+
+def check_first_batch(cfg: Config, batch) -> None:
+    """A user's environment (``env.name``) or reward function (``task.reward_fn``) that failed
+    on every sample of the run's first batch is broken, not unlucky: :class:`ConfigError`, one
+    sentence (its first failure was shown where it happened)."""
+    if cfg.env.name is not None:
+        what, counter, errors = f"env.name {cfg.env.name}", "env_errors", sum(g.env_errors for g in batch)
+    elif cfg.task.reward_fn is not None:
+        what, counter, errors = f"task.reward_fn {cfg.task.reward_fn}", "reward_errors", sum(g.reward_errors for g in batch)
+    else:
+        return
+    total = sum(len(g.completions) for g in batch)
+    if total and errors >= total:
+        raise ConfigError(f"{what} failed on every sample of the first batch ({errors} of {total}, counted in "
+                          f"{counter}; its first failure is shown above), so nothing could be learned; fix it "
+                          "and run again.")
 
 
 def checkpoint(run_dir: Path, recipe: str, step: int, learner: LearnerRole, pool, scheduler: Scheduler,
@@ -184,13 +210,13 @@ def with_compute(record: dict[str, Any], compute: ComputeMeter, previous: dict[s
 
 
 def write_released(records: OrderedRecords, forecaster: LiveForecast, logger, pump, *, drain: bool,
-                   final: int | None) -> str | None:
-    """Log the records whose evaluations are in (all of them, waiting, with ``drain``, and
-    after an early stop: the run's last checkpoint must not be ahead of the log); each is seen by
-    the live forecast, which waits for its refit on the ``final`` step's record. Returns the
-    first early-stop reason, if any."""
+                   final: int | None, until: float | None = None) -> str | None:
+    """Log the records whose evaluations are in (all of them, waiting — until ``until`` on a
+    stop — with ``drain``, and after an early stop: the run's last checkpoint must not be ahead
+    of the log); each is seen by the live forecast, which waits for its refit on the ``final``
+    step's record. Returns the first early-stop reason, if any."""
     stop = None
-    for record in records.drain(pump) if drain else records.ready():
+    for record in records.drain(pump, until) if drain else records.ready():
         forecaster.observe(record)
         record.update(forecaster.poll(wait=record["step"] == final))
         reason = forecaster.stop_reason(record) if stop is None else None

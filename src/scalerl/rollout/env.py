@@ -67,6 +67,8 @@ class EnvSpec:
     """The chat role observations are rendered as (``env.observation_role``)."""
     stop_strings: tuple[str, ...] = ()
     """Text that ends a model turn besides end-of-turn ids (``env.stop_strings``)."""
+    timeout_s: float | None = None
+    """Seconds one call of the environment may take (``env.timeout_s``); None: no limit."""
 
     def factory(self):
         """The environment class, loaded in this process."""
@@ -100,16 +102,17 @@ def as_step_result(value: Any) -> StepResult:
                     "or a 3-tuple")
 
 
-def maybe_await(values: list[Any]) -> list[Any]:
+def maybe_await(values: list[Any], timeout: float | None = None) -> list[Any]:
     """``values`` with every awaitable among them awaited, concurrently (async ``reset`` or
-    ``step``); an exception is returned in its slot, not raised."""
+    ``step``), each for at most ``timeout`` seconds; an exception (``TimeoutError`` past the
+    limit) is returned in its slot, not raised."""
     pending = [i for i, v in enumerate(values) if inspect.isawaitable(v)]
     if not pending:
         return values
     import asyncio
 
     async def gather():
-        return await asyncio.gather(*(values[i] for i in pending), return_exceptions=True)
+        return await asyncio.gather(*(asyncio.wait_for(values[i], timeout) for i in pending), return_exceptions=True)
 
     out = list(values)
     for i, result in zip(pending, asyncio.run(gather())):

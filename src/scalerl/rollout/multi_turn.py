@@ -20,29 +20,37 @@ decoded with at most what is left, and one that spends it, or an observation tha
 it (not appended), ends the episode with ``finish_reason="length"``; so does an episode the
 environment has not ended after ``max_turns`` turns. A turn cut by ``max_new_tokens`` (or
 by a forced interruption's answer budget) is still the environment's to answer: the episode
-ends as ``"length"`` only if that was its last turn. Reward: the sum (``env.reward=sum``) or the last of the step rewards,
-``None`` counted 0. An exception in ``reset`` or ``step`` (or a malformed ``step`` answer)
-ends its trajectory with reward 0, counted in ``env_errors``; the first traceback of each
-process is printed once.
+ends as ``"length"`` only if that was its last turn. Reward: the sum (``env.reward=sum``) or
+the last of the step rewards, ``None`` counted 0.
+
+Failures: every call of the environment (constructor, ``reset``, ``step``, ``close``; one
+turn's async steps together) runs under ``env.timeout_s`` on a worker thread
+(``scalerl.user_code``). An exception (``BaseException`` included: ``SystemExit``,
+``KeyboardInterrupt``), a call past its time limit, a malformed ``step`` answer, or a step
+reward that is not a finite real number within float32's range (and a sum that overflows it)
+ends its trajectory with reward 0, counted in ``env_errors``; the first failure of each
+process is printed once. An environment abandoned at its time limit is not closed (its call
+may still be running).
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
-import traceback
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from scalerl.data.tasks.base import Example
+from scalerl.data.tasks.base import REWARD_LIMIT, Example, checked_reward
 from scalerl.models.chat import PromptRenderer
 from scalerl.rollout.engine import GenerationEngine, OnStep
 from scalerl.rollout.env import EnvSpec, as_step_result, maybe_await
 from scalerl.rollout.observation import ObservationRenderer
-from scalerl.rollout.rollout import Trajectories
+from scalerl.rollout.rollout import Trajectories, check_stop
 from scalerl.types import Completion, SamplingParams, Turn
+from scalerl.user_code import CallTimedOut, TooManyStuck, UserCalls, UserCodeFailed, format_failure
 
 _TURN_SEED_STRIDE = 1_000_003  # a fixed-seed call (validation) draws new numbers each turn
 
@@ -67,6 +75,8 @@ class _Episode:
     finish: str = "stop"
     done: bool = False
     failed: bool = False
+    abandoned: bool = False
+    """A call of its environment ran past the time limit (it may still be running: never closed)."""
 
     def ids(self) -> list[int]:
         return self.prompt + [int(t) for part in self.tokens for t in part]
@@ -105,6 +115,7 @@ class MultiTurn:
         self.observations = ObservationRenderer(renderer.tokenizer, renderer.fmt, env.observation_role)
         self.log = log or (lambda text: print(text, file=sys.stderr, flush=True))
         self.env_errors = 0  # in this process, for the first traceback only
+        self.calls = UserCalls(f"env.name {env.name}", env.timeout_s, "env.timeout_s")
 
     def run(self, engine: GenerationEngine, examples: Sequence[Example], generations: int,
             params: SamplingParams, *, on_step: OnStep | None = None) -> list[Trajectories]:
@@ -116,6 +127,7 @@ class MultiTurn:
             if not live:
                 break
             self._model_turn(engine, live, params, turn, on_step)
+            check_stop(on_step)  # a stop (evaluation on the learner) does not wait for the environments
             self._env_turn(engine, [e for e in live if not e.done], last=turn + 1 == self.spec.max_turns)
         for e in episodes:
             e.end()
@@ -130,9 +142,14 @@ class MultiTurn:
 
     def _reset(self, examples: list[Example]) -> list[_Episode]:
         episodes = [_Episode(self._call(self.spec.build, self.factory)) for _ in examples]
-        firsts = maybe_await([self._call(e.env.reset, asdict(ex)) if not isinstance(e.env, BaseException) else e.env
-                              for e, ex in zip(episodes, examples)])
-        for e, first in zip(episodes, firsts):
+        built = []
+        for e, ex in zip(episodes, examples):
+            if isinstance(e.env, BaseException):  # the constructor failed: this trajectory's 0
+                self._fail(e, e.env)
+            else:
+                built.append((e, ex))
+        firsts = self._awaited([self._call(e.env.reset, asdict(ex)) for e, ex in built])
+        for (e, _), first in zip(built, firsts):
             if isinstance(first, BaseException):
                 self._fail(e, first)
                 continue
@@ -170,13 +187,13 @@ class MultiTurn:
 
     def _env_turn(self, engine: GenerationEngine, live: list[_Episode], last: bool) -> None:
         """Step every live episode's environment on its last turn; append the observations."""
-        results = maybe_await([self._call(e.env.step, e.turns[-1].text) for e in live])
+        results = self._awaited([self._call(e.env.step, e.turns[-1].text) for e in live])
         for e, result in zip(live, results):
             try:
                 if isinstance(result, BaseException):
                     raise result
                 step = as_step_result(result)
-                e.rewards.append(0.0 if step.reward is None else float(step.reward))
+                e.rewards.append(_step_reward(step.reward))
                 if step.done:
                     e.end()
                     continue
@@ -199,30 +216,58 @@ class MultiTurn:
     def _reward(self, e: _Episode) -> float:
         if e.failed or not e.rewards:
             return 0.0
-        return float(sum(e.rewards)) if self.spec.reward == "sum" else e.rewards[-1]
+        total = float(sum(e.rewards)) if self.spec.reward == "sum" else e.rewards[-1]
+        if abs(total) > REWARD_LIMIT:  # each step's was in range; their sum is not
+            self._fail(e, TypeError(f"the step rewards {e.rewards} sum to {total:.3g}, beyond the "
+                                    f"±{REWARD_LIMIT:.3g} a reward may be (float32)"))
+            return 0.0
+        return total
 
-    @staticmethod
-    def _call(fn, *args):
-        """``fn(*args)``, or the exception it raised (so one environment fails alone)."""
+    def _call(self, fn, *args):
+        """``fn(*args)`` under the time limit, or the :class:`UserCodeFailed` it ended with (so
+        one environment fails alone); too many stuck calls stop the run."""
         try:
-            return fn(*args)
-        except Exception as err:  # noqa: BLE001 - the user's environment
+            return self.calls.call(fn, *args)
+        except TooManyStuck:
+            raise
+        except UserCodeFailed as err:
             return err
 
+    def _awaited(self, values: list[Any]) -> list[Any]:
+        """``values`` with the awaitable ones (async ``reset``/``step``) awaited together, under
+        one time limit; past it every one still out is a :class:`CallTimedOut`."""
+        if not any(inspect.isawaitable(v) for v in values):
+            return values
+        out = self._call(maybe_await, values, self.spec.timeout_s)
+        if isinstance(out, BaseException):  # the event loop itself hung or died
+            return [out if inspect.isawaitable(v) else v for v in values]
+        return [CallTimedOut(f"env.name {self.spec.name}: an async call ran past its time limit of "
+                             f"{self.spec.timeout_s:g} s (env.timeout_s)") if isinstance(v, TimeoutError) else v
+                for v in out]
+
     def _fail(self, e: _Episode, err: BaseException) -> None:
-        e.failed = True
+        e.failed, e.abandoned = True, e.abandoned or isinstance(err, CallTimedOut)
         e.end()
         self.env_errors += 1
         if self.env_errors == 1:
-            text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
             self.log(f"env.name {self.spec.name}: an environment failed, and its trajectory scores 0 (counted in "
-                     f"env_errors; only this first failure is shown):\n{text}")
+                     f"env_errors; only this first failure is shown):\n{format_failure(err)}")
 
     def _close(self, e: _Episode) -> None:
         """``close()`` when the environment has one; its failure is shown, the reward kept."""
         close = getattr(e.env, "close", None)
-        if isinstance(e.env, BaseException) or not callable(close):
+        if isinstance(e.env, BaseException) or e.abandoned or not callable(close):
             return
-        result = maybe_await([self._call(close)])[0]
+        result = self._awaited([self._call(close)])[0]
         if isinstance(result, BaseException):
-            self.log(f"env.name {self.spec.name}: close() failed ({type(result).__name__}: {result})")
+            self.log(f"env.name {self.spec.name}: close() failed ({result})")
+
+
+def _step_reward(value) -> float:
+    """A step's reward as a float, None counted 0; anything else not a finite real number in
+    float32's range is a ``TypeError`` (``data.tasks.base.checked_reward``)."""
+    try:
+        reward = checked_reward(value)
+    except (TypeError, OverflowError) as err:
+        raise TypeError(f"step() reward: {err}") from None
+    return 0.0 if reward is None else reward

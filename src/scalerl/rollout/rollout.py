@@ -17,7 +17,7 @@ Rewards leave a rollout as the task or environment gives them ({0, 1}, fractiona
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -42,6 +42,33 @@ class Trajectories:
     """Samples the task could not grade (each scored 0)."""
     env_errors: int = 0
     """Trajectories an environment's exception ended (each scored 0)."""
+
+
+class RolloutStopped(Exception):
+    """A stop was requested while a rollout ran (an evaluation on the learner): its results are dropped."""
+
+
+def stop_hook(stop: Callable[[], bool] | None, on_step: OnStep | None = None) -> OnStep | None:
+    """``on_step`` (if any), then :class:`RolloutStopped` once ``stop()`` is true: between decode
+    steps and, in the rollouts, between the user calls that score or answer a turn."""
+    if stop is None:
+        return on_step
+
+    def hook(engine=None, step: int = 0) -> None:
+        if on_step is not None:
+            on_step(engine, step)
+        if stop():
+            raise RolloutStopped("a stop was requested")
+
+    hook.stop = stop  # type: ignore[attr-defined] - the rollouts check it between user calls too
+    return hook
+
+
+def check_stop(on_step: OnStep | None) -> None:
+    """Raise :class:`RolloutStopped` when ``on_step`` is a :func:`stop_hook` whose stop came."""
+    stop = getattr(on_step, "stop", None)
+    if stop is not None and stop():
+        raise RolloutStopped("a stop was requested")
 
 
 @runtime_checkable
@@ -71,10 +98,14 @@ class SingleTurn:
         for i, ex in enumerate(examples):
             members = completions[i * generations : (i + 1) * generations]
             errors = getattr(self.task, "reward_errors", 0)  # a task may count samples it could not grade
-            rewards = np.array([self.task.reward(c.text, ex) for c in members], dtype=np.float32)
+            rewards = np.array([self._score(c.text, ex, on_step) for c in members], dtype=np.float32)
             out.append(Trajectories(members, rewards, firsts[i],
                                     reward_errors=getattr(self.task, "reward_errors", 0) - errors))
         return out
+
+    def _score(self, text: str, example: Example, on_step: OnStep | None) -> float:
+        check_stop(on_step)  # a stop (evaluation on the learner) does not wait for every reward
+        return self.task.reward(text, example)
 
 
 def build_rollout(task, tokenizer, chat: ChatFormat | None = None, env=None, log=None) -> Rollout:

@@ -95,6 +95,7 @@ def validate(
     renderer=None,
     samples: int = 0,
     rollout=None,
+    stop=None,
 ) -> ValidationResult:
     """Sample ``k`` trajectories for the first ``num_prompts`` validation examples of ``task``.
 
@@ -103,7 +104,8 @@ def validate(
     role renders them (``renderer``, a :class:`~scalerl.models.chat.PromptRenderer`; by
     default one on the engine's tokenizer, or ``tokenizer``, with the default chat format)
     and scored by the task. A sample is correct when its reward is ``> 0`` (so {0, 1} and
-    ±1 rewards both work); NaN (not scored) is left out.
+    ±1 rewards both work); NaN (not scored) is left out. ``stop()`` (a stop request) is
+    checked between decode steps and user calls: once true, ``RolloutStopped`` is raised.
     """
     if k < 1:
         raise ValueError(f"validate: k must be >= 1, got {k}")
@@ -118,7 +120,9 @@ def validate(
     examples = list(task.validation())[:num_prompts]
     if not examples:
         raise ValueError(f"validate: task {getattr(task, 'name', task)!r} has no validation examples")
-    scored_groups = rollout.run(engine, examples, k, params)  # prompt-major: k samples per prompt
+    from scalerl.rollout.rollout import stop_hook
+
+    scored_groups = rollout.run(engine, examples, k, params, on_step=stop_hook(stop))  # prompt-major: k per prompt
     completions = [c for t in scored_groups for c in t.completions]
     rewards = np.concatenate([t.rewards for t in scored_groups]).astype(np.float64)
     scored = ~np.isnan(rewards).reshape(len(examples), k)  # a reward function's None: left out

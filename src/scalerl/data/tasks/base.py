@@ -8,6 +8,7 @@ is ``</think>``, so "text after the LAST ``</think>``" is the answer in both cas
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -92,6 +93,29 @@ def first_integer(text: str) -> int | None:
     """The first (optionally negative) integer in ``text``, or ``None``."""
     m = _INT.search(text)
     return int(m.group()) if m else None
+
+
+REWARD_LIMIT = 3.4028234663852886e38
+"""The largest reward a sample may carry: float32's largest finite value (rewards travel as
+float32, where anything larger becomes inf and would pass every threshold)."""
+
+
+def checked_reward(value) -> float | None:
+    """A reward function's or environment's reward as a float (None stays None); a value that
+    is not a real number (a bool or a string included), not finite, or beyond
+    :data:`REWARD_LIMIT` is a ``TypeError`` saying what was returned."""
+    from numbers import Real
+
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"it returned {value!r}, not a finite number or None")
+    number = float(value)  # an int too large for a float: OverflowError, also an error
+    if not math.isfinite(number):
+        raise TypeError(f"it returned {value!r}, not a finite number or None")
+    if abs(number) > REWARD_LIMIT:
+        raise TypeError(f"it returned {number:.3g}, beyond the ±{REWARD_LIMIT:.3g} a reward may be (float32)")
+    return number
 
 
 REWARD_FORMS = ("binary", "pm1")

@@ -66,6 +66,6 @@ def reward_fields(task, example: Example) -> dict[str, Any]:
     fields = dict(example.meta.get("fields", ()))
     if not fields:
         fields = {"answer": example.answer,
-                  **{k: v for k, v in example.meta.items() if k not in ("messages", "fields")}}
+                  **{k: v for k, v in example.meta.items() if k not in ("messages", "fields", "where")}}
     prompt: Prompt = task.prompt(example)
     return {**fields, "prompt": prompt}

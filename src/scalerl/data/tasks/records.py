@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -125,8 +126,8 @@ class FileTask:
         seed: int,
         prompt_template: str,
     ) -> None:
-        def read(file: str | Path) -> list[Example]:
-            return [to_example(i, rec, where) for i, (where, rec) in enumerate(load_located(file, fields))]
+        def read(file: str | Path) -> list[Example]:  # meta["where"]: the record's file and line, for errors
+            return [located(to_example(i, rec, where), where) for i, (where, rec) in enumerate(load_located(file, fields))]
 
         val = read(validation_path) if validation_path is not None else None
         self._train, self._validation = split_train_validation(
@@ -146,6 +147,11 @@ class FileTask:
         if messages is not None:
             return [dict(m) for m in messages]
         return self.prompt_template.format(problem=example.problem)
+
+
+def located(example: Example, where: str) -> Example:
+    """``example`` with ``meta["where"]`` (its record's file and line), which checks name."""
+    return replace(example, meta={**example.meta, "where": where})
 
 
 def prompt_field(record: dict, name: str, where: str) -> tuple[str, dict]:

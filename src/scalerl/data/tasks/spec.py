@@ -20,6 +20,8 @@ class TaskSpec:
     knobs: dict = field(default_factory=dict)
     reward_fn: str | None = None
     """``FILE.py:NAME`` / ``package.module:NAME`` replacing the task's own reward."""
+    reward_timeout_s: float | None = None
+    """Seconds one call of ``reward_fn`` may take (``task.reward_timeout_s``); None: no limit."""
 
     def build(self) -> Task:
         task = get_task(self.name, **self.knobs)
@@ -27,7 +29,7 @@ class TaskSpec:
             return task
         from scalerl.data.tasks.user_reward import UserRewardTask, load_reward_fn
 
-        return UserRewardTask(task, load_reward_fn(self.reward_fn), self.reward_fn)
+        return UserRewardTask(task, load_reward_fn(self.reward_fn), self.reward_fn, self.reward_timeout_s)
 
     def with_knobs(self, knobs: dict) -> TaskSpec:
         return replace(self, knobs=dict(knobs))

@@ -1,0 +1,88 @@
+"""The ``task`` section: what the model is trained on, and how a user's reward function is called.
+
+A task is built in every process that scores (``scalerl.data.tasks.spec.TaskSpec``); a user's
+task factory or reward function is checked when the config loads, so a missing file or name is
+one sentence before anything is written. A user's reward function runs under a time limit
+(``reward_timeout_s``, ``scalerl.user_code``); prompts too long for the model's context are
+refused before training or cut (``long_prompts``, ``scalerl.pipeline.preflight``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from scalerl.config_base import Frozen as _Frozen
+
+
+class TaskConfig(_Frozen):
+    name: str = "addition"
+    """A built-in task (``addition``, ``multiplication``, ``calculator``: tool use with ``env``,
+    ``math``, ``code``, ``dataset``: a user's JSONL / parquet / ``datasets`` directory) or a
+    user's task factory as ``FILE.py:NAME`` / ``package.module:NAME``, loaded in every process
+    that builds the task."""
+    knobs: dict[str, Any] = Field(default_factory=lambda: {"min_digits": 1, "max_digits": 2})
+    """Keyword arguments passed to the task constructor (difficulty, sizes, seed ...)."""
+    reward: Literal["binary", "pm1"] = "pm1"
+    """Reward form: {0, 1} or the paper's ±1 (digest §2.1); advantages are equal either way."""
+    reward_fn: str | None = None
+    """The user's reward ``FILE.py:NAME`` / ``package.module:NAME``, called as
+    ``NAME(completion, **fields) -> float | None`` with the record's columns and ``prompt``
+    (``scalerl.data.tasks.user_reward``); replaces the task's own reward."""
+    system_prompt: str | None = None
+    """Put first as a system message (as text before the prompt without a chat template)."""
+    reward_timeout_s: float | None = Field(30.0, gt=0)
+    """Seconds one call of ``reward_fn`` may take; past it the sample scores 0 as an error
+    (``reward_errors``) and the call is abandoned on its worker thread, where it may keep
+    running (``scalerl.user_code``: too many still running stop the run). None calls the
+    function on the main thread without a limit (for code that sets its own signal alarm)."""
+    long_prompts: Literal["refuse", "cut"] = "refuse"
+    """A prompt that, with ``sampling.max_new_tokens``, does not fit the model's context
+    (``max_position_embeddings``): ``refuse`` names its record before training; ``cut`` keeps
+    its last tokens (the question's end and the assistant header) and warns once."""
+
+    @field_validator("name")
+    @classmethod
+    def _absolute_plugin(cls, name: str) -> str:
+        from scalerl.plugins import canonical, is_spec
+
+        return canonical(name, "task.name") if is_spec(name) else name  # same file in every process
+
+    @field_validator("reward_fn")
+    @classmethod
+    def _reward_fn(cls, spec: str | None) -> str | None:
+        if spec is None:
+            return None
+        from scalerl.data.tasks.user_reward import load_reward_fn
+        from scalerl.plugins import canonical
+
+        spec = canonical(spec, "task.reward_fn")
+        load_reward_fn(spec)  # a missing file or name, or no `completion` parameter: refused now
+        return spec
+
+    @field_validator("knobs")
+    @classmethod
+    def _absolute_paths(cls, knobs: dict[str, Any]) -> dict[str, Any]:
+        """The data files of file-backed tasks (``path``, ``validation_path``) as absolute paths:
+        a Ray worker's cwd, or a ``--resume`` from elsewhere, must read the same file."""
+        return {k: str(Path(v).expanduser().absolute()) if k in ("path", "validation_path") and isinstance(v, str)
+                and v else v for k, v in knobs.items()}
+
+    @model_validator(mode="after")
+    def _known_task(self) -> TaskConfig:
+        from scalerl.data.tasks.registry import check_task  # light: tasks import lazily
+
+        check_task(self.name, self.knobs)
+        if self.reward_fn is None and self.name == "dataset":
+            raise ValueError("task 'dataset' is scored by your own function: set task.reward_fn "
+                             "to FILE.py:NAME or package.module:NAME")
+        return self
+
+    def spec(self, knobs: dict[str, Any] | None = None):
+        """The picklable :class:`~scalerl.data.tasks.spec.TaskSpec` every process builds from."""
+        from scalerl.data.tasks.spec import TaskSpec
+
+        return TaskSpec(self.name, dict(self.knobs if knobs is None else knobs), self.reward_fn,
+                        self.reward_timeout_s)
