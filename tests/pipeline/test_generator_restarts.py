@@ -15,7 +15,12 @@ import pytest
 from conftest import run_overrides
 
 from scalerl.checkpoint import load_checkpoint
-from scalerl.pipeline.restarts import GeneratorDeaths, GeneratorsFailed, describe_exit, failure_sentence
+from scalerl.pipeline.restarts import (
+    GeneratorDeaths,
+    GeneratorsFailed,
+    describe_exit,
+    failure_sentence,
+)
 
 
 def test_the_window_rule_counts_deaths_within_the_last_steps():
