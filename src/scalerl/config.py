@@ -183,6 +183,13 @@ class PipelineConfig(_Frozen):
     """G: completions per prompt (paper: 16)."""
     prompts_per_chunk: int = Field(4, ge=1)
     """Prompts a generator decodes together in one engine call."""
+    generator_deaths: int = Field(3, ge=1)
+    generator_death_window: int = Field(20, ge=1)
+    """A generator that dies (``kill -9``, ``os._exit`` in a reward function or environment) is
+    replaced from the newest published weights and given its unfinished prompts again
+    (``generator_restarts`` in the records), until ``generator_deaths`` deaths fall within
+    ``generator_death_window`` learner steps: then the run stops with one sentence naming
+    the cause (``scalerl.pipeline.restarts``). ``generator_deaths: 1`` stops at the first."""
 
     @property
     def lag(self) -> int:

@@ -118,3 +118,27 @@ def test_two_ranks_on_ray_complete_and_resume_with_one(nano_dir, tmp_path):
     assert [r["step"] for r in records] == [0, 1, 2, 3] and last["version"] == 3
     assert [r["learner_world_size"] for r in records[1:]] == [2, 2, 1]
     assert all(r["sync_bytes"] > 0 for r in records[1:])
+
+
+@pytest.mark.parametrize(("kill", "checkpoint"), [("1:step@0", None), ("1:publish@2", 1)])
+def test_a_killed_rank_stops_the_run_with_one_sentence_saying_whether_a_checkpoint_exists(
+        warm_model_dir, tmp_path, kill, checkpoint):
+    """Rank 1 SIGKILLs itself as the first step starts (no checkpoint yet), or halfway through
+    the weight sync of step 2 (which comes before that step's checkpoint: step 1's is the newest):
+    exit 1, no traceback, one sentence naming rank 1 and the newest checkpoint or its absence."""
+    run = tmp_path / "run"
+    done = _cli(run, _sync_run(warm_model_dir, **{"learner.world_size": 2, "learner.strategy": "fsdp2",
+                                                  "learner.sync_bucket_mb": 1, "train.steps": 3,
+                                                  "train.checkpoint_every": 1}),
+                env={"SCALERL_TEST_KILL_RANK": kill})
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("scalerl train: learner rank 1 died (killed by SIGKILL); "), last
+    if checkpoint is None:
+        assert last.endswith("no checkpoint was written before this, so the run starts over."), last
+        assert load_checkpoint(run, lambda _: None) is None
+    else:
+        assert last.endswith(f"the newest checkpoint (step {checkpoint}) is in {run}: continue with "
+                             f"`scalerl train --resume {run}`."), last
+        assert load_checkpoint(run, lambda _: None)[1]["step"] == checkpoint

@@ -22,6 +22,7 @@ from scalerl.metrics import read_records  # noqa: E402
 from scalerl.models import build_model, build_task_tokenizer, save_pretrained  # noqa: E402
 from scalerl.pipeline.actor import ActorSpec  # noqa: E402
 from scalerl.pipeline.backends.ray import RayBackend, gpus_per_generator  # noqa: E402
+from scalerl.pipeline.restarts import GeneratorsFailed  # noqa: E402
 from scalerl.pipeline.run import train  # noqa: E402
 from scalerl.types import PromptAssignment, SamplingParams  # noqa: E402
 
@@ -156,7 +157,8 @@ def test_a_failing_generator_raises_in_the_learner(local_ray, nano_dir):
     backend = RayBackend(spec, model, num_generators=1)
     try:
         backend.submit([PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=-1)])
-        with pytest.raises(ray.exceptions.RayError, match="no-such-task"):
+        # no restart allowed (the backend's default): the first death stops, naming its cause
+        with pytest.raises(GeneratorsFailed, match=r"generators died once .* generator 0, failed: .*no-such-task"):
             backend.collect(timeout=30.0)
     finally:
         backend.close()
@@ -197,3 +199,16 @@ def test_a_user_environment_from_a_file_trains_on_ray(local_ray, warm_model_dir,
     assert [r["step"] for r in records] == [0, 1, 2]
     assert records[0]["val_turns_mean"] > 1  # the starting weights, a fixed seed: a second turn was taken
     assert all(r["env_errors"] == 0 and r["turns_mean"] >= 1 and r["trained_tokens"] > 0 for r in records[1:])
+
+
+def test_a_killed_generator_actor_is_replaced_and_the_run_finishes(local_ray, nano_dir, tmp_path):
+    """The third call of the reward function in a generator actor SIGKILLs it: a new actor,
+    given the newest weights and the lost chunk, finishes every step; the restart is logged."""
+    import dying_reward
+
+    cfg = load_config("scalerl", _overrides(nano_dir, **{"task.reward_fn": dying_reward.write(tmp_path, 3, 4)}))
+    last = train(cfg, tmp_path / "run", log=lambda *_: None)
+    records = read_records(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 3, 4] and last["version"] == 4
+    assert max(r["generator_restarts"] for r in records[1:]) >= 1
+    assert max(r["staleness_max"] for r in records[1:]) <= 1  # re-sent work still keeps the lag bound

@@ -12,6 +12,7 @@ import torch
 
 from scalerl.config import Config, ConfigError
 from scalerl.pipeline.backends import Backend
+from scalerl.pipeline.restarts import GeneratorDeaths
 from scalerl.types import SamplingParams
 
 
@@ -216,15 +217,17 @@ def check_gpu_sharing(cfg: Config, model: torch.nn.Module) -> None:
         raise ConfigError(problem[0].upper() + problem[1:] + ".")
 
 
-def make_backend(cfg: Config, spec, model: torch.nn.Module) -> Backend:
-    """``local`` (spawned generator processes) or ``inprocess``; ``ray`` lives in its own module."""
+def make_backend(cfg: Config, spec, model: torch.nn.Module, clock=lambda: 0) -> Backend:
+    """``local`` (spawned generator processes) or ``inprocess``; ``ray`` lives in its own module.
+    ``clock``: the learner's step, which the window rule of generator deaths counts in."""
     check_gpu_sharing(cfg, model)
     name = cfg.pipeline.backend
+    deaths = GeneratorDeaths(cfg.pipeline.generator_deaths, cfg.pipeline.generator_death_window, clock)
     if name == "local":
         from scalerl.pipeline.backends.local import LocalBackend
 
         plan = gpu_plan(cfg)
-        return LocalBackend(spec, model, core_split(cfg).generators, plan.generators if plan else None)
+        return LocalBackend(spec, model, core_split(cfg).generators, plan.generators if plan else None, deaths)
     if name == "inprocess":
         from scalerl.pipeline.backends.inprocess import InProcessBackend
 
@@ -234,7 +237,7 @@ def make_backend(cfg: Config, spec, model: torch.nn.Module) -> Backend:
 
         # the driver's learner holds a GPU Ray does not know of; ranks reserve theirs in Ray
         learner_gpus = 1 if device(cfg).startswith("cuda") and cfg.learner.world_size == 1 else 0
-        return RayBackend(spec, model, core_split(cfg).generators, learner_gpus)
+        return RayBackend(spec, model, core_split(cfg).generators, learner_gpus, deaths)
     raise ValueError(f"unknown backend {name!r}")
 
 

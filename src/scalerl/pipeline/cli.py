@@ -8,7 +8,10 @@ recipe, override, flag or run folder prints one sentence and exits with code 2, 
 anything is built or written (``scalerl.pipeline.preflight``); so do a run directory whose
 ``config.yaml`` or checkpoints do not load and a disk that fills up during the run.
 SIGTERM or SIGINT stops the run after the step under way with a checkpoint, one sentence and
-exit code 143 or 130 (a second one exits at once; ``scalerl.pipeline.stop``).
+exit code 143 or 130 (a second one exits at once; ``scalerl.pipeline.stop``). A learner rank
+that dies, a weight sync that times out, or generators that die too often
+(``scalerl.pipeline.restarts``) stop it with one sentence saying whether a checkpoint exists,
+and exit code 1.
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ def _handle(args: argparse.Namespace) -> int:
     from scalerl.checkpoint import CheckpointError
     from scalerl.pipeline.learner_group import RankFailed, SyncTimeout
     from scalerl.pipeline.report import final_report
+    from scalerl.pipeline.restarts import GeneratorsFailed, failure_sentence
     from scalerl.pipeline.run import train
     from scalerl.pipeline.stop import Stopped
     from scalerl.user_code import TooManyStuck
@@ -119,9 +123,8 @@ def _handle(args: argparse.Namespace) -> int:
         return stop.code
     except (ConfigError, CheckpointError, TooManyStuck) as err:  # TooManyStuck: user code that hangs
         return _fail(err)
-    except (SyncTimeout, RankFailed) as err:  # the ranks are stopped; the checkpoints on disk are whole
-        print(f"scalerl train: {err}; the newest checkpoint stays loadable: continue with --resume {run_dir}.",
-              file=sys.stderr)
+    except (SyncTimeout, RankFailed, GeneratorsFailed) as err:  # the roles are stopped; checkpoints are whole
+        print(f"scalerl train: {failure_sentence(err, run_dir)}", file=sys.stderr)
         return 1
     except OSError as err:
         if err.errno not in (errno.ENOSPC, errno.EDQUOT):

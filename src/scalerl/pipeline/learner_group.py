@@ -27,6 +27,7 @@ import torch
 
 from scalerl.pipeline.learner import Published, StepResult, rate_metrics
 from scalerl.pipeline.learner_rank import LearnerRank, RankSpec
+from scalerl.pipeline.restarts import describe_exit
 from scalerl.pipeline.stop import children_ignore_stop_signals
 from scalerl.pipeline.train_step import step_metrics
 
@@ -37,6 +38,12 @@ class SyncTimeout(RuntimeError):
 
 class RankFailed(RuntimeError):
     """A learner rank raised or died; the message carries its traceback's last line."""
+
+
+def _last_line(text: str) -> str:
+    """A traceback's exception line, cut to 200 characters."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()] or ["an error"]
+    return lines[-1] if len(lines[-1]) <= 200 else lines[-1][:197] + "..."
 
 
 def free_port() -> int:
@@ -85,27 +92,47 @@ class _ProcessRanks:
         self.gather(timeout=None)  # each rank built its model and joined the group
 
     def call(self, method: str, *args) -> None:
-        for conn in self.conns:
-            conn.send((method, args))
+        for rank, conn in enumerate(self.conns):
+            try:
+                conn.send((method, args))
+            except OSError:  # its end of the pipe is gone: the rank died
+                raise self._dead_rank(rank) from None
 
     def gather(self, timeout: float | None) -> list[Any]:
-        """Every rank's reply; None for a rank whose reply did not come within ``timeout``."""
+        """Every rank's reply; :class:`RankFailed` naming the rank that died or raised
+        (the dead one first: its peers' errors are only the echo of its death)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         out: list[Any] = [None] * len(self.conns)
         waiting = set(range(len(self.conns)))
         while waiting:
             for rank in sorted(waiting):
                 if self.conns[rank].poll(0.05):
-                    status, value = self.conns[rank].recv()
+                    try:
+                        status, value = self.conns[rank].recv()
+                    except (EOFError, OSError):  # end of file: the rank's process is gone
+                        raise self._dead_rank(rank) from None
                     if status == "error":
-                        raise RankFailed(f"learner rank {rank} failed: {value.strip().splitlines()[-1]}")
+                        raise self._dead_rank(None) or RankFailed(f"learner rank {rank} failed: {_last_line(value)}")
                     out[rank] = value
                     waiting.discard(rank)
                 elif not self.procs[rank].is_alive():
-                    raise RankFailed(f"learner rank {rank} exited unexpectedly (exit code {self.procs[rank].exitcode})")
+                    raise self._dead_rank(rank)
             if deadline is not None and time.monotonic() > deadline and waiting:
                 raise TimeoutError(sorted(waiting))
         return out
+
+    def _dead_rank(self, rank: int | None, grace: float = 2.0) -> RankFailed | None:
+        """The failure of the first rank whose process has exited (``rank``'s, which is
+        known to be dying, once it has); None when every rank lives after ``grace`` s."""
+        deadline = time.monotonic() + grace
+        while True:
+            dead = [r for r, p in enumerate(self.procs) if not p.is_alive()]
+            if dead:
+                r = rank if rank in dead else dead[0]
+                return RankFailed(f"learner rank {r} died ({describe_exit(self.procs[r].exitcode)})")
+            if time.monotonic() > deadline:
+                return RankFailed(f"learner rank {rank} died (its pipe closed)") if rank is not None else None
+            time.sleep(0.05)
 
     def sync_progress(self) -> list[int]:
         return list(self.progress)

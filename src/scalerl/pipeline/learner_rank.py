@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime
 import itertools
 import os
+import signal
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,11 @@ STRATEGIES = ("fsdp2", "ddp")
 STALL_ENV = "SCALERL_TEST_STALL_SYNC"
 """``RANK:BUCKET@VERSION``: that rank hangs before gathering that bucket (1-based) of that
 version's sync — the injected stall the sync-timeout test needs; never set in a real run."""
+
+KILL_ENV = "SCALERL_TEST_KILL_RANK"
+"""``RANK:PHASE@VERSION``: that rank SIGKILLs itself as it starts that version's ``step``, or
+its ``publish`` before the second bucket — the deaths the rank-failure tests need; never set
+in a real run."""
 
 _PREFIX = "model."  # Forward holds the model as ``model``
 
@@ -130,6 +136,7 @@ class LearnerRank:
 
     def step(self, groups, version: int) -> dict[str, Any]:
         """Train this rank's rows of the batch; its part, and on rank 0 the batch's statistics."""
+        _die_if_told(self.rank, "step", version)
         start, cpu = time.perf_counter(), time.process_time()
         rules = self.spec.rules
         batch = prepare_batch(groups, rules.batch, version, rules.pad_id)
@@ -161,6 +168,8 @@ class LearnerRank:
         for i in itertools.count(1):
             if stall == f"{self.rank}:{i}":
                 time.sleep(86400)  # the injected stall (STALL_ENV)
+            if i == 2:
+                _die_if_told(self.rank, "publish", version)
             self._mark(2 * i - 1)
             bucket = next(buckets, None)  # gathers it: a collective under fsdp2
             if bucket is None:
@@ -238,6 +247,12 @@ class LearnerRank:
     def close(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _die_if_told(rank: int, phase: str, version: int) -> None:
+    """The injected death (``KILL_ENV``)."""
+    if os.environ.get(KILL_ENV) == f"{rank}:{phase}@{version}":
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class _Counted:

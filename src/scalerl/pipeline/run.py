@@ -75,7 +75,7 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
 
     step = saved[1]["step"] if saved else 0
     spec = build.actor_spec(cfg, model_dir, cfg.train.seed + step)
-    backend = build.make_backend(cfg, spec, learner.eval_snapshot())
+    backend = build.make_backend(cfg, spec, learner.eval_snapshot(), clock=lambda: learner.version)
     forecaster = logger = None
     record: dict[str, Any] = {}
     try:
@@ -192,7 +192,7 @@ def advance(learner: LearnerRole, pool, scheduler: Scheduler, backend, compute: 
     if scheduler.policy.publish_after_step(scheduler.outstanding):
         sync = publish(learner, backend)
     return {"version": learner.version, "learner_wait_s": got[1], "publish_s": time.perf_counter() - start,
-            **sync, "refused_stale": scheduler.refused, **metrics}
+            **sync, "refused_stale": scheduler.refused, "generator_restarts": backend.restarts, **metrics}
 
 
 def publish(learner: LearnerRole, backend) -> dict[str, Any]:

@@ -5,8 +5,8 @@ the engine's ``on_step``) and swaps the weights in, keeping its KV cache. Two ch
 one interface:
 
 - :class:`SharedWeights` (the ``local`` backend): one flat float32 tensor in shared memory plus
-  a version counter in an ``mp.Value``; the writer holds an ``mp.Lock`` while copying, and a
-  reader copies under the same lock, so a reader never sees half of one version.
+  a version counter in an ``mp.Value``, behind a sequence lock: a reader never sees half of one
+  version, and a reader that dies mid-copy blocks nobody.
 - :class:`InProcessWeights`: a cloned state dict, for the single-process backend and tests.
 
 Both are :class:`WeightSink`\ s, as is the Ray backend's object-store sink: a learner writes a
@@ -17,6 +17,7 @@ writes it, and never holds the whole unsharded model.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -107,7 +108,13 @@ class WeightLayout:
 
 
 class SharedWeights:
-    """Flat shared-memory weights + version counter; picklable into spawned processes."""
+    """Flat shared-memory weights + version counter; picklable into spawned processes.
+
+    A sequence lock, not a mutex: the one writer makes the sequence odd, copies, sets the
+    version and makes it even again; a reader copies and keeps the copy only when the
+    sequence was the same even number before and after. A reader therefore holds nothing a
+    writer waits for, so a generator killed while it reads (``kill -9``) cannot stall the
+    learner's next publish (``pipeline.restarts``)."""
 
     crosses_processes = True  # a learner rank spawned with it writes the generators' copy
 
@@ -115,19 +122,20 @@ class SharedWeights:
         self.layout = WeightLayout(model)
         self.flat = torch.zeros(self.layout.size, dtype=torch.float32).share_memory_()
         self._version = ctx.Value("q", -1, lock=False)
-        self._lock = ctx.Lock()
+        self._seq = ctx.Value("q", 0, lock=False)
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
         self.write(version, model_buckets(model))
 
     def write(self, version: int, buckets: Iterable[dict[str, torch.Tensor]]) -> None:
-        """Stage the buckets privately, then copy under the lock: readers wait for one copy,
-        not for a sharded learner's gathers."""
+        """Stage the buckets privately, then copy inside the odd sequence: readers retry one
+        copy, never wait for a sharded learner's gathers."""
         staging = torch.empty_like(self.flat)
         self.layout.fill(staging, buckets)
-        with self._lock:
-            self.flat.copy_(staging)
-            self._version.value = version
+        self._seq.value += 1
+        self.flat.copy_(staging)
+        self._version.value = version
+        self._seq.value += 1
 
     def version(self) -> int:
         return int(self._version.value)
@@ -135,10 +143,14 @@ class SharedWeights:
     def read(self, since: int) -> tuple[int, dict[str, torch.Tensor]] | None:
         if self._version.value <= since:
             return None
-        with self._lock:
-            version = int(self._version.value)
-            snapshot = self.flat.clone()
-        return version, self.layout.unflatten(snapshot)
+        while True:
+            before = int(self._seq.value)
+            if before % 2 == 0:
+                version = int(self._version.value)
+                snapshot = self.flat.clone()
+                if int(self._seq.value) == before:
+                    return version, self.layout.unflatten(snapshot)
+            time.sleep(0.001)  # a write is under way
 
 
 class InProcessWeights:

@@ -29,6 +29,11 @@ class Backend(Protocol):
         """Roles that compute (learner + generators): the compute accounting's device count."""
         ...
 
+    @property
+    def restarts(self) -> int:
+        """Dead generators replaced so far (``pipeline.restarts``): ``generator_restarts``."""
+        ...
+
     def publish(self, model: torch.nn.Module, version: int) -> None:
         """Make ``model``'s weights, as policy ``version``, available to every generator."""
         ...
@@ -48,8 +53,8 @@ class Backend(Protocol):
         ...
 
     def collect(self, timeout: float) -> list[Group]:
-        """Groups finished so far, waiting up to ``timeout`` s for the first; re-raises a
-        generator's failure."""
+        """Groups finished so far, waiting up to ``timeout`` s for the first. A dead generator
+        is replaced and its work sent again; ``restarts.GeneratorsFailed`` when they die too often."""
         ...
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ from scalerl.types import Group, PromptAssignment
 
 class InProcessBackend:
     num_devices = 1
+    restarts = 0  # the generator is this process: it cannot die alone
 
     def __init__(self, spec: ActorSpec, model: torch.nn.Module | None = None, num_generators: int = 1) -> None:
         self.weights = InProcessWeights()

@@ -5,46 +5,75 @@ driver: curriculum, queue policy, eval, checkpoints); each generator is a
 ``torch.multiprocessing`` process (``spawn``) running an :class:`~scalerl.pipeline.actor.Actor`
 with ``torch.set_num_threads(threads)``, so on two cores learner and generator overlap.
 
-- prompts go out through an ``mp.Queue`` of assignment chunks;
-- finished groups come back through another ``mp.Queue``;
+- each generator has its own inbox (an ``mp.Queue`` of assignment chunks and
+  :class:`~scalerl.types.EvalRequest` s), which the driver fills least-loaded first, and its own
+  outbox (a pipe, written by a sender thread so decoding never waits for the driver) of
+  results, one per inbox item and in its order: groups, an
+  :class:`~scalerl.types.EvalResult`, or a failure;
 - weights move through :class:`~scalerl.pipeline.weights.SharedWeights` (one flat shared
-  tensor + a version counter under a lock), read by generators between decode steps;
-- evaluations (``eval.on=generator``): an :class:`~scalerl.types.EvalRequest` rides the
-  assignment queue, whichever generator takes it evaluates, and the
-  :class:`~scalerl.types.EvalResult` comes back on its own queue, so polling for results
-  never consumes groups.
+  tensor + a version counter behind a sequence lock), read by generators between decode steps.
 
-A generator whose parent dies (``kill -9``) notices within a second and exits without
-flushing its queue; a generator that
-fails sends its traceback back, and the learner raises it.
+Because every generator has its own queues, the driver knows what each one holds (the items
+sent and not yet answered), and nothing a dead one leaves behind is shared: not a queue lock
+it held, not a half-written message (the driver keeps no copy of an outbox's write end, so a
+torn message reads as end of file). A generator found dead (its process sentinel, end of file
+on its outbox, or a failure it sent) is replaced (``pipeline.restarts``): a new process with
+the same GPU and a fresh seed starts from the newest published weights, and the dead one's
+unanswered items are sent again, unchanged (their ``min_version`` is the newest version's
+or older). A generator whose parent dies (``kill -9``) notices within a second and exits
+without flushing its outbox.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
+import threading
 import time
 import traceback
+from collections import deque
+from multiprocessing.connection import wait
 
 import torch
 import torch.multiprocessing as mp
 
 from scalerl.pipeline.actor import ActorSpec, build_actor
+from scalerl.pipeline.restarts import GeneratorDeaths, describe_exit
 from scalerl.pipeline.stop import children_ignore_stop_signals
 from scalerl.pipeline.weights import SharedWeights
 from scalerl.types import EvalRequest, EvalResult, Group, PromptAssignment
 
-
-class _Failure:
-    def __init__(self, text: str) -> None:
-        self.text = text
+_SEED_STRIDE = 104729
+"""A replacement samples with ``spec.seed + _SEED_STRIDE · restarts``: not the dead one's stream again."""
 
 
-def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, eval_q, index: int,
-                    parent_pid: int, gpu: int | None = None) -> None:
+class _Sender:
+    """A generator's end of its outbox: ``put`` returns at once, a thread sends."""
+
+    def __init__(self, conn) -> None:
+        self.conn, self.items = conn, queue.Queue()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while (item := self.items.get()) is not None:
+            self.conn.send(item)
+
+    def put(self, item) -> None:
+        self.items.put(item)
+
+    def flush(self) -> None:
+        self.items.put(None)
+        self.thread.join()
+
+
+def _generator_main(spec: ActorSpec, weights: SharedWeights, inbox, outbox, index: int, parent_pid: int,
+                    gpu: int | None = None) -> None:
     if gpu is not None:  # before any CUDA call: the engine (vLLM too) sees this GPU as cuda:0
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     torch.set_num_threads(spec.threads)
+    sender = _Sender(outbox)
 
     def orphaned() -> bool:
         return os.getppid() != parent_pid
@@ -54,58 +83,120 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, assign_q, group_q, 
         idle, eval_cpu = time.perf_counter(), 0.0
         while True:
             try:
-                chunk = assign_q.get(timeout=1.0)
+                item = inbox.get(timeout=1.0)
             except queue.Empty:
                 if orphaned():
                     break
                 continue
-            if chunk is None:
+            if item is None:
+                sender.flush()
                 return
             if orphaned():  # a dead learner's backlog (chunks, evaluations) is nobody's work
                 break
-            if isinstance(chunk, EvalRequest):
+            if isinstance(item, EvalRequest):
                 cpu = time.process_time()
-                eval_q.put(actor.evaluate(chunk, weights.layout.unflatten))
+                sender.put(actor.evaluate(item, weights.layout.unflatten))
                 eval_cpu += time.process_time() - cpu
                 idle = time.perf_counter()  # evaluating is work, not waiting
                 continue
             idle = time.perf_counter() - idle  # waiting for work: the learner is the bottleneck
-            groups = actor.run_batch(chunk)
+            groups = actor.run_batch(item)
             for g in groups:  # the next groups carry what this role did besides decoding them
                 g.times.idle_s, g.times.eval_cpu_s = idle / max(1, len(groups)), eval_cpu / max(1, len(groups))
-            group_q.put(groups)
+            sender.put(groups)
             idle, eval_cpu = time.perf_counter(), 0.0
-    except Exception:  # noqa: BLE001 - any failure must reach the learner, not die silently
+    except BaseException as err:  # noqa: BLE001 - user code's sys.exit too: the driver replaces this role
         if not orphaned():
-            group_q.put(_Failure(f"generator {index} failed:\n{traceback.format_exc()}"))
+            last = (traceback.format_exception_only(type(err), err) or [type(err).__name__])[-1].strip()
+            sender.put(_Failure(last[:300]))
+            sender.flush()
             return
-    # Orphaned by a killed learner: nobody reads the queue, so flushing it at exit would block
+    # Orphaned by a killed learner: nobody reads the outbox, so flushing it would block
     # forever; leave at once.
     os._exit(0)
+
+
+class _Failure:
+    """What a generator sends before it exits on an exception: the exception's last line."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _Generator:
+    """The driver's handle on one generator process: its queues and the items it holds."""
+
+    def __init__(self, ctx, spec: ActorSpec, weights: SharedWeights, index: int, gpu: int | None) -> None:
+        self.index, self.inbox = index, ctx.Queue()
+        self.outbox, theirs = ctx.Pipe(duplex=False)
+        self.held: deque = deque()  # items sent and not yet answered, oldest first
+        self.discarded = False
+        self.proc = ctx.Process(target=_generator_main, daemon=True, name=f"scalerl-generator-{index}",
+                                args=(spec, weights, self.inbox, theirs, index, os.getpid(), gpu))
+        with children_ignore_stop_signals():  # Ctrl-C or a scheduler's SIGTERM: the driver stops them
+            self.proc.start()
+        theirs.close()  # the child's copy is the only write end: its death reads as end of file
+
+    def send(self, item) -> None:
+        self.held.append(item)
+        self.inbox.put(item)
+
+    def receive(self) -> tuple[list, str | None]:
+        """The answers that arrived, and why this generator is dead (None: alive). A process
+        that exited uncleanly is not read: a message it was writing may be torn."""
+        out: list = []
+        if not self.proc.is_alive() and self.proc.exitcode != 0:
+            return out, describe_exit(self.proc.exitcode)
+        try:
+            while self.outbox.poll():
+                message = self.outbox.recv()
+                if isinstance(message, _Failure):
+                    return out, f"failed: {message.text}"
+                out.append((self.held.popleft(), message))
+        except (EOFError, OSError):
+            self.proc.join(timeout=5)
+            return out, describe_exit(self.proc.exitcode)
+        if not self.proc.is_alive():  # exited cleanly (code 0) without being asked to
+            return out, describe_exit(self.proc.exitcode)
+        return out, None
+
+    def discard(self) -> None:
+        """Forget a dead generator: its process reaped, its queues closed."""
+        self.discarded = True
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=5)
+        self.inbox.cancel_join_thread()
+        self.inbox.close()
+        self.outbox.close()
 
 
 class LocalBackend:
     """``num_generators`` generator processes + this (learner) process."""
 
     def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1,
-                 gpus: tuple[int, ...] | None = None) -> None:
-        """``gpus``: the physical GPU of each generator (``pipeline.placement``); None on CPU."""
-        ctx = mp.get_context("spawn")
-        self.weights = SharedWeights(model, ctx)
-        self.assign_q, self.group_q, self.eval_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
-        self.procs = [
-            ctx.Process(target=_generator_main, daemon=True, name=f"scalerl-generator-{i}",
-                        args=(spec, self.weights, self.assign_q, self.group_q, self.eval_q, i, os.getpid(),
-                              gpus[i] if gpus else None))
-            for i in range(num_generators)
-        ]
-        with children_ignore_stop_signals():  # Ctrl-C or a scheduler's SIGTERM: the driver stops them
-            for proc in self.procs:
-                proc.start()
+                 gpus: tuple[int, ...] | None = None, deaths: GeneratorDeaths | None = None) -> None:
+        """``gpus``: the physical GPU of each generator (``pipeline.placement``); None on CPU.
+        ``deaths``: when to stop replacing dead generators (default: the first death stops)."""
+        self._ctx, self.spec, self.gpus = mp.get_context("spawn"), spec, gpus
+        self.weights = SharedWeights(model, self._ctx)
+        self.deaths = deaths or GeneratorDeaths(limit=1, window=1)
+        self.generators = [self._start(i) for i in range(num_generators)]
+        self._groups: list[Group] = []
+        self._evals: list[EvalResult] = []
+
+    def _start(self, index: int) -> _Generator:
+        spec = dataclasses.replace(self.spec, seed=self.spec.seed + _SEED_STRIDE * self.deaths.restarts)
+        return _Generator(self._ctx, spec, self.weights, index, self.gpus[index] if self.gpus else None)
 
     @property
     def num_devices(self) -> int:
-        return 1 + len(self.procs)
+        return 1 + len(self.generators)
+
+    @property
+    def restarts(self) -> int:
+        """Generators replaced so far (``generator_restarts``)."""
+        return self.deaths.restarts
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
         self.weights.publish(model, version)
@@ -118,61 +209,72 @@ class LocalBackend:
         """Nothing to do: generators poll the shared version counter the write set."""
 
     def submit(self, chunk: list[PromptAssignment]) -> None:
-        self.assign_q.put(chunk)
+        self._send(chunk)
 
     def evaluate(self, request: EvalRequest) -> None:
-        """Queue an evaluation for the next free generator (``eval.on=generator``)."""
-        self.assign_q.put(request)
+        """Queue an evaluation on the least-loaded generator (``eval.on=generator``)."""
+        self._send(request)
+
+    def _send(self, item) -> None:
+        min(self.generators, key=lambda g: len(g.held)).send(item)
 
     def evaluations(self, timeout: float = 0.0) -> list[EvalResult]:
         """Evaluation results returned so far (waiting up to ``timeout`` s for the first)."""
-        out: list[EvalResult] = []
-        try:
-            out.append(self.eval_q.get(timeout=timeout) if timeout > 0 else self.eval_q.get_nowait())
-            while True:
-                out.append(self.eval_q.get_nowait())
-        except queue.Empty:
-            pass
+        self._pump(timeout, lambda: bool(self._evals))
+        out, self._evals = self._evals, []
         return out
 
     def collect(self, timeout: float) -> list[Group]:
-        """Groups returned so far (waiting up to ``timeout`` s for the first)."""
-        out: list[Group] = []
-        try:
-            out.extend(self._unwrap(self.group_q.get(timeout=timeout)))
-            while True:
-                out.extend(self._unwrap(self.group_q.get_nowait()))
-        except queue.Empty:
-            pass
-        if not out:
-            dead = [p.name for p in self.procs if not p.is_alive()]
-            if dead:
-                raise RuntimeError(f"generator process(es) {', '.join(dead)} exited unexpectedly")
+        """Groups returned so far (waiting up to ``timeout`` s for the first); a dead
+        generator is replaced on the way, or :class:`~scalerl.pipeline.restarts.GeneratorsFailed`
+        raised when the window rule says so."""
+        self._pump(timeout, lambda: bool(self._groups))
+        out, self._groups = self._groups, []
         return out
 
-    @staticmethod
-    def _unwrap(message) -> list[Group]:
-        if isinstance(message, _Failure):
-            raise RuntimeError(message.text)
-        return message
+    def _pump(self, timeout: float, done) -> None:
+        """Read every generator's answers until ``done()`` or ``timeout``; replace the dead."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for g in list(self.generators):
+                answers, death = g.receive()
+                for item, message in answers:
+                    (self._evals.append if isinstance(item, EvalRequest) else self._groups.extend)(message)
+                if death is not None:
+                    self._replace(g, death)
+            left = deadline - time.monotonic()
+            if done() or left <= 0:
+                return
+            wait([g.outbox for g in self.generators] + [g.proc.sentinel for g in self.generators], left)
+
+    def _replace(self, dead: _Generator, cause: str) -> None:
+        """A new process in ``dead``'s place; its unanswered items go out again."""
+        dead.discard()
+        self.deaths.died(f"generator {dead.index}", cause)  # raises when the window rule says stop
+        print(f"generator {dead.index} {cause}; replaced, {len(dead.held)} unfinished item(s) sent again "
+              f"(restart {self.deaths.restarts})", flush=True)
+        self.generators[self.generators.index(dead)] = self._start(dead.index)
+        for item in dead.held:
+            self._send(item)
 
     def close(self) -> None:
-        """Stop the generators promptly: unsent work is dropped, unread groups are drained so
-        no generator blocks flushing its queue at exit."""
-        _drain(self.assign_q)
-        for _ in self.procs:
-            self.assign_q.put(None)
+        """Stop the generators promptly: unsent work is dropped, unread answers are drained so
+        no generator blocks flushing its outbox at exit."""
+        live = [g for g in self.generators if not g.discarded]
+        for g in live:
+            _drain(g.inbox)
+            g.inbox.put(None)
         deadline = time.monotonic() + 10
-        while any(p.is_alive() for p in self.procs) and time.monotonic() < deadline:
-            _drain(self.group_q)
-            _drain(self.eval_q)
+        while any(g.proc.is_alive() for g in live) and time.monotonic() < deadline:
+            for g in live:
+                try:
+                    while g.outbox.poll():
+                        g.outbox.recv()
+                except (EOFError, OSError):
+                    pass
             time.sleep(0.05)
-        for proc in self.procs:
-            if proc.is_alive():
-                proc.kill()  # SIGTERM is ignored by generators (``stop.children_ignore_stop_signals``)
-            proc.join(timeout=5)
-        for q in (self.assign_q, self.group_q, self.eval_q):
-            q.cancel_join_thread()
+        for g in live:
+            g.discard()  # SIGKILL for one still running: generators ignore SIGTERM (``stop``)
 
 
 def _drain(q) -> None:

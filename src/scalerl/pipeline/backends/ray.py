@@ -20,6 +20,11 @@ changes, so one run scales from ``ray.init()`` on a laptop to a cluster:
   :class:`~scalerl.pipeline.scheduler.Scheduler` and
   :class:`~scalerl.pipeline.queues.LagPolicy` decide what is dispatched, published and
   admitted; this module only moves prompts, groups and weights.
+- **A dead generator** (its actor died, or ``run_batch`` raised) is replaced by a new actor
+  (``pipeline.restarts``): the newest weights ref is pushed to it and every chunk the dead one
+  had not returned is submitted again, unchanged. The actor is recreated here rather than by
+  Ray's ``max_restarts``, which would rerun the constructor but neither push the weights nor
+  resubmit the lost calls.
 
 Placement: the learner is the driver process (``run.py``). ``ray.init()`` is called only if Ray
 is not running yet; it honours ``RAY_ADDRESS`` (e.g. ``RAY_ADDRESS=auto`` joins a running
@@ -42,6 +47,7 @@ import ray
 import torch
 
 from scalerl.pipeline.actor import ActorSpec, build_actor
+from scalerl.pipeline.restarts import GeneratorDeaths
 from scalerl.pipeline.weights import WeightLayout, model_buckets
 from scalerl.types import Group, PromptAssignment
 
@@ -133,7 +139,8 @@ class RayBackend:
     """``num_generators`` generator actors; the caller (driver) is the learner."""
 
     def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1,
-                 learner_gpus: float = 0) -> None:
+                 learner_gpus: float = 0, deaths: GeneratorDeaths | None = None) -> None:
+        """``deaths``: when to stop replacing dead generators (default: the first death stops)."""
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             # RAY_ADDRESS (e.g. "auto") joins a running cluster; unset starts a local one
@@ -152,20 +159,29 @@ class RayBackend:
                                f"{num_generators} vLLM generators, a fraction each; vLLM needs a whole GPU per "
                                "generator: lower pipeline.num_generators")
         # per actor too: a cluster the caller started has its own job environment
-        options = {"num_cpus": spec.threads, "num_gpus": gpus, "runtime_env": {"env_vars": dict(WORKER_ENV)}}
+        self._options = {"num_cpus": spec.threads, "num_gpus": gpus, "runtime_env": {"env_vars": dict(WORKER_ENV)}}
         self.layout = WeightLayout(model)
         if gpus:  # each actor decodes on the GPU Ray assigned it
             spec = dataclasses.replace(spec, device="cuda")
-        self.actors = [GeneratorActor.options(**options).remote(spec, i, self.layout)
-                       for i in range(num_generators)]
-        self._pending: dict[ray.ObjectRef, int] = {}  # run_batch result -> actor index
-        self._load = [0] * num_generators
-        self._weights_ref = None
+        self.spec, self.deaths = spec, deaths or GeneratorDeaths(limit=1, window=1)
+        self.actors = [self._start(i) for i in range(num_generators)]
+        self._pending: dict[ray.ObjectRef, tuple[int, list[PromptAssignment]]] = {}  # result -> (actor, chunk)
+        self._latest: tuple[int, list] | None = None  # the newest announced (version, handle)
         self._sink = ObjectStoreSink(self.layout)
+
+    def _start(self, index: int):
+        """Generator ``index``'s actor; a replacement samples with a fresh seed."""
+        spec = dataclasses.replace(self.spec, seed=self.spec.seed + 104729 * self.deaths.restarts)
+        return GeneratorActor.options(**self._options).remote(spec, index, self.layout)
 
     @property
     def num_devices(self) -> int:
         return 1 + len(self.actors)
+
+    @property
+    def restarts(self) -> int:
+        """Generator actors replaced so far (``generator_restarts``)."""
+        return self.deaths.restarts
 
     def publish(self, model: torch.nn.Module, version: int) -> None:
         """``ray.put`` the weights once; every actor gets the ref and pulls when it polls."""
@@ -176,19 +192,22 @@ class RayBackend:
         return self._sink
 
     def announce(self, version: int, handle: list) -> None:
-        self._weights_ref = handle[0]  # kept alive here until the next version
+        self._latest = (version, handle)  # the ref is kept alive here until the next version
         for actor in self.actors:
             actor.push_weights.remote(version, handle)
 
     def submit(self, chunk: list[PromptAssignment]) -> None:
-        i = min(range(len(self.actors)), key=self._load.__getitem__)
-        self._pending[self.actors[i].run_batch.remote(chunk)] = i
-        self._load[i] += 1
+        load = [0] * len(self.actors)
+        for i, _ in self._pending.values():
+            load[i] += 1
+        i = min(range(len(self.actors)), key=load.__getitem__)
+        self._pending[self.actors[i].run_batch.remote(chunk)] = (i, chunk)
 
     def collect(self, timeout: float) -> list[Group]:
         """Groups of every chunk finished so far (waiting up to ``timeout`` s for the first).
 
-        A generator's exception (or death) is re-raised here, in the learner.
+        A generator whose actor died or whose ``run_batch`` raised is replaced on the way
+        (``restarts.GeneratorsFailed`` when the window rule says stop).
         """
         if not self._pending:
             return []
@@ -197,11 +216,34 @@ class RayBackend:
             ready, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
         out: list[Group] = []
         for ref in ready:
-            self._load[self._pending.pop(ref)] -= 1
+            if ref not in self._pending:  # a chunk of an actor replaced in this loop: sent again
+                continue
+            try:
+                groups = ray.get(ref)
+            except ray.exceptions.RayError as err:
+                self._replace(self._pending[ref][0], _cause(err))
+                continue
+            self._pending.pop(ref)
             # ray.get hands back read-only numpy views of the object store; the learner gets
             # owned, writable arrays, as from the local backend (and the store can free them)
-            out.extend(copy.deepcopy(ray.get(ref)))
+            out.extend(copy.deepcopy(groups))
         return out
+
+    def _replace(self, index: int, cause: str) -> None:
+        """A new actor in generator ``index``'s place, given the newest weights and every
+        chunk the dead one had not returned."""
+        ray.kill(self.actors[index])
+        lost = [(ref, chunk) for ref, (i, chunk) in self._pending.items() if i == index]
+        for ref, _ in lost:
+            self._pending.pop(ref)
+        self.deaths.died(f"generator {index}", cause)  # raises when the window rule says stop
+        print(f"generator {index} {cause}; replaced, {len(lost)} unfinished chunk(s) sent again "
+              f"(restart {self.deaths.restarts})", flush=True)
+        self.actors[index] = self._start(index)
+        if self._latest is not None:
+            self.actors[index].push_weights.remote(*self._latest)
+        for _, chunk in lost:
+            self.submit(chunk)
 
     def swaps(self) -> list[int]:
         """Per generator, how many in-flight weight swaps it has done."""
@@ -213,3 +255,12 @@ class RayBackend:
         self.actors, self._pending = [], {}
         if self._owns_ray:
             ray.shutdown()
+
+
+def _cause(err: Exception) -> str:
+    """A generator actor's failure in words: the last line of what ``run_batch`` (or the
+    actor's constructor) raised, or of Ray's account of the actor's death."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    last = lines[-1] if lines else type(err).__name__
+    died = isinstance(err, ray.exceptions.RayActorError) and not err.actor_init_failed
+    return f"{'died' if died else 'failed'}: {last if len(last) <= 200 else last[:197] + '...'}"
