@@ -78,3 +78,39 @@ def test_a_stop_abandons_a_waiting_call_before_its_limit():
     finally:
         release.set()
     _wait_unstuck(before)
+
+
+def test_math_verify_with_its_default_timeouts_runs_on_the_main_thread(capsys):
+    """math-verify's ``parse``/``verify`` set SIGALRM timers, which only the main thread may:
+    such a reward runs there from its first call on, said once, and scores as written."""
+    from math_verify import parse, verify
+
+    def reward(completion):
+        return float(verify(parse("$\\frac{1}{2}$"), parse(completion)))
+
+    calls = UserCalls("task.reward_fn r.py:reward", 30.0, "task.reward_timeout_s")
+    assert [calls.call(reward, c) for c in ("$0.5$", "$\\frac{2}{4}$", "$3$")] == [1.0, 1.0, 0.0]
+    assert calls.inline
+    said = capsys.readouterr().err
+    assert said.count("sets its own signal timer") == 1 and "task.reward_timeout_s" in said
+
+
+def test_signal_setting_code_off_the_main_thread_still_fails_as_the_sample_s_error():
+    import signal
+
+    def fn():
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    calls = UserCalls("test fn", 30.0, "test.timeout_s")
+    outcome = []
+
+    def off_main():
+        try:
+            calls.call(fn)
+        except UserCodeFailed as err:
+            outcome.append(err)
+
+    worker = threading.Thread(target=off_main)
+    worker.start()
+    worker.join()
+    assert len(outcome) == 1 and "main thread" in str(outcome[0]) and not calls.inline

@@ -29,6 +29,7 @@ a thread start. Calls from one caller run one at a time, as they would inline.
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -125,14 +126,36 @@ class UserCalls:
     def __init__(self, what: str, timeout: float | None, field: str) -> None:
         """``timeout`` in seconds, from the config's ``field``; None calls on the caller's thread."""
         self.what, self.timeout, self.field = what, timeout, field
+        self.inline = timeout is None
+        """Called on the caller's thread (no limit, or code that sets signal timers: :meth:`call`)."""
 
     def call(self, fn: Callable, *args) -> Any:
-        """``fn(*args)``'s value; :class:`UserCodeFailed` / :class:`CallTimedOut` otherwise."""
-        if self.timeout is None:  # on the caller's thread: no limit, exceptions still contained
+        """``fn(*args)``'s value; :class:`UserCodeFailed` / :class:`CallTimedOut` otherwise.
+
+        Code that sets its own signal timer (math-verify's ``parse``/``verify`` with their default
+        timeouts) cannot run off the main thread. When the caller is the main thread, such code is
+        called there from then on, bounded by its own timer instead of ours (said once)."""
+        if self.timeout is not None and not self.inline:
             try:
-                return fn(*args)
-            except CONTAINED as err:  # a stop's own exception (``pipeline.stop.Stopped``) goes on
-                raise UserCodeFailed(_describe(err), err) from err
+                return self._bounded(fn, args)
+            except UserCodeFailed as err:
+                if not (_sets_signals(err.error) and threading.current_thread() is threading.main_thread()):
+                    raise
+                self.inline = True
+                print(f"{self.what} sets its own signal timer (as math-verify's timeouts do), which only the "
+                      f"main thread may: it runs there from now on, bounded by its own timer, not by "
+                      f"{self.field}.", file=sys.stderr, flush=True)
+        return self._inline(fn, args)
+
+    def _inline(self, fn: Callable, args: tuple) -> Any:
+        """On the caller's thread: no time limit, exceptions still contained."""
+        try:
+            return fn(*args)
+        except CONTAINED as err:  # a stop's own exception (``pipeline.stop.Stopped``) goes on
+            raise UserCodeFailed(_describe(err), err) from err
+
+    def _bounded(self, fn: Callable, args: tuple) -> Any:
+        """On a worker thread, waited for at most ``timeout`` seconds (module doc)."""
         job = self._start(fn, args)
         deadline = time.monotonic() + self.timeout
         while not job.done.wait(max(0.0, min(_POLL_S, deadline - time.monotonic()))):
@@ -175,8 +198,16 @@ def _describe(err: BaseException) -> str:
     return text + _hint(err)
 
 
+def _sets_signals(err: BaseException | None) -> bool:
+    """``err`` refuses signals off the main thread: Python's own ``signal.signal`` ("only works in
+    main thread") or math-verify's check before it ("doesn't support threaded environment due to
+    usage of signal.alarm()")."""
+    text = str(err)
+    return isinstance(err, ValueError) and "signal" in text and "thread" in text
+
+
 def _hint(err: BaseException) -> str:
-    if isinstance(err, ValueError) and "main thread" in str(err):
+    if _sets_signals(err):
         return (" (user code runs on a worker thread, where signals cannot be set: pass math-verify "
                 "parsing_timeout=None / timeout_seconds=None, or set the time limit to null to call it "
                 "on the main thread without one)")
