@@ -57,12 +57,27 @@ def check_task(cfg: Config):
     """The task builds from ``task.knobs`` (values the constructor rejects, unreadable files,
     a record without its fields or with a prompt of the wrong kind); returns it."""
     try:
-        return cfg.task.spec().build()
+        task = cfg.task.spec().build()
     except (TypeError, ValueError, OSError, LookupError) as err:
         text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         text = text.strip().splitlines()[0] if text.strip() else type(err).__name__
         raise ConfigError(f"task {cfg.task.name!r} cannot be built from task.knobs "
                           f"{dict(cfg.task.knobs)}: {text.rstrip('.')}.") from None
+    if not task.validation():  # every run evaluates at step 0
+        raise ConfigError(f"task {cfg.task.name!r} cannot be evaluated: {_no_validation(cfg, task)}.")
+    return task
+
+
+def _no_validation(cfg: Config, task) -> str:
+    knobs = cfg.task.knobs
+    if knobs.get("validation_path"):
+        return f"the validation file {knobs['validation_path']} holds no records"
+    if knobs.get("path"):
+        records = "1 record" if task.num_train == 1 else f"{task.num_train} records"
+        return (f"no validation problem is held out of {knobs['path']} ({records} left for training; "
+                "task.knobs.num_validation holds out at most half of the file), so give it more records "
+                "or name a validation file in task.knobs.validation_path")
+    return "it has no validation problems"
 
 
 def check_prompts(cfg: Config, task) -> None:
