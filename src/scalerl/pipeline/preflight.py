@@ -26,6 +26,7 @@ def check(cfg: Config, run_dir: Path, flag: str = "--out") -> None:
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"{flag} {run_dir} is a file, not a folder.")
     check_model(cfg)
+    check_lora(cfg)
     check_prompts(cfg, task)
     check_prior_runs(cfg)
     check_run_dir(run_dir, flag)
@@ -239,6 +240,35 @@ def check_model(cfg: Config) -> None:
     if context is not None and wanted >= context:
         raise ConfigError(f"sampling.max_new_tokens={wanted} does not fit the context of {context} tokens "
                           f"of {where}, which must also hold the prompt.")
+
+
+def check_lora(cfg: Config) -> None:
+    """``model.lora``'s targets and rank fit the model, checked on a copy of it without
+    weights (the meta device): one sentence listing its linear layers, not peft's traceback."""
+    if cfg.model.lora is None:
+        return
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from scalerl.models.lora import check_targets
+
+    if cfg.model.base is not None:
+        where = f"model.base {cfg.model.base}"
+        try:
+            config = AutoConfig.from_pretrained(cfg.model.base, local_files_only=True)
+        except Exception:  # noqa: BLE001 - a model that does not load is said when it is loaded
+            return
+    else:
+        from scalerl.models.build import model_config
+
+        where = f"model.preset {cfg.model.preset!r}"
+        config = model_config(cfg.model.preset, vocab_size=256, arch=cfg.model.arch)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    try:
+        check_targets(model, cfg.model.lora.spec(), where)
+    except ValueError as err:
+        raise ConfigError(f"{str(err).rstrip('.')}.") from None
 
 
 def check_run_dir(run_dir: Path, flag: str = "--out") -> None:
