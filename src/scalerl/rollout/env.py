@@ -24,6 +24,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
+from scalerl.data.tasks.base import PromptError, check_prompt, kind_of
 from scalerl.plugins import PluginError, load
 
 OBSERVATION_ROLES = ("tool", "user")
@@ -100,6 +101,16 @@ def as_step_result(value: Any) -> StepResult:
         return StepResult(*value)
     raise TypeError(f"step() returned {type(value).__name__}, not StepResult(observation, reward, done) "
                     "or a 3-tuple")
+
+
+def checked_observation(value: Any) -> str | list[dict]:
+    """An observation to append: text or a non-empty list of chat messages; anything else is
+    a TypeError saying what it is (not a chat template's failure further on)."""
+    try:
+        return check_prompt(value, "step()")
+    except PromptError:
+        raise TypeError(f"step() returned an observation that is {kind_of(value)}, not text, a non-empty "
+                        "list of chat messages ({'role': ..., 'content': ...}) or None") from None
 
 
 def maybe_await(values: list[Any], timeout: float | None = None) -> list[Any]:

@@ -46,7 +46,7 @@ import numpy as np
 from scalerl.data.tasks.base import REWARD_LIMIT, Example, checked_reward
 from scalerl.models.chat import PromptRenderer
 from scalerl.rollout.engine import GenerationEngine, OnStep
-from scalerl.rollout.env import EnvSpec, as_step_result, maybe_await
+from scalerl.rollout.env import EnvSpec, as_step_result, checked_observation, maybe_await
 from scalerl.rollout.observation import ObservationRenderer
 from scalerl.rollout.rollout import Trajectories, check_stop
 from scalerl.types import Completion, SamplingParams, Turn
@@ -202,7 +202,7 @@ class MultiTurn:
                     continue
                 if step.observation is None:
                     continue
-                text = self.observations.text(step.observation, e.last_token)
+                text = self.observations.text(checked_observation(step.observation), e.last_token)
                 ids = self.renderer.tokenizer.encode(text, add_special_tokens=False)
             except Exception as err:  # noqa: BLE001 - the user's environment: this trajectory's 0
                 self._fail(e, err)
