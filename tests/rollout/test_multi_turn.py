@@ -191,6 +191,25 @@ def test_an_observation_that_is_no_text_or_messages_is_said_so(eos_model, tokeni
     assert "template" not in said[0]
 
 
+@pytest.mark.parametrize("observation", ["w5 w6 w7 " * 3, [{"role": "tool", "content": "w5 w6 w7 " * 3}]])
+def test_an_observation_longer_than_max_observation_chars_ends_the_episode_untokenized(
+        eos_model, tokenizer, observation):
+    """27 characters (9 tokens, well within max_tokens) against a cap of 26: never tokenized."""
+    tokenizer.chat_template = None if isinstance(observation, str) else DROPS_EARLIER_TURNS
+    encoded = []
+    real = tokenizer.encode
+    tokenizer.encode = lambda text, **kw: encoded.append(text) or real(text, **kw)
+    spec = env("BadObservation", knobs={"observation": observation}, max_observation_chars=26)
+    chat = ChatFormat("none" if isinstance(observation, str) else "auto")
+    [group] = build_rollout(None, tokenizer, chat, spec).run(TorchEngine(eos_model, tokenizer), [EXAMPLE], 2, PARAMS)
+    assert group.env_errors == 0
+    assert all(c.finish_reason == "length" and [t.role for t in c.turns] == ["model"] for c in group.completions)
+    assert not any("w5 w6 w7 w5" in text for text in encoded)
+    spec = env("BadObservation", knobs={"observation": observation}, max_observation_chars=27)
+    [group] = build_rollout(None, tokenizer, chat, spec).run(TorchEngine(eos_model, tokenizer), [EXAMPLE], 2, PARAMS)
+    assert all([t.role for t in c.turns][:2] == ["model", "env"] for c in group.completions)  # at the cap: appended
+
+
 def test_step_rewards_whose_sum_overflows_are_an_error(eos_model, tokenizer):
     said = []
     rollout = build_rollout(None, tokenizer, ChatFormat("none"),

@@ -70,6 +70,9 @@ class EnvSpec:
     """Text that ends a model turn besides end-of-turn ids (``env.stop_strings``)."""
     timeout_s: float | None = None
     """Seconds one call of the environment may take (``env.timeout_s``); None: no limit."""
+    max_observation_chars: int | None = None
+    """Characters an observation may have before it is tokenized (``env.max_observation_chars``);
+    None: no limit."""
 
     def factory(self):
         """The environment class, loaded in this process."""
@@ -111,6 +114,11 @@ def checked_observation(value: Any) -> str | list[dict]:
     except PromptError:
         raise TypeError(f"step() returned an observation that is {kind_of(value)}, not text, a non-empty "
                         "list of chat messages ({'role': ..., 'content': ...}) or None") from None
+
+
+def observation_chars(observation: str | list[dict]) -> int:
+    """The characters of a (checked) observation: its text, or its messages' contents."""
+    return len(observation) if isinstance(observation, str) else sum(len(m["content"]) for m in observation)
 
 
 def maybe_await(values: list[Any], timeout: float | None = None) -> list[Any]:
