@@ -78,3 +78,15 @@ def test_a_stop_abandons_a_waiting_call_before_its_limit():
     finally:
         release.set()
     _wait_unstuck(before)
+
+
+def test_a_huge_line_of_a_users_traceback_is_cut():
+    from scalerl.user_code import SHOWN_LINE_CHARS, format_failure
+
+    try:
+        raise ValueError("x" * 1_000_000)
+    except ValueError as err:
+        text = format_failure(err)
+    last = text.rstrip("\n").splitlines()[-1]
+    assert last == f"ValueError: {'x' * (SHOWN_LINE_CHARS - 12)}… (1000012 characters)"
+    assert len(text) < 2 * SHOWN_LINE_CHARS + 1000
