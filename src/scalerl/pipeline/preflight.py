@@ -1,9 +1,10 @@
 """Checks ``scalerl train`` makes before it builds or writes anything.
 
 The config is already valid on its own (``scalerl.config``); these checks need the world
-around it: the task can be built from its knobs, ``model.base`` is a model directory (or
-``model.preset`` a known preset), ``sampling.max_new_tokens`` fits the model's context, and
-the run folder is a folder we can write in. Each failure is a ``ConfigError`` with one
+around it: the task can be built from its knobs and has validation problems, ``model.base``
+is a model directory (or ``model.preset`` a known preset), ``sampling.max_new_tokens`` fits
+the model's context, ``model.lora`` targets its linear layers, and the run folder is a
+folder we can write in. Each failure is a ``ConfigError`` with one
 sentence naming the field or the folder. Torch is imported only for a preset's context.
 """
 
