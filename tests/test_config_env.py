@@ -21,7 +21,7 @@ def test_a_relative_env_file_is_made_absolute_for_every_process(monkeypatch):
     cfg = load_config("scalerl", ["env.name=envs.py:Scripted", "env.knobs={turns: 2}", "env.reward=last",
                                   "env.stop_strings=['</calc>']"])
     spec = cfg.env.spec()
-    assert spec == EnvSpec(f"{ENVS}:Scripted", {"turns": 2}, 4, 256, "last", "tool", ("</calc>",), 60.0)
+    assert spec == EnvSpec(f"{ENVS}:Scripted", {"turns": 2}, 4, 256, "last", "tool", ("</calc>",), 60.0, 100_000)
     assert spec.build().turns == 2
 
 

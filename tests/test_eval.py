@@ -109,3 +109,23 @@ def test_eval_pass_at_above_eval_k_is_one_sentence():
 
     with pytest.raises(ConfigError, match=r"eval.pass_at 8 must lie in \[1, eval.k = 4\]"):
         load_config("scalerl", ["eval.k=4", "eval.pass_at=[2,8]"])
+
+
+class Unscorable(ThreeProblems):
+    """A reward function that declines every sample (None, carried as NaN)."""
+
+    def reward(self, text, example):
+        return float("nan")
+
+
+def test_a_validation_with_no_scored_sample_has_no_rate_and_no_warning():
+    import warnings
+
+    engine = ScriptedEngine(right=[4, 2, 0], k=2)
+    evaluator = Evaluator(engine, PromptRenderer(CharTokenizer()), Unscorable(), SamplingParams(), k=2,
+                          num_prompts=None, seed=123)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "Mean of empty slice" must not leak into the run log
+        result = evaluator()
+    for key in ("val_pass_rate", "val_stderr", "val_pass_at_k", "val_mean_at_k"):
+        assert np.isnan(result[key]), key  # logged as null

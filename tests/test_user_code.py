@@ -114,3 +114,15 @@ def test_signal_setting_code_off_the_main_thread_still_fails_as_the_sample_s_err
     worker.start()
     worker.join()
     assert len(outcome) == 1 and "main thread" in str(outcome[0]) and not calls.inline
+
+
+def test_a_huge_line_of_a_users_traceback_is_cut():
+    from scalerl.user_code import SHOWN_LINE_CHARS, format_failure
+
+    try:
+        raise ValueError("x" * 1_000_000)
+    except ValueError as err:
+        text = format_failure(err)
+    last = text.rstrip("\n").splitlines()[-1]
+    assert last == f"ValueError: {'x' * (SHOWN_LINE_CHARS - 12)}… (1000012 characters)"
+    assert len(text) < 2 * SHOWN_LINE_CHARS + 1000

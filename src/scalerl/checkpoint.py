@@ -238,16 +238,22 @@ def _load_one(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return state, meta
 
 
-def read_checkpoint(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def read_checkpoint(run_dir: Path, log: Callable[[str], Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(state, meta)`` of the newest checkpoint that loads, changing nothing in ``run_dir``
-    (for readers such as ``scalerl export``); :class:`CheckpointError` when none does."""
+    (for readers such as ``scalerl export``); :class:`CheckpointError` when none does. An
+    older checkpoint read because the newest does not load is said through ``log``."""
     failures = []
     for name in (CURRENT, PREVIOUS):
         if (Path(run_dir) / name).is_dir():
             try:
-                return _load_one(Path(run_dir) / name)
+                state, meta = _load_one(Path(run_dir) / name)
             except CheckpointError as err:
                 failures.append(str(err).rstrip("."))
+                continue
+            if failures and log is not None:
+                log(f"the newest checkpoint does not load ({failures[0]}); read the older "
+                    f"{Path(run_dir) / name} at step {meta['step']} instead.")
+            return state, meta
     raise CheckpointError(f"no checkpoint in {run_dir} loads" + (f": {'; '.join(failures)}." if failures else
                                                                   " (there is none yet)."))
 

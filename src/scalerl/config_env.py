@@ -29,6 +29,10 @@ class EnvConfig(_Frozen):
     """Completion tokens per episode, the model's and the observations' together; a turn or an
     observation that would pass it ends the episode (``"length"``). Each turn is also capped
     by ``sampling.max_new_tokens``."""
+    max_observation_chars: int = Field(100_000, ge=1)
+    """Characters one observation may have (a list of chat messages: their contents together);
+    a longer one ends the episode (``"length"``) before it is tokenized: tokenizing megabytes
+    takes seconds per observation, and ``max_tokens`` would discard them anyway."""
     reward: Literal["sum", "last"] = "sum"
     """The trajectory's reward: the sum of its step rewards, or the last one (None counts 0)."""
     observation_role: Literal["tool", "user"] = "tool"
@@ -63,4 +67,5 @@ class EnvConfig(_Frozen):
         from scalerl.rollout.env import EnvSpec
 
         return EnvSpec(self.name, dict(self.knobs), self.max_turns, self.max_tokens, self.reward,
-                       self.observation_role, tuple(self.stop_strings), self.timeout_s)
+                       self.observation_role, tuple(self.stop_strings), self.timeout_s,
+                       self.max_observation_chars)

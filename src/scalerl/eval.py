@@ -13,6 +13,7 @@ be built on the learner's model (``eval.on=learner``) or inside a generator proc
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, replace
@@ -106,7 +107,7 @@ class Evaluator:
             "samples": tuple(dict(s, evaluator=p) for s in result.samples),
             f"{p}_pass_rate": result.mean_at_k,
             f"{p}_stderr": result.stderr,  # over prompts: a prompt's k samples are correlated
-            f"{p}_pass_at_k": float((result.pass_rates > 0).mean()),
+            f"{p}_pass_at_k": float((result.pass_rates > 0).mean()) if result.pass_rates.size else math.nan,
             f"{p}_mean_at_k": result.mean_at_k,
             f"{p}_mean_at_k_stderr": result.stderr,
             **self._pass_at(result),

@@ -224,4 +224,14 @@ def format_failure(err: BaseException) -> str:
     inner = err.error if isinstance(err, UserCodeFailed) else err
     text = "".join(traceback.format_exception(type(inner), inner, inner.__traceback__))
     hint = _hint(inner)
-    return text + (f"{hint.strip(' ()')}\n" if hint else "")
+    return _capped_lines(text) + (f"{hint.strip(' ()')}\n" if hint else "")
+
+
+SHOWN_LINE_CHARS = 2000
+"""Characters of one line of a user's traceback shown in the run log: a message quoting a
+megabyte value (a completion, an observation) is cut, not logged whole."""
+
+
+def _capped_lines(text: str) -> str:
+    return "\n".join(line if len(line) <= SHOWN_LINE_CHARS else
+                     f"{line[:SHOWN_LINE_CHARS]}… ({len(line)} characters)" for line in text.split("\n"))

@@ -188,3 +188,35 @@ def test_cli_prior_runs_pointing_nowhere_is_exit_2_and_one_sentence(tmp_path, ca
     assert rc == 2
     err = capsys.readouterr().err
     assert err == f"scalerl fit: error: --prior-runs {tmp_path / spec}: {says}.\n"
+
+
+def test_cli_prior_runs_leave_out_a_copy_of_the_forecast_run(tmp_path, capsys):
+    """A copy of the run being forecast (its own future) is no prior run: left out, said once."""
+    folder = tmp_path / "done"
+    folder.mkdir()
+    for name, c, y in population(8, seed=1):
+        write_csv(folder / f"{name}.csv", c, y)
+    (_, c, y), = population(1, seed=5)
+    run = write_csv(tmp_path / "new.csv", c, y)
+    write_csv(folder / "copy.csv", c, y)
+    out = tmp_path / "fit.json"
+    rc = main(["fit", str(run), "--prior-runs", str(folder), "--fit-frac", "0.25", "--min-compute", "1500",
+               "--no-budget", "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    captured = capsys.readouterr()
+    assert captured.err == (f"scalerl fit: warning: --prior-runs: {folder / 'copy.csv'} holds the same curve as "
+                            f"{run}, the run being forecast, so it is left out of the prior (a run's own future "
+                            "would otherwise inform its forecast).\n")
+    assert "prior: new: prior from 8 finished runs" in captured.out
+    (row,) = json.loads(out.read_text())["runs"]
+    assert row["fit"]["prior"]["n_runs"] == 8
+
+
+def test_cli_prior_runs_naming_only_the_forecast_run_say_so(tmp_path, capsys):
+    (_, c, y), = population(1, seed=5)
+    run = write_csv(tmp_path / "new.csv", c, y)
+    rc = main(["fit", str(run), "--prior-runs", str(tmp_path / "new*.csv"), "--fit-frac", "0.5", "--no-budget"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert (f"--prior-runs {tmp_path / 'new*.csv'}: it holds only the run being forecast, which is never part of "
+            "its own prior, so the fit is prior-free.") in " ".join(out.split()), out

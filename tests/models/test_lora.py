@@ -154,3 +154,23 @@ def test_fused_layer_equals_peft_s_own(chat_dir, dropout):
     assert grads[0][1].keys() == grads[1][1].keys()
     for name, g in grads[0][1].items():
         assert torch.allclose(g, grads[1][1][name], atol=1e-6, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("targets, rank, words", [
+    ((), 4, "model.lora.targets is empty: name the linear layers of M to adapt (its linear layers are down_proj"),
+    (("lm_head",), 4, "model.lora.targets names lm_head, the LM head of M, which stays frozen"),
+    (("q_proj", "qproj"), 4, "model.lora.targets names 'qproj', which is no linear layer of M; "
+                             "its linear layers are down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj"),
+    (("q_proj", "up_proj"), 10_000, "model.lora.rank 10000 is more than 128, the smaller size of the targeted layer q_proj (128 in, 128 out)"),
+])
+def test_targets_and_rank_the_model_cannot_take_are_one_sentence(chat_dir, targets, rank, words):
+    from scalerl.models.lora import check_targets
+
+    model, _ = load_pretrained(chat_dir)
+    spec = LoraSpec(rank=rank, alpha=8.0, dropout=0.0, targets=targets)
+    with pytest.raises(ValueError) as err:
+        check_targets(model, spec, "M")
+    assert words in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ValueError):  # the learner's own check, should preflight have let it through
+        apply_lora(model, spec)
+    check_targets(model, SPEC, "M")  # the tests' own spec fits

@@ -215,6 +215,20 @@ def _early_case(tmp: Path, name: str) -> tuple[list[str], list[str], list[str]]:
                        "env.name: no such class": (f"{env}:Missing", ["there is no 'Missing'"]),
                        "env.name: no step method": (f"{env}:Env", ["has no step() method"])}[name]
         return ["--set", f"env.name={spec}", *out], ["env.name", *words], []
+    if name.startswith("dataset:"):  # a user's data file, refused at preflight, before the run folder
+        reward = _write(tmp / "reward.py", "def score(completion, **fields):\n    return 1.0\n")
+        data = tmp / "data.jsonl"
+        if name == "dataset: one record":
+            _write(data, '{"prompt": "1+1?"}\n')
+            words = [f"no validation problem is held out of {data} (1 record", "task.knobs.validation_path"]
+        elif name == "dataset: a line nested 100,000 deep":
+            _write(data, '{"prompt": "1+1?"}\n{"prompt": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+            words = [f"{data}:2: lists and objects nest too deep to read"]
+        else:
+            data.symlink_to("/dev/zero")
+            words = [f"{data}: not a regular file"]
+        return ["--set", "task.name=dataset", "--set", f"task.knobs.path={data}",
+                "--set", f"task.reward_fn={reward}:score", *out], words, []
     if name == "list nested 20,000 deep":
         return recipe("train: " + "[" * 20_000 + "]" * 20_000 + "\n"), ["r.yaml line 1", "deeper than 64"], []
     if name == "mapping nested 3,000 deep":
@@ -255,7 +269,8 @@ EARLY_CASES = ["alias bomb in rollout.vllm.extra", "list nested 20,000 deep", "m
                "two train sections", "description: !!binary", "extends: 5", "extends: a list", "extends: ''",
                "extends: a folder", "extends: a missing file", "train.seed=2^70", "train.seed=-1",
                "--out too long", "--out empty", "recipe knobs with an unrelated --set",
-               "env.name: no such file", "env.name: no such class", "env.name: no step method"]
+               "env.name: no such file", "env.name: no such class", "env.name: no step method",
+               "dataset: one record", "dataset: a line nested 100,000 deep", "dataset: a link to /dev/zero"]
 
 
 @pytest.mark.parametrize("name", EARLY_CASES)

@@ -195,12 +195,14 @@ def test_a_full_disk_leaves_the_earlier_export_and_nothing_else(run, tmp_path, c
     assert snapshot(tmp_path) == before
 
 
-def test_an_unwritable_path_is_one_sentence(run, tmp_path, capsys):
+@pytest.mark.parametrize("where", ["under a file", "/proc/x"])
+def test_an_unwritable_path_is_one_sentence(run, tmp_path, capsys, where):
     (tmp_path / "notes.txt").write_text("a file, where a folder would have to be made")
     before = snapshot(tmp_path)
-    rc, err = export(capsys, run, "--out", tmp_path / "notes.txt" / "model")
+    out = tmp_path / "notes.txt" / "model" if where == "under a file" else Path(where)
+    rc, err = export(capsys, run, "--out", out)
     assert rc == 2
-    one_sentence(err, "cannot write the export to", "nothing was written")
+    one_sentence(err, f"cannot write the export to {out}", "nothing was written")
     assert snapshot(tmp_path) == before
 
 
@@ -212,3 +214,19 @@ def test_safetensors_io_errors_read_as_a_full_disk():
     err = SafetensorError("Error while serializing: I/O error: No space left on device (os error 28) at path \"x\"")
     assert "no space is left" in write_failure(Path("out"), err)
     assert write_failure(Path("out"), ValueError("a bug")) is None  # not a write failure: re-raised
+
+
+def test_a_torn_newest_checkpoint_is_said_and_the_older_one_exported(run, tmp_path, capsys):
+    from scalerl.checkpoint import read_checkpoint
+
+    state, _ = read_checkpoint(run)
+    save_checkpoint(run, state, {"step": 5})  # step 3 becomes checkpoint.old
+    newest = run / "checkpoint" / "state.pt"
+    newest.write_bytes(newest.read_bytes()[:100])  # torn
+    rc, err = export(capsys, run, "--out", tmp_path / "out")
+    assert rc == 0
+    lines = err.splitlines()
+    assert lines[0].startswith("the newest checkpoint does not load (checkpoint/state.pt does not load"), err
+    assert f"read the older {run / 'checkpoint.old'} at step 3 instead" in lines[0]
+    assert lines[-1] == f"exported step 3 of {run}"
+    assert json.loads((tmp_path / "out" / EXPORT_MARKER).read_text())["step"] == 3

@@ -143,7 +143,9 @@ def test_export_of_what_is_not_a_run_is_one_sentence(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("case", ["no file", "no name", "no completion", "missing field", "bad prompt",
-                                  "no template", "rank 0", "fields not taken", "messages deep in the file"])
+                                  "no template", "rank 0", "fields not taken", "messages deep in the file",
+                                  "lora targets none", "lora target a typo", "lora target the head",
+                                  "lora rank above the layers"])
 def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
     (tmp_path / "r.py").write_text("def other(text):\n    return 0.0\n"
                                    "def narrow(completion, answer):\n    return 0.0\n")
@@ -157,6 +159,12 @@ def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
              "bad prompt": ("task.knobs", f"{{path: {data}}}", f"{data}:1: field 'prompt': the prompt is neither"),
              "no template": ("model.base", str(nano_dir), "need a chat template"),
              "rank 0": ("model.lora.rank", "0", "model.lora.rank"),
+             # LoRA the model cannot take: refused at preflight, listing the layers it has
+             "lora targets none": ("model.lora", "{targets: []}", "model.lora.targets is empty"),
+             "lora target a typo": ("model.lora", "{targets: [q_proj, nonexistent]}",
+                                    "'nonexistent', which is no linear layer of model.base"),
+             "lora target the head": ("model.lora", "{targets: [lm_head]}", "names lm_head, the LM head of"),
+             "lora rank above the layers": ("model.lora", "{rank: 100000}", "model.lora.rank 100000 is more than"),
              # the data has a `level` column and every call gets `prompt`: a narrow signature fails
              "fields not taken": ("task.reward_fn", f"{tmp_path}/r.py:narrow", "cannot be called as NAME(completion"),
              "messages deep in the file": ("task.knobs", f"{{path: {data}, num_validation: 1}}",

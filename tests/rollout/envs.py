@@ -65,6 +65,18 @@ class BadReward(Scripted):
         return StepResult(result.observation, self.reward, result.done)
 
 
+class BadObservation(Scripted):
+    """Scripted, but each observation is ``observation`` (a knob): a dict, an empty list ..."""
+
+    def __init__(self, observation=None, **kw) -> None:
+        super().__init__(**kw)
+        self.observation = observation
+
+    def step(self, action: str) -> StepResult:
+        result = Scripted.step(self, action)
+        return StepResult(self.observation if not result.done else None, result.reward, result.done)
+
+
 class Exits(Scripted):
     """``step`` raises ``SystemExit`` (user code calling ``sys.exit``)."""
 

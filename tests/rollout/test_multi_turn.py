@@ -176,6 +176,40 @@ def test_a_step_reward_that_is_no_finite_float32_number_is_an_error(eos_model, t
     assert len(said) == 1 and "reward" in said[0]
 
 
+@pytest.mark.parametrize("template", [None, DROPS_EARLIER_TURNS])
+@pytest.mark.parametrize("observation, kind", [({"result": "w5"}, "a dict"), ([], "an empty list"),
+                                               ([{"role": "tool"}], "a list whose items are not all")])
+def test_an_observation_that_is_no_text_or_messages_is_said_so(eos_model, tokenizer, template, observation, kind):
+    """Not a chat template's failure (the reason given before): what step() returned."""
+    tokenizer.chat_template = template
+    said = []
+    rollout = build_rollout(None, tokenizer, ChatFormat("none" if template is None else "auto"),
+                            env("BadObservation", knobs={"observation": observation}), log=said.append)
+    [group] = rollout.run(TorchEngine(eos_model, tokenizer), [EXAMPLE], 2, PARAMS)
+    assert group.env_errors == 2 and group.rewards.tolist() == [0.0, 0.0]
+    assert len(said) == 1 and f"step() returned an observation that is {kind}" in said[0], said
+    assert "template" not in said[0]
+
+
+@pytest.mark.parametrize("observation", ["w5 w6 w7 " * 3, [{"role": "tool", "content": "w5 w6 w7 " * 3}]])
+def test_an_observation_longer_than_max_observation_chars_ends_the_episode_untokenized(
+        eos_model, tokenizer, observation):
+    """27 characters (9 tokens, well within max_tokens) against a cap of 26: never tokenized."""
+    tokenizer.chat_template = None if isinstance(observation, str) else DROPS_EARLIER_TURNS
+    encoded = []
+    real = tokenizer.encode
+    tokenizer.encode = lambda text, **kw: encoded.append(text) or real(text, **kw)
+    spec = env("BadObservation", knobs={"observation": observation}, max_observation_chars=26)
+    chat = ChatFormat("none" if isinstance(observation, str) else "auto")
+    [group] = build_rollout(None, tokenizer, chat, spec).run(TorchEngine(eos_model, tokenizer), [EXAMPLE], 2, PARAMS)
+    assert group.env_errors == 0
+    assert all(c.finish_reason == "length" and [t.role for t in c.turns] == ["model"] for c in group.completions)
+    assert not any("w5 w6 w7 w5" in text for text in encoded)
+    spec = env("BadObservation", knobs={"observation": observation}, max_observation_chars=27)
+    [group] = build_rollout(None, tokenizer, chat, spec).run(TorchEngine(eos_model, tokenizer), [EXAMPLE], 2, PARAMS)
+    assert all([t.role for t in c.turns][:2] == ["model", "env"] for c in group.completions)  # at the cap: appended
+
+
 def test_step_rewards_whose_sum_overflows_are_an_error(eos_model, tokenizer):
     said = []
     rollout = build_rollout(None, tokenizer, ChatFormat("none"),

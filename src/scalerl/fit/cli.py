@@ -381,7 +381,7 @@ def fit_command(args: argparse.Namespace) -> int:
     prior = None
     if args.prior_runs is not None:
         prior = load_prior(args.prior_runs, options, _columns_of(args),
-                           exclude=tuple(str(p) for p in expand_paths(args.runs)))  # fmt: skip
+                           exclude=tuple(str(p) for p in expand_paths(args.runs)), forecast=curves)  # fmt: skip
     console = report.console()
     _columns(console, curves)
     outcomes = [_fit_one(curve, args, options, prior) for curve in curves]

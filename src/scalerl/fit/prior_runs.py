@@ -12,10 +12,14 @@ its metrics, and the prior counts what it could use.
 from __future__ import annotations
 
 import glob
+import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from scalerl.fit.errors import CurveError
+import numpy as np
+
+from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.options import FitOptions
 from scalerl.fit.prior import Prior, learn_prior
 from scalerl.fit.readers import Columns, Curve, read_curves
@@ -46,23 +50,45 @@ def find_prior_files(spec: str, *, what: str = "--prior-runs") -> list[Path]:
 
 def load_prior(
     spec: str, options: FitOptions, columns: Columns | None = None, *,
-    exclude: tuple[str, ...] = (), what: str = "--prior-runs",
+    exclude: tuple[str, ...] = (), forecast: Sequence[Curve] = (), what: str = "--prior-runs",
 ) -> tuple[Prior | None, str, int]:
     """(prior or None, why none, number of runs read) from ``spec``, read with ``columns``
     (default: the readers' column choice; ``bounded`` follows ``options``).
 
-    ``exclude``: resolved paths of the run being forecast, never part of its own prior.
+    ``exclude``: resolved paths of the run being forecast, never part of its own prior;
+    ``forecast``: its curves, so that a copy of one under another name (the same points, or
+    one a prefix of the other) is left out too, with a :class:`CurveWarning`.
     """
     curves: list[Curve] = []
     skip = {str(Path(e).resolve()) for e in exclude}
+    excluded = 0
     for path in find_prior_files(spec, what=what):
         if str(path.resolve()) in skip:
+            excluded += 1
             continue
         try:
             curves += read_curves(path, replace(columns or Columns(), bounded=options.bounded))
         except CurveError:
             continue  # a file with no curve in a run folder (see the module docstring)
-    prior, why = learn_prior([(c.source, c.compute, c.reward) for c in curves], options)
-    if not curves:
+    kept = [c for c in curves if not _copy_of_forecast(c, forecast, what)]
+    prior, why = learn_prior([(c.source, c.compute, c.reward) for c in kept], options)
+    if not kept and (excluded or curves):
+        why = (f"{what} {spec}: it holds only the run being forecast{' (or copies of it)' if curves else ''}, "
+               "which is never part of its own prior, so the fit is prior-free")
+    elif not kept:
         why = f"{what} {spec}: no curve could be read there, so the fit is prior-free"
-    return prior, why, len(curves)
+    return prior, why, len(kept)
+
+
+def _copy_of_forecast(curve: Curve, forecast: Sequence[Curve], what: str) -> bool:
+    """Whether ``curve`` holds the points of a forecast curve (at least two, one curve a
+    prefix of the other: a copy, or a copy cut elsewhere); said as a ``CurveWarning``."""
+    for other in forecast:
+        n = min(len(curve), len(other))
+        if n >= 2 and np.array_equal(curve.compute[:n], other.compute[:n]) and np.array_equal(
+                curve.reward[:n], other.reward[:n]):
+            warnings.warn(CurveWarning(f"{what}: {curve.source} holds the same curve as {other.source}, the run "
+                                       "being forecast, so it is left out of the prior (a run's own future "
+                                       "would otherwise inform its forecast)."), stacklevel=3)
+            return True
+    return False

@@ -45,10 +45,52 @@ class LoraSpec:
         return self.alpha / self.rank
 
 
+def linear_layers(model: torch.nn.Module) -> dict[str, tuple[int, int]]:
+    """``{name: (in, out)}`` of the linear layers LoRA may target, by the last part of their
+    module name (``q_proj``), each the smallest sizes among the layers of that name; the LM
+    head is left out (it stays frozen: the FP32 head reads it)."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    out: dict[str, tuple[int, int]] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and module is not head:
+            leaf = name.rsplit(".", 1)[-1]
+            i, o = out.get(leaf, (module.in_features, module.out_features))
+            out[leaf] = (min(i, module.in_features), min(o, module.out_features))
+    return out
+
+
+def check_targets(model: torch.nn.Module, spec: LoraSpec, where: str) -> None:
+    """``ValueError`` (one sentence naming ``where``, the model) unless every name of
+    ``spec.targets`` is a linear layer of ``model`` other than its LM head, there is at least
+    one, and ``spec.rank`` is at most the smallest size of a targeted layer."""
+    layers = linear_layers(model)
+    known = f"its linear layers are {', '.join(sorted(layers)) or 'none'}"
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    head_name = next((n.rsplit(".", 1)[-1] for n, m in model.named_modules() if head is not None and m is head), None)
+    if not spec.targets:
+        raise ValueError(f"model.lora.targets is empty: name the linear layers of {where} to adapt ({known})")
+    if head_name in spec.targets:
+        raise ValueError(f"model.lora.targets names {head_name}, the LM head of {where}, which stays frozen "
+                         f"(the FP32 head reads it); {known}")
+    unknown = [t for t in spec.targets if t not in layers]
+    if unknown:
+        names = ", ".join(repr(t) for t in unknown)
+        what = "which is no linear layer" if len(unknown) == 1 else "which are no linear layers"
+        raise ValueError(f"model.lora.targets names {names}, {what} of {where}; {known}")
+    smallest, layer = min((min(layers[t]), t) for t in spec.targets)
+    if spec.rank > smallest:
+        raise ValueError(f"model.lora.rank {spec.rank} is more than {smallest}, the smaller size of the targeted "
+                         f"layer {layer} ({layers[layer][0]} in, {layers[layer][1]} out) of {where}, so its adapter "
+                         f"would hold more numbers than the layer; use a rank of at most {smallest}")
+
+
 def apply_lora(model: torch.nn.Module, spec: LoraSpec) -> torch.nn.Module:
     """``model`` wrapped by peft with fresh adapters (``B = 0``, so it starts as the base);
-    its linear layers are :func:`fused_lora_linear`'s (peft's own, with a fused forward)."""
+    its linear layers are :func:`fused_lora_linear`'s (peft's own, with a fused forward).
+    Targets or a rank the model cannot take are ``ValueError`` (:func:`check_targets`)."""
     from peft import LoraConfig, get_peft_model
+
+    check_targets(model, spec, "the model")
 
     config = LoraConfig(r=spec.rank, lora_alpha=spec.alpha, lora_dropout=spec.dropout,
                         target_modules=list(spec.targets), bias="none", task_type="CAUSAL_LM")

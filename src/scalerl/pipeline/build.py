@@ -76,7 +76,10 @@ def load_model(cfg: Config, model_dir: Path, device_name: str | None = None):
     if cfg.model.lora is not None:  # adapters on the frozen base: only they train and travel
         from scalerl.models.lora import apply_lora
 
-        model = apply_lora(model, cfg.model.lora.spec())
+        try:
+            model = apply_lora(model, cfg.model.lora.spec())
+        except ValueError as err:  # targets or a rank the model cannot take (preflight says it first)
+            raise ConfigError(f"{str(err).rstrip('.')}.") from None
     return model.to(device_name or device(cfg)), tokenizer
 
 

@@ -85,7 +85,7 @@ def export_run(run_dir: Path, out: Path | None = None, *, merge: bool = False, d
     if not (base / "config.json").is_file():
         raise ConfigError(f"the starting model of {run_dir} is gone ({base} holds no config.json), "
                           "and the checkpoint holds only what the run trained.")
-    state, meta = read_checkpoint(run_dir)
+    state, meta = read_checkpoint(run_dir, log=lambda text: print(text, file=sys.stderr))
     model, tokenizer = load_model(cfg, base, "cpu")
     model.load_state_dict(state["learner"]["model"], strict=cfg.model.lora is None)
     if merge and cfg.model.lora is not None:

@@ -1,9 +1,10 @@
 """Checks ``scalerl train`` makes before it builds or writes anything.
 
 The config is already valid on its own (``scalerl.config``); these checks need the world
-around it: the task can be built from its knobs, ``model.base`` is a model directory (or
-``model.preset`` a known preset), ``sampling.max_new_tokens`` fits the model's context, and
-the run folder is a folder we can write in. Each failure is a ``ConfigError`` with one
+around it: the task can be built from its knobs and has validation problems, ``model.base``
+is a model directory (or ``model.preset`` a known preset), ``sampling.max_new_tokens`` fits
+the model's context, ``model.lora`` targets its linear layers, and the run folder is a
+folder we can write in. Each failure is a ``ConfigError`` with one
 sentence naming the field or the folder. Torch is imported only for a preset's context.
 """
 
@@ -26,6 +27,7 @@ def check(cfg: Config, run_dir: Path, flag: str = "--out") -> None:
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"{flag} {run_dir} is a file, not a folder.")
     check_model(cfg)
+    check_lora(cfg)
     check_prompts(cfg, task)
     check_prior_runs(cfg)
     check_run_dir(run_dir, flag)
@@ -57,12 +59,27 @@ def check_task(cfg: Config):
     """The task builds from ``task.knobs`` (values the constructor rejects, unreadable files,
     a record without its fields or with a prompt of the wrong kind); returns it."""
     try:
-        return cfg.task.spec().build()
+        task = cfg.task.spec().build()
     except (TypeError, ValueError, OSError, LookupError) as err:
         text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         text = text.strip().splitlines()[0] if text.strip() else type(err).__name__
         raise ConfigError(f"task {cfg.task.name!r} cannot be built from task.knobs "
                           f"{dict(cfg.task.knobs)}: {text.rstrip('.')}.") from None
+    if not task.validation():  # every run evaluates at step 0
+        raise ConfigError(f"task {cfg.task.name!r} cannot be evaluated: {_no_validation(cfg, task)}.")
+    return task
+
+
+def _no_validation(cfg: Config, task) -> str:
+    knobs = cfg.task.knobs
+    if knobs.get("validation_path"):
+        return f"the validation file {knobs['validation_path']} holds no records"
+    if knobs.get("path"):
+        records = "1 record" if task.num_train == 1 else f"{task.num_train} records"
+        return (f"no validation problem is held out of {knobs['path']} ({records} left for training; "
+                "task.knobs.num_validation holds out at most half of the file), so give it more records "
+                "or name a validation file in task.knobs.validation_path")
+    return "it has no validation problems"
 
 
 def check_prompts(cfg: Config, task) -> None:
@@ -224,6 +241,38 @@ def check_model(cfg: Config) -> None:
     if context is not None and wanted >= context:
         raise ConfigError(f"sampling.max_new_tokens={wanted} does not fit the context of {context} tokens "
                           f"of {where}, which must also hold the prompt.")
+
+
+def check_lora(cfg: Config) -> None:
+    """``model.lora``'s targets and rank fit the model, checked on a copy of it without
+    weights (the meta device): one sentence listing its linear layers, not peft's traceback."""
+    if cfg.model.lora is None:
+        return
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from scalerl.models.lora import check_targets
+
+    if cfg.model.base is not None:
+        where = f"model.base {cfg.model.base}"
+        try:
+            config = AutoConfig.from_pretrained(cfg.model.base, local_files_only=True)
+        except Exception:  # noqa: BLE001 - a model that does not load is said when it is loaded
+            return
+    else:
+        from scalerl.models.build import model_config
+
+        where = f"model.preset {cfg.model.preset!r}"
+        config = model_config(cfg.model.preset, vocab_size=256, arch=cfg.model.arch)
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except Exception:  # noqa: BLE001 - a model transformers cannot build is said when it is loaded
+        return
+    try:
+        check_targets(model, cfg.model.lora.spec(), where)
+    except ValueError as err:
+        raise ConfigError(f"{str(err).rstrip('.')}.") from None
 
 
 def check_run_dir(run_dir: Path, flag: str = "--out") -> None:

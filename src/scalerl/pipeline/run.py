@@ -23,6 +23,7 @@ into ``/dev/shm`` (``scalerl.pipeline.shm``).
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,7 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
         done = False
         if got is not None:  # None: a signal came while waiting for groups; no state changed
             if first:
-                check_first_batch(cfg, got[0])
+                check_first_batch(cfg, got[0], log)
                 first = False
             step += 1
             record = {"step": step} | advance(learner, pool, scheduler, backend, compute, got, overlap, log)
@@ -153,17 +154,25 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
     return step, record
 
 
-def check_first_batch(cfg: Config, batch) -> None:
+def check_first_batch(cfg: Config, batch, log) -> None:
     """A user's environment (``env.name``) or reward function (``task.reward_fn``) that failed
     on every sample of the run's first batch is broken, not unlucky: :class:`ConfigError`, one
-    sentence (its first failure was shown where it happened)."""
+    sentence (its first failure was shown where it happened). A reward function that declined
+    (None) every sample of it is said once through ``log``: training goes on, learning nothing
+    from such batches."""
+    total = sum(len(g.completions) for g in batch)
+    unscored = sum(math.isnan(float(r)) for g in batch for r in g.rewards)
+    if cfg.task.reward_fn is not None and total and unscored >= total:
+        log(f"task.reward_fn {cfg.task.reward_fn} returned None (cannot be scored) for every sample of the "
+            f"first batch ({unscored} of {total}, counted in reward_none), so nothing could be learned from it "
+            "and a validation with no scored sample has no pass rate (null); a function that ends without "
+            "`return` returns None.")
     if cfg.env.name is not None:
         what, counter, errors = f"env.name {cfg.env.name}", "env_errors", sum(g.env_errors for g in batch)
     elif cfg.task.reward_fn is not None:
         what, counter, errors = f"task.reward_fn {cfg.task.reward_fn}", "reward_errors", sum(g.reward_errors for g in batch)
     else:
         return
-    total = sum(len(g.completions) for g in batch)
     if total and errors >= total:
         raise ConfigError(f"{what} failed on every sample of the first batch ({errors} of {total}, counted in "
                           f"{counter}; its first failure is shown above), so nothing could be learned; fix it "

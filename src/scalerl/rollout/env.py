@@ -24,6 +24,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
+from scalerl.data.tasks.base import PromptError, check_prompt, kind_of
 from scalerl.plugins import PluginError, load
 
 OBSERVATION_ROLES = ("tool", "user")
@@ -69,6 +70,9 @@ class EnvSpec:
     """Text that ends a model turn besides end-of-turn ids (``env.stop_strings``)."""
     timeout_s: float | None = None
     """Seconds one call of the environment may take (``env.timeout_s``); None: no limit."""
+    max_observation_chars: int | None = None
+    """Characters an observation may have before it is tokenized (``env.max_observation_chars``);
+    None: no limit."""
 
     def factory(self):
         """The environment class, loaded in this process."""
@@ -100,6 +104,21 @@ def as_step_result(value: Any) -> StepResult:
         return StepResult(*value)
     raise TypeError(f"step() returned {type(value).__name__}, not StepResult(observation, reward, done) "
                     "or a 3-tuple")
+
+
+def checked_observation(value: Any) -> str | list[dict]:
+    """An observation to append: text or a non-empty list of chat messages; anything else is
+    a TypeError saying what it is (not a chat template's failure further on)."""
+    try:
+        return check_prompt(value, "step()")
+    except PromptError:
+        raise TypeError(f"step() returned an observation that is {kind_of(value)}, not text, a non-empty "
+                        "list of chat messages ({'role': ..., 'content': ...}) or None") from None
+
+
+def observation_chars(observation: str | list[dict]) -> int:
+    """The characters of a (checked) observation: its text, or its messages' contents."""
+    return len(observation) if isinstance(observation, str) else sum(len(m["content"]) for m in observation)
 
 
 def maybe_await(values: list[Any], timeout: float | None = None) -> list[Any]:

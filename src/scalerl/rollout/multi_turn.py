@@ -17,7 +17,8 @@ rendered once by the task's renderer. Then the trajectories advance in lock-step
 A turn ends at an end-of-turn id or one of ``stop_strings`` (a tool call's closing tag).
 Limits: ``max_tokens`` bounds the completion (sampled + observation tokens); a turn is
 decoded with at most what is left, and one that spends it, or an observation that would pass
-it (not appended), ends the episode with ``finish_reason="length"``; so does an episode the
+it (not appended; one longer than ``max_observation_chars`` is not even tokenized), ends the
+episode with ``finish_reason="length"``; so does an episode the
 environment has not ended after ``max_turns`` turns. A turn cut by ``max_new_tokens`` (or
 by a forced interruption's answer budget) is still the environment's to answer: the episode
 ends as ``"length"`` only if that was its last turn. Reward: the sum (``env.reward=sum``) or
@@ -46,7 +47,13 @@ import numpy as np
 from scalerl.data.tasks.base import REWARD_LIMIT, Example, checked_reward
 from scalerl.models.chat import PromptRenderer
 from scalerl.rollout.engine import GenerationEngine, OnStep
-from scalerl.rollout.env import EnvSpec, as_step_result, maybe_await
+from scalerl.rollout.env import (
+    EnvSpec,
+    as_step_result,
+    checked_observation,
+    maybe_await,
+    observation_chars,
+)
 from scalerl.rollout.observation import ObservationRenderer
 from scalerl.rollout.rollout import Trajectories, check_stop
 from scalerl.types import Completion, SamplingParams, Turn
@@ -202,16 +209,23 @@ class MultiTurn:
                     continue
                 if step.observation is None:
                     continue
-                text = self.observations.text(step.observation, e.last_token)
-                ids = self.renderer.tokenizer.encode(text, add_special_tokens=False)
+                text, ids = self._observation(e, checked_observation(step.observation))
             except Exception as err:  # noqa: BLE001 - the user's environment: this trajectory's 0
                 self._fail(e, err)
                 continue
-            if e.length + len(ids) > self.spec.max_tokens:
+            if ids is None or e.length + len(ids) > self.spec.max_tokens:
                 e.end("length")
                 continue
             n = len(ids)
             e.append("env", ids, np.zeros(n), np.full(n, engine.version), np.zeros(n, dtype=bool), text)
+
+    def _observation(self, e: _Episode, observation) -> tuple[str, list[int] | None]:
+        """An observation's text and ids; None ids (never tokenized) past ``max_observation_chars``."""
+        cap = self.spec.max_observation_chars
+        if cap is not None and observation_chars(observation) > cap:
+            return "", None
+        text = self.observations.text(observation, e.last_token)
+        return text, self.renderer.tokenizer.encode(text, add_special_tokens=False)
 
     def _reward(self, e: _Episode) -> float:
         if e.failed or not e.rewards:

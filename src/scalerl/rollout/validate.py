@@ -9,6 +9,7 @@ validations share their random numbers.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,7 +133,7 @@ def validate(
     shown = [sample_record(renderer.text(scored_groups[p].prompt), completions[p * k], float(rewards[p * k]))
              for p in range(min(samples, len(examples)))]
     return ValidationResult(
-        mean_at_k=float(pass_rates.mean()),
+        mean_at_k=float(pass_rates.mean()) if pass_rates.size else math.nan,  # none scored: no rate
         pass_rates=pass_rates,
         correct=correct.sum(axis=1)[scored.any(axis=1)],
         scored=scored.sum(axis=1)[scored.any(axis=1)],

@@ -59,3 +59,33 @@ def test_missing_field_names_the_file_and_line(tmp_path):
     with pytest.raises(ValueError, match="unsupported format"):
         (tmp_path / "x.csv").write_text("a")
         load_records(tmp_path / "x.csv", ["problem"])
+
+
+def test_a_utf8_byte_order_mark_is_read(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _rows(2)), encoding="utf-8-sig")
+    assert [r["final"] for r in load_records(path, ["question", "final"])] == ["0", "2"]
+
+
+@pytest.mark.parametrize("line, words", [
+    (b'{"question": "caf\xff", "final": "1"}', r"bad.jsonl:2: not UTF-8 \(byte 0xff at column 18\)"),
+    (b'{"question": ' + b"[" * 100_000 + b"]" * 100_000 + b', "final": "1"}',
+     r"bad.jsonl:2: lists and objects nest too deep to read"),
+])
+def test_an_unreadable_line_is_named(tmp_path, line, words):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(json.dumps(_rows(1)[0]).encode() + b"\n" + line + b"\n")
+    with pytest.raises(ValueError, match=words):
+        load_records(path, ["question", "final"])
+
+
+def test_a_device_is_not_read(tmp_path):
+    (tmp_path / "zero.jsonl").symlink_to("/dev/zero")  # an endless line: it would fill the memory
+    with pytest.raises(ValueError, match=r"zero.jsonl: not a regular file"):
+        load_records(tmp_path / "zero.jsonl", ["question"])
+
+
+def test_an_empty_file_says_so(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match=r"empty.jsonl: the file holds no records"):
+        MathTask(tmp_path / "empty.jsonl", problem_field="question", answer_field="final")

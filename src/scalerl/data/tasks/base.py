@@ -46,10 +46,11 @@ def check_prompt(prompt: Any, where: str) -> Prompt:
             for m in prompt):
         return prompt
     raise PromptError(f"{where}: the prompt is neither a string nor a non-empty list of "
-                      f"chat messages ({{'role': ..., 'content': ...}}), it is {_kind(prompt)}.")
+                      f"chat messages ({{'role': ..., 'content': ...}}), it is {kind_of(prompt)}.")
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """What a value that is no prompt is, for a sentence: "a dict", "an empty list", ..."""
     if isinstance(value, list):
         return "a list whose items are not all {'role': str, 'content': str}" if value else "an empty list"
     return f"a {type(value).__name__}"

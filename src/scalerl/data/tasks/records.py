@@ -6,6 +6,7 @@ missing field in one sentence.
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -23,20 +24,32 @@ def _check_fields(record: dict, fields: Sequence[str], where: str) -> None:
 
 
 def _read_jsonl(path: Path, fields: Sequence[str]) -> list[tuple[str, dict]]:
+    """Records of a JSONL (or one-record-per-line ``.json``) file; a UTF-8 byte-order mark is
+    allowed, as ``fit`` allows it. Every refusal names the file and line."""
     out = []
-    with path.open() as fh:
-        for n, line in enumerate(fh, 1):
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            line = _decode_line(raw[3:] if n == 1 and raw.startswith(codecs.BOM_UTF8) else raw, f"{path}:{n}")
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            except RecursionError:
+                raise ValueError(f"{path}:{n}: lists and objects nest too deep to read") from None
             if not isinstance(rec, dict):
                 raise ValueError(f"{path}:{n}: a record must be a JSON object, not a {type(rec).__name__}")
             _check_fields(rec, fields, f"{path}:{n}")
             out.append((f"{path}:{n}", rec))
     return out
+
+
+def _decode_line(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{where}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
 
 
 def _check_columns(columns: Sequence[str], fields: Sequence[str], where: str) -> None:
@@ -59,6 +72,8 @@ def load_located(path: str | Path, fields: Sequence[str]) -> list[tuple[str, dic
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
+    if not path.is_dir() and not path.is_file():  # /dev/zero, a pipe: an endless read, never records
+        raise ValueError(f"{path}: not a regular file (a device, pipe or socket), so it holds no records")
     if path.is_dir():
         import datasets
 
@@ -91,6 +106,8 @@ def split_train_validation(
     Without an explicit ``validation`` list, a seeded ``num_validation`` slice of ``train`` is
     held out (at most half). Train problems whose text appears in validation are dropped.
     """
+    if not train:
+        raise ValueError(f"{where}: the file holds no records")
     if validation is None:
         order = np.random.default_rng(seed).permutation(len(train))
         held = set(order[: min(num_validation, len(train) // 2)].tolist())
