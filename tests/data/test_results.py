@@ -123,7 +123,9 @@ def test_the_probes_decimal_set_costs_the_trainer_bounded_cpu():
         verdict = check.passes(values[0][1])
     except CostError:  # over the budget on a slow machine: an error, also a 0
         verdict = False
-    assert time.process_time() - start < 1.5  # a bound, generous: whether the budget was reached is not asserted
+    # a bound, generous (about 1 s here idle, 1.9 s beside a busy suite; the old code took 4.7-9 s):
+    # whether the budget was reached is not asserted
+    assert time.process_time() - start < 3.5
     assert error is None and not verdict
 
 

@@ -77,7 +77,7 @@ def test_early_stop_fires_on_a_run_built_to_plateau_low(warm_model_dir, tmp_path
     calls = {"n": 0}
     rng = np.random.default_rng(0)
 
-    def plateau(evaluators):
+    def plateau(evaluators, stop=None):
         i = calls["n"]
         calls["n"] += 1
         return {"val_pass_rate": 0.15 + 0.15 * (1 - np.exp(-i / 2.0)) + rng.normal(0, 0.002)}, 1000, ()
