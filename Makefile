@@ -43,7 +43,11 @@ install-gpu:
 demo: $(STAMP)
 	$(VENV)/bin/scalerl train --recipe scalerl
 
-# every core for the tests that may share the machine, then the serial ones alone; both always run
+# every core for the tests that may share the machine, then the serial ones alone; both always run.
+# OMP_WAIT_POLICY=PASSIVE: test processes share the cores (xdist workers, and each run's learner
+# and generators), and torch's OpenMP threads that spin while waiting starve each other there
+# (two 2-thread processes on 2 cores: 29 s each spinning, 7 s passive, measured side by side)
+test: export OMP_WAIT_POLICY := PASSIVE
 test: $(STAMP) $(VLLM)
 	$(PY) -m pytest -m "not slow and not serial" -n auto tests; parallel=$$?; \
 	$(PY) -m pytest -m "not slow and serial" tests; serial=$$?; \
