@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,21 +18,56 @@ with validation problems whose column facts also occur in training problems (wit
 operands only, every validation fact would be unseen in training and RL could not help)."""
 
 
-@pytest.fixture(scope="session")
-def warm_model_dir(tmp_path_factory):
-    """A nano model SFT-warmed on small additions (shared by the run-level tests)."""
+def _warm_model_key() -> str:
+    """What the warm model is a function of: the package's source, this file, torch's and
+    transformers' versions (it is deterministic given these: same bytes on every build)."""
+    import transformers
+
+    import scalerl
+
+    digest = hashlib.sha256(f"{torch.__version__} {transformers.__version__}".encode())
+    src = Path(scalerl.__file__).parent
+    for path in sorted(src.rglob("*.py")) + [Path(__file__)]:
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _build_warm_model(out: Path) -> None:
     from scalerl.data.tasks import get_task
     from scalerl.models import build_model, build_task_tokenizer
     from scalerl.models.sft import sft_warmup
 
     torch.set_num_threads(1)
-    out = tmp_path_factory.mktemp("warm") / "model"
     tokenizer = build_task_tokenizer()
     model = build_model("nano", len(tokenizer), seed=0, tokenizer=tokenizer)
     # stopped by steps, never by the clock: a busy machine gets the same warm model (the band
     # is reached at step ~175 here)
     sft_warmup(get_task("addition", **SMALL_TASK), model, tokenizer, target_band=(0.15, 0.4),
                max_seconds=math.inf, max_steps=1000, seed=0, output_dir=out)
+
+
+@pytest.fixture(scope="session")
+def warm_model_dir(tmp_path_factory):
+    """A nano model SFT-warmed on small additions (shared by the run-level tests).
+
+    Built once per source tree and machine, not once per test process: ``make test``'s
+    xdist workers and its serial part would each spend a minute or two on the same bytes.
+    The build sits in the temp folder under a key of everything it depends on
+    (:func:`_warm_model_key`), made by one process under a file lock and renamed into place
+    whole; each session works on its own copy, so no test can change another's."""
+    from filelock import FileLock
+
+    cache = Path(tempfile.gettempdir()) / "scalerl-test-warm" / _warm_model_key()
+    cache.parent.mkdir(exist_ok=True)
+    with FileLock(f"{cache}.lock"):
+        if not (cache / "model" / "config.json").is_file():
+            building = cache.with_name(f"{cache.name}.tmp-{os.getpid()}")
+            shutil.rmtree(building, ignore_errors=True)
+            _build_warm_model(building / "model")
+            shutil.rmtree(cache, ignore_errors=True)
+            os.rename(building, cache)
+    out = tmp_path_factory.mktemp("warm") / "model"
+    shutil.copytree(cache / "model", out)
     return out
 
 
