@@ -144,13 +144,18 @@ def test_fewer_than_five_usable_runs_give_no_prior():
     assert why == f"only 4 of the 4 prior runs could be fitted with a known shape, fewer than the {MIN_RUNS} a prior needs, so the fit is prior-free"
 
 
-def test_cli_prior_runs_json_contract(tmp_path, capsys):
+def _finished_runs_and_a_new_one(tmp_path):
+    """Eight finished runs in ``done/`` and a new run beside it: (folder, new run's file, its curve)."""
     folder = tmp_path / "done"
     folder.mkdir()
     for name, c, y in population(8, seed=1):
         write_csv(folder / f"{name}.csv", c, y)
     (_, c, y), = population(1, seed=5)
-    run = write_csv(tmp_path / "new.csv", c, y)
+    return folder, write_csv(tmp_path / "new.csv", c, y), (c, y)
+
+
+def test_cli_prior_runs_json_contract(tmp_path, capsys):
+    folder, run, (c, y) = _finished_runs_and_a_new_one(tmp_path)
     out = tmp_path / "fit.json"
     rc = main(["fit", str(run), "--prior-runs", str(folder), "--fit-frac", "0.25", "--min-compute", "1500",
                "--no-budget", "--json", str(out)])  # fmt: skip
@@ -192,12 +197,7 @@ def test_cli_prior_runs_pointing_nowhere_is_exit_2_and_one_sentence(tmp_path, ca
 
 def test_cli_prior_runs_leave_out_a_copy_of_the_forecast_run(tmp_path, capsys):
     """A copy of the run being forecast (its own future) is no prior run: left out, said once."""
-    folder = tmp_path / "done"
-    folder.mkdir()
-    for name, c, y in population(8, seed=1):
-        write_csv(folder / f"{name}.csv", c, y)
-    (_, c, y), = population(1, seed=5)
-    run = write_csv(tmp_path / "new.csv", c, y)
+    folder, run, (c, y) = _finished_runs_and_a_new_one(tmp_path)
     write_csv(folder / "copy.csv", c, y)
     out = tmp_path / "fit.json"
     rc = main(["fit", str(run), "--prior-runs", str(folder), "--fit-frac", "0.25", "--min-compute", "1500",
