@@ -11,6 +11,14 @@ names the layers that set the fields it is about (``scalerl.config_errors``), an
 itself is read with bounds on aliases and nesting, without repeated keys or non-plain tags
 (``scalerl.config_yaml``), so a hostile recipe is a sentence too, not a memory blow-up.
 
+Paths are absolute once loaded. A relative path is read from the folder of the YAML file that
+names it (in a chain of ``extends``, each file's paths from that file's folder), and from the
+working folder in a ``--set``; ``~`` is expanded; built-in names and ``package.module:NAME``
+specs stay as they are. The fields that hold paths (``model.base``, ``model.chat_template``,
+the file of a ``FILE.py:NAME`` in ``task.name``, ``task.reward_fn`` and ``env.name``, the knobs
+named ``path`` or ``*_path``, ``*_file``, ``*_dir``, ``forecast.prior_runs``) are listed once,
+in ``scalerl.config_paths``. ``RUN_DIR/config.yaml`` therefore means the same from any folder.
+
 The ``loss`` section lives in ``scalerl.config_loss``: each loss and each mismatch correction
 keeps its own hyperparameter names there.
 
@@ -42,6 +50,7 @@ from scalerl.config_layers import resolve_recipe as resolve_recipe
 from scalerl.config_learner import LearnerConfig
 from scalerl.config_loss import LossConfig
 from scalerl.config_model import ExportConfig, LoraConfig
+from scalerl.config_paths import TEMPLATE_NAMES, absolute_layer
 from scalerl.config_rollout import LengthConfig as LengthConfig
 from scalerl.config_rollout import RolloutConfig as RolloutConfig
 from scalerl.config_rollout import SamplingConfig as SamplingConfig
@@ -55,6 +64,10 @@ DEFAULT_RECIPE = "scalerl"
 # ---------------------------------------------------------------------------- model / task
 
 
+BUILT_MODEL_FIELDS = ("preset", "arch", "sft")
+"""The ``model`` fields used only to build a model, none of them when ``model.base`` is set."""
+
+
 class SFTConfig(_Frozen):
     """Supervised warm-up of a freshly built tiny model into a useful starting band."""
 
@@ -65,13 +78,17 @@ class SFTConfig(_Frozen):
 
 
 class ModelConfig(_Frozen):
+    """The model a run starts from. With ``base`` set, ``preset``, ``arch`` and ``sft`` (which
+    only build and warm up a model) are unused: they keep their defaults whatever a layer
+    says, and ``RUN_DIR/config.yaml`` leaves them out (:data:`BUILT_MODEL_FIELDS`)."""
+
     base: str | None = None
     """Directory of a local Hugging Face causal LM to start from; None builds ``preset`` and
     runs the SFT warm-up (cached in the run directory)."""
     preset: str = "nano"
     """Size preset of ``scalerl.models.build_model`` used when ``base`` is None."""
     arch: Literal["llama", "qwen2"] = "llama"
-    """Architecture family of the built model."""
+    """Architecture family of the built model (used when ``base`` is None)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Dtype the model body computes in (the LM head follows ``fp32_head_*``). The learner
     always keeps float32 master weights and AdamW state: ``bfloat16`` computes its forward and
@@ -84,10 +101,18 @@ class ModelConfig(_Frozen):
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Keywords passed to the chat template, e.g. ``{enable_thinking: false}``."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _unused_when_based(cls, data: Any) -> Any:
+        # dropped rather than refused: a recipe a user extends may set them for built models
+        if isinstance(data, dict) and data.get("base") is not None:
+            return {k: v for k, v in data.items() if k not in BUILT_MODEL_FIELDS}
+        return data
+
     @field_validator("chat_template")
     @classmethod
     def _template(cls, value: str) -> str:
-        if value in ("auto", "none"):
+        if value in TEMPLATE_NAMES:
             return value
         path = Path(value).expanduser()
         if path.suffix != ".jinja" or not path.is_file():
@@ -339,6 +364,13 @@ class Config(_Frozen):
     learner: LearnerConfig = LearnerConfig()
     train: TrainConfig = TrainConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _absolute_paths(cls, data: Any) -> Any:
+        # loading made every path absolute against its layer's file already; a Config built
+        # in code is read against the working folder
+        return absolute_layer(data, Path.cwd()) if isinstance(data, dict) else data
+
     @model_validator(mode="after")
     def _consistent(self) -> Config:
         lo, hi = self.length.interrupt_range
@@ -418,5 +450,8 @@ def load_config(
 
 
 def dump_config(cfg: Config) -> str:
-    """The fully-resolved config as YAML, written into every run directory."""
-    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+    """The fully-resolved config as YAML, written into every run directory: every path
+    absolute, and without the model-building fields when ``model.base`` is set (they load
+    back as the defaults they hold, so the file loads back to an equal config)."""
+    unused = {"model": set(BUILT_MODEL_FIELDS)} if cfg.model.base is not None else None
+    return yaml.safe_dump(cfg.model_dump(mode="json", exclude=unused), sort_keys=False)

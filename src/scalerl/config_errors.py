@@ -11,12 +11,15 @@ from the recipe file). So its message is searched for the config fields it names
 (``eval.downstream_knobs``, ``length.interrupt_range``), and each is blamed on the layer that set
 it; when no layer set any of them, the sentence names the whole stack ("the recipe R with the
 overrides ..."), never one layer that had nothing to do with it.
+
+An unknown key says which known key it probably meant (:func:`did_you_mean`).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
-from typing import Any, get_origin
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -51,6 +54,35 @@ def _field(model: type[BaseModel] | None, dotted: str) -> tuple[str, ...] | None
         plain_class = isinstance(sub, type) and get_origin(sub) is None  # not tuple[int, int]
         model = sub if plain_class and issubclass(sub, BaseModel) else None
     return tuple(loc) if len(loc) > 1 else None
+
+
+def _section(sub: Any) -> type[BaseModel] | None:
+    """The config section an annotation holds (``LoraConfig | None`` -> ``LoraConfig``), if any."""
+    for kind in (sub, *get_args(sub)):
+        if isinstance(kind, type) and get_origin(kind) is None and issubclass(kind, BaseModel):
+            return kind
+    return None
+
+
+def did_you_mean(model: type[BaseModel], loc: tuple[str, ...]) -> str | None:
+    """The dotted key the unknown key ``loc`` was probably meant to be, or None.
+
+    First the closest name in its own section (``difflib.get_close_matches``: the section
+    names at the top); else the same name in another section (``train.lr`` -> ``optim.lr``)."""
+    section: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        field = section.model_fields.get(part) if section is not None else None
+        section = _section(field.annotation) if field is not None else None
+    if section is None:
+        return None
+    close = difflib.get_close_matches(loc[-1], list(section.model_fields), n=1)
+    if close:
+        return ".".join((*loc[:-1], close[0]))
+    for name, field in model.model_fields.items():  # another section of the whole config
+        other = _section(field.annotation)
+        if other is not None and other is not section and loc[-1] in other.model_fields:
+            return f"{name}.{loc[-1]}"
+    return None
 
 
 def _stack(layers: Layers) -> str:
@@ -93,7 +125,8 @@ def explain(err: ValidationError, layers: Layers, model: type[BaseModel]) -> str
     if source is None:  # a missing/derived key: blame the most specific layer
         source = layers[-1][0] if layers else "<defaults>"
     if first["type"] == "extra_forbidden":
-        return f"unknown config key {key!r} in {source}."
+        guess = did_you_mean(model, loc)
+        return f"unknown config key {key!r} in {source}" + (f"; did you mean {guess!r}?" if guess else ".")
     if isinstance(first.get("input"), dict):  # a whole section's check
         return f"invalid {key!r} in {source}: {msg}."
     return f"bad value {first.get('input')!r} for {key!r} in {source}: {msg[0].lower()}{msg[1:]}."

@@ -16,6 +16,9 @@ but replaces ``task.knobs``, as in a recipe. For the task switch the overrides c
 layer, so their order is free: a layer that switches ``task.name`` without giving ``task.knobs``
 starts from the new task's own knobs.
 
+Every path a layer names is made absolute before the layers merge: against the recipe file's
+folder for a recipe, against the working folder for a ``--set`` (``scalerl.config_paths``).
+
 Files and values are read by ``scalerl.config_yaml`` (bounded aliases and nesting, no repeated
 keys, plain tags only). Unreadable, non-UTF-8, invalid or refused YAML and malformed overrides
 raise :class:`ConfigError` with one sentence naming the file and line, or the ``--set``.
@@ -28,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from scalerl.config_paths import absolute_layer
 from scalerl.config_yaml import RecipeYAMLError, load_yaml
 
 RECIPE_DIR = Path(__file__).parent / "recipes"
@@ -125,8 +129,9 @@ def _layers(path: Path) -> Layers:
             raise ConfigError(f"{seen[0]} extends a chain of more than {MAX_EXTENDS} recipes.")
         seen.append(current)
         data = _read_yaml(current)
-        layers.insert(0, (str(current), data))
-        current = _parent(current, data)
+        parent = _parent(current, data)
+        layers.insert(0, (str(current), absolute_layer(data, current.parent)))
+        current = parent
     return layers
 
 
@@ -198,7 +203,8 @@ def merged_layers(
     merged: dict[str, Any] = {}
     for _, data in layers:
         merged = _merge(merged, _task_switch(merged, data, default_task))
-    parsed = [parse_override(text) for text in overrides]
+    cwd = Path.cwd()
+    parsed = [(key, absolute_layer(nested, cwd)) for key, nested in map(parse_override, overrides)]
     sets: dict[str, Any] = {}  # the overrides as one layer, for the task switch
     for key, nested in parsed:
         layers.append((f"--set {key}", nested))
