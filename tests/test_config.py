@@ -325,3 +325,60 @@ def test_an_error_no_layer_set_a_field_for_names_the_whole_stack():
 def test_a_learner_world_the_run_cannot_serve_is_one_sentence(sets, says):
     with pytest.raises(ConfigError, match=says):
         load_config("scalerl", sets)
+
+
+@pytest.mark.parametrize("key, value, meant", [
+    ("sampling.max_new_token", "32", "sampling.max_new_tokens"),
+    ("optim.lrr", "1e-4", "optim.lr"),
+    ("samplng.max_new_tokens", "32", "sampling"),  # a section name
+    ("train.lr", "1e-4", "optim.lr"),  # the name in another section
+    ("model.lora.rnk", "4", "model.lora.rank"),  # a section that may be null
+])
+def test_an_unknown_key_says_which_key_it_probably_meant(key, value, meant, tmp_path):
+    head, *rest = key.split(".")
+    nested = value
+    for part in reversed(rest):
+        nested = f"{{{part}: {nested}}}"
+    recipe = _recipe(tmp_path, f"extends: scalerl\n{head}: {nested}\n", "typo.yaml")
+    with pytest.raises(ConfigError) as err:
+        load_config(recipe)
+    unknown = key if head != "samplng" else "samplng"
+    assert str(err.value) == f"unknown config key {unknown!r} in {recipe.resolve()}; did you mean {meant!r}?"
+    with pytest.raises(ConfigError) as err:
+        load_config("scalerl", [f"{key}={value}"])
+    assert str(err.value) == f"unknown config key {unknown!r} in --set {key}; did you mean {meant!r}?"
+
+
+def test_an_unknown_key_like_no_known_one_suggests_nothing():
+    with pytest.raises(ConfigError) as err:
+        load_config("scalerl", ["optim.zzzzzz=1"])
+    assert str(err.value) == "unknown config key 'optim.zzzzzz' in --set optim.zzzzzz."
+
+
+def test_a_typo_in_train_is_one_sentence_with_the_guess_and_exit_2(tmp_path, capsys):
+    from scalerl.cli import main
+
+    recipe = _recipe(tmp_path, "extends: scalerl\nsampling: {max_new_token: 32}\n", "typo.yaml")
+    assert main(["train", "--recipe", str(recipe), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"scalerl train: unknown config key 'sampling.max_new_token' in {recipe.resolve()}; "
+                   "did you mean 'sampling.max_new_tokens'?")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_based_runs_saved_config_leaves_out_the_model_building_fields_and_loads_back_equal(tmp_path):
+    import yaml
+
+    from scalerl.config import dump_config
+
+    # scalerl-tools sets model.sft, which a model.base run never uses
+    cfg = load_config("scalerl-tools", [f"model.base={tmp_path / 'model'}", "model.preset=micro"])
+    saved = yaml.safe_load(dump_config(cfg))
+    assert saved["model"]["base"] == str(tmp_path / "model")
+    assert not {"preset", "arch", "sft"} & set(saved["model"])
+    (tmp_path / "config.yaml").write_text(dump_config(cfg))
+    assert load_config(tmp_path / "config.yaml") == cfg
+    built = load_config("scalerl-tools")  # a built model keeps them, and its round trip too
+    assert yaml.safe_load(dump_config(built))["model"]["sft"]["target_band"] == [0.1, 0.35]
+    (tmp_path / "built.yaml").write_text(dump_config(built))
+    assert load_config(tmp_path / "built.yaml") == built

@@ -65,10 +65,12 @@ class TaskConfig(_Frozen):
     @field_validator("knobs")
     @classmethod
     def _absolute_paths(cls, knobs: dict[str, Any]) -> dict[str, Any]:
-        """The data files of file-backed tasks (``path``, ``validation_path``) as absolute paths:
-        a Ray worker's cwd, or a ``--resume`` from elsewhere, must read the same file."""
-        return {k: str(Path(v).expanduser().absolute()) if k in ("path", "validation_path") and isinstance(v, str)
-                and v else v for k, v in knobs.items()}
+        """The path knobs (``path``, ``validation_path``, ...) as absolute paths: a Ray worker's
+        cwd, or a ``--resume`` from elsewhere, must read the same file. Loading made them
+        absolute against their recipe's folder already (``scalerl.config_paths``)."""
+        from scalerl.config_paths import absolute_knobs
+
+        return absolute_knobs(knobs, Path.cwd())
 
     @model_validator(mode="after")
     def _known_task(self) -> TaskConfig:

@@ -68,3 +68,15 @@ def test_a_failed_swap_puts_the_old_folder_back_and_never_hides_a_file(chat_dir,
         write_model_dir(tmp_path / "notes.txt", model, tokenizer)
     assert (tmp_path / "notes.txt").read_text() == "a user's file"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "notes.txt"]
+
+
+def test_an_adapter_names_a_base_loaded_by_a_relative_path_absolutely(chat_dir, tmp_path, monkeypatch):
+    import json
+
+    from scalerl.models.lora import LoraSpec, apply_lora
+
+    monkeypatch.chdir(chat_dir.parent)
+    model, tokenizer = load_pretrained(chat_dir.name)  # a built run's RUN_DIR/base_model, run from a folder
+    out = write_model_dir(tmp_path / "model", apply_lora(model, LoraSpec(2, 4.0, 0.0, ("q_proj",))), tokenizer)
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == str(chat_dir.resolve())

@@ -10,7 +10,9 @@ template the run rendered its prompts with, and the generation config (whose
   taken from the state the checkpoint holds, so ``model/`` and ``checkpoint/`` are always
   the same step.
 - With LoRA the directory holds the adapter (``PeftModel.from_pretrained(base, dir)`` loads
-  it), and ``merged/`` inside it the merged weights with the tokenizer: a complete model.
+  it; its ``base_model_name_or_path`` is absolute, so ``AutoPeftModelForCausalLM`` finds the
+  base from any folder), and ``merged/`` inside it the merged weights with the tokenizer: a
+  complete model.
 - The directory is written beside ``model/`` under a temporary name and swapped in by two
   renames, so a reader (or a kill) never sees half of one: at worst, between the renames,
   none (and the next export writes it again). A write that fails (a full disk) removes the
@@ -104,11 +106,25 @@ def _write_into(tmp: Path, model, tokenizer, state: Mapping[str, torch.Tensor], 
             from scalerl.models.lora import save_adapter_and_merged
 
             save_adapter_and_merged(model, state, target, tmp, lambda d: tokenizer.save_pretrained(d))
+            absolute_base(tmp)
         else:
             _save_full(model, state, target, tmp)
         tokenizer.save_pretrained(tmp)
     finally:
         tokenizer.chat_template = saved_template
+
+
+def absolute_base(directory: Path) -> None:
+    """``adapter_config.json``'s ``base_model_name_or_path`` as an absolute path when it names
+    a local folder by a relative one (peft writes the path the base was loaded by), so that
+    ``AutoPeftModelForCausalLM.from_pretrained`` finds the base from any folder instead of
+    asking the Hub for a model of that name."""
+    path = directory / "adapter_config.json"
+    config = json.loads(path.read_text())
+    base = config.get("base_model_name_or_path")
+    if isinstance(base, str) and base and not Path(base).is_absolute() and Path(base).is_dir():
+        config["base_model_name_or_path"] = str(Path(base).resolve())
+        path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def _make_parents(parent: Path) -> list[Path]:
