@@ -19,10 +19,48 @@ import time
 from pathlib import Path
 
 
+# what ``--help`` says; the module docstring above is for whoever reads the code
+SWEEP_HELP = """Train a grid of recipes x seeds x scaling axes, then compare the runs.
+
+  scalerl sweep SPEC.yaml --out runs/batch
+  scalerl sweep --loo --seeds 0 1 --set train.steps=60 --out runs/loo   # shortcut, no spec
+
+A spec (every key but recipes optional):
+
+  name: batch-size            # what the sweep studies (used in its report)
+  recipes: [scalerl]          # recipe names or YAML paths
+  seeds: [0, 1, 2]
+  set: {train.steps: 120}     # overrides applied to every point
+  axes:                       # every combination of the listed values is one point
+    batch: [4, 16]            # prompts per step
+    length: [48, 80]          # the generation budget, interruptions scaled alike
+    generations: [4, 8]       # completions per prompt at a fixed total batch
+    model: [nano, micro]      # model size preset
+  parallel: auto              # points trained at once (auto: as the cores allow)
+  runner: local               # local subprocesses, or ray
+
+Every point trains into OUT/<recipe>/<axis>=<value>,.../seed<k>; finished points are skipped
+and unfinished ones resume, so rerunning the same command continues the sweep. OUT remembers
+its spec (OUT/sweep.yaml) and refuses points of a different one. At the end OUT/report.md,
+report.html and comparison.json hold the fits and verdicts. Bad input prints one sentence and
+exits with code 2.
+"""
+
+REPORT_HELP = """The study report of a sweep, or of any folder of runs.
+
+  scalerl report runs/batch --html batch.html --markdown batch.md
+
+Reads every metrics.jsonl under DIR, fits each run and writes one Markdown and one
+self-contained HTML report: every curve with its fit and forecast, the comparison and
+leave-one-out tables with their ceiling verdicts, and A and B per scaling axis. Bad input
+prints one sentence and exits with code 2.
+"""
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("sweep", help="train recipes x seeds x scaling axes and compare them",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("spec", nargs="?", type=Path, help="a sweep spec (YAML; see scalerl.experiments.spec)")
+                              description=SWEEP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("spec", nargs="?", type=Path, help="a sweep spec (YAML, as above)")
     p.add_argument("--recipes", nargs="+", default=[], metavar="RECIPE", help="recipe names or YAML paths")
     p.add_argument("--loo", action="store_true", help="add scalerl and every shipped loo-* recipe")
     p.add_argument("--seeds", nargs="+", type=int, default=None, metavar="SEED")
@@ -35,7 +73,7 @@ def register(subparsers) -> None:
     p.add_argument("--report-only", action="store_true", help="skip training; compare the runs in OUT")
     p.set_defaults(func=handle)
     r = subparsers.add_parser("report", help="the study report of a sweep or any folder of runs",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=REPORT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("dir", type=Path, help="a folder holding run directories (each with metrics.jsonl)")
     r.add_argument("--html", type=Path, help="self-contained HTML (default DIR/study.html)")
     r.add_argument("--markdown", type=Path, help="Markdown, figures beside it (default DIR/study.md)")

@@ -149,7 +149,7 @@ def register(subparsers) -> None:
     p.add_argument(
         "--prior-runs",
         metavar="DIR_OR_GLOB",
-        help="finished runs to learn a prior from (scalerl.fit.prior); the forecast under it "
+        help="finished runs to learn a prior from; the forecast under it "
         "is reported beside the prior-free fit (needs --fit-frac < 1 or --target-compute)",
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the fits as JSON")
@@ -175,8 +175,8 @@ def _register_compare(subparsers) -> None:
     p.add_argument(
         "--pooled",
         action="store_true",
-        help="fit the runs jointly: B and C_mid partially pooled across runs, A per run "
-        "(scalerl.fit.pooling); the comparison and leave-one-out table read the joint fit",
+        help="fit the runs jointly: B and C_mid partially pooled across runs, A per run; "
+        "the comparison and leave-one-out table read the joint fit",
     )
     p.add_argument(
         "--fit-frac",

@@ -26,9 +26,24 @@ from pathlib import Path
 from scalerl.cli import EXIT_BAD_INPUT, one_line_errors
 
 
+# what ``scalerl train --help`` says; the module docstring above is for whoever reads the code
+HELP = """Train with a recipe, or continue a run directory.
+
+  scalerl train --recipe scalerl [--set optim.lr=1e-4 ...] [--out RUN_DIR]
+  scalerl train --resume RUN_DIR [--set train.steps=80 ...]
+
+A recipe is a shipped name or a YAML file; relative paths in a YAML file are read from its
+folder, those in --set from this one. A bad recipe, override, flag or run folder prints one
+sentence and exits with code 2 before anything is written. SIGTERM or Ctrl-C stops the run
+after the step under way with a checkpoint (exit code 143 or 130; a second one stops at once);
+--resume continues it. A run that cannot go on (a learner rank dies, a weight sync times out,
+generators die too often) says whether a checkpoint exists and exits with code 1.
+"""
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("train", help="train with a ScaleRL recipe (PipelineRL-k on this machine)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--recipe", help="recipe name (scalerl, loo-dapo, ...) or YAML path (default: scalerl)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config field, e.g. --set pipeline.k=4 (repeatable)")

@@ -26,9 +26,23 @@ from pathlib import Path
 from scalerl.cli import EXIT_BAD_INPUT, one_line_errors
 
 
+# what ``scalerl export --help`` says; the module docstring above is for whoever reads the code
+HELP = """Write a Hugging Face model directory from a run's newest checkpoint.
+
+  scalerl export RUN_DIR [--out DIR] [--merge] [--dtype bfloat16]
+
+A run writes RUN_DIR/model at every checkpoint already; this writes one again, in another
+dtype, somewhere else, or merged. With LoRA the default is the adapter plus merged/, and
+--merge writes the merged weights alone: a complete model that needs no base. The run
+directory is only read. --out must be a new path or an earlier export of this run (which is
+replaced); anything else is refused, and a failed write (a full disk) leaves nothing behind.
+Bad input prints one sentence and exits with code 2.
+"""
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("export", help="write a Hugging Face model directory from a run's checkpoint",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", type=Path, metavar="RUN_DIR", help="a run directory (scalerl train --out)")
     p.add_argument("--out", type=_folder, help="where to write it: a new path, or an earlier export of this "
                    "run, which is replaced (default: RUN_DIR/model)")
