@@ -123,3 +123,14 @@ def test_a_missing_file_is_named_by_its_absolute_path(where, tmp_path, monkeypat
     folder = project if where == "yaml" else tmp_path
     with pytest.raises(ConfigError, match=f"the file {folder.resolve() / 'gone.py'} does not exist"):
         load_config(project / "run.yaml", sets)
+
+
+def test_a_saved_config_holds_absolute_paths_even_for_a_config_copied_with_a_relative_one(tmp_path, monkeypatch):
+    from scalerl.config import dump_config
+
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config("scalerl")
+    copied = cfg.model_copy(update={"model": cfg.model.model_copy(update={"base": "runs/_base/m"})})  # as a sweep does
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "config.yaml").write_text(dump_config(copied))
+    assert load_config(tmp_path / "sub" / "config.yaml").model.base == str(tmp_path / "runs" / "_base" / "m")

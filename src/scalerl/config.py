@@ -454,4 +454,7 @@ def dump_config(cfg: Config) -> str:
     absolute, and without the model-building fields when ``model.base`` is set (they load
     back as the defaults they hold, so the file loads back to an equal config)."""
     unused = {"model": set(BUILT_MODEL_FIELDS)} if cfg.model.base is not None else None
-    return yaml.safe_dump(cfg.model_dump(mode="json", exclude=unused), sort_keys=False)
+    # a config copied with a relative path (``model_copy`` skips validation) is read from the
+    # working folder it was made in, not from the folder the file is loaded from later
+    data = absolute_layer(cfg.model_dump(mode="json", exclude=unused), Path.cwd())
+    return yaml.safe_dump(data, sort_keys=False)
