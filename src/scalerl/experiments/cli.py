@@ -18,7 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-
 # what ``--help`` says; the module docstring above is for whoever reads the code
 SWEEP_HELP = """Train a grid of recipes x seeds x scaling axes, then compare the runs.
 

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from scalerl.cli import EXIT_BAD_INPUT, one_line_errors
 
-
 # what ``scalerl train --help`` says; the module docstring above is for whoever reads the code
 HELP = """Train with a recipe, or continue a run directory.
 

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from scalerl.cli import EXIT_BAD_INPUT, one_line_errors
 
-
 # what ``scalerl export --help`` says; the module docstring above is for whoever reads the code
 HELP = """Write a Hugging Face model directory from a run's newest checkpoint.
 
