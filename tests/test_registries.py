@@ -26,7 +26,7 @@ def test_config_choices_equal_their_registries():
     assert _choices(RolloutConfig, "engine") == set(ENGINES)
     assert _choices(PipelineConfig, "backend") == set(BACKENDS)
     assert _choices(EvalConfig, "on") == set(EVAL_ON)
-    assert _choices(TaskConfig, "reward") == set(REWARD_FORMS)
+    assert _choices(TaskConfig, "reward") == {"auto", *REWARD_FORMS}  # auto: decided per task (Config.reward_form)
     assert _choices(EnvConfig, "reward") == set(ENV_REWARDS)
     assert _choices(EnvConfig, "observation_role") == set(OBSERVATION_ROLES)
     assert _choices(LearnerConfig, "strategy") == set(STRATEGIES)

@@ -257,8 +257,13 @@ class ForecastConfig(_Frozen):
     min_compute: float = Field(0.0, ge=0)
     """Fit only evaluations from this compute on (device-hours; the paper drops its first
     ~1.5k of 16k GPU-hours, §1.3); as ``scalerl fit --min-compute``."""
+    metric: Literal["pass_rate", "reward_mean"] = "pass_rate"
+    """The validation curve the forecast, the run's report and the early stops fit:
+    ``val_pass_rate`` (the share of samples whose reward reaches ``task.pass_threshold``,
+    mean@k over prompts, as the paper) or ``val_reward_mean`` (the mean reward as returned,
+    for a graded reward). ``scalerl fit --y`` chooses the same for a finished run."""
     target: float | None = Field(None, gt=0, le=1)
-    """A validation pass rate to forecast the compute for (``forecast_compute_to_target``)."""
+    """A value of ``metric`` to forecast the compute for (``forecast_compute_to_target``)."""
     level: float = Field(0.95, gt=0, lt=1)
     """Coverage of every forecast interval."""
     margin: float = Field(0.02, ge=0)
@@ -307,7 +312,8 @@ class TrainConfig(_Frozen):
     """Cores this run splits between its roles; None: the CPUs this process may run on."""
     stop_if_ceiling_below: float | None = Field(None, gt=0, le=1)
     """Stop early (after a checkpoint) once the live forecast identifies the ceiling and
-    its whole interval lies below this pass rate. Never on an unidentified ceiling."""
+    its whole interval lies below this value of ``forecast.metric``. Never on an unidentified
+    ceiling."""
     stop_if_target_unreachable: bool = False
     """Stop early once the live forecast identifies the ceiling and its whole interval lies
     below ``forecast.target``."""
@@ -338,6 +344,30 @@ class Config(_Frozen):
     export: ExportConfig = ExportConfig()
     learner: LearnerConfig = LearnerConfig()
     train: TrainConfig = TrainConfig()
+
+    @property
+    def user_reward(self) -> bool:
+        """Whether a user's code gives the rewards: ``task.reward_fn``, a user task factory or
+        a user environment (not one of this package's own, ``scalerl.…``)."""
+        return self.task.user_scored or (self.env.name is not None and not self.env.name.startswith("scalerl."))
+
+    @property
+    def reward_form(self) -> str:
+        """``task.reward`` with ``auto`` decided: ``as_is`` for a user's reward, else ``pm1``."""
+        if self.task.reward != "auto":
+            return self.task.reward
+        return "as_is" if self.user_reward else "pm1"
+
+    @property
+    def truncation_fails(self) -> bool:
+        """``length.truncation_is_failure`` with ``auto`` decided: off for a user's reward."""
+        fails = self.length.truncation_is_failure
+        return not self.user_reward if fails == "auto" else fails
+
+    @property
+    def fitted_metric(self) -> str:
+        """The metrics column the forecast fits (``forecast.metric``)."""
+        return f"val_{self.forecast.metric}"
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:

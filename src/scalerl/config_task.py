@@ -25,12 +25,25 @@ class TaskConfig(_Frozen):
     that builds the task."""
     knobs: dict[str, Any] = Field(default_factory=lambda: {"min_digits": 1, "max_digits": 2})
     """Keyword arguments passed to the task constructor (difficulty, sizes, seed ...)."""
-    reward: Literal["binary", "pm1"] = "pm1"
-    """Reward form: {0, 1} or the paper's ±1 (digest §2.1); advantages are equal either way."""
+    reward: Literal["auto", "as_is", "pm1"] = "auto"
+    """What the loss trains on, from the reward the task or ``reward_fn`` returned: ``as_is``
+    (unchanged), ``pm1`` (the paper's ``2r − 1``, digest §2.1: a {0, 1} reward becomes ±1), or
+    ``auto``: ``pm1`` for the built-in verifiable tasks, ``as_is`` for a user's reward
+    (``reward_fn``, a user task or environment). Batch-normalised advantages are equal either
+    way (an affine map); the logs show the reward as returned (``reward_mean``) beside what the
+    loss trained on (``trained_reward_mean``). ``length.truncation_is_failure`` is the other
+    transform; both are printed at start (docs/DESIGN.md, "The user's reward, as written")."""
+    pass_threshold: float = 1.0
+    """A sample passes when its reward, as returned, is at least this (``pass_rate``,
+    ``val_pass_rate`` and the curriculum alike; to within 1e-6, as rewards travel as float32).
+    The default 1.0 is "correct" for {0, 1} and ±1 rewards and "full marks" for a graded
+    reward in [0, 1]; a graded reward gets one warning at start. ``forecast.metric=reward_mean``
+    forecasts the mean reward instead."""
     reward_fn: str | None = None
     """The user's reward ``FILE.py:NAME`` / ``package.module:NAME``, called as
     ``NAME(completion, **fields) -> float | None`` with the record's columns and ``prompt``
-    (``scalerl.data.tasks.user_reward``); replaces the task's own reward."""
+    (``scalerl.data.tasks.user_reward``); replaces the task's own reward. Its value is logged
+    as returned (``reward_mean``); see ``reward`` for what the loss trains on."""
     system_prompt: str | None = None
     """Put first as a system message (as text before the prompt without a chat template)."""
     reward_timeout_s: float | None = Field(30.0, gt=0)
@@ -42,6 +55,11 @@ class TaskConfig(_Frozen):
     """A prompt that, with ``sampling.max_new_tokens``, does not fit the model's context
     (``max_position_embeddings``): ``refuse`` names its record before training; ``cut`` keeps
     its last tokens (the question's end and the assistant header) and warns once."""
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _old_reward_form(cls, form: Any) -> Any:
+        return "as_is" if form == "binary" else form  # the name before 0.x: {0, 1} kept as is
 
     @field_validator("name")
     @classmethod
@@ -79,6 +97,13 @@ class TaskConfig(_Frozen):
             raise ValueError("task 'dataset' is scored by your own function: set task.reward_fn "
                              "to FILE.py:NAME or package.module:NAME")
         return self
+
+    @property
+    def user_scored(self) -> bool:
+        """Whether a user's code scores the samples (``reward_fn``, or a user task factory)."""
+        from scalerl.plugins import is_spec
+
+        return self.reward_fn is not None or is_spec(self.name)
 
     def spec(self, knobs: dict[str, Any] | None = None):
         """The picklable :class:`~scalerl.data.tasks.spec.TaskSpec` every process builds from."""

@@ -126,7 +126,7 @@ class Group:
 
     prompt_id: int
     completions: list[Completion]
-    rewards: np.ndarray  # (G,) float32, in the configured form (``data.tasks.base.in_form``)
+    rewards: np.ndarray  # (G,) float32, as the task or the user's function returned them; NaN = not scored
     epoch: int = 0
     seq: int = -1
     """The dispatch's sequence number (:class:`PromptAssignment`), matching it to its group."""
@@ -150,11 +150,6 @@ class Group:
             state = {"seq": meta.get("seq", -1), "reward_errors": meta.get("reward_errors", 0),
                      "env_errors": 0, "start_version": -1, "times": GeneratorTimes(**times)} | state
         self.__dict__.update(state)
-
-    @property
-    def pass_rate(self) -> float:
-        """Fraction of completions that are correct (reward > 0 in ±1 or {0, 1} form)."""
-        return float((self.rewards > 0).mean())
 
     @property
     def min_version(self) -> int:
