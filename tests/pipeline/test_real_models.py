@@ -49,7 +49,7 @@ def user(tmp_path_factory):
 def overrides(user, **extra):
     return run_overrides(user / "instruct", **{
         "task.name": "dataset", "task.knobs": f"{{path: {user / 'data.jsonl'}, num_validation: 8}}",
-        "task.reward_fn": f"{user / 'reward.py'}:score", "task.reward": "binary",
+        "task.reward_fn": f"{user / 'reward.py'}:score",
         "sampling.max_new_tokens": 12, "length.control": "none", "length.truncation": "keep",
         "filters.zero_variance": False, "pipeline.prompts_per_step": 2, "pipeline.generations": 2,
         "pipeline.prompts_per_chunk": 1, "eval.num_prompts": 4, "eval.k": 1, "eval.every": 2,
@@ -101,6 +101,39 @@ def test_lora_on_the_local_backend_exports_and_resumes(user, tmp_path):
     train(cfg, run, resume=True)
     assert [r["step"] for r in read_records(run / "metrics.jsonl")] == list(range(6))
     assert json.loads((run / "checkpoint" / "meta.json").read_text())["step"] == 5
+
+
+PARTIAL = '''
+import re
+
+def score(completion, answer, **fields):
+    """As the newcomer trial's: 1 for the right number first, 0.2 of credit for any answer."""
+    numbers = re.findall(r"-?\\d+", completion)
+    return 1.0 if numbers and numbers[0] == answer else 0.2 if completion.strip() else 0.0
+'''
+
+
+def test_a_partial_credit_reward_is_logged_as_returned_and_does_not_pass_as_a_pass(user, tmp_path):
+    """The issue-29 trial: a reward in [0, 1] with partial credit on an untrained chat model.
+    The logged reward stays in [0, 1] (no silent 2r − 1, no −1 for a cut completion) and the
+    validation pass rate counts full marks only, so an untrained model does not read ~1."""
+    (tmp_path / "partial.py").write_text(PARTIAL)
+    cfg = load_config("scalerl", overrides(user, **{
+        "task.reward_fn": f"{tmp_path / 'partial.py'}:score", "pipeline.backend": "inprocess", "train.steps": 2,
+        "eval.every": 2, "sampling.max_new_tokens": 6}))
+    said: list[str] = []
+    train(cfg, tmp_path / "run", log=said.append)
+    assert any("the loss trains on r as returned (task.reward=as_is from auto)" in line for line in said)
+    records = read_records(tmp_path / "run" / "metrics.jsonl")
+    trained = [r for r in records if "reward_mean" in r]
+    assert trained and all(0.0 <= r["reward_mean"] <= 1.0 for r in trained)
+    assert all(r["trained_reward_mean"] == pytest.approx(r["reward_mean"]) for r in trained)
+    evaluations = [r for r in records if r.get("val_pass_rate") is not None]
+    first = evaluations[0]
+    assert 0.0 <= first["val_reward_mean"] <= 1.0 and first["val_reward_stderr"] >= 0.0
+    # nearly every answer earns credit (counted as passes before: val_pass_rate ~1), but a pass
+    # is the right number first: an untrained model is far from 1
+    assert first["val_reward_mean"] >= 0.1 and first["val_pass_rate"] <= 0.5
 
 
 def test_full_fine_tuning_exports_a_changed_model(user, tmp_path):
