@@ -62,6 +62,7 @@ def load_prior(
     one a prefix of the other) is left out too, with a :class:`CurveWarning`.
     """
     curves: list[Curve] = []
+    kept: list[Curve] = []
     skip = {str(Path(e).resolve()) for e in exclude}
     excluded, left_out = 0, []
     for path in find_prior_files(spec, what=what):
@@ -70,17 +71,17 @@ def load_prior(
             left_out.append(f"{path}: the run being forecast, never part of its own prior")
             continue
         try:
-            curves += read_curves(path, replace(columns or Columns(), bounded=options.bounded))
+            read = read_curves(path, replace(columns or Columns(), bounded=options.bounded))
         except CurveError as err:
             # a file with no curve in a run folder (see the module docstring)
             left_out.append(f"no curve read: {str(err).rstrip('.')}")
-    kept = []
-    for c in curves:
-        copy_of = _copy_of_forecast(c, forecast, what)
-        if copy_of is None:
-            kept.append(c)
-        else:
-            left_out.append(f"{c.source}: the same curve as {copy_of}, the run being forecast")
+            continue
+        curves += read
+        for c in read:
+            if (copy_of := _copy_of_forecast(c, forecast, what)) is None:
+                kept.append(c)
+            else:
+                left_out.append(f"{c.source}: the same curve as {copy_of}, the run being forecast")
     prior, why = learn_prior([(c.source, c.compute, c.reward) for c in kept], options)
     if prior is not None:
         prior = replace(prior, skipped=(*left_out, *prior.skipped))
