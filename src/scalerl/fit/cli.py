@@ -151,7 +151,8 @@ def register(subparsers) -> None:
         "--prior-runs",
         metavar="DIR_OR_GLOB",
         help="finished runs to learn a prior from (scalerl.fit.prior); the forecast under it "
-        "is reported beside the prior-free fit (needs --fit-frac < 1 or --target-compute)",
+        "comes first in every output, the prior-free fit beside it (needs --fit-frac < 1 or "
+        "--target-compute)",
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the fits as JSON")
     p.add_argument("--plot", type=Path, metavar="FILE", help="write the figure as PNG")

@@ -82,11 +82,13 @@ def fit_tables(outcomes: Sequence[FitOutcome], caption_text: str) -> list[Table]
 
 
 def _answers(o: FitOutcome):
-    """(name, forecasts, reaches, holdout, reach context) of each answer, the prior's first."""
+    """(name, forecasts, reaches, holdout, reach context) of each answer, the prior's first;
+    the context is the answer's curve, A's interval and the compute its intervals are
+    calibrated for (None: the prior-free fit's, calibrated for every target)."""
     out = []
     if (a := o.answer) is not None:
-        out.append((_name(o, a.label), a.forecasts, a.reaches, a.holdout, (a.fit, a.intervals["A"])))
-    out.append((_name(o), o.forecasts, o.reaches, o.holdout, (o.run.fit, o.run.unc.A_plausible)))
+        out.append((_name(o, a.label), a.forecasts, a.reaches, a.holdout, (a.fit, a.intervals["A"], a.budget)))
+    out.append((_name(o), o.forecasts, o.reaches, o.holdout, (o.run.fit, o.run.unc.A_plausible, None)))
     return out
 
 
@@ -131,9 +133,8 @@ def _holdout_row(name: str, h: HoldoutForecast) -> tuple[str, ...]:
 
 
 def _reach_row(name: str, context, reach: Reach) -> tuple[str, str, str, str]:
-    """Run, target, compute needed (or why none), interval; ``context`` is the answer's
-    curve and A's interval."""
-    fit, (lo, hi) = context
+    """Run, target, compute needed (or why none), interval; ``context`` as ``_answers``'."""
+    fit, (lo, hi), calibrated_to = context
     if not reach.reachable and reach.target <= hi:
         needed = f"beyond the fitted A={fit.A:.3f}, inside A's interval (up to {hi:.3f})"
     elif not reach.reachable:
@@ -147,8 +148,8 @@ def _reach_row(name: str, context, reach: Reach) -> tuple[str, str, str, str]:
         interval += f"; {reach.p_unreachable:.0%} of resamples never reach it"
     if lo < reach.target <= hi:
         interval += "; may never be reached (inside A's interval)"
-    if "calibrated for" in reach.reason:
-        interval += "; " + reach.reason.rsplit("; ", 1)[-1]
+    if calibrated_to is not None and reach.reachable and reach.compute > calibrated_to:
+        interval += f"; past {fmt(calibrated_to)}, where the prior's intervals are calibrated"
     return name, fmt(reach.target), needed, interval
 
 
