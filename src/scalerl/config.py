@@ -191,11 +191,6 @@ class PipelineConfig(_Frozen):
     ``generator_death_window`` learner steps: then the run stops with one sentence naming
     the cause (``scalerl.pipeline.restarts``). ``generator_deaths: 1`` stops at the first."""
 
-    @property
-    def lag(self) -> int:
-        """The staleness bound enforced by the queue policy: 0 for sync."""
-        return 0 if self.mode == "sync" else self.k
-
 
 class EvalConfig(_Frozen):
     """Validation: mean@k pass rate on held-out prompts, with its standard error.

@@ -37,7 +37,7 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     if (cached / "config.json").is_file():
         return cached
     from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.models.sft import sft_warmup
+    from scalerl.pipeline.sft import sft_warmup
 
     tokenizer = build_task_tokenizer()
     model = build_model(cfg.model.preset, len(tokenizer), arch=cfg.model.arch, seed=cfg.train.seed,
