@@ -29,6 +29,7 @@ import torch
 
 from scalerl.algo.advantages import group_advantages
 from scalerl.algo.aggregate import token_weights
+from scalerl.data.tasks.user_reward import reward_part_metrics
 from scalerl.data.filters import (
     effective_batch,
     length_penalty,
@@ -130,6 +131,7 @@ def prepare_batch(groups: list[Group], rules: BatchRules, learner_version: int, 
         "inflight_frac": float(np.mean([c.num_tokens > 0 and c.versions.max() > c.versions.min()
                                         for c in completions])),
         **trajectory_metrics(completions),  # turns, tool calls, environment tokens
+        **reward_part_metrics([g.reward_parts for g in groups]),  # reward/<NAME>(_std) per task.reward_fns
     }
     return Batch(completions, pad([c.tokens for c in completions], pad_id, torch.long),
                  pad([c.logprobs for c in completions], 0.0, torch.float32),

@@ -162,15 +162,17 @@ def check_first_batch(cfg: Config, batch, log) -> None:
     from such batches."""
     total = sum(len(g.completions) for g in batch)
     unscored = sum(math.isnan(float(r)) for g in batch for r in g.rewards)
-    if cfg.task.reward_fn is not None and total and unscored >= total:
-        log(f"task.reward_fn {cfg.task.reward_fn} returned None (cannot be scored) for every sample of the "
+    rewards = " ".join(cfg.task.reward_specs)  # task.reward_fn, or each of task.reward_fns
+    field = "task.reward_fns" if cfg.task.reward_fns else "task.reward_fn"
+    if rewards and total and unscored >= total:
+        log(f"{field} {rewards} returned None (cannot be scored) for every sample of the "
             f"first batch ({unscored} of {total}, counted in reward_none), so nothing could be learned from it "
             "and a validation with no scored sample has no pass rate (null); a function that ends without "
             "`return` returns None.")
     if cfg.env.name is not None:
         what, counter, errors = f"env.name {cfg.env.name}", "env_errors", sum(g.env_errors for g in batch)
-    elif cfg.task.reward_fn is not None:
-        what, counter, errors = f"task.reward_fn {cfg.task.reward_fn}", "reward_errors", sum(g.reward_errors for g in batch)
+    elif rewards:
+        what, counter, errors = f"{field} {rewards}", "reward_errors", sum(g.reward_errors for g in batch)
     else:
         return
     if total and errors >= total:
