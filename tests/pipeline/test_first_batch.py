@@ -36,3 +36,11 @@ def test_a_reward_function_that_declined_every_sample_is_said_once(cfg):
 def test_a_reward_function_that_failed_on_every_sample_stops_the_run(cfg):
     with pytest.raises(ConfigError, match=r"failed on every sample of the first batch \(4 of 4"):
         check_first_batch(cfg, [_group([0.0] * 4, reward_errors=4)], print)
+
+
+def test_a_list_of_reward_functions_that_failed_on_every_sample_is_named(tmp_path):
+    reward = tmp_path / "reward.py"
+    reward.write_text("def a(completion, **fields):\n    return 1.0\ndef b(completions, **kw):\n    return []\n")
+    cfg = load_config("scalerl", [f"task.reward_fns=[{reward}:a, {reward}:b]"])
+    with pytest.raises(ConfigError, match=rf"task.reward_fns {reward}:a {reward}:b failed on every sample"):
+        check_first_batch(cfg, [_group([1.0] * 4, reward_errors=4)], print)

@@ -64,7 +64,7 @@ def load_reward_fn(spec: str, what: str = "task.reward_fn"):
             raise
         raise PluginError(f"{what} {spec!r} takes no 'completion' parameter (called per sample as "
                           f"{fn.__name__}(completion, **fields) -> float | None) and no 'completions' parameter "
-                          "(TRL's form, called on a batch as NAME(prompts, completions, **columns) -> list).") from None
+                          "(TRL's form, called on a batch as NAME(prompts, completions, **columns) -> list)") from None
     return fn
 
 
