@@ -166,3 +166,11 @@ def test_names_are_disambiguated_and_part_metrics_skip_none():
     assert metrics["reward/f"] == 2.0 and math.isclose(metrics["reward/f_std"], math.sqrt(2 / 3))
     assert math.isnan(metrics["reward/g"]) and math.isnan(metrics["reward/g_std"])
     assert reward_part_metrics([{}, {}]) == {}
+
+
+def test_async_functions_are_awaited(tmp_path):
+    path = tmp_path / "r.py"
+    path.write_text("async def trl(completions, **kw):\n    return [2.0] * len(completions)\n"
+                    "async def each(completion, **fields):\n    return 0.5\n")
+    task = TaskSpec("addition", {"min_digits": 1, "max_digits": 1}, (f"{path}:trl", f"{path}:each")).build()
+    assert task.score_batch(["a", "b"], [task.train_example(0)] * 2).rewards.tolist() == [2.5, 2.5]

@@ -9,6 +9,8 @@ Each function is in one of two forms, told apart by its signature:
 - TRL's, ``NAME(prompts, completions, **kwargs) -> list[float | None]`` (it names
   ``completions``), called once on a batch (``scalerl.data.tasks.trl_reward``).
 
+Either may be ``async def``: its result is awaited within the call's time limit.
+
 The functions replace the task's own reward; everything else about the task (data, prompts,
 validation) stays. A sample's reward is the weighted sum over the functions that scored it,
 ``r = Σ_f w_f r_f`` skipping None (TRL's ``nansum``); none scored it: NaN, "cannot be scored".
@@ -66,6 +68,19 @@ def load_reward_fn(spec: str, what: str = "task.reward_fn"):
                           f"{fn.__name__}(completion, **fields) -> float | None) and no 'completions' parameter "
                           "(TRL's form, called on a batch as NAME(prompts, completions, **columns) -> list)") from None
     return fn
+
+
+def awaited(value):
+    """``value``, awaited on a loop of its own if it is awaitable (an ``async def`` function's
+    result, as TRL accepts), on the calling (worker) thread so the time limit bounds it."""
+    if not inspect.isawaitable(value):
+        return value
+    import asyncio
+
+    async def wait():
+        return await value
+
+    return asyncio.run(wait())
 
 
 def metric_names(specs: Sequence[str]) -> list[str]:
@@ -172,7 +187,7 @@ class UserRewardTask:
             if check is not None:
                 check()
             try:
-                value = checked_reward(fn.calls.call(lambda: fn.fn(completion=text, **kwargs)))
+                value = checked_reward(fn.calls.call(lambda: awaited(fn.fn(completion=text, **kwargs))))
                 out[i] = math.nan if value is None else value
             except TooManyStuck:
                 raise
@@ -189,7 +204,7 @@ class UserRewardTask:
         kwargs = batch_kwargs(prompts, texts, ids, [{k: v for k, v in row.items() if k != "prompt"}
                                                     for row in fields], state)
         try:
-            values = checked_batch(fn.calls.call(lambda: fn.fn(**kwargs)), len(texts))
+            values = checked_batch(fn.calls.call(lambda: awaited(fn.fn(**kwargs))), len(texts))
         except TooManyStuck:
             raise
         except Exception as err:  # noqa: BLE001 - the user's code, or a result of the wrong shape
