@@ -29,13 +29,13 @@ import torch
 
 from scalerl.algo.advantages import group_advantages
 from scalerl.algo.aggregate import token_weights
-from scalerl.data.tasks.user_reward import reward_part_metrics
 from scalerl.data.filters import (
     effective_batch,
     length_penalty,
     truncation_masks,
     zero_variance_mask,
 )
+from scalerl.data.tasks.user_reward import reward_part_metrics
 from scalerl.pipeline.queues import staleness
 from scalerl.pipeline.rules import BatchRules
 from scalerl.rollout.rollout import trajectory_metrics

@@ -14,6 +14,7 @@ from scalerl.data.tasks.spec import TaskSpec
 from scalerl.data.tasks.trl_reward import TrainerState, checked_batch, takes_batch
 from scalerl.data.tasks.user_reward import metric_names, reward_part_metrics
 
+
 def chat(i: int) -> list[dict]:
     return [{"role": "system", "content": "be brief"}, {"role": "user", "content": f"{i}+2?"}]
 

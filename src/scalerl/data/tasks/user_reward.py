@@ -48,7 +48,13 @@ import numpy as np
 
 from scalerl.data.tasks.base import REWARD_LIMIT, Example, checked_reward
 from scalerl.data.tasks.dataset import reward_fields
-from scalerl.data.tasks.trl_reward import BatchEntryError, TrainerState, batch_kwargs, checked_batch, takes_batch
+from scalerl.data.tasks.trl_reward import (
+    BatchEntryError,
+    TrainerState,
+    batch_kwargs,
+    checked_batch,
+    takes_batch,
+)
 from scalerl.plugins import PluginError, check_parameter, load
 from scalerl.user_code import TooManyStuck, UserCalls, UserCodeFailed, format_failure
 
@@ -81,6 +87,10 @@ def awaited(value):
         return await value
 
     return asyncio.run(wait())
+
+
+def _per_sample(fn: Callable, text: str, fields: dict):
+    return awaited(fn(completion=text, **fields))
 
 
 def metric_names(specs: Sequence[str]) -> list[str]:
@@ -187,7 +197,7 @@ class UserRewardTask:
             if check is not None:
                 check()
             try:
-                value = checked_reward(fn.calls.call(lambda: awaited(fn.fn(completion=text, **kwargs))))
+                value = checked_reward(fn.calls.call(_per_sample, fn.fn, text, kwargs))
                 out[i] = math.nan if value is None else value
             except TooManyStuck:
                 raise
