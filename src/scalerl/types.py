@@ -138,11 +138,16 @@ class Group:
     """Weights version the generator held when it started this group (the group's version
     when no trajectory has a token, e.g. every environment failed at ``reset``)."""
     times: GeneratorTimes = field(default_factory=GeneratorTimes)
+    reward_parts: dict[str, np.ndarray] = field(default_factory=dict)
+    """Each user reward function's own (G,) float32 rewards by name (``task.reward_fns``),
+    raw (not in the configured form), NaN where it returned None; empty otherwise."""
 
     def __setstate__(self, state: dict) -> None:
         """Unpickle, a group from a checkpoint written before the typed fields included: its
         ``meta`` dict (``seq``, ``reward_errors``, ``gen_*_s``, ``sent_at``, ``received_at``)
-        becomes the fields, so such a run still resumes."""
+        becomes the fields, so such a run still resumes; one written before ``reward_parts``
+        gets none."""
+        state.setdefault("reward_parts", {})
         meta = state.pop("meta", None)
         if meta is not None:
             names = {f.name for f in fields(GeneratorTimes)}

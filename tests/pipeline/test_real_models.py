@@ -176,15 +176,19 @@ def test_export_of_what_is_not_a_run_is_one_sentence(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("case", ["no file", "no name", "no completion", "missing field", "bad prompt",
-                                  "no template", "rank 0", "fields not taken", "messages deep in the file",
+                                  "no template", "rank 0", "fields not taken", "TRL form, fields not taken",
+                                  "messages deep in the file",
                                   "lora targets none", "lora target a typo", "lora target the head",
                                   "lora rank above the layers"])
 def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
     (tmp_path / "r.py").write_text("def other(text):\n    return 0.0\n"
-                                   "def narrow(completion, answer):\n    return 0.0\n")
+                                   "def narrow(completion, answer):\n    return 0.0\n"
+                                   "def trl_narrow(prompts, completions, answer):\n    return [0.0]\n")
     data = tmp_path / "d.jsonl"
     sets = {"model.base": str(user / "instruct"), "task.name": "dataset",
             "task.knobs": f"{{path: {user / 'data.jsonl'}}}", "task.reward_fn": f"{user / 'reward.py'}:score"}
+    if case.startswith("TRL"):  # reward_fns instead of reward_fn
+        del sets["task.reward_fn"]
     words = {"no file": ("task.reward_fn", f"{tmp_path}/nope.py:score", "does not exist"),
              "no name": ("task.reward_fn", f"{tmp_path}/r.py:score", "there is no 'score'"),
              "no completion": ("task.reward_fn", f"{tmp_path}/r.py:other", "takes no 'completion' parameter"),
@@ -200,6 +204,8 @@ def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
              "lora rank above the layers": ("model.lora", "{rank: 100000}", "model.lora.rank 100000 is more than"),
              # the data has a `level` column and every call gets `prompt`: a narrow signature fails
              "fields not taken": ("task.reward_fn", f"{tmp_path}/r.py:narrow", "cannot be called as NAME(completion"),
+             "TRL form, fields not taken": ("task.reward_fns", f"[{tmp_path}/r.py:trl_narrow]",
+                                            "cannot be called as NAME(prompts, completions"),
              "messages deep in the file": ("task.knobs", f"{{path: {data}, num_validation: 1}}",
                                            "is chat messages, which need a chat template")}[case]
     lines = {"bad prompt": ['{"prompt": 5}'],

@@ -38,6 +38,15 @@ def test_a_reward_function_that_failed_on_every_sample_stops_the_run(cfg):
         check_first_batch(cfg, [_group([0.0] * 4, reward_errors=4)], print)
 
 
+def test_a_list_of_reward_functions_that_failed_on_every_sample_is_named(tmp_path):
+    reward = tmp_path / "reward.py"
+    reward.write_text("def a(completion, **fields):\n    return 1.0\ndef b(completions, **kw):\n    return []\n")
+    cfg = load_config("scalerl", [f"task.reward_fns=[{reward}:a, {reward}:b]"])
+    assert cfg.reward_form == "as_is"  # several user functions: the user's reward
+    with pytest.raises(ConfigError, match=rf"task.reward_fns {reward}:a {reward}:b failed on every sample"):
+        check_first_batch(cfg, [_group([1.0] * 4, reward_errors=4)], print)
+
+
 def test_auto_trains_a_users_reward_as_returned_and_a_built_in_task_the_papers_way(cfg):
     assert (cfg.reward_form, cfg.truncation_fails) == ("as_is", False)  # task.reward_fn: the user's reward
     builtin = load_config("scalerl")

@@ -38,6 +38,7 @@ from scalerl.data.filters import (
     zero_variance_mask,
 )
 from scalerl.data.tasks.base import in_form, passes
+from scalerl.data.tasks.user_reward import reward_part_metrics
 from scalerl.pipeline.queues import staleness
 from scalerl.pipeline.rules import BatchRules
 from scalerl.rollout.rollout import trajectory_metrics
@@ -152,6 +153,7 @@ def prepare_batch(groups: list[Group], rules: BatchRules, learner_version: int, 
         "inflight_frac": float(np.mean([c.num_tokens > 0 and c.versions.max() > c.versions.min()
                                         for c in completions])),
         **trajectory_metrics(completions),  # turns, tool calls, environment tokens
+        **reward_part_metrics([g.reward_parts for g in groups]),  # reward/<NAME>(_std) per task.reward_fns
     }
     return Batch(completions, pad([c.tokens for c in completions], pad_id, torch.long),
                  pad([c.logprobs for c in completions], 0.0, torch.float32),

@@ -25,8 +25,9 @@ GRADES = (-1.0, 0.0, 1.0)
 
 def describe_rewards(cfg: Config) -> str:
     """The one start line: source, transform, pass rule and fitted curve, each with its key."""
-    source = (f"task.reward_fn {cfg.task.reward_fn}" if cfg.task.reward_fn is not None
-              else f"env.name {cfg.env.name}" if cfg.env.name is not None else f"task {cfg.task.name}")
+    specs = cfg.task.reward_specs
+    source = (f"task.reward_fn {specs[0]}" if cfg.task.reward_fn is not None
+              else f"task.reward_fns {' '.join(specs)} (weighted sum)" if specs else f"env.name {cfg.env.name}" if cfg.env.name is not None else f"task {cfg.task.name}")
     form = "2r − 1 (the paper's ±1)" if cfg.reward_form == "pm1" else "r as returned"
     cut = ("a completion cut by sampling.max_new_tokens trains as a failure (r = 0)" if cfg.truncation_fails
            else "a cut completion keeps its reward")
@@ -47,8 +48,10 @@ def check_first_batch(cfg: Config, batch, log) -> None:
     total = sum(len(g.completions) for g in batch)
     rewards = np.concatenate([np.asarray(g.rewards, dtype=np.float64) for g in batch]) if batch else np.empty(0)
     unscored = int(np.isnan(rewards).sum())
-    if cfg.task.reward_fn is not None and total and unscored >= total:
-        log(f"task.reward_fn {cfg.task.reward_fn} returned None (cannot be scored) for every sample of the "
+    specs = " ".join(cfg.task.reward_specs)  # task.reward_fn, or each of task.reward_fns
+    field = "task.reward_fns" if cfg.task.reward_fns else "task.reward_fn"
+    if specs and total and unscored >= total:
+        log(f"{field} {specs} returned None (cannot be scored) for every sample of the "
             f"first batch ({unscored} of {total}, counted in reward_none), so nothing could be learned from it "
             "and a validation with no scored sample has no pass rate (null); a function that ends without "
             "`return` returns None.")
@@ -60,8 +63,8 @@ def check_first_batch(cfg: Config, batch, log) -> None:
             "forecast.metric=reward_mean to forecast the mean reward (logged as val_reward_mean).")
     if cfg.env.name is not None:
         what, counter, errors = f"env.name {cfg.env.name}", "env_errors", sum(g.env_errors for g in batch)
-    elif cfg.task.reward_fn is not None:
-        what, counter, errors = f"task.reward_fn {cfg.task.reward_fn}", "reward_errors", sum(g.reward_errors for g in batch)
+    elif specs:
+        what, counter, errors = f"{field} {specs}", "reward_errors", sum(g.reward_errors for g in batch)
     else:
         return
     if total and errors >= total:
