@@ -17,10 +17,12 @@ from compute 0. Device-hours are ``devices x hours``; a run's devices are its co
 wall hour (``compute_gpu_hours`` is itself devices x hours, ``scalerl.compute``).
 
 **Time to target.** ``C*`` is drawn from its distribution (``scalerl.fit.crossing``) and the
-rate from the clock's, independently, ``N_DRAWS`` times with a fixed seed; hours and
-device-hours are those draws' median and ``(1 -/+ level) / 2`` quantiles (``inf`` when the
-quantile falls where the target is never reached). ``p_reach`` is the share of draws within
-every budget given (hours and compute).
+rate from the clock's, independently, ``N_DRAWS`` times with a fixed seed; hours are those
+draws' median and ``(1 -/+ level) / 2`` quantiles (``inf`` when the quantile falls where the
+target is never reached), device-hours ``devices`` times them. ``p_reach`` is the share of
+draws within every budget given (hours and compute). With a rate that does not vary the map
+from compute to hours is monotone and fixed, so quantiles and ``p_reach`` are read off the
+crossing's CDF exactly (a flat CDF near a ceiling made the draws' median wander).
 """
 
 from __future__ import annotations
@@ -173,21 +175,34 @@ def time_to_target(
     cross: Crossing, clock: Clock, *, budget_hours: float | None = None, budget_compute: float | None = None,
     seed: int = 0,
 ) -> TimeToTarget:
-    """Module docstring: ``C*`` draws through the clock, at the crossing's level."""
-    rng = np.random.default_rng(seed)
-    c_star = cross.sample(N_DRAWS, rng)
-    s = np.maximum(rng.normal(clock.s, clock.s_sd, N_DRAWS), clock.s / 10.0)
-    hours = clock.hours(c_star, s)
-    p_reach = None
-    if budget_hours is not None or budget_compute is not None:
-        ok = np.ones(N_DRAWS, dtype=bool)
-        if budget_hours is not None:
-            ok &= hours <= budget_hours
-        if budget_compute is not None:
-            ok &= c_star <= budget_compute
-        p_reach = float(np.mean(ok))
+    """Module docstring: ``C*`` draws through the clock, at the crossing's level. A clock
+    whose rate does not vary (scalerl's own runs: compute is devices x hours) maps the
+    crossing's quantiles and CDF through it exactly, without draws."""
+    if clock.s_sd == 0:
+        hours = tuple(float(h) for h in clock.hours(np.array(cross.interval)))
+        p_reach = None
+        if budget_hours is not None or budget_compute is not None:
+            limit = np.inf if budget_compute is None else budget_compute
+            if budget_hours is not None:
+                within = cross.grid[clock.hours(cross.grid) <= budget_hours]
+                limit = min(limit, float(within[-1]) if within.size else 0.0)
+            p_reach = cross.p_within(limit) if np.isfinite(limit) else cross.p_reach
+    else:
+        rng = np.random.default_rng(seed)
+        c_star = cross.sample(N_DRAWS, rng)
+        s = np.maximum(rng.normal(clock.s, clock.s_sd, N_DRAWS), clock.s / 10.0)
+        drawn = clock.hours(c_star, s)
+        hours = _quantiles(drawn, cross.level)
+        p_reach = None
+        if budget_hours is not None or budget_compute is not None:
+            ok = np.ones(N_DRAWS, dtype=bool)
+            if budget_hours is not None:
+                ok &= drawn <= budget_hours
+            if budget_compute is not None:
+                ok &= c_star <= budget_compute
+            p_reach = float(np.mean(ok))
+    device_hours = tuple(h * clock.devices for h in hours)
     return TimeToTarget(
-        cross.target, cross.level, cross.interval, _quantiles(hours, cross.level),
-        _quantiles(hours * clock.devices, cross.level), cross.p_reach, cross.reachable, p_reach,
+        cross.target, cross.level, cross.interval, hours, device_hours, cross.p_reach, cross.reachable, p_reach,
         budget_hours, budget_compute,
     )  # fmt: skip
