@@ -25,7 +25,7 @@ from scalerl.fit.readers import Curve
 from scalerl.fit.throughput import RoleTimes, Split, predict, recommend, splits
 from scalerl.fit.timing import Clock, TimeToTarget, time_to_target
 
-__all__ = ["Plan", "make_plan", "split_hours"]
+__all__ = ["Plan", "live_time_to_target", "make_plan", "split_hours"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,3 +107,22 @@ def make_plan(
     current = predict(times, times.generators, times.learner_devices, times.k)
     options_ = splits(times, devices, k)
     return Plan(curve, fit, cross, clock, answer, source, reason, times, current, options_, recommend(options_))
+
+
+def live_time_to_target(compute, reward, clock_points, *, target: float, budget: float, options: FitOptions) -> dict:
+    """The ``forecast_*`` time-to-target fields ``scalerl train`` logs after an evaluation:
+    hours since the start to ``target`` (median, lo, hi; None where never) and ``p_reach``,
+    the probability of reaching it within ``budget`` (the compute at the run's end).
+    ``clock_points``: (compute, wall_s) of the run's records so far. ``scalerl plan`` on the
+    records up to ``forecast_step`` with ``--target <target> --budget-compute <forecast_budget>
+    --r0 first`` reproduces them."""
+    from scalerl.fit.timing import clock_from_records
+
+    records = [{"compute_gpu_hours": c, "wall_s": t} for c, t in clock_points]
+    clock = clock_from_records(records, "the run's records")
+    curve = Curve("live", np.asarray(compute, dtype=float), np.asarray(reward, dtype=float), "live",
+                  "compute_gpu_hours", "val_pass_rate")  # fmt: skip
+    answer = make_plan(curve, clock, target, options, budget_compute=budget).answer
+    med, lo, hi = (float(h) if np.isfinite(h) else None for h in answer.hours)
+    return {"forecast_time_to_target_h": med, "forecast_time_to_target_h_lo": lo,
+            "forecast_time_to_target_h_hi": hi, "forecast_p_reach": answer.p_reach}  # fmt: skip
