@@ -35,7 +35,8 @@ def test_a_symmetric_band_gives_a_normal_reward_and_the_cdf_of_the_crossing():
     cross = crossing(fit, 0.6, band, level=0.95)
     C = cross.grid[300]
     expected = stats.norm.sf((0.6 - fit.predict(C)) / (0.05 / z))
-    assert cross.p_within(C) == pytest.approx(max(expected, 0.0), abs=1e-9) or cross.p_within(C) >= expected
+    assert cross.p_within(C) >= expected - 1e-12  # the running maximum only ever raises it
+    assert cross.p_within(C) == pytest.approx(expected, abs=0.02)
     med, lo, hi = cross.interval
     # the median is where the curve crosses; lo and hi where its edges do (0.6 -+ 0.05)
     for value, level in ((med, 0.6), (lo, 0.55), (hi, 0.65)):
