@@ -6,7 +6,14 @@ from scalerl.algo.advantages import NORMALISATIONS
 from scalerl.algo.aggregate import AGGREGATION_MODES
 from scalerl.algo.losses import LOSSES
 from scalerl.algo.mismatch import CORRECTIONS
-from scalerl.config import AdvantageConfig, CurriculumConfig, EvalConfig, PipelineConfig, RolloutConfig, TaskConfig
+from scalerl.config import (
+    AdvantageConfig,
+    CurriculumConfig,
+    EvalConfig,
+    PipelineConfig,
+    RolloutConfig,
+    TaskConfig,
+)
 from scalerl.config_env import EnvConfig
 from scalerl.config_learner import LearnerConfig
 from scalerl.config_loss import ISCorrectionConfig, LossConfig

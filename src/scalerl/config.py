@@ -312,6 +312,12 @@ class TrainConfig(_Frozen):
     stop_if_target_unreachable: bool = False
     """Stop early once the live forecast identifies the ceiling and its whole interval lies
     below ``forecast.target``."""
+    stop_if_p_reach_below: float | None = Field(None, gt=0, lt=1)
+    """Stop early once the live forecast gives less than this probability that the expected
+    curve reaches ``forecast.target`` within the run's budget (the compute at ``train.steps``
+    or the ``train.max_minutes`` deadline; logged as ``forecast_p_reach``, ``scalerl plan``'s
+    ``p_reach``). Unlike the two rules above it also acts on an unidentified ceiling: the
+    probability already spreads over A's whole interval. None: never."""
 
 
 class Config(_Frozen):
@@ -373,6 +379,8 @@ class Config(_Frozen):
             raise ValueError("length.interrupt_range must end below sampling.max_new_tokens")
         if self.train.stop_if_target_unreachable and self.forecast.target is None:
             raise ValueError("train.stop_if_target_unreachable needs forecast.target")
+        if self.train.stop_if_p_reach_below is not None and self.forecast.target is None:
+            raise ValueError("train.stop_if_p_reach_below needs forecast.target")
         if self.train.device == "cuda" or self.model.dtype == "float16":
             self._check_cuda()
         if self.eval.downstream_knobs is not None:

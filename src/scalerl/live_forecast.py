@@ -17,7 +17,7 @@ from typing import Any
 
 from scalerl.config import Config
 
-X = "compute_gpu_hours"
+X, WALL = "compute_gpu_hours", "wall_s"
 
 
 class LiveForecast:
@@ -30,6 +30,7 @@ class LiveForecast:
         self.y = cfg.fitted_metric  # forecast.metric: val_pass_rate or val_reward_mean
         self.points: list[tuple[float, float]] = [(float(r[X]), float(r[self.y])) for r in past
                                                   if r.get(self.y) is not None]
+        self.clock: list[tuple[float, float]] = [(float(r[X]), float(r[WALL])) for r in past if r.get(WALL) is not None]
         self._step = int(past[-1]["step"]) if past else 0
         self._start: tuple[float, int, float] | None = None  # (compute, step, time) of this session
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast")
@@ -42,6 +43,8 @@ class LiveForecast:
         """Take a metrics record; an evaluation (step, compute, pass rate) triggers a refit."""
         if self._start is None and record.get(X) is not None:
             self._start = (float(record[X]), int(record["step"]), time.monotonic())
+        if record.get(X) is not None and record.get(WALL) is not None:
+            self.clock.append((float(record[X]), float(record[WALL])))  # compute -> hours for the time to target
         if not self.cfg.enabled or record.get(self.y) is None:
             return
         self.points.append((float(record[X]), float(record[self.y])))
@@ -72,7 +75,8 @@ class LiveForecast:
             return
         compute, reward = zip(*self.points)
         self._pending = self._pool.submit(
-            _fit, list(compute), list(reward), self.budget(), self._step, self.cfg, self._prior, self.y
+            _fit, list(compute), list(reward), self.budget(), self._step, self.cfg, self._prior, self.y,
+            list(self.clock)
         )
         self._stale = False
 
@@ -97,6 +101,12 @@ class LiveForecast:
 
     def stop_reason(self, fields: dict[str, Any]) -> str | None:
         """One sentence when the forecast says the run cannot reach what it is for."""
+        p_floor, p_reach = self.train.stop_if_p_reach_below, fields.get("forecast_p_reach")
+        if p_floor is not None and p_reach is not None and p_reach < p_floor:  # carries A's whole interval
+            return (
+                f"stopping early: the forecast gives P = {p_reach:.3f} of reaching forecast.target = "
+                f"{self.cfg.target:g} within the run's budget, below train.stop_if_p_reach_below = {p_floor:g}."
+            )
         if not fields.get("forecast_identified"):
             return None  # never on a ceiling the data do not pin down
         lo, hi = fields["forecast_A_lo"], fields["forecast_A_hi"]
@@ -119,7 +129,7 @@ class LiveForecast:
 
 
 def _fit(compute: list[float], reward: list[float], budget: float, step: int, cfg, prior: dict,
-         y: str) -> dict[str, Any]:
+         y: str, clock: list[tuple[float, float]] = ()) -> dict[str, Any]:
     """Runs in the forecast thread; a curve the law cannot fit yet gives a reason, not a crash.
 
     Any other failure is logged as ``forecast_error`` too: the forecast is a diagnostic, and
@@ -142,6 +152,14 @@ def _fit(compute: list[float], reward: list[float], budget: float, step: int, cf
             prior["learned"] = load_prior(cfg.prior_runs, options, Columns(x=X, y=y), what="forecast.prior_runs")
         fields = live_forecast(compute, reward, budget=budget, target=cfg.target, options=options,
                                prior=prior.get("learned"))  # fmt: skip
+        if cfg.target is not None:  # hours to the target and P(reaching it by the run's end)
+            from scalerl.fit.plan import live_time_to_target
+
+            try:
+                fields |= live_time_to_target(compute, reward, clock, target=cfg.target, budget=budget,
+                                              options=options)  # fmt: skip
+            except CurveError as err:  # too few timed records yet: the rest of the forecast stands
+                fields["forecast_time_to_target_error"] = str(err)
     except CurveError as err:
         return head | {"forecast_error": str(err)}
     except Exception as err:  # noqa: BLE001 - see the docstring
