@@ -53,7 +53,7 @@ def sft_base(cache: Path, preset: str) -> Path:
     """The SFT-warmed start every run shares (built once, then read from ``cache``)."""
     from scalerl.data.tasks import get_task
     from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.models.sft import sft_warmup
+    from scalerl.pipeline.sft import sft_warmup
 
     out = cache / f"trl-base-{preset}"
     if (out / "sft_result.json").is_file():
@@ -73,7 +73,7 @@ def one_run(base: Path, out: Path, seed: int, lr: float, *, steps: int, eval_eve
     from transformers import TrainerCallback
 
     from scalerl.data.tasks import get_task
-    from scalerl.models.sft import engine_pass_rate
+    from scalerl.pipeline.sft import engine_pass_rate
 
     torch.set_num_threads(1)
     work = dataclasses.replace(work, lr=lr)

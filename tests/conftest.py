@@ -35,7 +35,7 @@ def _warm_model_key() -> str:
 def _build_warm_model(out: Path) -> None:
     from scalerl.data.tasks import get_task
     from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.models.sft import sft_warmup
+    from scalerl.pipeline.sft import sft_warmup
 
     torch.set_num_threads(1)
     tokenizer = build_task_tokenizer()

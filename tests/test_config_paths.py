@@ -134,3 +134,13 @@ def test_a_saved_config_holds_absolute_paths_even_for_a_config_copied_with_a_rel
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "config.yaml").write_text(dump_config(copied))
     assert load_config(tmp_path / "sub" / "config.yaml").model.base == str(tmp_path / "runs" / "_base" / "m")
+
+
+def test_each_reward_function_of_a_list_is_read_from_its_recipes_folder(tmp_path, monkeypatch):
+    project = _user(tmp_path / "project")
+    (project / "run.yaml").write_text(
+        "extends: scalerl\ntask: {name: dataset, knobs: {path: train.jsonl},\n"
+        "       reward_fns: [my_reward.py:score, ./my_reward.py:score]}\n")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(project / "run.yaml")
+    assert cfg.task.reward_fns == [f"{project.resolve() / 'my_reward.py'}:score"] * 2

@@ -20,3 +20,10 @@ def test_a_group_pickled_with_the_old_meta_dict_unpickles_into_the_typed_fields(
     assert not hasattr(new, "meta") and new.prompt_id == 3
     fresh = pickle.loads(pickle.dumps(Group(1, [], np.ones(1, dtype=np.float32), seq=4)))
     assert fresh.seq == 4 and fresh.times.cpu_s == 0.0
+
+
+def test_a_group_pickled_before_reward_parts_unpickles_with_none():
+    old = Group(2, [], np.zeros(2, dtype=np.float32), reward_parts={"f": np.ones(2, dtype=np.float32)})
+    assert pickle.loads(pickle.dumps(old)).reward_parts["f"].tolist() == [1.0, 1.0]
+    del old.__dict__["reward_parts"]
+    assert pickle.loads(pickle.dumps(old)).reward_parts == {}

@@ -17,6 +17,7 @@ EXIT_BAD_INPUT = 2
 # module path of each command group; each exposes ``register(subparsers)``
 _COMMAND_MODULES = (
     "scalerl.fit.cli",
+    "scalerl.fit.plan_cli",
     "scalerl.pipeline.cli",
     "scalerl.pipeline.export",
     "scalerl.experiments.cli",

@@ -15,7 +15,7 @@ Paths are absolute once loaded. A relative path is read from the folder of the Y
 names it (in a chain of ``extends``, each file's paths from that file's folder), and from the
 working folder in a ``--set``; ``~`` is expanded; built-in names and ``package.module:NAME``
 specs stay as they are. The fields that hold paths (``model.base``, ``model.chat_template``,
-the file of a ``FILE.py:NAME`` in ``task.name``, ``task.reward_fn`` and ``env.name``, the knobs
+the file of a ``FILE.py:NAME`` in ``task.name``, ``task.reward_fn(s)`` and ``env.name``, the knobs
 named ``path`` or ``*_path``, ``*_file``, ``*_dir``, ``forecast.prior_runs``) are listed once,
 in ``scalerl.config_paths``. ``RUN_DIR/config.yaml`` therefore means the same from any folder.
 
@@ -216,11 +216,6 @@ class PipelineConfig(_Frozen):
     ``generator_death_window`` learner steps: then the run stops with one sentence naming
     the cause (``scalerl.pipeline.restarts``). ``generator_deaths: 1`` stops at the first."""
 
-    @property
-    def lag(self) -> int:
-        """The staleness bound enforced by the queue policy: 0 for sync."""
-        return 0 if self.mode == "sync" else self.k
-
 
 class EvalConfig(_Frozen):
     """Validation: mean@k pass rate on held-out prompts, with its standard error.
@@ -282,8 +277,13 @@ class ForecastConfig(_Frozen):
     min_compute: float = Field(0.0, ge=0)
     """Fit only evaluations from this compute on (device-hours; the paper drops its first
     ~1.5k of 16k GPU-hours, §1.3); as ``scalerl fit --min-compute``."""
+    metric: Literal["pass_rate", "reward_mean"] = "pass_rate"
+    """The validation curve the forecast, the run's report and the early stops fit:
+    ``val_pass_rate`` (the share of samples whose reward reaches ``task.pass_threshold``,
+    mean@k over prompts, as the paper) or ``val_reward_mean`` (the mean reward as returned,
+    for a graded reward). ``scalerl fit --y`` chooses the same for a finished run."""
     target: float | None = Field(None, gt=0, le=1)
-    """A validation pass rate to forecast the compute for (``forecast_compute_to_target``)."""
+    """A value of ``metric`` to forecast the compute for (``forecast_compute_to_target``)."""
     level: float = Field(0.95, gt=0, lt=1)
     """Coverage of every forecast interval."""
     margin: float = Field(0.02, ge=0)
@@ -332,10 +332,17 @@ class TrainConfig(_Frozen):
     """Cores this run splits between its roles; None: the CPUs this process may run on."""
     stop_if_ceiling_below: float | None = Field(None, gt=0, le=1)
     """Stop early (after a checkpoint) once the live forecast identifies the ceiling and
-    its whole interval lies below this pass rate. Never on an unidentified ceiling."""
+    its whole interval lies below this value of ``forecast.metric``. Never on an unidentified
+    ceiling."""
     stop_if_target_unreachable: bool = False
     """Stop early once the live forecast identifies the ceiling and its whole interval lies
     below ``forecast.target``."""
+    stop_if_p_reach_below: float | None = Field(None, gt=0, lt=1)
+    """Stop early once the live forecast gives less than this probability that the expected
+    curve reaches ``forecast.target`` within the run's budget (the compute at ``train.steps``
+    or the ``train.max_minutes`` deadline; logged as ``forecast_p_reach``, ``scalerl plan``'s
+    ``p_reach``). Unlike the two rules above it also acts on an unidentified ceiling: the
+    probability already spreads over A's whole interval. None: never."""
 
 
 class Config(_Frozen):
@@ -371,6 +378,30 @@ class Config(_Frozen):
         # in code is read against the working folder
         return absolute_layer(data, Path.cwd()) if isinstance(data, dict) else data
 
+    @property
+    def user_reward(self) -> bool:
+        """Whether a user's code gives the rewards: ``task.reward_fn``, a user task factory or
+        a user environment (not one of this package's own, ``scalerl.…``)."""
+        return self.task.user_scored or (self.env.name is not None and not self.env.name.startswith("scalerl."))
+
+    @property
+    def reward_form(self) -> str:
+        """``task.reward`` with ``auto`` decided: ``as_is`` for a user's reward, else ``pm1``."""
+        if self.task.reward != "auto":
+            return self.task.reward
+        return "as_is" if self.user_reward else "pm1"
+
+    @property
+    def truncation_fails(self) -> bool:
+        """``length.truncation_is_failure`` with ``auto`` decided: off for a user's reward."""
+        fails = self.length.truncation_is_failure
+        return not self.user_reward if fails == "auto" else fails
+
+    @property
+    def fitted_metric(self) -> str:
+        """The metrics column the forecast fits (``forecast.metric``)."""
+        return f"val_{self.forecast.metric}"
+
     @model_validator(mode="after")
     def _consistent(self) -> Config:
         lo, hi = self.length.interrupt_range
@@ -380,6 +411,8 @@ class Config(_Frozen):
             raise ValueError("length.interrupt_range must end below sampling.max_new_tokens")
         if self.train.stop_if_target_unreachable and self.forecast.target is None:
             raise ValueError("train.stop_if_target_unreachable needs forecast.target")
+        if self.train.stop_if_p_reach_below is not None and self.forecast.target is None:
+            raise ValueError("train.stop_if_p_reach_below needs forecast.target")
         if self.train.device == "cuda" or self.model.dtype == "float16":
             self._check_cuda()
         if self.eval.downstream_knobs is not None:

@@ -10,9 +10,10 @@ Which values are paths is decided here only, in :data:`PATH_FIELDS`:
 
 - ``model.base`` and ``forecast.prior_runs`` (a folder, a file or a glob) are paths;
 - ``model.chat_template`` is one unless it is ``auto`` or ``none``;
-- ``task.name``, ``task.reward_fn`` and ``env.name`` are plug-in specs: the file of
-  ``FILE.py:NAME`` is made absolute, while ``package.module:NAME`` and built-in names stay as
-  they are (:func:`absolute_spec`, which also takes a list of specs);
+- ``task.name``, ``task.reward_fn``, each entry of ``task.reward_fns`` and ``env.name`` are
+  plug-in specs: the file of ``FILE.py:NAME`` is made absolute, while
+  ``package.module:NAME`` and built-in names stay as they are (:func:`absolute_spec`, which
+  also takes a list of specs);
 - in ``task.knobs``, ``env.knobs`` and ``eval.downstream_knobs``, a knob named ``path`` or
   ending in ``_path``, ``_file`` or ``_dir`` is a path (:func:`absolute_knobs`); other knobs
   are passed as written.
@@ -77,6 +78,7 @@ PATH_FIELDS: dict[str, Callable[[Any, str | Path], Any]] = {
     "model.chat_template": _template,
     "task.name": absolute_spec,
     "task.reward_fn": absolute_spec,
+    "task.reward_fns": absolute_spec,
     "task.knobs": absolute_knobs,
     "env.name": absolute_spec,
     "env.knobs": absolute_knobs,

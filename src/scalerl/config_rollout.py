@@ -33,8 +33,13 @@ class LengthConfig(_Frozen):
     ``truncation_is_failure``): interruptions bound only the thinking block, so a tiny model can
     still ramble after ``</think>``; dropping those samples removed the only pressure against
     never-ending answers and our runs collapsed into truncation (the paper's A.15 warning)."""
-    truncation_is_failure: bool = True
-    """Score a truncated completion as wrong whatever its text: it never finished its answer."""
+    truncation_is_failure: bool | Literal["auto"] = "auto"
+    """Train on a completion cut by ``sampling.max_new_tokens`` as a failure (reward 0 before
+    ``task.reward``'s transform, so −1 under ``pm1``) whatever its reward: it never finished its
+    answer. ``auto``: on for the built-in verifiable tasks (the paper's rule), off for a user's
+    reward, which is trained on as returned (TRL scores truncated completions normally too).
+    Only the trained reward changes: ``reward_mean`` and the pass rates use the reward as
+    returned."""
 
 
 PARALLEL_OPTIONS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",

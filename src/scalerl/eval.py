@@ -46,12 +46,15 @@ class EvalSpec:
     """k values of the unbiased pass@k logged beside mean@k (each at most ``k``)."""
     env: EnvSpec | None = None
     """The environment trajectories run in, as in training (None: single-turn)."""
+    pass_threshold: float = 1.0
+    """A sample passes when its reward as returned is at least this (``task.pass_threshold``)."""
 
 
 def build_evaluators(specs, engine, tokenizer) -> list[Evaluator]:
     """One :class:`Evaluator` per spec, all on ``engine`` (whatever weights it holds)."""
     return [Evaluator(engine, PromptRenderer(tokenizer, s.chat), s.task.build(), s.params, s.k, s.num_prompts,
-                      seed=s.seed, prefix=s.prefix, samples=s.samples, pass_at=s.pass_at, env=s.env) for s in specs]
+                      seed=s.seed, prefix=s.prefix, samples=s.samples, pass_at=s.pass_at, env=s.env,
+                      pass_threshold=s.pass_threshold) for s in specs]
 
 
 def run_evaluators(evaluators: list[Evaluator], stop=None) -> tuple[dict[str, float], int, tuple]:
@@ -81,11 +84,11 @@ class Evaluator:
 
     def __init__(self, engine, renderer: PromptRenderer, task, params: SamplingParams, k: int,
                  num_prompts: int | None, seed: int, prefix: str = "val", samples: int = 0,
-                 pass_at: tuple[int, ...] = (), env: EnvSpec | None = None) -> None:
+                 pass_at: tuple[int, ...] = (), env: EnvSpec | None = None, pass_threshold: float = 1.0) -> None:
         self.engine, self.renderer, self.task, self.prefix = engine, renderer, task, prefix
         self.rollout = build_rollout(task, renderer.tokenizer, renderer.fmt, env)
         self.k, self.num_prompts, self.samples, self.pass_at = k, num_prompts, samples, pass_at
-        self.params = replace(params, seed=seed)
+        self.params, self.pass_threshold = replace(params, seed=seed), pass_threshold
         examples = task.validation()[:num_prompts]
         self.prompt_tokens = sum(len(renderer.ids(task.prompt(ex))) for ex in examples) * k
 
@@ -97,11 +100,14 @@ class Evaluator:
         return out
 
     def __call__(self, stop=None) -> dict:
-        """``<prefix>_pass_rate`` = mean over prompts of the fraction of k samples that are
-        correct (``val_`` for the validation set, ``downstream_`` for a harder variant), and
-        the ``samples`` kept; ``stop()`` true abandons it (``RolloutStopped``)."""
+        """``<prefix>_pass_rate`` = mean over prompts of the fraction of k samples that pass
+        (reward as returned ≥ the pass threshold; ``val_`` for the validation set,
+        ``downstream_`` for a harder variant), ``<prefix>_reward_mean`` the mean reward as
+        returned, each with its standard error over prompts, and the ``samples`` kept;
+        ``stop()`` true abandons it (``RolloutStopped``)."""
         result = validate(self.engine, self.task, params=self.params, renderer=self.renderer, k=self.k,
-                          num_prompts=self.num_prompts, samples=self.samples, rollout=self.rollout, stop=stop)
+                          num_prompts=self.num_prompts, samples=self.samples, rollout=self.rollout, stop=stop,
+                          pass_threshold=self.pass_threshold)
         p = self.prefix
         return {
             "samples": tuple(dict(s, evaluator=p) for s in result.samples),
@@ -110,6 +116,8 @@ class Evaluator:
             f"{p}_pass_at_k": float((result.pass_rates > 0).mean()) if result.pass_rates.size else math.nan,
             f"{p}_mean_at_k": result.mean_at_k,
             f"{p}_mean_at_k_stderr": result.stderr,
+            f"{p}_reward_mean": result.reward_mean,
+            f"{p}_reward_stderr": result.reward_stderr,
             **self._pass_at(result),
             f"{p}_truncation_rate": result.truncation_rate,
             f"{p}_len": result.mean_length,

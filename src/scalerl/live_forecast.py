@@ -17,7 +17,7 @@ from typing import Any
 
 from scalerl.config import Config
 
-X, Y = "compute_gpu_hours", "val_pass_rate"
+X, WALL = "compute_gpu_hours", "wall_s"
 
 
 class LiveForecast:
@@ -27,7 +27,10 @@ class LiveForecast:
         """``past``: the evaluation records a resumed run already has."""
         self.cfg = cfg.forecast
         self.train = cfg.train
-        self.points: list[tuple[float, float]] = [(float(r[X]), float(r[Y])) for r in past]
+        self.y = cfg.fitted_metric  # forecast.metric: val_pass_rate or val_reward_mean
+        self.points: list[tuple[float, float]] = [(float(r[X]), float(r[self.y])) for r in past
+                                                  if r.get(self.y) is not None]
+        self.clock: list[tuple[float, float]] = [(float(r[X]), float(r[WALL])) for r in past if r.get(WALL) is not None]
         self._step = int(past[-1]["step"]) if past else 0
         self._start: tuple[float, int, float] | None = None  # (compute, step, time) of this session
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast")
@@ -40,9 +43,11 @@ class LiveForecast:
         """Take a metrics record; an evaluation (step, compute, pass rate) triggers a refit."""
         if self._start is None and record.get(X) is not None:
             self._start = (float(record[X]), int(record["step"]), time.monotonic())
-        if not self.cfg.enabled or record.get(Y) is None:
+        if record.get(X) is not None and record.get(WALL) is not None:
+            self.clock.append((float(record[X]), float(record[WALL])))  # compute -> hours for the time to target
+        if not self.cfg.enabled or record.get(self.y) is None:
             return
-        self.points.append((float(record[X]), float(record[Y])))
+        self.points.append((float(record[X]), float(record[self.y])))
         self._step = int(record["step"])
         if self._pending is not None and not self._pending.done():
             self._stale = True
@@ -70,7 +75,8 @@ class LiveForecast:
             return
         compute, reward = zip(*self.points)
         self._pending = self._pool.submit(
-            _fit, list(compute), list(reward), self.budget(), self._step, self.cfg, self._prior
+            _fit, list(compute), list(reward), self.budget(), self._step, self.cfg, self._prior, self.y,
+            list(self.clock)
         )
         self._stale = False
 
@@ -95,19 +101,25 @@ class LiveForecast:
 
     def stop_reason(self, fields: dict[str, Any]) -> str | None:
         """One sentence when the forecast says the run cannot reach what it is for."""
+        p_floor, p_reach = self.train.stop_if_p_reach_below, fields.get("forecast_p_reach")
+        if p_floor is not None and p_reach is not None and p_reach < p_floor:  # carries A's whole interval
+            return (
+                f"stopping early: the forecast gives P = {p_reach:.3f} of reaching forecast.target = "
+                f"{self.cfg.target:g} within the run's budget, below train.stop_if_p_reach_below = {p_floor:g}."
+            )
         if not fields.get("forecast_identified"):
             return None  # never on a ceiling the data do not pin down
         lo, hi = fields["forecast_A_lo"], fields["forecast_A_hi"]
         floor = self.train.stop_if_ceiling_below
         if floor is not None and hi < floor:
             return (
-                f"stopping early: the forecast identifies the ceiling A in [{lo:.3f}, {hi:.3f}], "
+                f"stopping early: the forecast of {self.y} identifies the ceiling A in [{lo:.3f}, {hi:.3f}], "
                 f"entirely below train.stop_if_ceiling_below = {floor:g}."
             )
         target = self.cfg.target
         if self.train.stop_if_target_unreachable and target is not None and hi < target:
             return (
-                f"stopping early: the forecast identifies the ceiling A in [{lo:.3f}, {hi:.3f}], "
+                f"stopping early: the forecast of {self.y} identifies the ceiling A in [{lo:.3f}, {hi:.3f}], "
                 f"so forecast.target = {target:g} is out of reach."
             )
         return None
@@ -116,13 +128,15 @@ class LiveForecast:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _fit(compute: list[float], reward: list[float], budget: float, step: int, cfg, prior: dict) -> dict[str, Any]:
+def _fit(compute: list[float], reward: list[float], budget: float, step: int, cfg, prior: dict,
+         y: str, clock: list[tuple[float, float]] = ()) -> dict[str, Any]:
     """Runs in the forecast thread; a curve the law cannot fit yet gives a reason, not a crash.
 
     Any other failure is logged as ``forecast_error`` too: the forecast is a diagnostic, and
     a bug in it must never end a training run hours in. ``prior`` caches the prior of
     ``forecast.prior_runs`` (learned at the first forecast; the one worker thread is its
-    only user).
+    only user). ``y`` is the fitted column (``forecast.metric``), logged as ``forecast_metric``;
+    a mean reward is not bounded to [0, 1] as a pass rate is.
     """
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import live_forecast
@@ -130,14 +144,24 @@ def _fit(compute: list[float], reward: list[float], budget: float, step: int, cf
     from scalerl.fit.prior_runs import load_prior
     from scalerl.fit.readers import Columns
 
-    options = FitOptions(r0="first", min_compute=cfg.min_compute, level=cfg.level, margin=cfg.margin)
+    options = FitOptions(r0="first", min_compute=cfg.min_compute, level=cfg.level, margin=cfg.margin,
+                         bounded=y == "val_pass_rate")
+    head = {"forecast_step": step, "forecast_metric": y}
     try:
         if cfg.prior_runs is not None and "learned" not in prior:
-            prior["learned"] = load_prior(cfg.prior_runs, options, Columns(x=X, y=Y), what="forecast.prior_runs")
+            prior["learned"] = load_prior(cfg.prior_runs, options, Columns(x=X, y=y), what="forecast.prior_runs")
         fields = live_forecast(compute, reward, budget=budget, target=cfg.target, options=options,
                                prior=prior.get("learned"))  # fmt: skip
+        if cfg.target is not None:  # hours to the target and P(reaching it by the run's end)
+            from scalerl.fit.plan import live_time_to_target
+
+            try:
+                fields |= live_time_to_target(compute, reward, clock, target=cfg.target, budget=budget,
+                                              options=options)  # fmt: skip
+            except CurveError as err:  # too few timed records yet: the rest of the forecast stands
+                fields["forecast_time_to_target_error"] = str(err)
     except CurveError as err:
-        return {"forecast_step": step, "forecast_error": str(err)}
+        return head | {"forecast_error": str(err)}
     except Exception as err:  # noqa: BLE001 - see the docstring
-        return {"forecast_step": step, "forecast_error": f"{type(err).__name__}: {err}"}
-    return {"forecast_step": step, **fields}
+        return head | {"forecast_error": f"{type(err).__name__}: {err}"}
+    return head | fields

@@ -126,7 +126,7 @@ class Group:
 
     prompt_id: int
     completions: list[Completion]
-    rewards: np.ndarray  # (G,) float32, in the configured form (``data.tasks.base.in_form``)
+    rewards: np.ndarray  # (G,) float32, as the task or the user's function returned them; NaN = not scored
     epoch: int = 0
     seq: int = -1
     """The dispatch's sequence number (:class:`PromptAssignment`), matching it to its group."""
@@ -138,11 +138,16 @@ class Group:
     """Weights version the generator held when it started this group (the group's version
     when no trajectory has a token, e.g. every environment failed at ``reset``)."""
     times: GeneratorTimes = field(default_factory=GeneratorTimes)
+    reward_parts: dict[str, np.ndarray] = field(default_factory=dict)
+    """Each user reward function's own (G,) float32 rewards by name (``task.reward_fns``),
+    raw (not in the configured form), NaN where it returned None; empty otherwise."""
 
     def __setstate__(self, state: dict) -> None:
         """Unpickle, a group from a checkpoint written before the typed fields included: its
         ``meta`` dict (``seq``, ``reward_errors``, ``gen_*_s``, ``sent_at``, ``received_at``)
-        becomes the fields, so such a run still resumes."""
+        becomes the fields, so such a run still resumes; one written before ``reward_parts``
+        gets none."""
+        state.setdefault("reward_parts", {})
         meta = state.pop("meta", None)
         if meta is not None:
             names = {f.name for f in fields(GeneratorTimes)}
@@ -150,11 +155,6 @@ class Group:
             state = {"seq": meta.get("seq", -1), "reward_errors": meta.get("reward_errors", 0),
                      "env_errors": 0, "start_version": -1, "times": GeneratorTimes(**times)} | state
         self.__dict__.update(state)
-
-    @property
-    def pass_rate(self) -> float:
-        """Fraction of completions that are correct (reward > 0 in ±1 or {0, 1} form)."""
-        return float((self.rewards > 0).mean())
 
     @property
     def min_version(self) -> int:

@@ -23,6 +23,7 @@ from ._files import (
     write_tensorboard,
     write_wandb_csv,
 )
+from .test_prior import _recorded
 
 
 @pytest.fixture(scope="module")
@@ -272,3 +273,30 @@ def test_fit_reads_an_unbiased_pass_at_k_column(tmp_path, curve, capsys):
     assert main(["fit", str(path), "--y", "val_pass_at_4", "--no-budget", "--json", str(out)]) == 0
     (run,) = json.loads(out.read_text())["runs"]
     assert run["y"] == "val_pass_at_4" and run["fit"]["A"] == pytest.approx(TRUE["A"], abs=0.01)
+
+
+def test_fit_of_a_falling_curve_withholds_the_budget_advice(tmp_path, capsys):
+    """'The forecasts are not to be trusted' is never followed by compute that would pin A."""
+    path = write_csv(tmp_path / "falls.csv", *synthetic_curve(A=0.20, R0=0.50, n=21))
+    out = tmp_path / "fit.json"
+    assert main(["fit", str(path), "--json", str(out)]) == 0  # budget advice asked for
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the curve falls" in text and "its forecasts are not to be trusted" in text
+    assert ("falls: to pin A to ±0.02: withheld: the curve falls, so no forecast of it, this one included, "
+            "is to be trusted.") in text
+    assert "the compute so far" not in text and "within 100x" not in text
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["fit"]["budget_to_pin_A"] is None and run["fit"]["budget_advice"].startswith("withheld: the curve falls")
+
+
+def test_fit_names_the_metric_it_fitted_in_every_output(tmp_path, curve, capsys, monkeypatch):
+    path = write_csv(tmp_path / "run.csv", *curve, y="val_reward_mean")
+    out, page = tmp_path / "fit.json", tmp_path / "fit.html"
+    figures = _recorded(monkeypatch, "fit_figure")
+    assert main(["fit", str(path), "--y", "val_reward_mean", "--no-budget", "--json", str(out), "--html", str(page),
+                 "--plot", str(tmp_path / "fit.png")]) == 0  # fmt: skip
+    assert "Sigmoid fits (Eq. 1) of val_reward_mean against gpu_hours" in " ".join(capsys.readouterr().out.split())
+    assert json.loads(out.read_text())["runs"][0]["y"] == "val_reward_mean"
+    assert "<title>scalerl fit: val_reward_mean</title>" in page.read_text()
+    (ax,) = figures
+    assert "val_reward_mean" in ax.get_title() and ax.get_ylabel() == "val_reward_mean"

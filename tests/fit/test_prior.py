@@ -7,13 +7,16 @@ every 400 GPU-hours to 16k, AR(1) noise), so the module runs in about ten second
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 
 import numpy as np
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit import FitOptions, sigmoid
+from scalerl.fit import FitOptions, fit_output, sigmoid
 from scalerl.fit.calibrate import assess
 from scalerl.fit.posterior import calibrate, conformal_factor, forecast_with_prior
 from scalerl.fit.prior import MIN_RUNS, learn_prior
@@ -154,20 +157,93 @@ def _finished_runs_and_a_new_one(tmp_path):
     return folder, write_csv(tmp_path / "new.csv", c, y), (c, y)
 
 
-def test_cli_prior_runs_json_contract(tmp_path, capsys):
-    folder, run, (c, y) = _finished_runs_and_a_new_one(tmp_path)
-    out = tmp_path / "fit.json"
-    rc = main(["fit", str(run), "--prior-runs", str(folder), "--fit-frac", "0.25", "--min-compute", "1500",
-               "--no-budget", "--json", str(out)])  # fmt: skip
+def _recorded(monkeypatch, name: str) -> list:
+    """What ``fit_output.<name>`` returns in each call, recorded while the CLI runs."""
+    seen, real = [], getattr(fit_output, name)
+    monkeypatch.setattr(fit_output, name, lambda *a: seen.append(real(*a)) or seen[-1])
+    return seen
+
+
+@pytest.fixture(scope="module")
+def with_prior(tmp_path_factory):
+    """One ``scalerl fit --prior-runs`` of the new run cut at 25% under the eight finished
+    runs, shared by the output-order tests: (stdout, JSON row, HTML page, printed tables,
+    figure axes)."""
+    tmp_path = tmp_path_factory.mktemp("with_prior")
+    folder, run, _ = _finished_runs_and_a_new_one(tmp_path)
+    out, page = tmp_path / "fit.json", tmp_path / "fit.html"
+    with pytest.MonkeyPatch.context() as m, contextlib.redirect_stdout(io.StringIO()) as stdout:
+        tables, figures = _recorded(m, "fit_tables"), _recorded(m, "fit_figure")
+        rc = main(["fit", str(run), "--prior-runs", str(folder), "--fit-frac", "0.25", "--min-compute", "1500",
+                   "--no-budget", "--json", str(out), "--html", str(page), "--plot", str(tmp_path / "fit.png")])  # fmt: skip
     assert rc == 0
-    stdout = capsys.readouterr().out
-    assert "Forecast with and without the prior" in stdout and "prior: new: prior from 8 finished runs" in stdout
     (row,) = json.loads(out.read_text())["runs"]
+    return stdout.getvalue(), row, page.read_text(), tables[0], figures[0]
+
+
+def test_cli_prior_runs_json_top_level_is_the_prior_and_without_prior_the_run_alone(with_prior):
+    _, row, _, _, _ = with_prior
+    assert row["answer"] == "with the prior of 8 finished runs"
     assert row["fit"]["prior"]["n_runs"] == 8 and row["fit"]["prior"]["used"] is True
-    assert row["holdout"]["final"]["from"] == "prior"
-    assert row["holdout"]["final_prior_free"]["from"] == "prior-free fit"
-    free = row["holdout"]["final_prior_free"]
-    assert row["holdout"]["final"]["pred_hi"] - row["holdout"]["final"]["pred_lo"] < free["pred_hi"] - free["pred_lo"]
+    assert row["fit"]["A"] == row["fit"]["prior"]["A"] and row["fit"]["method"].endswith("MAP under the prior")
+    alone = row["without_prior"]
+    assert alone["answer"] == "this run alone" and alone["fit"]["A"] != row["fit"]["A"]
+    assert row["holdout"]["final"]["from"] == "prior" and alone["holdout"]["final"]["from"] == "prior-free fit"
+    final, free = row["holdout"]["final"], alone["holdout"]["final"]
+    assert final["pred_hi"] - final["pred_lo"] < free["pred_hi"] - free["pred_lo"]
+    lo, hi = row["intervals"]["A"]
+    assert lo < row["fit"]["A"] < hi and row["fit"]["A_plausible"] == [lo, hi]
+    assert row["uncertainty"]["calibration"] == row["fit"]["prior"]["scale_means"]
+    assert row["uncertainty"]["calibration_factor"] == row["fit"]["prior"]["scale"]
+
+
+def test_cli_prior_runs_text_puts_the_prior_first_and_the_held_out_row_matches_the_json(with_prior):
+    stdout, row, _, tables, _ = with_prior
+    fits, held_out, both = tables[0], tables[1], tables[2]
+    assert fits.caption.startswith("Sigmoid fits (Eq. 1) of val_pass_rate against gpu_hours")
+    assert [r[0] for r in fits.rows] == ["new (with the prior of 8 finished runs)", "new (this run alone)"]
+    assert fits.rows[0][1].startswith(f"{row['fit']['A']:.3f} [")
+    assert held_out.caption.startswith("Held-out") and both.header[2:4] == ("with the prior of 8 finished runs", "this run alone")
+    f, g = row["holdout"]["final"], row["without_prior"]["holdout"]["final"]
+    assert [r[0] for r in held_out.rows] == ["new (with the prior of 8 finished runs)", "new (this run alone)"]
+    assert held_out.rows[0][-1] == f"{f['observed']:.3f} in [{f['pred_lo']:.3f}, {f['pred_hi']:.3f}]: covered"
+    assert held_out.rows[1][-1] == f"{g['observed']:.3f} in [{g['pred_lo']:.3f}, {g['pred_hi']:.3f}]: covered"
+    text = " ".join(stdout.split())  # rich wraps long lines; words stay in order
+    assert text.index("new: with the prior of 8 finished runs: ceiling") < text.index("new: this run alone: ceiling")
+    assert ("prior: new: calibration: the prior's intervals are its own (Laplace) spread times "
+            f"{row['fit']['prior']['scale']:.2f}: the factor that makes 95% intervals cover the final values of the "
+            "8 finished runs it could score, each cut at 25% of its compute and forecast under the prior of the "
+            "others.") in text
+
+
+def test_cli_prior_runs_html_and_figure_put_the_prior_first(with_prior):
+    _, row, page, _, ax = with_prior
+    assert "<title>scalerl fit: val_pass_rate</title>" in page
+    paragraphs = re.findall(r"<p>(.*?)</p>", page)
+    assert paragraphs[0].startswith("new: with the prior of 8 finished runs: ceiling")
+    assert paragraphs[1].startswith("new: this run alone: ceiling")
+    first_rows = re.search(r"<tbody>(.*?)</tbody>", page).group(1)
+    assert first_rows.index("new (with the prior of 8 finished runs)") < first_rows.index("new (this run alone)")
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert labels[0] == f"with the prior of 8 finished runs: A={row['fit']['A']:.3f}, B={row['fit']['B']:.2f}"
+    assert labels[1].startswith("this run alone: A=") and "predictive interval (95%)" in labels
+    prior_line, alone_line = (next(line for line in ax.lines if line.get_label() == t) for t in labels[:2])
+    assert prior_line.get_linewidth() > alone_line.get_linewidth()
+    assert prior_line.get_ydata()[-1] == pytest.approx(sigmoid(prior_line.get_xdata()[-1], *(
+        row["fit"][k] for k in ("A", "B", "C_mid", "R0"))))  # fmt: skip
+    assert "with the prior of 8 finished runs" in ax.get_title() and ax.get_ylabel() == "val_pass_rate"
+
+
+def test_prior_parameter_intervals_meet_the_band_far_out(prior):
+    """A's interval is the calibrated band's limit: the same factor on the same spread."""
+    run = population(1, seed=5)[0]
+    fit, _, _ = _quarter(run)
+    pf = forecast_with_prior(fit, fit_until=4000.0, budget=16000.0, prior=prior, options=OPTIONS)
+    lo, hi = pf.band(np.array([1e12]))
+    assert pf.intervals()["A"] == pytest.approx((float(lo[0]), float(hi[0])), abs=1e-4)
+    B, C_mid = pf.mode.params()[1:3]
+    assert pf.intervals()["B"][0] < B < pf.intervals()["B"][1]
+    assert pf.intervals()["C_mid"][0] < C_mid < pf.intervals()["C_mid"][1]
 
 
 def test_cli_prior_runs_too_few_is_one_sentence_and_the_prior_free_fit(tmp_path, capsys):
@@ -182,7 +258,8 @@ def test_cli_prior_runs_too_few_is_one_sentence_and_the_prior_free_fit(tmp_path,
     assert "fewer than the 5 a prior needs, so the fit is prior-free." in capsys.readouterr().out
     (row,) = json.loads(out.read_text())["runs"]
     assert row["fit"]["prior"] == {"n_runs": 2, "used": False, "reason": row["fit"]["prior"]["reason"]}
-    assert row["holdout"]["final"] == row["holdout"]["final_prior_free"]
+    assert row["answer"] == "this run alone" and row["without_prior"] is None
+    assert row["holdout"]["final"]["from"] == "prior-free fit"
 
 
 @pytest.mark.parametrize("spec, says", [("nowhere", "no such file or folder"), ("nowhere/*.csv", "no file matches it")])
@@ -196,9 +273,13 @@ def test_cli_prior_runs_pointing_nowhere_is_exit_2_and_one_sentence(tmp_path, ca
 
 
 def test_cli_prior_runs_leave_out_a_copy_of_the_forecast_run(tmp_path, capsys):
-    """A copy of the run being forecast (its own future) is no prior run: left out, said once."""
+    """A copy of the run being forecast (its own future) is no prior run: left out, said once.
+    Every run or file left out is named with its reason, one line each."""
     folder, run, (c, y) = _finished_runs_and_a_new_one(tmp_path)
     write_csv(folder / "copy.csv", c, y)
+    flat = 0.3 + np.random.default_rng(0).normal(0.0, 0.01, GRID.size)  # no bend: B ends on the box
+    write_csv(folder / "flat.csv", GRID, flat)
+    (folder / "notes.jsonl").write_text('{"note": "no curve here"}\n')
     out = tmp_path / "fit.json"
     rc = main(["fit", str(run), "--prior-runs", str(folder), "--fit-frac", "0.25", "--min-compute", "1500",
                "--no-budget", "--json", str(out)])  # fmt: skip
@@ -207,9 +288,17 @@ def test_cli_prior_runs_leave_out_a_copy_of_the_forecast_run(tmp_path, capsys):
     assert captured.err == (f"scalerl fit: warning: --prior-runs: {folder / 'copy.csv'} holds the same curve as "
                             f"{run}, the run being forecast, so it is left out of the prior (a run's own future "
                             "would otherwise inform its forecast).\n")
-    assert "prior: new: prior from 8 finished runs" in captured.out
     (row,) = json.loads(out.read_text())["runs"]
-    assert row["fit"]["prior"]["n_runs"] == 8
+    left_out = row["fit"]["prior"]["left_out"]
+    assert left_out[0] == f"{folder / 'copy.csv'}: the same curve as {run}, the run being forecast"
+    assert left_out[1].startswith(f"no curve read: {folder / 'notes.jsonl'} has no reward column")
+    assert left_out[2] == f"{folder / 'flat.csv'}: B ended on the search box, so its shape is not known"
+    assert len(left_out) == 3 and row["fit"]["prior"]["n_runs"] == 8
+    text = " ".join(captured.out.split())  # rich wraps long lines
+    assert all(f"prior: new: left out: {' '.join(why.split())}." in text for why in left_out)
+    assert text.count("prior: new: left out: ") == 3
+    # the flat run has no shape for the prior, but its forecast error still calibrates the intervals
+    assert "prior: new: prior from 8 finished runs; intervals calibrated on 9 of them" in text
 
 
 def test_cli_prior_runs_naming_only_the_forecast_run_say_so(tmp_path, capsys):

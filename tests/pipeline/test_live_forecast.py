@@ -89,7 +89,7 @@ def test_early_stop_fires_on_a_run_built_to_plateau_low(warm_model_dir, tmp_path
     records = read_records(tmp_path / "metrics.jsonl")
     last = records[-1]
     assert "stopped_early" in last, [r.get("forecast_A_hi") for r in records if "forecast_step" in r]
-    assert last["stopped_early"].startswith("stopping early: the forecast identifies the ceiling")
+    assert last["stopped_early"].startswith("stopping early: the forecast of val_pass_rate identifies the ceiling")
     assert last["forecast_identified"] and last["forecast_A_hi"] < 0.6
     meta = json.loads((tmp_path / "checkpoint" / "meta.json").read_text())
     assert meta["step"] == last["step"]  # it stopped after a checkpoint of that step
@@ -107,6 +107,25 @@ def test_stop_rules_never_stop_on_an_unidentified_ceiling():
     mid = {"forecast_identified": True, "forecast_A_lo": 0.62, "forecast_A_hi": 0.66}
     assert "forecast.target = 0.7 is out of reach" in live.stop_reason(mid)
     live.close()
+
+
+def test_forecast_metric_reward_mean_fits_the_mean_reward_which_may_leave_zero_one():
+    """A ±1 user reward's mean climbs from -0.6 to about 0.4: fitted unbounded, and said."""
+    from scalerl.config import ForecastConfig
+    from scalerl.fit import sigmoid
+    from scalerl.live_forecast import _fit
+
+    cfg = load_config("scalerl", ["forecast.metric=reward_mean", "forecast.min_points=4"])
+    live = LiveForecast(cfg)
+    live.observe({"step": 0, "compute_gpu_hours": 0.0, "val_pass_rate": 0.9, "val_reward_mean": -0.6})
+    assert live.points == [(0.0, -0.6)]  # the mean reward, not the pass rate
+    assert live.stop_reason({"forecast_identified": True, "forecast_A_lo": 0.1, "forecast_A_hi": 0.2}) is None
+    live.close()
+    grid = np.arange(0.0, 4001.0, 250.0)
+    curve = sigmoid(grid, 0.4, 2.0, 1500.0, -0.6) + np.random.default_rng(0).normal(0, 0.01, grid.size)
+    fields = _fit(list(grid), list(curve), 8000.0, 160, ForecastConfig(metric="reward_mean"), {}, "val_reward_mean")
+    assert "forecast_error" not in fields, fields.get("forecast_error")
+    assert fields["forecast_metric"] == "val_reward_mean" and 0.2 < fields["forecast_A"] < 0.6
 
 
 def test_budget_is_the_compute_at_the_deadline_when_it_comes_before_the_last_step(monkeypatch):
@@ -162,9 +181,10 @@ def test_live_forecast_adds_the_forecast_under_forecast_prior_runs(tmp_path):
     cfg = ForecastConfig(prior_runs=str(tmp_path), min_compute=1500.0)
     keep = grid <= 4000.0
     cache: dict = {}
-    fields = _fit(list(grid[keep]), list(curves[8][keep]), 16000.0, 100, cfg, cache)
+    fields = _fit(list(grid[keep]), list(curves[8][keep]), 16000.0, 100, cfg, cache, "val_pass_rate")
     assert "forecast_error" not in fields, fields.get("forecast_error")
     assert fields["forecast_prior_used"] is True and "prior from 8 finished runs" in fields["forecast_prior_reason"]
+    assert fields["forecast_metric"] == "val_pass_rate"
     assert fields["forecast_prior_final_lo"] <= fields["forecast_prior_final"] <= fields["forecast_prior_final_hi"]
     free = fields["forecast_final_hi"] - fields["forecast_final_lo"]
     assert fields["forecast_prior_final_hi"] - fields["forecast_prior_final_lo"] < free
@@ -204,6 +224,6 @@ def test_the_fit_to_half_check_forecasts_the_end_from_the_first_half():
 
     c = np.linspace(0.0, 1.0, 41)
     y = sigmoid(c, 0.7, 1.8, 0.3, 0.2) + 0.01 * np.sin(37 * c)  # a sigmoid, its bend in the first half
-    line = _half_check(Curve("run", c, y, "metrics.jsonl"), load_config("scalerl", []))
+    line = _half_check(Curve("run", c, y, "metrics.jsonl"), load_config("scalerl", []), bounded=True)
     assert line.startswith("fit-to-half check: fitted on the first half of the compute, the forecast at the end is ")
     assert line.split("observed ")[1].startswith(f"{y[-1]:.3f}: covered")

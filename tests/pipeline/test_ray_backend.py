@@ -61,7 +61,14 @@ def _overrides(model_dir, **extra) -> list[str]:
 
 
 def test_ray_backend_trains_within_the_lag_bound(local_ray, nano_dir, tmp_path):
-    cfg = load_config("scalerl", _overrides(nano_dir))
+    """Scored by a TRL-form batch reward and a per-sample one, weighted (issue 29), which every
+    Ray generator loads from their file; each is logged by name."""
+    from test_reward_functions_run import REWARDS
+
+    (tmp_path / "rewards.py").write_text(REWARDS)
+    rewards = {"task.reward_fns": f"[{tmp_path}/rewards.py:digits, {tmp_path}/rewards.py:tidy]",
+               "task.reward_weights": "[1.0, 0.25]"}
+    cfg = load_config("scalerl", _overrides(nano_dir, **rewards))
     last = train(cfg, tmp_path / "run", log=lambda *_: None)
 
     records = read_records(tmp_path / "run" / "metrics.jsonl")
@@ -74,6 +81,10 @@ def test_ray_backend_trains_within_the_lag_bound(local_ray, nano_dir, tmp_path):
     assert max(r["staleness_max"] for r in trained) <= 1
     # the learner did train: each step forwarded P x G = 4 completions' tokens
     assert all(r["trained_tokens"] > 0 for r in trained)
+    assert all(0 <= r["reward/digits"] <= 1 and 0 <= r["reward/tidy"] <= 1 and r["reward_errors"] == 0
+               for r in trained)
+    calls = (tmp_path / "sizes.txt").read_text().splitlines()  # written by digits in the actors
+    assert calls and all(int(n) > 0 for n, *_ in map(str.split, calls))
     assert ray.is_initialized()  # a Ray the caller started is left running
 
 

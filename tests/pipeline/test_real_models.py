@@ -49,7 +49,7 @@ def user(tmp_path_factory):
 def overrides(user, **extra):
     return run_overrides(user / "instruct", **{
         "task.name": "dataset", "task.knobs": f"{{path: {user / 'data.jsonl'}, num_validation: 8}}",
-        "task.reward_fn": f"{user / 'reward.py'}:score", "task.reward": "binary",
+        "task.reward_fn": f"{user / 'reward.py'}:score",
         "sampling.max_new_tokens": 12, "length.control": "none", "length.truncation": "keep",
         "filters.zero_variance": False, "pipeline.prompts_per_step": 2, "pipeline.generations": 2,
         "pipeline.prompts_per_chunk": 1, "eval.num_prompts": 4, "eval.k": 1, "eval.every": 2,
@@ -103,6 +103,39 @@ def test_lora_on_the_local_backend_exports_and_resumes(user, tmp_path):
     assert json.loads((run / "checkpoint" / "meta.json").read_text())["step"] == 5
 
 
+PARTIAL = '''
+import re
+
+def score(completion, answer, **fields):
+    """As the newcomer trial's: 1 for the right number first, 0.2 of credit for any answer."""
+    numbers = re.findall(r"-?\\d+", completion)
+    return 1.0 if numbers and numbers[0] == answer else 0.2 if completion.strip() else 0.0
+'''
+
+
+def test_a_partial_credit_reward_is_logged_as_returned_and_does_not_pass_as_a_pass(user, tmp_path):
+    """The issue-29 trial: a reward in [0, 1] with partial credit on an untrained chat model.
+    The logged reward stays in [0, 1] (no silent 2r − 1, no −1 for a cut completion) and the
+    validation pass rate counts full marks only, so an untrained model does not read ~1."""
+    (tmp_path / "partial.py").write_text(PARTIAL)
+    cfg = load_config("scalerl", overrides(user, **{
+        "task.reward_fn": f"{tmp_path / 'partial.py'}:score", "pipeline.backend": "inprocess", "train.steps": 2,
+        "eval.every": 2, "sampling.max_new_tokens": 6}))
+    said: list[str] = []
+    train(cfg, tmp_path / "run", log=said.append)
+    assert any("the loss trains on r as returned (task.reward=as_is from auto)" in line for line in said)
+    records = read_records(tmp_path / "run" / "metrics.jsonl")
+    trained = [r for r in records if "reward_mean" in r]
+    assert trained and all(0.0 <= r["reward_mean"] <= 1.0 for r in trained)
+    assert all(r["trained_reward_mean"] == pytest.approx(r["reward_mean"]) for r in trained)
+    evaluations = [r for r in records if r.get("val_pass_rate") is not None]
+    first = evaluations[0]
+    assert 0.0 <= first["val_reward_mean"] <= 1.0 and first["val_reward_stderr"] >= 0.0
+    # nearly every answer earns credit (counted as passes before: val_pass_rate ~1), but a pass
+    # is the right number first: an untrained model is far from 1
+    assert first["val_reward_mean"] >= 0.1 and first["val_pass_rate"] <= 0.5
+
+
 def test_full_fine_tuning_exports_a_changed_model(user, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -143,15 +176,19 @@ def test_export_of_what_is_not_a_run_is_one_sentence(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("case", ["no file", "no name", "no completion", "missing field", "bad prompt",
-                                  "no template", "rank 0", "fields not taken", "messages deep in the file",
+                                  "no template", "rank 0", "fields not taken", "TRL form, fields not taken",
+                                  "messages deep in the file",
                                   "lora targets none", "lora target a typo", "lora target the head",
                                   "lora rank above the layers"])
 def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
     (tmp_path / "r.py").write_text("def other(text):\n    return 0.0\n"
-                                   "def narrow(completion, answer):\n    return 0.0\n")
+                                   "def narrow(completion, answer):\n    return 0.0\n"
+                                   "def trl_narrow(prompts, completions, answer):\n    return [0.0]\n")
     data = tmp_path / "d.jsonl"
     sets = {"model.base": str(user / "instruct"), "task.name": "dataset",
             "task.knobs": f"{{path: {user / 'data.jsonl'}}}", "task.reward_fn": f"{user / 'reward.py'}:score"}
+    if case.startswith("TRL"):  # reward_fns instead of reward_fn
+        del sets["task.reward_fn"]
     words = {"no file": ("task.reward_fn", f"{tmp_path}/nope.py:score", "does not exist"),
              "no name": ("task.reward_fn", f"{tmp_path}/r.py:score", "there is no 'score'"),
              "no completion": ("task.reward_fn", f"{tmp_path}/r.py:other", "takes no 'completion' parameter"),
@@ -167,6 +204,8 @@ def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
              "lora rank above the layers": ("model.lora", "{rank: 100000}", "model.lora.rank 100000 is more than"),
              # the data has a `level` column and every call gets `prompt`: a narrow signature fails
              "fields not taken": ("task.reward_fn", f"{tmp_path}/r.py:narrow", "cannot be called as NAME(completion"),
+             "TRL form, fields not taken": ("task.reward_fns", f"[{tmp_path}/r.py:trl_narrow]",
+                                            "cannot be called as NAME(prompts, completions"),
              "messages deep in the file": ("task.knobs", f"{{path: {data}, num_validation: 1}}",
                                            "is chat messages, which need a chat template")}[case]
     lines = {"bad prompt": ['{"prompt": 5}'],

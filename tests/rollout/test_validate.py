@@ -51,7 +51,25 @@ def test_truncation_rate_and_mean_length(tokenizer):
     engine = TorchEngine(model, tokenizer)
     result = validate(engine, WordTask(2, target="w1"), params=SamplingParams(max_new_tokens=6, seed=0), k=2)
     assert result.truncation_rate == 1.0 and result.mean_length == 6.0
-    assert set(result.to_dict()) == {"val_mean_at_k", "val_truncation_rate", "val_mean_length"}
+
+
+def test_a_graded_reward_passes_at_the_threshold_and_its_mean_is_measured(model, tokenizer):
+    """Prompt 0 scores 0.2 (partial credit), prompt 1 scores 1.0, prompt 2 scores 0.6: by hand,
+    with the default threshold 1 the pass rates are (0, 1, 0), mean 1/3; at 0.5 they are (0, 1, 1);
+    the per-prompt mean rewards are (0.2, 1.0, 0.6): mean 0.6, standard error sd/sqrt(3) = 0.4/sqrt(3)."""
+    engine = TorchEngine(model, tokenizer)
+    graded = WordTask(3, always=lambda ex: (0.2, 1.0, 0.6)[ex.id])
+    params = SamplingParams(max_new_tokens=4, seed=1)
+    strict = validate(engine, graded, params=params, k=2)
+    np.testing.assert_array_equal(strict.pass_rates, [0.0, 1.0, 0.0])
+    assert strict.mean_at_k == pytest.approx(1 / 3)
+    assert strict.reward_mean == pytest.approx(0.6) and strict.reward_stderr == pytest.approx(0.4 / np.sqrt(3))
+    half = validate(engine, graded, params=params, k=2, pass_threshold=0.5)
+    np.testing.assert_array_equal(half.pass_rates, [0.0, 1.0, 1.0])
+    # float32 rounding below the threshold still passes (0.7 + 0.3 in float32 is 1 - 6e-8)
+    near = validate(engine, WordTask(1, always=lambda ex: float(np.float32(0.7) + np.float32(0.3)) - 6e-8),
+                    params=params, k=2)
+    assert near.mean_at_k == 1.0
 
 
 def test_bad_arguments(model, tokenizer):

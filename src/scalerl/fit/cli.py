@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from scalerl.cli import EXIT_BAD_INPUT, one_line_errors
-from scalerl.fit import forecast, plot, report
+from scalerl.fit import fit_output, forecast, plot, report
 from scalerl.fit.compare import (
     RunFit,
     compare_runs,
@@ -32,6 +32,7 @@ from scalerl.fit.outcome import FitOutcome
 from scalerl.fit.outputs import check_outputs
 from scalerl.fit.pooling import joint_fit
 from scalerl.fit.posterior import PriorForecast, forecast_with_prior
+from scalerl.fit.prior_answer import ALONE, prior_answer
 from scalerl.fit.prior_runs import load_prior
 from scalerl.fit.readers import Columns, Curve, expand_paths, load_runs
 from scalerl.fit.resample import PooledFit, pooled_fit
@@ -149,8 +150,8 @@ def register(subparsers) -> None:
     p.add_argument(
         "--prior-runs",
         metavar="DIR_OR_GLOB",
-        help="finished runs to learn a prior from; the forecast under it "
-        "is reported beside the prior-free fit (needs --fit-frac < 1 or --target-compute)",
+        help="finished runs to learn a prior from; the forecast under it comes first in every "
+        "output, the prior-free fit beside it (needs --fit-frac < 1 or --target-compute)",
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the fits as JSON")
     p.add_argument("--plot", type=Path, metavar="FILE", help="write the figure as PNG")
@@ -304,7 +305,12 @@ def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions, prior=
     horizon = max(horizon, forecast.horizon_for(float(fit.compute.max()), args.target_compute))
     run = fit_run(curve, options=options, fit=fit, horizon=horizon, budget=not args.no_budget)
     with_prior = None if prior is None else _with_prior(curve, fit, holdout, args, options, prior)
-    return _with_forecasts(run, holdout, args, with_prior)
+    outcome = _with_forecasts(run, holdout, args, with_prior)
+    if with_prior is None or not with_prior.used:
+        return outcome
+    answer = prior_answer(with_prior, fit, margin=options.margin, holdout=holdout, targets=args.target_compute,
+                          rewards=args.target_reward)  # fmt: skip
+    return replace(outcome, answer=answer)
 
 
 def _with_prior(curve: Curve, fit, holdout, args, options: FitOptions, prior) -> PriorForecast:
@@ -351,21 +357,6 @@ def _spread_sentence(pooled: PooledFit) -> str:
     )
 
 
-def fit_figure(outcomes: list[FitOutcome]):
-    """One run: the paper-style fit figure; several: the comparison figure."""
-    if len(outcomes) == 1:
-        run = outcomes[0].run
-        ax = plot.plot_fit(run.fit, run.curve, unc=run.unc)
-        ax.set_title(f"{run.name}: sigmoid fit (solid) and extrapolation (dashed)")
-        return ax
-    runs = [o.run for o in outcomes]
-    return plot.plot_comparison(
-        {r.name: r.fit for r in runs},
-        {r.name: r.curve for r in runs},
-        bands={r.name: r.band for r in runs},
-    )
-
-
 def fit_command(args: argparse.Namespace) -> int:
     """``scalerl fit``: fit each run, print the table, verdicts, forecasts, hold-out scores."""
     _check_fraction(args.fit_frac, "--fit-frac", allow_one=True)
@@ -389,25 +380,13 @@ def fit_command(args: argparse.Namespace) -> int:
     if args.pool:
         pooled_outcome, pooled = _pooled(curves, args, options)
         outcomes.append(pooled_outcome)
-    runs = [o.run for o in outcomes]
-    caption = "Sigmoid fits (Eq. 1)" + (
-        f", on the first {args.fit_frac:g} of compute" if args.fit_frac < 1 else ""
-    )
-    caption += f"; intervals at {options.level:.0%}"
-    for table in [report.fits_table(runs, caption), *report.forecast_tables(outcomes)]:
+    caption = fit_output.caption(outcomes, args.fit_frac, options.level)
+    for table in fit_output.fit_tables(outcomes, caption):
         console.print(report.rich_table(table))
     if pooled is not None:
         console.print(_spread_sentence(pooled), markup=False)
-    for o in outcomes:
-        console.print(f"{o.run.name}: {o.run.unc.verdict}", markup=False)
-        if o.run.budget_checked and not o.run.identified:
-            console.print(f"{o.run.name}: to pin A to ±{options.margin:g}: {o.run.budget_text}.", markup=False)
-        if not o.run.unc.calibration.calibrated:
-            console.print(f"{o.run.name}: {o.run.unc.calibration.message}.", markup=False)
-        if o.run.fit.bounds_hit or not o.run.fit.converged or o.run.fit.binned_from:
-            console.print(f"note: {o.run.name}: {o.run.fit.message}", markup=False)
-        if o.prior is not None:
-            console.print(f"prior: {o.run.name}: {o.prior.reason}.", markup=False)
+    for line in fit_output.verdict_lines(outcomes):
+        console.print(line, markup=False)
     if args.json:
         data = {"runs": [o.to_dict() for o in outcomes]}
         if pooled is not None:
@@ -415,12 +394,15 @@ def fit_command(args: argparse.Namespace) -> int:
         console.print(f"wrote {report.write_json(args.json, data)}", markup=False)
     shown = outcomes[-1:] if pooled is not None else outcomes
     if args.plot or args.html:
-        png = plot.png_bytes(fit_figure(shown))
+        png = plot.png_bytes(fit_output.fit_figure(shown))
         if args.plot:
             console.print(f"wrote {report.write(args.plot, png)}", markup=False)
         if args.html:
-            figure = report.Figure("Fit, band on the expected curve and predictive interval", png, "fit.png")
-            page = report.to_html(report.fit_report(outcomes, caption, [figure]))
+            what = "Fit, band on the expected curve and predictive interval"
+            if any(o.answer is not None for o in shown):
+                what = f"Fit with the prior first (band and predictive interval), {ALONE} beside it; the legend names both"
+            figure = report.Figure(what, png, "fit.png")
+            page = report.to_html(fit_output.fit_report(outcomes, caption, [figure]))
             console.print(f"wrote {report.write(args.html, page)}", markup=False)
     return 0
 

@@ -73,6 +73,8 @@ class RunFit:
     def budget_text(self) -> str:
         if not self.budget_checked:
             return "-"
+        if self.unc.falling:
+            return "withheld: the curve falls, so no forecast of it, this one included, is to be trusted"
         if self.budget is None:
             return "not within 100x"
         if self.budget <= 1.0:
@@ -175,12 +177,14 @@ def fit_run(
     budget: bool = False,
 ) -> RunFit:
     """Fit one curve (or take ``fit``) and assess its intervals for forecasts up to
-    ``horizon`` x its last compute; ``budget`` adds the budget-to-pin-A advice."""
+    ``horizon`` x its last compute; ``budget`` adds the budget-to-pin-A advice (withheld,
+    and said so, when the curve falls)."""
     options = FitOptions() if options is None else options
     if fit is None:
         fit = options.fit(curve.compute, curve.reward, source=curve.source)
     unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon)
-    advice = budget_to_pin_A(unc) if budget else None
+    # a falling curve's forecasts are not to be trusted, a simulated continuation of it neither
+    advice = budget_to_pin_A(unc) if budget and not unc.falling else None
     return RunFit(curve.name, curve, fit, unc, advice, budget)
 
 

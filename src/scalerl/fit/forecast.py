@@ -123,10 +123,17 @@ def compute_to_reach(
 
 def _reach_interval(unc: Uncertainty, target: float) -> tuple[float, float]:
     """Where the band's upper and lower edges first reach ``target`` (inf: never)."""
-    pos = unc.fit.compute[unc.fit.compute > 0]
+    return band_reach(unc.fit, unc.band, target)
+
+
+def band_reach(fit: FitResult, band, target: float) -> tuple[float, float]:
+    """Where ``band(C) -> (lo, hi)`` around ``fit``'s curve first reaches ``target``, up to
+    1000x the fitted compute: (the upper edge's compute, the lower edge's), inf where an edge
+    never does (swapped for a falling curve)."""
+    pos = fit.compute[fit.compute > 0]
     grid = np.geomspace(pos.min(), pos.max() * 1000.0, 600)
-    lo_b, hi_b = unc.band(grid)
-    rising = unc.fit.A >= unc.fit.R0
+    lo_b, hi_b = band(grid)
+    rising = fit.A >= fit.R0
 
     def first(edge):
         hit = edge >= target if rising else edge <= target

@@ -75,6 +75,9 @@ def plot_fit(
     extend_to: float | None = None,
     annotate_asymptote: bool = True,
     legend_extras: bool = True,
+    predictive: Band | None = None,
+    level: float = 0.95,
+    weight: float = 1.0,
 ) -> Axes:
     """One run: points, Eq. 1 solid over the fitted range and dashed beyond, A dotted.
 
@@ -83,9 +86,11 @@ def plot_fit(
     the fit cut-off when any point lies past it. ``unc`` shades the band on the expected
     curve and, lighter, the predictive interval, and marks a ceiling that is not identified
     or that sits on a bound; ``band(C) -> (lo, hi)`` (e.g. a bootstrap's) shades a band
-    when no ``unc`` is given. The dashed extrapolation reaches ``extend_to`` (default: the
-    last point shown, or ``EXTEND`` times the fitted range when there is none past it).
-    ``legend_extras=False`` keeps only the curve's label in the legend (comparisons).
+    when no ``unc`` is given, and ``predictive`` (at ``level``) the predictive interval. The
+    dashed extrapolation reaches ``extend_to`` (default: the last point shown, or ``EXTEND``
+    times the fitted range when there is none past it). ``legend_extras=False`` keeps only
+    the curve's label in the legend (comparisons); ``weight`` scales the line widths and
+    shades (below 1: a curve drawn beside a more prominent one).
     """
     ax = ax if ax is not None else new_axes()
 
@@ -114,16 +119,17 @@ def plot_fit(
     inner = np.geomspace(lo_c, hi_c, 200)
     outer = np.geomspace(hi_c, max(end, hi_c * 1.0001), 200)
     text = label if label is not None else f"A={fit.A:.3f}, B={fit.B:.2f}, C_mid={fit.C_mid:.4g}"
-    ax.plot(inner, fit.predict(inner), "-", color=color, lw=2, label=text)
-    ax.plot(outer, fit.predict(outer), "--", color=color, lw=2)
+    ax.plot(inner, fit.predict(inner), "-", color=color, lw=2 * weight, label=text)
+    ax.plot(outer, fit.predict(outer), "--", color=color, lw=2 * weight)
     grid = np.concatenate([inner, outer[1:]])
     if unc is not None:
-        lo, hi = unc.predictive(grid)
-        ax.fill_between(grid, lo, hi, color=color, alpha=0.10, lw=0, label=named(f"predictive interval ({unc.level:.0%})"))
-        band = unc.band
+        predictive, level, band = unc.predictive, unc.level, unc.band
+    if predictive is not None:
+        lo, hi = predictive(grid)
+        ax.fill_between(grid, lo, hi, color=color, alpha=0.10 * weight, lw=0, label=named(f"predictive interval ({level:.0%})"))
     if band is not None:
         lo, hi = band(grid)
-        ax.fill_between(grid, lo, hi, color=color, alpha=0.22, lw=0, label=named("band on the expected curve"))
+        ax.fill_between(grid, lo, hi, color=color, alpha=0.22 * weight, lw=0, label=named("band on the expected curve"))
     _asymptote(ax, fit, unc, color, lo_c, annotate_asymptote)
     if held_c.size:
         ax.axvline(hi_c, color="0.5", lw=0.8, ls="-.", label=named(f"fit cut-off ({hi_c:.4g})"))
@@ -151,9 +157,13 @@ def _asymptote(ax, fit, unc, color, x: float, annotate: bool) -> None:
 
 
 def _style(ax: Axes, curve: Curve | None = None) -> None:
+    """Log compute axis, grid, and axis names: the curve's columns, else generic ones where
+    the axes has none yet (a fit drawn beside another keeps the first one's names)."""
     ax.set_xscale("log")
-    ax.set_xlabel(f"compute ({curve.x})" if curve is not None else "compute")
-    ax.set_ylabel(curve.y if curve is not None else "reward (pass rate)")
+    if curve is not None or not ax.get_xlabel():
+        ax.set_xlabel(f"compute ({curve.x})" if curve is not None else "compute")
+    if curve is not None or not ax.get_ylabel():
+        ax.set_ylabel(curve.y if curve is not None else "reward (pass rate)")
     ax.grid(True, which="major", alpha=0.3)
 
 

@@ -40,7 +40,7 @@ in one sentence.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -171,6 +171,7 @@ class PriorCalibration:
     scale: float  # k: the conformal quantile of the scores (nan without scores)
     n_scores: int  # runs scored
     conflicts: tuple[float, ...]  # T of each scored run's prefix
+    unscored: tuple[str, ...] = ()  # "name: why" of each run that could not be scored
 
     @property
     def conflict_limit(self) -> float:
@@ -185,19 +186,19 @@ def calibrate(prior: Prior, frac: float, options: FitOptions, level: float) -> P
     data) are scored too, under the whole prior: leaving them out would calibrate on the runs
     the law fits well only, and a new run may end like them (on eight real TRL runs, one
     collapsed late and went uncovered). Only the population's own runs set the guard's limit."""
-    scores, conflicts = [], []
+    scores, conflicts, unscored = [], [], []
     for i, run in [*enumerate(prior.runs), *((None, r) for r in prior.unshaped)]:
         fit = _prefix_fit(run, frac, options)
         if fit is None:
+            unscored.append(f"{run.name}: its first {frac:.0%} could not be fitted, so its forecast was not scored")
             continue
         mode = posterior_mode(fit, run.budget, prior if i is None else prior.without(i))
         C, y = _scored_points(run, frac)
         scores.append(np.abs(y - mode.predict(C)) / mode.half_width(C))
         if i is not None:
             conflicts.append(mode.conflict)
-    if len(scores) < MIN_RUNS - 1:
-        return PriorCalibration(float("nan"), len(scores), tuple(conflicts))
-    return PriorCalibration(conformal_factor(np.concatenate(scores), level), len(scores), tuple(conflicts))
+    k = conformal_factor(np.concatenate(scores), level) if len(scores) >= MIN_RUNS - 1 else float("nan")
+    return PriorCalibration(k, len(scores), tuple(conflicts), tuple(unscored))
 
 
 def conformal_factor(scores: np.ndarray, level: float) -> float:
@@ -246,9 +247,46 @@ class PriorForecast:
     mode: Mode | None = None
     calibration: PriorCalibration | None = None
     bounded: bool = True
+    fit_until: float | None = None  # the last compute the forecast saw
+    level: float = 0.95
+    left_out: tuple[str, ...] = ()  # "name: why" of each run left out of the prior or its calibration
 
     def predict(self, C) -> np.ndarray:
         return self.mode.predict(C)
+
+    def intervals(self) -> dict[str, tuple[float, float]]:
+        """A, B and C_mid at ``level``: the mode ``+- k`` Laplace sds in ``x`` (the
+        calibration factor ``k`` on the parameters' own spread, as ``band`` puts it on the
+        curve's), mapped back: ``A = R0 + x_0`` (``Var = C_00 [+ C_33 + 2 C_03]`` with R0
+        fitted), ``B = exp(x_1)``, ``C_mid = budget exp(x_2)``."""
+        x, cov, k = self.mode.x, self.mode.cov, self.calibration.scale
+        A, B, C_mid, _ = self.mode.params()
+        var_A = cov[0, 0] if x.size == 3 else cov[0, 0] + cov[3, 3] + 2.0 * cov[0, 3]
+        half = k * np.sqrt(np.maximum([var_A, cov[1, 1], cov[2, 2]], 0.0))
+        a_lo, a_hi = A - half[0], A + half[0]
+        if self.bounded:
+            a_lo, a_hi = max(a_lo, 0.0), min(a_hi, 1.0)
+        return {"A": (float(a_lo), float(a_hi)),
+                "B": (float(B * np.exp(-half[1])), float(B * np.exp(half[1]))),
+                "C_mid": (float(C_mid * np.exp(-half[2])), float(C_mid * np.exp(half[2])))}  # fmt: skip
+
+    def as_fit(self, fit: FitResult) -> FitResult:
+        """The mode as an Eq. 1 fit of ``fit``'s points (the prior-free fit it was found
+        from): what tables, plots and hold-out scores read like any fit."""
+        A, B, C_mid, R0 = self.mode.params()
+        residuals = fit.reward - law.sigmoid(fit.compute, A, B, C_mid, R0)
+        return replace(fit, A=A, B=B, C_mid=C_mid, R0=R0, residuals=residuals, sse=float(residuals @ residuals),
+                       method=f"{fit.method}, MAP under the prior", converged=True, bounds_hit=(),
+                       message=f"MAP under the prior of {self.n_runs} finished runs")  # fmt: skip
+
+    @property
+    def factor_sentence(self) -> str:
+        """What the calibration factor is, in plain words."""
+        cal = self.calibration
+        frac = self.fit_until / self.mode.budget if self.fit_until else float("nan")
+        return (f"the prior's intervals are its own (Laplace) spread times {cal.scale:.2f}: the factor that makes "
+                f"{self.level:.0%} intervals cover the final values of the {cal.n_scores} finished runs it could "
+                f"score, each cut at {frac:.0%} of its compute and forecast under the prior of the others")  # fmt: skip
 
     def _clip(self, v):
         return np.clip(v, 0.0, 1.0) if self.bounded else v
@@ -275,6 +313,8 @@ class PriorForecast:
         if self.calibration is not None:
             out |= {"scale": self.calibration.scale, "n_scores": self.calibration.n_scores,
                     "conflict_limit": self.calibration.conflict_limit}  # fmt: skip
+        if self.used:
+            out |= {"scale_means": self.factor_sentence, "left_out": list(self.left_out)}
         return out
 
 
@@ -297,11 +337,12 @@ def forecast_with_prior(
                f"{frac:.0%}, too few to calibrate the prior's intervals, so the fit is prior-free")  # fmt: skip
         return PriorForecast(prior.n_runs, False, why, calibration=cal, bounded=fit.bounded)
     mode = posterior_mode(fit, budget, prior)
+    left_out = (*prior.skipped, *cal.unscored)
     if mode.conflict > cal.conflict_limit:
         why = (f"the run is unlike the prior: its points up to {fit_until:.4g} are less probable under it "
                f"(conflict {mode.conflict:.1f}) than those of any of the {cal.n_scores} prior runs under the "
                f"prior from the others (up to {cal.conflict_limit:.1f}), so the fit is prior-free")  # fmt: skip
-        return PriorForecast(prior.n_runs, False, why, mode, cal, fit.bounded)
+        return PriorForecast(prior.n_runs, False, why, mode, cal, fit.bounded, fit_until, options.level, left_out)
     why = (f"prior from {prior.n_runs} finished runs; intervals calibrated on {cal.n_scores} of them cut "
            f"at {frac:.0%} (factor {cal.scale:.2f})")  # fmt: skip
-    return PriorForecast(prior.n_runs, True, why, mode, cal, fit.bounded)
+    return PriorForecast(prior.n_runs, True, why, mode, cal, fit.bounded, fit_until, options.level, left_out)

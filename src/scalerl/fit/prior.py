@@ -103,7 +103,7 @@ class Prior:
     mean: np.ndarray  # (3,)
     cov: np.ndarray  # (3, 3)
     sigma2: float  # median residual variance of the runs
-    skipped: tuple[str, ...] = ()  # why each unusable run was left out
+    skipped: tuple[str, ...] = ()  # "name: why" of each run (or file) left out, one line each
     unshaped: tuple[FinishedRun, ...] = ()  # those runs, scored by the calibration only
 
     @property

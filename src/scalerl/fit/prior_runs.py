@@ -6,7 +6,9 @@ every log file beneath it (``.csv``, ``.tsv``, ``.jsonl``, ``.ndjson``) and ever
 holding TensorBoard event files. A path that does not exist, or a pattern that matches
 nothing, is bad input (one sentence naming the flag or field). A file beneath a folder that
 holds no curve (a run's ``samples.jsonl``, say) is skipped: a run folder holds more than
-its metrics, and the prior counts what it could use.
+its metrics, and the prior counts what it could use. Every file or run left out (that one,
+the run being forecast, a copy of it, a run whose shape is not known) is one line of
+``Prior.skipped``, naming it and why.
 """
 
 from __future__ import annotations
@@ -60,18 +62,29 @@ def load_prior(
     one a prefix of the other) is left out too, with a :class:`CurveWarning`.
     """
     curves: list[Curve] = []
+    kept: list[Curve] = []
     skip = {str(Path(e).resolve()) for e in exclude}
-    excluded = 0
+    excluded, left_out = 0, []
     for path in find_prior_files(spec, what=what):
         if str(path.resolve()) in skip:
             excluded += 1
+            left_out.append(f"{path}: the run being forecast, never part of its own prior")
             continue
         try:
-            curves += read_curves(path, replace(columns or Columns(), bounded=options.bounded))
-        except CurveError:
-            continue  # a file with no curve in a run folder (see the module docstring)
-    kept = [c for c in curves if not _copy_of_forecast(c, forecast, what)]
+            read = read_curves(path, replace(columns or Columns(), bounded=options.bounded))
+        except CurveError as err:
+            # a file with no curve in a run folder (see the module docstring)
+            left_out.append(f"no curve read: {str(err).rstrip('.')}")
+            continue
+        curves += read
+        for c in read:
+            if (copy_of := _copy_of_forecast(c, forecast, what)) is None:
+                kept.append(c)
+            else:
+                left_out.append(f"{c.source}: the same curve as {copy_of}, the run being forecast")
     prior, why = learn_prior([(c.source, c.compute, c.reward) for c in kept], options)
+    if prior is not None:
+        prior = replace(prior, skipped=(*left_out, *prior.skipped))
     if not kept and (excluded or curves):
         why = (f"{what} {spec}: it holds only the run being forecast{' (or copies of it)' if curves else ''}, "
                "which is never part of its own prior, so the fit is prior-free")
@@ -80,9 +93,10 @@ def load_prior(
     return prior, why, len(kept)
 
 
-def _copy_of_forecast(curve: Curve, forecast: Sequence[Curve], what: str) -> bool:
-    """Whether ``curve`` holds the points of a forecast curve (at least two, one curve a
-    prefix of the other: a copy, or a copy cut elsewhere); said as a ``CurveWarning``."""
+def _copy_of_forecast(curve: Curve, forecast: Sequence[Curve], what: str) -> str | None:
+    """The source of the forecast curve whose points ``curve`` holds (at least two, one
+    curve a prefix of the other: a copy, or a copy cut elsewhere), said as a
+    ``CurveWarning``; None when it holds none."""
     for other in forecast:
         n = min(len(curve), len(other))
         if n >= 2 and np.array_equal(curve.compute[:n], other.compute[:n]) and np.array_equal(
@@ -90,5 +104,5 @@ def _copy_of_forecast(curve: Curve, forecast: Sequence[Curve], what: str) -> boo
             warnings.warn(CurveWarning(f"{what}: {curve.source} holds the same curve as {other.source}, the run "
                                        "being forecast, so it is left out of the prior (a run's own future "
                                        "would otherwise inform its forecast)."), stacklevel=3)
-            return True
-    return False
+            return other.source
+    return None

@@ -22,8 +22,6 @@ import numpy as np
 from scalerl.fit import plot
 from scalerl.fit.compare import Comparison, ExtrapolationScore, LooTable, RunFit
 from scalerl.fit.errors import CurveError
-from scalerl.fit.forecast import Reach, predict_at
-from scalerl.fit.outcome import FitOutcome
 
 
 @dataclass(frozen=True)
@@ -126,90 +124,6 @@ def ceiling_sentences(runs: Sequence[RunFit]) -> tuple[str, ...]:
     out = [f"{r.name}: {r.unc.verdict}" for r in runs if not r.identified]
     out += [f"{r.name}: {r.unc.calibration.message}." for r in runs if not r.unc.calibration.calibrated]
     return tuple(out)
-
-
-# --- scalerl fit --------------------------------------------------------------------
-
-
-def _reach_row(run: RunFit, reach: Reach) -> tuple[str, str, str, str]:
-    """Run, target, compute needed (or why none), interval."""
-    lo, hi = run.unc.A_plausible
-    if not reach.reachable and reach.target <= hi:
-        needed = f"beyond the fitted A={run.fit.A:.3f}, inside A's interval (up to {hi:.3f})"
-    elif not reach.reachable:
-        needed = f"unreachable: target above A={run.fit.A:.3f}"
-    elif reach.compute == 0:
-        needed = f"0 (already met: R0={run.fit.R0:.3f})"
-    else:
-        needed = fmt(reach.compute)
-    interval = interval_text(reach.lo, reach.hi)
-    if reach.p_unreachable > 0:
-        interval += f"; {reach.p_unreachable:.0%} of resamples never reach it"
-    if lo < reach.target <= hi:
-        interval += "; may never be reached (inside A's interval)"
-    return run.name, fmt(reach.target), needed, interval
-
-
-def forecast_tables(outcomes: Sequence[FitOutcome]) -> list[Table]:
-    """Forecasts at target compute, compute to reach targets, and hold-out scores."""
-    tables = []
-    rows = [
-        (o.run.name, fmt(c), fmt(f.value), interval_text(f.lo, f.hi), interval_text(f.pred_lo, f.pred_hi))
-        for o in outcomes
-        for c, f in o.forecasts
-    ]
-    if rows:
-        header = ("run", "target compute", "forecast reward", "band on expected curve", "predictive interval")
-        tables.append(Table("Forecast at target compute", header, tuple(rows)))
-    rows = [_reach_row(o.run, r) for o in outcomes for r in o.reaches]
-    if rows:
-        header = ("run", "target reward", "compute to reach", "interval")
-        tables.append(Table("Compute to reach a target reward", header, tuple(rows)))
-    rows = []
-    for o in outcomes:
-        if (h := o.holdout) is None:
-            continue
-        f = h.final
-        rows.append((
-            o.run.name, fmt(h.fit_until), str(h.compute.size), f"{h.rmse:.4f}", f"{h.final_error:+.4f}",
-            f"{h.coverage:.0%}", f"{f['observed']:.3f} in [{f['pred_lo']:.3f}, {f['pred_hi']:.3f}]: "
-            + ("covered" if f["covered"] else "NOT covered"),
-        ))  # fmt: skip
-    if rows:
-        header = ("run", "fitted up to", "held-out n", "RMSE", "final error", "in predictive interval", "final point")
-        caption = "Held-out forecast (predicted - observed)"
-        tables.append(Table(caption, header, tuple(rows)))
-    rows = [_prior_row(o) for o in outcomes if o.prior is not None and o.prior.used]
-    if rows:
-        header = ("run", "forecast at", "prior-free fit", "with the prior", "observed")
-        tables.append(Table("Forecast with and without the prior (predictive intervals)", header, tuple(rows)))
-    return tables
-
-
-def _prior_row(o: FitOutcome) -> tuple[str, ...]:
-    """The prior-free and the prior's forecast at the compute the prior was asked for."""
-    C = o.prior.mode.budget
-    free = predict_at(o.run.fit, C, o.run.unc)
-    lo, hi = (float(np.ravel(v)[0]) for v in o.prior.predictive(C))
-    value = float(np.ravel(o.prior.predict(C))[0])
-    observed = "-"
-    if o.holdout is not None and o.holdout.compute[-1] == C:
-        observed = f"{o.holdout.reward[-1]:.3f}"
-    return (o.run.name, fmt(C), f"{free.value:.3f} in {interval_text(free.pred_lo, free.pred_hi)}",
-            f"{value:.3f} in {interval_text(lo, hi)}", observed)  # fmt: skip
-
-
-def fit_report(outcomes: Sequence[FitOutcome], caption: str, figures: Sequence[Figure] = ()) -> Report:
-    """``scalerl fit --html``: the fits, the ceiling verdicts, forecasts and figures."""
-    runs = [o.run for o in outcomes]
-    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    paragraphs = (
-        *(f"{r.name}: {r.unc.verdict}" for r in runs),
-        *(f"{r.name}: {r.unc.calibration.message}." for r in runs),
-        f"{BANDS} Generated {stamp}.",
-    )
-    tables = (fits_table(runs, caption), *forecast_tables(outcomes))
-    return Report("scalerl fit", paragraphs, tables, tuple(figures))
 
 
 BANDS = (

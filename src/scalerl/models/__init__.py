@@ -1,17 +1,15 @@
-"""Build tiny causal LMs from presets, load local Hugging Face ones, and SFT-warm them up."""
+"""Build tiny causal LMs from presets and load local Hugging Face ones (the SFT warm-up of a
+built model is a training stage: ``scalerl.pipeline.sft``)."""
 
 from scalerl.models.build import PRESETS, build_model, count_parameters
 from scalerl.models.load import load_pretrained, save_pretrained
-from scalerl.models.sft import SFTResult, sft_warmup
 from scalerl.models.tokenizer import build_task_tokenizer
 
 __all__ = [
     "PRESETS",
-    "SFTResult",
     "build_model",
     "build_task_tokenizer",
     "count_parameters",
     "load_pretrained",
     "save_pretrained",
-    "sft_warmup",
 ]

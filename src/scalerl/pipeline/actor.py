@@ -4,8 +4,8 @@ Digest §4.3. For each chunk of :class:`PromptAssignment` the actor first waits 
 weights at least as new as the assignment asks (``min_version``: the sync and
 PPO-off-policy rounds start from the learner's latest policy), then hands all P_chunk
 examples to its rollout (``scalerl.rollout.rollout``: one engine call for every P_chunk × G
-completion, or one per turn with an environment) and puts the rewards in the configured
-form (``data.tasks.base.in_form``). Between decode steps the engine calls ``on_step``; the actor
+completion, or one per turn with an environment); the rewards leave as returned (the
+learner's ``pipeline.batch`` decides what it trains on). Between decode steps the engine calls ``on_step``; the actor
 polls its :class:`WeightSource` there and, if the learner published, swaps the weights in
 flight (PipelineRL: the KV cache of sequences in flight is kept). Every token records the
 version that sampled it, so the learner can measure staleness per token.
@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scalerl.data.tasks.base import in_form
 from scalerl.data.tasks.spec import TaskSpec
 from scalerl.eval import build_evaluators, evaluate
 from scalerl.models.chat import ChatFormat
@@ -47,7 +46,7 @@ from scalerl.types import (
 
 class Actor:
     def __init__(self, engine, tokenizer, task, params: SamplingParams, generations: int,
-                 weights=None, reward_form: str = "pm1", orphaned=None, evals=(), chat: ChatFormat | None = None,
+                 weights=None, orphaned=None, evals=(), chat: ChatFormat | None = None,
                  adapter=None, env: EnvSpec | None = None) -> None:
         self.engine, self.tokenizer, self.task = engine, tokenizer, task
         # generation and scoring: one turn per trajectory, or an environment's turns (env)
@@ -56,7 +55,6 @@ class Actor:
         self.adapter = adapter
         self.params, self.generations = params, generations
         self.weights = weights  # a WeightSource, or None for a frozen policy
-        self.reward_form = reward_form
         self.swaps = 0  # in-flight weight swaps done inside a generate call
         self.swap_s = 0.0  # seconds reading + loading weights since the last chunk
         self.orphaned = orphaned or (lambda: False)  # the backend's "the learner is gone" test
@@ -99,8 +97,9 @@ class Actor:
         start, version = time.process_time(), self.engine.version  # this role's CPU seconds (pipeline/overlap.py)
         examples = [self.task.train_example(a.prompt_id) for a in assignments]
         scored = self.rollout.run(self.engine, examples, self.generations, self.params, on_step=self.poll_weights)
-        groups = [Group(a.prompt_id, t.completions, in_form(t.rewards, self.reward_form).astype(np.float32), a.epoch,
-                        seq=a.seq, reward_errors=t.reward_errors, env_errors=t.env_errors, start_version=version)
+        groups = [Group(a.prompt_id, t.completions, t.rewards.astype(np.float32), a.epoch,
+                        seq=a.seq, reward_errors=t.reward_errors, env_errors=t.env_errors, start_version=version,
+                        reward_parts=t.reward_parts)  # each reward function's own rewards
                   for a, t in zip(assignments, scored)]
         n, sent = len(groups), time.time()
         cpu, swap, self.swap_s = time.process_time() - start, self.swap_s, 0.0
@@ -154,7 +153,6 @@ class ActorSpec:
     """Parameter dtype of the model body."""
     fp32_head: bool = True
     """LM head (and its softmax) in float32."""
-    reward_form: str = "pm1"
     seed: int = 0
     """Base seed; generator ``index`` samples with :meth:`seed_for` so generators differ."""
     threads: int = 1
@@ -199,5 +197,5 @@ def build_actor(spec: ActorSpec, weights=None, index: int = 0, orphaned=None) ->
 
         dtype = resolve_dtype(spec.dtype)
         adapter = AdapterMerger(base_weights(spec.model_dir, spec.lora.targets, dtype), spec.lora, dtype)
-    return Actor(engine, tokenizer, spec.task.build(), spec.params, spec.generations, weights, spec.reward_form,
+    return Actor(engine, tokenizer, spec.task.build(), spec.params, spec.generations, weights,
                  orphaned=orphaned, evals=spec.evals, chat=spec.chat, adapter=adapter, env=spec.env)

@@ -3,7 +3,9 @@
 :func:`prepare_batch` is the pure half of a learner step (no model, no optimiser), in the
 order of the digest (§4.2, §2.10), each a switch of the config:
 
-0. a completion cut by ``max_new_tokens`` scores as wrong (``length.truncation_is_failure``);
+0. the rewards as returned to what the loss trains on (:func:`score`): a completion cut by
+   ``max_new_tokens`` as a failure (``length.truncation_is_failure``), then ``task.reward``'s
+   form (as is, or ``2r − 1``); a pass is a reward as returned ≥ ``task.pass_threshold``;
 1. curriculum: every prompt's pass rate on this visit, for the pool's no-positive resampling
    (digest §2.8) — returned in :attr:`Batch.pass_rates`; the driver records them;
 2. reward shaping: the App. A.10 length penalty on correct traces (``length.control=penalty``);
@@ -35,6 +37,8 @@ from scalerl.data.filters import (
     truncation_masks,
     zero_variance_mask,
 )
+from scalerl.data.tasks.base import in_form, passes
+from scalerl.data.tasks.user_reward import reward_part_metrics
 from scalerl.pipeline.queues import staleness
 from scalerl.pipeline.rules import BatchRules
 from scalerl.rollout.rollout import trajectory_metrics
@@ -75,32 +79,49 @@ class Batch:
         return list(out.values())
 
 
-def _rewards(groups: list[Group], rules: BatchRules) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(P, G) rewards after the failure rule and shaping, truncated, correct and scored masks.
+@dataclass(frozen=True)
+class Scores:
+    """A batch's rewards, (P, G) each: as returned, and as the loss trains on them."""
+
+    raw: torch.Tensor  # float32, as the task or the user's function returned it; 0 where not scored
+    trained: torch.Tensor  # float32, after the failure rule, the form and the length penalty
+    truncated: torch.Tensor  # bool: cut by max_new_tokens
+    passed: torch.Tensor  # bool: raw ≥ task.pass_threshold (the pass rate's sense, as validation's)
+    trained_passed: torch.Tensor  # bool: passed, and not failed by the truncation rule
+    scored: torch.Tensor  # bool: the reward function gave a number (None is NaN: not scored)
+
+
+def score(groups: list[Group], rules: BatchRules) -> Scores:
+    """From the groups' rewards as returned to what the loss trains on (module doc, 0 and 2):
+    ``r_train = form(0 if truncated and truncation_is_failure else r)`` (``form``: as is or
+    ``2r − 1``), plus the App. A.10 length penalty on passes under ``length.control=penalty``.
 
     A NaN reward is a sample its reward function declined to score (``None``): it is 0 here
     and ``scored`` is False, which keeps it out of its group's statistics and the loss."""
-    rewards = torch.tensor(np.stack([g.rewards for g in groups]), dtype=torch.float32)  # (P, G)
-    scored = ~torch.isnan(rewards)
-    rewards = torch.nan_to_num(rewards, nan=0.0)
+    raw = torch.tensor(np.stack([g.rewards for g in groups]), dtype=torch.float32)  # (P, G)
+    scored = ~torch.isnan(raw)
+    raw = torch.nan_to_num(raw, nan=0.0)
     truncated = torch.tensor([[c.finish_reason == "length" for c in g.completions] for g in groups])
+    passed = passes(raw, rules.pass_threshold) & scored
+    trained, trained_passed = raw, passed
     if rules.truncation_is_failure:  # an unfinished answer is a wrong answer
-        rewards = torch.where(truncated, rewards.new_tensor(rules.wrong_reward), rewards)
-    correct = rewards > 0  # pass/fail in {0,1} and ±1 forms alike
+        trained, trained_passed = torch.where(truncated, raw.new_tensor(0.0), raw), passed & ~truncated
+    trained = in_form(trained, rules.reward_form)
     if rules.length_control == "penalty":  # App. A.10 Eq. 9, instead of interruptions
         lengths = torch.tensor([[c.num_tokens for c in g.completions] for g in groups])  # (P, G)
-        rewards = rewards + length_penalty(lengths, correct, max_len=rules.penalty_max_len,
+        trained = trained + length_penalty(lengths, trained_passed, max_len=rules.penalty_max_len,
                                            cache_len=rules.penalty_cache)
-    return rewards, truncated, correct & scored, scored
+    return Scores(raw, trained, truncated, passed, trained_passed, scored)
 
 
 def prepare_batch(groups: list[Group], rules: BatchRules, learner_version: int, pad_id: int) -> Batch:
     """Everything before the forward pass (module doc); no model, no side effects."""
     P, G = len(groups), len(groups[0].completions)
     completions = [c for g in groups for c in g.completions]
-    rewards, truncated, correct, scored = _rewards(groups, rules)
+    scores = score(groups, rules)
+    rewards, truncated, scored = scores.trained, scores.truncated, scores.scored
     # float64 so that k/G is the exact decimal: float32 9/10 is 0.89999998 and misses 0.9
-    rates = correct.double().sum(dim=1) / scored.double().sum(dim=1).clamp(min=1)
+    rates = scores.trained_passed.double().sum(dim=1) / scored.double().sum(dim=1).clamp(min=1)
     pass_rates = [(g.prompt_id, r) for g, r in zip(groups, rates.tolist())]
     trunc = truncation_masks(truncated, rules.truncation)
     in_stats, in_loss = trunc.in_stats & scored, trunc.in_loss & scored
@@ -115,8 +136,10 @@ def prepare_batch(groups: list[Group], rules: BatchRules, learner_version: int, 
     stale = [staleness(g, learner_version) for g in groups]
     lengths = torch.tensor([c.num_tokens for c in completions], dtype=torch.float32)
     metrics = {
-        "reward_mean": float(rewards[scored].mean()) if scored.any() else float("nan"),
-        "pass_rate": float(correct.sum() / scored.sum().clamp(min=1)),
+        # the reward as the task or the user's function returned it, and what the loss trained on
+        "reward_mean": float(scores.raw[scored].mean()) if scored.any() else float("nan"),
+        "trained_reward_mean": float(rewards[scored].mean()) if scored.any() else float("nan"),
+        "pass_rate": float(scores.passed.sum() / scored.sum().clamp(min=1)),
         "reward_none": int((~scored).sum()),
         "truncation_rate": float(truncated.float().mean()),
         "interrupted_rate": float(np.mean([c.finish_reason == "interrupted" for c in completions])),
@@ -130,6 +153,7 @@ def prepare_batch(groups: list[Group], rules: BatchRules, learner_version: int, 
         "inflight_frac": float(np.mean([c.num_tokens > 0 and c.versions.max() > c.versions.min()
                                         for c in completions])),
         **trajectory_metrics(completions),  # turns, tool calls, environment tokens
+        **reward_part_metrics([g.reward_parts for g in groups]),  # reward/<NAME>(_std) per task.reward_fns
     }
     return Batch(completions, pad([c.tokens for c in completions], pad_id, torch.long),
                  pad([c.logprobs for c in completions], 0.0, torch.float32),

@@ -37,7 +37,7 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     if (cached / "config.json").is_file():
         return cached
     from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.models.sft import sft_warmup
+    from scalerl.pipeline.sft import sft_warmup
 
     tokenizer = build_task_tokenizer()
     model = build_model(cfg.model.preset, len(tokenizer), arch=cfg.model.arch, seed=cfg.train.seed,
@@ -99,7 +99,7 @@ def eval_specs(cfg: Config) -> tuple:
     e = cfg.eval
     val = EvalSpec("val", cfg.task.spec(), sampling_params(cfg, e.temperature), e.k, e.num_prompts,
                    seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples,
-                   pass_at=tuple(e.pass_at), env=cfg.env.spec())
+                   pass_at=tuple(e.pass_at), env=cfg.env.spec(), pass_threshold=cfg.task.pass_threshold)
     if e.downstream_knobs is None:
         return (val,)
     return val, replace(val, prefix="downstream", task=cfg.task.spec(dict(e.downstream_knobs)),
@@ -196,7 +196,7 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
         lora=cfg.model.lora.spec() if cfg.model.lora is not None else None,
         params=sampling_params(cfg), generations=cfg.pipeline.generations,
         engine=cfg.rollout.engine, device=device(cfg), dtype=cfg.model.dtype,
-        fp32_head=cfg.model.fp32_head_generator, reward_form=cfg.task.reward, seed=seed,
+        fp32_head=cfg.model.fp32_head_generator, seed=seed,
         threads=core_split(cfg).generator_threads, evals=eval_specs(cfg) if eval_on_generator(cfg) else (),
         engine_kwargs=cfg.rollout.vllm.llm_kwargs() if cfg.rollout.engine == "vllm" else {},
         env=cfg.env.spec(),
@@ -298,7 +298,8 @@ def batch_rules(cfg: Config):
     from scalerl.pipeline.rules import BatchRules
 
     length, adv = cfg.length, cfg.advantages
-    return BatchRules(reward_form=cfg.task.reward, truncation_is_failure=length.truncation_is_failure,
+    return BatchRules(reward_form=cfg.reward_form, truncation_is_failure=cfg.truncation_fails,
+                      pass_threshold=cfg.task.pass_threshold,
                       length_control=length.control, penalty_max_len=length.penalty_max_len,
                       penalty_cache=length.penalty_cache, truncation=length.truncation,
                       zero_variance=cfg.filters.zero_variance, advantage_norm=adv.norm, advantage_eps=adv.eps,

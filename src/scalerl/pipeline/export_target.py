@@ -113,7 +113,8 @@ def run_inputs(cfg: Config) -> Iterator[tuple[str, Path]]:
         yield "model.base", Path(cfg.model.base).expanduser()
     if cfg.model.chat_template not in ("auto", "none"):
         yield "model.chat_template", Path(cfg.model.chat_template)
-    for what, spec in (("task.name", cfg.task.name), ("task.reward_fn", cfg.task.reward_fn),
+    rewards = "task.reward_fns" if cfg.task.reward_fns else "task.reward_fn"
+    for what, spec in (("task.name", cfg.task.name), *((rewards, s) for s in cfg.task.reward_specs),
                        ("env.name", cfg.env.name)):
         head = (spec or "").rpartition(":")[0]
         if head.endswith(".py"):

@@ -170,24 +170,16 @@ def _all_plain(task) -> None:
 
 
 def _check_reward_fields(cfg: Config, task, example) -> None:
-    """``task.reward_fn`` accepts ``completion`` and the fields of a record (``prompt`` and
-    every other column): a signature that cannot would make every sample's reward an error."""
-    import inspect
-
-    from scalerl.data.tasks.dataset import reward_fields
+    """Every reward function (``task.reward_fn`` / ``task.reward_fns``) accepts the fields of a
+    record in its form: a signature that cannot would make every sample's reward an error."""
     from scalerl.data.tasks.user_reward import UserRewardTask
 
     if not isinstance(task, UserRewardTask):
         return
-    fields = reward_fields(task.inner, example)
     try:
-        inspect.signature(task.fn).bind(completion="", **fields)
+        task.check_call(example)
     except TypeError as err:
-        raise ConfigError(f"task.reward_fn {cfg.task.reward_fn} cannot be called as NAME(completion, **fields) "
-                          f"with the fields {', '.join(sorted(fields))} ({err}); take **fields to accept "
-                          "the columns it does not use.") from None
-    except ValueError:  # a callable without a signature: it is called as it is
-        return
+        raise ConfigError(str(err)) from None
 
 
 def _model_context(base: Path) -> int | None:

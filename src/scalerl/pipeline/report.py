@@ -1,8 +1,9 @@
 """End of a run: fit the sigmoid law to its own validation curve and write a short report.
 
 Reads ``RUN_DIR/metrics.jsonl`` through ``scalerl.fit.readers`` exactly as ``scalerl fit`` does
-(x = ``compute_gpu_hours``, y = ``val_pass_rate``), fits Eq. 1 with R0 fixed to the first
-point (the pass rate of the starting policy), assesses it (is the ceiling identified? the
+(x = ``compute_gpu_hours``, y = ``forecast.metric``'s column: ``val_pass_rate`` or
+``val_reward_mean``), fits Eq. 1 with R0 fixed to the first point (the starting policy's
+value), assesses it (is the ceiling identified? the
 forecast at twice the run's compute with its band and predictive interval; the compute
 that would pin A), prints that, and writes ``RUN_DIR/fit.png`` and ``RUN_DIR/report.md``.
 """
@@ -21,27 +22,28 @@ def final_report(run_dir: str | Path, cfg, log=print):
     from scalerl.fit.readers import read_curves
 
     run_dir = Path(run_dir)
-    metrics = run_dir / "metrics.jsonl"
+    metrics, y = run_dir / "metrics.jsonl", cfg.fitted_metric
     every = read_records(metrics)
-    records = [r for r in every if r.get("val_pass_rate") is not None]
+    records = [r for r in every if r.get(y) is not None]
+    bounded = y == "val_pass_rate"  # a mean reward need not lie in [0, 1]
     try:
-        curve = read_curves(metrics)[0]
-        fit = fit_sigmoid(curve.compute, curve.reward, r0="first", source=str(metrics))
+        curve = read_curves(metrics, y=y, bounded=bounded)[0]
+        fit = fit_sigmoid(curve.compute, curve.reward, r0="first", bounded=bounded, source=str(metrics))
     except CurveError as err:
-        log(f"no sigmoid fit: {err}")
+        log(f"no sigmoid fit of {y}: {err}")
         return None
-    r0, last = records[0]["val_pass_rate"], records[-1]["val_pass_rate"]
-    line = (f"fitted sigmoid: R(C) = {fit.R0:.3f} + ({fit.A:.3f} - {fit.R0:.3f}) / "
+    r0, last = records[0][y], records[-1][y]
+    line = (f"fitted sigmoid to {y} (forecast.metric): R(C) = {fit.R0:.3f} + ({fit.A:.3f} - {fit.R0:.3f}) / "
             f"(1 + ({fit.C_mid:.4g} / C)^{fit.B:.2f})   [C in device-hours, {fit.n_points} points, "
             f"rmse {fit.rmse:.4f}{', bounds hit: ' + ','.join(fit.bounds_hit) if fit.bounds_hit else ''}]")
-    log(f"validation pass rate: {r0:.3f} at step 0 -> {last:.3f} at step {records[-1]['step']} "
+    log(f"{_NAMES[y]} ({y}): {r0:.3f} at step 0 -> {last:.3f} at step {records[-1]['step']} "
         f"({last - r0:+.3f})")
     log(line)
     unc, outlook = _outlook(fit, cfg, every)
-    outlook.append(_half_check(curve, cfg))
+    outlook.append(_half_check(curve, cfg, bounded))
     for sentence in outlook:
         log(sentence)
-    figure = _figure(fit, curve, unc, run_dir / "fit.png", cfg.name)
+    figure = _figure(fit, curve, unc, run_dir / "fit.png", f"{cfg.name}: {_NAMES[y]} vs device-hours")
     _write_markdown(run_dir / "report.md", cfg, records, fit, [line, *outlook], figure)
     log(f"report: {run_dir / 'report.md'}")
     return fit
@@ -79,7 +81,11 @@ def _outlook(fit, cfg, all_records: list[dict]):
     return unc, out
 
 
-def _half_check(curve, cfg) -> str:
+_NAMES = {"val_pass_rate": "validation pass rate", "val_reward_mean": "validation mean reward"}
+"""What each fitted column is called in sentences (``forecast.metric``)."""
+
+
+def _half_check(curve, cfg, bounded: bool) -> str:
     """The paper's fit-to-half check (§1.5) on the run itself: fit the first half of its
     compute, forecast its end with the predictive interval, compare with what happened."""
     from scalerl.fit.errors import CurveError
@@ -87,7 +93,7 @@ def _half_check(curve, cfg) -> str:
     from scalerl.fit.options import FitOptions
 
     options = FitOptions(r0="first", min_compute=cfg.forecast.min_compute, level=cfg.forecast.level,
-                         margin=cfg.forecast.margin)
+                         margin=cfg.forecast.margin, bounded=bounded)
     try:
         hold = holdout_forecast(curve.compute, curve.reward, fit_frac=0.5, options=options,
                                 source=curve.source)
@@ -107,15 +113,16 @@ def _figure(fit, curve, unc, path: Path, title: str) -> Path | None:
     except ImportError:  # matplotlib is the optional ``plots`` extra
         return None
     ax = plot.plot_fit(fit, curve, unc=unc)
-    ax.set_title(f"{title}: validation pass rate vs device-hours")
+    ax.set_title(title)
     return plot.save(ax, path)
 
 
 def _write_markdown(path: Path, cfg, records: list[dict], fit, lines: list[str], figure: Path | None) -> None:
-    last = records[-1]
+    last, y = records[-1], cfg.fitted_metric
+    se = "val_stderr" if y == "val_pass_rate" else "val_reward_stderr"
     rows = "\n".join(
-        f"| {r['step']} | {r['compute_gpu_hours']:.5f} | {r.get('flops', 0):.3g} | {r['val_pass_rate']:.3f} "
-        f"| {_se(r)} |"
+        f"| {r['step']} | {r['compute_gpu_hours']:.5f} | {r.get('flops', 0):.3g} | {r[y]:.3f} "
+        f"| {_se(r, se)} |"
         for r in records
     )
     text = f"""# {cfg.name}: training report
@@ -123,20 +130,20 @@ def _write_markdown(path: Path, cfg, records: list[dict], fit, lines: list[str],
 {cfg.description}
 
 - steps: {last['step']}; device-hours: {last['compute_gpu_hours']:.5f}; FLOPs: {last.get('flops', 0):.3g}
-- validation pass rate (mean@{cfg.eval.k} on {cfg.eval.num_prompts or 'all'} prompts): {records[0]['val_pass_rate']:.3f} -> {last['val_pass_rate']:.3f} (standard error over prompts {_se(last)})
+- {_NAMES[y]} (`{y}`, the fitted curve; mean@{cfg.eval.k} on {cfg.eval.num_prompts or 'all'} prompts): {records[0][y]:.3f} -> {last[y]:.3f} (standard error over prompts {_se(last, se)})
 {chr(10).join(f"- {line}" for line in lines)}
 - A = {fit.A:.3f}, B = {fit.B:.3f}, C_mid = {fit.C_mid:.4g}, R0 = {fit.R0:.3f}
 
 {f'![fit]({figure.name})' if figure is not None else '(matplotlib not installed: no figure)'}
 
-| step | device-hours | FLOPs | val pass rate | its standard error |
+| step | device-hours | FLOPs | {y} | its standard error |
 |---:|---:|---:|---:|---:|
 {rows}
 """
     path.write_text(text)
 
 
-def _se(record: dict) -> str:
-    """The evaluation's standard error over prompts (``val_stderr``), when it was recorded."""
-    value = record.get("val_stderr")
+def _se(record: dict, key: str) -> str:
+    """The evaluation's standard error over prompts (``key``), when it was recorded."""
+    value = record.get(key)
     return "-" if value is None else f"{value:.3f}"

@@ -1,7 +1,7 @@
 """The rules a learner step follows, frozen once per run: what the step path reads of the config.
 
 :class:`BatchRules` is everything :func:`~scalerl.pipeline.batch.prepare_batch` decides with
-(reward form, the failure rule, length control, filters, advantage normalisation,
+(reward form, the failure rule, the pass threshold, length control, filters, advantage normalisation,
 aggregation); :class:`StepRules` everything :func:`~scalerl.pipeline.train_step.backward_and_step`
 computes with (the loss and its hyperparameters, the IS correction, the sampling temperature,
 micro-batching, the FP32 head, clipping). Both are plain picklable values, built by
@@ -14,15 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scalerl.data.tasks.base import in_form
-
 
 @dataclass(frozen=True)
 class BatchRules:
     """From groups to advantages, masks and aggregation weights (``pipeline.batch``)."""
 
-    reward_form: str  # data.tasks.base.REWARD_FORMS: "binary" | "pm1"; the wrong-answer reward is 0 or −1
-    truncation_is_failure: bool  # a completion cut by max_new_tokens scores as wrong
+    reward_form: str  # data.tasks.base.REWARD_FORMS: "as_is" | "pm1" (task.reward, auto decided)
+    truncation_is_failure: bool  # a completion cut by max_new_tokens trains as a failure (reward 0 as returned)
+    pass_threshold: float  # a reward as returned of at least this is a pass (task.pass_threshold)
     length_control: str  # "interrupt" | "penalty" | "none"
     penalty_max_len: int  # App. A.10 Eq. 9 L_max
     penalty_cache: int  # App. A.10 Eq. 9 L_cache
@@ -31,10 +30,6 @@ class BatchRules:
     advantage_norm: str  # §2.6: batch | prompt | none
     advantage_eps: float
     aggregation: str  # §2.5: prompt | sample | token average
-
-    @property
-    def wrong_reward(self) -> float:
-        return float(in_form(0.0, self.reward_form))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ into ``/dev/shm`` (``scalerl.pipeline.shm``).
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from scalerl.checkpoint import (
     set_rng_state,
 )
 from scalerl.compute import ComputeMeter
-from scalerl.config import Config, ConfigError, dump_config
+from scalerl.config import Config, dump_config
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build
@@ -46,6 +45,7 @@ from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
 from scalerl.pipeline.learner import LearnerRole
 from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.queues import LagPolicy
+from scalerl.pipeline.reward_notes import check_first_batch, describe_rewards
 from scalerl.pipeline.scheduler import Scheduler
 from scalerl.pipeline.shm import sweep_semaphores
 from scalerl.pipeline.stop import Stopping, on_signals
@@ -64,6 +64,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
 def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopping) -> dict[str, Any]:
     split = build.core_split(cfg)
     log(split.rule)
+    log(describe_rewards(cfg))
     torch.set_num_threads(split.learner_threads)
     torch.manual_seed(cfg.train.seed)
 
@@ -152,31 +153,6 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
         if last or stop:
             break
     return step, record
-
-
-def check_first_batch(cfg: Config, batch, log) -> None:
-    """A user's environment (``env.name``) or reward function (``task.reward_fn``) that failed
-    on every sample of the run's first batch is broken, not unlucky: :class:`ConfigError`, one
-    sentence (its first failure was shown where it happened). A reward function that declined
-    (None) every sample of it is said once through ``log``: training goes on, learning nothing
-    from such batches."""
-    total = sum(len(g.completions) for g in batch)
-    unscored = sum(math.isnan(float(r)) for g in batch for r in g.rewards)
-    if cfg.task.reward_fn is not None and total and unscored >= total:
-        log(f"task.reward_fn {cfg.task.reward_fn} returned None (cannot be scored) for every sample of the "
-            f"first batch ({unscored} of {total}, counted in reward_none), so nothing could be learned from it "
-            "and a validation with no scored sample has no pass rate (null); a function that ends without "
-            "`return` returns None.")
-    if cfg.env.name is not None:
-        what, counter, errors = f"env.name {cfg.env.name}", "env_errors", sum(g.env_errors for g in batch)
-    elif cfg.task.reward_fn is not None:
-        what, counter, errors = f"task.reward_fn {cfg.task.reward_fn}", "reward_errors", sum(g.reward_errors for g in batch)
-    else:
-        return
-    if total and errors >= total:
-        raise ConfigError(f"{what} failed on every sample of the first batch ({errors} of {total}, counted in "
-                          f"{counter}; its first failure is shown above), so nothing could be learned; fix it "
-                          "and run again.")
 
 
 def checkpoint(run_dir: Path, recipe: str, step: int, learner: LearnerRole, pool, scheduler: Scheduler,

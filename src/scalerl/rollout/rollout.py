@@ -5,7 +5,9 @@ A :class:`Rollout` is what the generator role (``pipeline.actor``) and validatio
 
 - :class:`SingleTurn` (the default): the task's prompt rendered once
   (``models.chat.PromptRenderer``), one ``engine.generate`` for every example × G, each
-  completion scored by ``task.reward``.
+  completion scored by ``task.reward``; a user's reward functions
+  (``data.tasks.user_reward``) score all of them at once (``score_batch``: TRL-form functions
+  take the whole batch in one call), and their own rewards leave in ``reward_parts``.
 - ``rollout.multi_turn.MultiTurn`` (``env.name`` set): an environment answers each turn and
   its observations are appended to the trajectory with ``loss_mask=False``.
 
@@ -18,12 +20,13 @@ Rewards leave a rollout as the task or environment gives them ({0, 1}, fractiona
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from scalerl.data.tasks.base import Example, Prompt
+from scalerl.data.tasks.trl_reward import TrainerState
 from scalerl.models.chat import ChatFormat, PromptRenderer
 from scalerl.rollout.engine import GenerationEngine, OnStep
 from scalerl.types import Completion, SamplingParams
@@ -42,6 +45,9 @@ class Trajectories:
     """Samples the task could not grade (each scored 0)."""
     env_errors: int = 0
     """Trajectories an environment's exception ended (each scored 0)."""
+    reward_parts: dict[str, np.ndarray] = field(default_factory=dict)
+    """Each user reward function's own (G,) float32 rewards by name, NaN where it returned
+    None (``task.reward_fns``); empty when the task or an environment scores."""
 
 
 class RolloutStopped(Exception):
@@ -94,6 +100,8 @@ class SingleTurn:
         prompts = [self.renderer.ids(p) for p in firsts]
         flat = [p for p in prompts for _ in range(generations)]  # prompt-major: G per example
         completions = engine.generate(flat, params, on_step=on_step)
+        if hasattr(self.task, "score_batch"):
+            return self._score_together(engine, examples, firsts, completions, generations, on_step)
         out = []
         for i, ex in enumerate(examples):
             members = completions[i * generations : (i + 1) * generations]
@@ -101,6 +109,19 @@ class SingleTurn:
             rewards = np.array([self._score(c.text, ex, on_step) for c in members], dtype=np.float32)
             out.append(Trajectories(members, rewards, firsts[i],
                                     reward_errors=getattr(self.task, "reward_errors", 0) - errors))
+        return out
+
+    def _score_together(self, engine, examples, firsts, completions, generations, on_step) -> list[Trajectories]:
+        """Every completion scored by the user's reward functions in one batch (prompt-major)."""
+        flat_examples = [ex for ex in examples for _ in range(generations)]
+        scores = self.task.score_batch([c.text for c in completions], flat_examples, [c.tokens for c in completions],
+                                       TrainerState(engine.version), lambda: check_stop(on_step))
+        out = []
+        for i in range(len(examples)):
+            rows = slice(i * generations, (i + 1) * generations)
+            out.append(Trajectories(completions[rows], scores.rewards[rows].copy(), firsts[i],
+                                    reward_errors=int(scores.errors[rows].sum()),
+                                    reward_parts={k: v[rows].copy() for k, v in scores.parts.items()}))
         return out
 
     def _score(self, text: str, example: Example, on_step: OnStep | None) -> float:

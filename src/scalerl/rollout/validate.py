@@ -1,7 +1,10 @@
 """Held-out validation: mean@k pass rate of the engine's current weights (digest §4.3).
 
 The paper samples 16 completions for each of 1,000 held-out prompts every 100 steps and fits
-the sigmoid law to the *mean pass rate* ``(1/P) Σ_p (1/k) Σ_i 1[r_{p,i} > 0]`` (mean@k).
+the sigmoid law to the *mean pass rate* ``(1/P) Σ_p (1/k) Σ_i 1[r_{p,i} ≥ τ]`` (mean@k), with
+``τ`` the pass threshold (``task.pass_threshold``; the paper's rewards are {0, 1}, so any
+τ in (0, 1] is the same there). The mean reward ``(1/P) Σ_p (1/k) Σ_i r_{p,i}``, as returned,
+is measured beside it, for graded rewards.
 Here ``k`` and the number of prompts are arguments; the sampling settings (and so the length
 control) are the caller's, normally the training ones with a fixed seed, so successive
 validations share their random numbers.
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalerl.data.tasks.base import passes
 from scalerl.rollout.engine import GenerationEngine
 from scalerl.types import Completion, SamplingParams
 
@@ -34,6 +38,18 @@ class ValidationResult:
     """Mean model turns per trajectory (1 without an environment)."""
     correct: np.ndarray | None = None  # (P,) correct samples per prompt
     scored: np.ndarray | None = None  # (P,) scored samples per prompt (k unless a reward was None)
+    reward_means: np.ndarray | None = None  # (P,) per-prompt mean of the rewards as returned
+
+    @property
+    def reward_mean(self) -> float:
+        """Mean over prompts of each prompt's mean reward as returned (NaN when none scored)."""
+        return float(self.reward_means.mean()) if self.reward_means is not None and self.reward_means.size else math.nan
+
+    @property
+    def reward_stderr(self) -> float:
+        """Standard error of :attr:`reward_mean` over prompts, as :attr:`stderr` (the prompts
+        are the independent units)."""
+        return _over_prompts(self.reward_means if self.reward_means is not None else np.empty(0))
 
     def pass_at(self, k: int) -> tuple[float, float]:
         """Unbiased pass@k over prompts and its standard error over prompts (as ``stderr``).
@@ -57,15 +73,13 @@ class ValidationResult:
         binomial ``sqrt(p (1 - p) / (P k))``) would understate the error. Averaging within
         each prompt first is the cluster-robust estimate. NaN for a single prompt.
         """
-        P = self.pass_rates.size
-        return float(self.pass_rates.std(ddof=1) / np.sqrt(P)) if P > 1 else float("nan")
+        return _over_prompts(self.pass_rates)
 
-    def to_dict(self) -> dict[str, float]:
-        return {
-            "val_mean_at_k": self.mean_at_k,
-            "val_truncation_rate": self.truncation_rate,
-            "val_mean_length": self.mean_length,
-        }
+
+def _over_prompts(per_prompt: np.ndarray) -> float:  # (P,)
+    """``sd(per_prompt, ddof=1) / sqrt(P)``; NaN for fewer than two prompts."""
+    P = per_prompt.size
+    return float(per_prompt.std(ddof=1) / np.sqrt(P)) if P > 1 else float("nan")
 
 
 def pass_at_k(n, c, k: int) -> np.ndarray:
@@ -97,6 +111,7 @@ def validate(
     samples: int = 0,
     rollout=None,
     stop=None,
+    pass_threshold: float = 1.0,
 ) -> ValidationResult:
     """Sample ``k`` trajectories for the first ``num_prompts`` validation examples of ``task``.
 
@@ -104,8 +119,8 @@ def validate(
     when training has one) or, by default, one turn per prompt rendered as the generator
     role renders them (``renderer``, a :class:`~scalerl.models.chat.PromptRenderer`; by
     default one on the engine's tokenizer, or ``tokenizer``, with the default chat format)
-    and scored by the task. A sample is correct when its reward is ``> 0`` (so {0, 1} and
-    ±1 rewards both work); NaN (not scored) is left out. ``stop()`` (a stop request) is
+    and scored by the task. A sample is correct when its reward as returned is at least
+    ``pass_threshold`` (``data.tasks.base.passes``); NaN (not scored) is left out. ``stop()`` (a stop request) is
     checked between decode steps and user calls: once true, ``RolloutStopped`` is raised.
     """
     if k < 1:
@@ -127,16 +142,19 @@ def validate(
     completions = [c for t in scored_groups for c in t.completions]
     rewards = np.concatenate([t.rewards for t in scored_groups]).astype(np.float64)
     scored = ~np.isnan(rewards).reshape(len(examples), k)  # a reward function's None: left out
-    correct = (np.nan_to_num(rewards) > 0).reshape(len(examples), k) & scored
+    values = np.nan_to_num(rewards).reshape(len(examples), k)
+    correct = passes(values, pass_threshold) & scored
     # a prompt none of whose samples could be scored has no pass rate: it is left out too
-    pass_rates = (correct.sum(axis=1) / np.maximum(scored.sum(axis=1), 1))[scored.any(axis=1)]
+    kept, per_prompt = scored.any(axis=1), np.maximum(scored.sum(axis=1), 1)
+    pass_rates = (correct.sum(axis=1) / per_prompt)[kept]
     shown = [sample_record(renderer.text(scored_groups[p].prompt), completions[p * k], float(rewards[p * k]))
              for p in range(min(samples, len(examples)))]
     return ValidationResult(
         mean_at_k=float(pass_rates.mean()) if pass_rates.size else math.nan,  # none scored: no rate
         pass_rates=pass_rates,
-        correct=correct.sum(axis=1)[scored.any(axis=1)],
-        scored=scored.sum(axis=1)[scored.any(axis=1)],
+        correct=correct.sum(axis=1)[kept],
+        scored=scored.sum(axis=1)[kept],
+        reward_means=((values * scored).sum(axis=1) / per_prompt)[kept],
         truncation_rate=float(np.mean([c.finish_reason == "length" for c in completions])),
         mean_length=float(np.mean([c.num_tokens for c in completions])),
         num_samples=len(completions),

@@ -81,7 +81,7 @@ def test_math_takes_message_prompts(tmp_path):
 
 
 def test_user_reward(data, reward_file, capsys):
-    task = TaskSpec("dataset", {"path": str(data)}, f"{reward_file}:score").build()
+    task = TaskSpec("dataset", {"path": str(data)}, (f"{reward_file}:score",)).build()
     assert isinstance(task, UserRewardTask)
     example = task.train_example(0)
     assert task.reward(example.answer, example) == 1.0
@@ -94,7 +94,7 @@ def test_user_reward(data, reward_file, capsys):
 
 
 def test_user_reward_on_a_builtin_task(reward_file):
-    task = TaskSpec("addition", {"min_digits": 1, "max_digits": 1}, f"{reward_file}:who").build()
+    task = TaskSpec("addition", {"min_digits": 1, "max_digits": 1}, (f"{reward_file}:who",)).build()
     import os
 
     assert task.reward("x", task.train_example(0)) == float(os.getpid())
@@ -113,7 +113,7 @@ def test_a_task_factory_from_a_file(tmp_path, data):
     factory = tmp_path / "my_task.py"
     factory.write_text("from scalerl.data.tasks import get_task\n"
                        "def make(path):\n    return get_task('dataset', path=path, num_validation=2)\n")
-    task = TaskSpec(f"{factory}:make", {"path": str(data)}, None).build()
+    task = TaskSpec(f"{factory}:make", {"path": str(data)}).build()
     assert task.num_train == 18 and len(task.validation()) == 2
     from scalerl.data.tasks.registry import check_task
 

@@ -38,7 +38,7 @@ def task(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "test_user_reward_release", module)
     path = tmp_path / "reward.py"
     path.write_text(REWARDS)
-    yield TaskSpec("addition", {"min_digits": 1, "max_digits": 1}, f"{path}:score", reward_timeout_s=0.2).build()
+    yield TaskSpec("addition", {"min_digits": 1, "max_digits": 1}, (f"{path}:score",), reward_timeout_s=0.2).build()
     release.set()
 
 

@@ -1,7 +1,7 @@
 """The ``Task`` protocol, the ``Example`` record, and answer-extraction helpers.
 
 Format (digest §2.1): the model writes ``<think> … </think>`` and then its final solution.
-Rewards are in {0, 1} here; ``plus_minus_one`` maps them to the paper's ±1 (digest §2.1,
+Rewards are in {0, 1} here; ``in_form`` maps them to the paper's ±1 for the loss (digest §2.1,
 "Reward"). A forced interruption (digest §2.9) ends thinking with a phrase whose last token
 is ``</think>``, so "text after the LAST ``</think>``" is the answer in both cases.
 """
@@ -119,18 +119,29 @@ def checked_reward(value) -> float | None:
     return number
 
 
-REWARD_FORMS = ("binary", "pm1")
-"""Forms a task's {0, 1} reward is trained in (``task.reward``): as is, or the paper's ±1."""
+REWARD_FORMS = ("as_is", "pm1")
+"""What the loss trains on (``task.reward``, ``auto`` decided): the reward as returned, or the
+paper's ±1 from a {0, 1} reward."""
 
 
 def in_form(reward, form: str):
-    """A {0, 1} (or fractional) reward ``r`` in ``form``: ``binary`` is ``r``, ``pm1`` is
-    ``2r − 1`` (digest §2.1). Scalars and numpy arrays alike; NaN (unscored) stays NaN.
-    The one place a reward changes form: the actor's scores, the learner's failure value
-    ``in_form(0, form)`` and :func:`plus_minus_one` all go through it."""
+    """A reward ``r`` as returned in ``form``: ``as_is`` is ``r``, ``pm1`` is ``2r − 1`` (digest
+    §2.1). Scalars, numpy arrays and tensors alike; NaN (unscored) stays NaN. The one place a
+    reward changes form (``pipeline.batch``, and :func:`plus_minus_one`)."""
     if form not in REWARD_FORMS:
         raise ValueError(f"unknown reward form {form!r}; valid: {', '.join(REWARD_FORMS)}")
     return 2.0 * reward - 1.0 if form == "pm1" else reward
+
+
+PASS_TOLERANCE = 1e-6
+"""Slack of the pass test, relative to ``max(1, |threshold|)``: rewards travel as float32, and
+a weighted sum such as 0.7 + 0.3 may land a rounding error below 1."""
+
+
+def passes(reward, threshold: float):
+    """Whether a reward as returned is a pass: ``r ≥ threshold − 1e-6·max(1, |threshold|)``
+    (``task.pass_threshold``). NaN (unscored) is no pass. Arrays and tensors elementwise."""
+    return reward >= threshold - PASS_TOLERANCE * max(1.0, abs(threshold))
 
 
 def plus_minus_one(reward_fn: RewardFn) -> RewardFn:

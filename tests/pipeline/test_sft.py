@@ -6,7 +6,7 @@ import torch
 
 from scalerl.data.tasks import get_task
 from scalerl.models import build_model, build_task_tokenizer, load_pretrained
-from scalerl.models.sft import (
+from scalerl.pipeline.sft import (
     encode_demonstrations,
     engine_pass_rate,
     generate_pass_rate,

@@ -7,8 +7,9 @@ cross-entropy on ``task.demonstration`` (loss on completion tokens only,
 rate sampled at temperature 1; training stops as soon as that rate lies in
 ``target_band = (lo, hi)``. RL then starts from R0 ∈ [lo, hi].
 
-The pass-rate probe is swappable (``pass_rate_fn``); the default samples with
-``model.generate``.
+The pass-rate probe is swappable (``pass_rate_fn``); the default samples through the rollout
+engine, as RL's generators will (``generate_pass_rate`` samples with ``model.generate``). It
+lives in ``pipeline/`` because it drives ``rollout/``, which ``models/`` never imports.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from pathlib import Path
 import torch
 
 from scalerl.data.tasks.base import Example, Task
+from scalerl.rollout.rollout import build_rollout
+from scalerl.rollout.torch_engine import TorchEngine
+from scalerl.rollout.validate import validate
+from scalerl.types import SamplingParams
 
 PassRateFn = Callable[[torch.nn.Module, object, Task, int], float]
 """``(model, tokenizer, task, num_prompts) -> pass rate`` on ``task.validation()[:num_prompts]``."""
@@ -114,10 +119,6 @@ def engine_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: in
     """
     import dataclasses
 
-    from scalerl.rollout.torch_engine import TorchEngine
-    from scalerl.rollout.validate import validate
-    from scalerl.types import SamplingParams
-
     examples = task.validation()[:num_prompts]
     if params is None:
         params = SamplingParams(max_new_tokens=_answer_budget(tokenizer, task, examples),
@@ -125,21 +126,8 @@ def engine_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: in
     params = dataclasses.replace(params, seed=seed)
     device = next(model.parameters()).device
     engine = TorchEngine(model, tokenizer, seed=seed, device=device)  # fresh: weights changed
-    rollout = None
-    if env is not None:
-        from scalerl.rollout.rollout import build_rollout
-
-        rollout = build_rollout(task, tokenizer, None, env)
+    rollout = None if env is None else build_rollout(task, tokenizer, None, env)
     return validate(engine, task, params=params, k=1, num_prompts=num_prompts, rollout=rollout).mean_at_k
-
-
-def default_pass_rate_fn() -> PassRateFn:
-    """The rollout engine's validation when that package is importable, else ``generate``."""
-    try:
-        import scalerl.rollout.validate  # noqa: F401
-    except ImportError:
-        return generate_pass_rate
-    return engine_pass_rate
 
 
 def _train_batch(task: Task, tokenizer, step: int, batch_size: int, device):
@@ -266,9 +254,7 @@ def _measure(pass_rate_fn: PassRateFn | None, sampling_params, env=None) -> Pass
     """The probe: the caller's, else the engine under ``sampling_params`` (in ``env``), else the default."""
     if pass_rate_fn is not None:
         return pass_rate_fn
-    if sampling_params is not None or env is not None:
-        return functools.partial(engine_pass_rate, params=sampling_params, env=env)
-    return default_pass_rate_fn()
+    return functools.partial(engine_pass_rate, params=sampling_params, env=env)
 
 
 def _save(result: SFTResult, model, tokenizer, output_dir: str | Path) -> None:

@@ -1,0 +1,44 @@
+"""The time-to-target figure: the run's curve against hours, the target line, and the
+interval of the crossing time (matplotlib through ``plot.new_axes``, never ``pyplot``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalerl.fit import plot
+
+__all__ = ["plot_plan"]
+
+
+def plot_plan(plan):
+    """Evaluations (dots) and the expected curve (solid over the data, dashed beyond) against
+    hours since the start at the clock's rate; the target as a horizontal line; the median
+    crossing time as a vertical line and its interval shaded (to the right edge, marked
+    "never" in the legend, when its upper end is never reached)."""
+    ax = plot.new_axes()
+    clock, answer, cross = plan.clock, plan.answer, plan.crossing
+    hours = clock.hours(plan.curve.compute)
+    ax.plot(hours, plan.curve.reward, "o", ms=3, color="C0", label="evaluations")
+    med, lo, hi = answer.hours
+    finite = [h for h in (med, lo, hi) if np.isfinite(h)]
+    right = max([float(hours.max()) * 1.5, *(1.15 * h for h in finite)])
+    grid_h = clock.hours(cross.grid)
+    keep = grid_h <= right
+    last = float(plan.curve.compute.max())
+    inside = keep & (cross.grid <= last)
+    ax.plot(grid_h[inside], cross.centre[inside], "-", color="C0", label="expected curve (Eq. 1)")
+    ax.plot(grid_h[keep & (cross.grid >= last)], cross.centre[keep & (cross.grid >= last)], "--", color="C0")
+    ax.axhline(answer.target, color="C3", lw=1, label=f"target {answer.target:g}")
+    if np.isfinite(lo):
+        top = hi if np.isfinite(hi) else right
+        never = "" if np.isfinite(hi) else " (upper end: never)"
+        ax.axvspan(lo, top, color="C3", alpha=0.15, label=f"{answer.level:.0%} interval of the crossing{never}")
+    if np.isfinite(med):
+        ax.axvline(med, color="C3", ls=":", label=f"median crossing {med:.3g} h")
+    ax.set_xlim(0.0, right)
+    ax.set_xlabel("hours since the run's start")
+    ax.set_ylabel(plan.curve.y)
+    ax.set_title(f"{plan.curve.source}: time to reach {answer.target:g}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    return ax

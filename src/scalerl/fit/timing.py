@@ -1,0 +1,208 @@
+"""From compute to hours: a run's clock, and the time to reach a target.
+
+**The clock.** A run's records pair compute with wall time (``wall_s``, seconds since the
+run's start, resumes included). Hours at a compute the run has passed are read off its own
+records (linear interpolation); beyond its last record they are extrapolated at the
+*recent* rate, seconds per unit of compute ``s``, measured over the last half of the timed
+records (warm-up, compilation and the first weight sync are excluded that way):
+
+    t(C) = t_last + (C - C_last) * s,  C > C_last.
+
+The rate's own variability widens the interval: the recent part is cut into ``BLOCKS``
+consecutive blocks, each gives its rate ``s_b``, and the future rate is taken as
+``N(s, sd(s_b))`` (truncated at ``s / 10``): the spread *between* blocks, not its standard
+error, because a rate that drifted over the recent past may keep drifting. A peer's log
+without wall time takes ``s`` (and optionally its sd) from a speeds file; its hours count
+from compute 0. Device-hours are ``devices x hours``; a run's devices are its compute per
+wall hour (``compute_gpu_hours`` is itself devices x hours, ``scalerl.compute``).
+
+**Time to target.** ``C*`` is drawn from its distribution (``scalerl.fit.crossing``) and the
+rate from the clock's, independently, ``N_DRAWS`` times with a fixed seed; hours are those
+draws' median and ``(1 -/+ level) / 2`` quantiles (``inf`` when the quantile falls where the
+target is never reached), device-hours ``devices`` times them. ``p_reach`` is the share of
+draws within every budget given (hours and compute). With a rate that does not vary the map
+from compute to hours is monotone and fixed, so quantiles and ``p_reach`` are read off the
+crossing's CDF exactly (a flat CDF near a ceiling made the draws' median wander).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from scalerl.fit.crossing import Crossing
+from scalerl.fit.errors import CurveError
+
+__all__ = ["BLOCKS", "Clock", "TimeToTarget", "clock_from_records", "clock_from_speeds", "read_records",
+           "time_to_target"]  # fmt: skip
+
+BLOCKS = 4
+N_DRAWS = 20000
+MIN_TIMED = 3  # timed records needed beyond the first: a rate and a spread
+WALL, COMPUTE = "wall_s", "compute_gpu_hours"
+
+
+@dataclass(frozen=True, eq=False)
+class Clock:
+    """Wall time as a function of compute (module docstring)."""
+
+    compute: np.ndarray  # (n,) the run's own timed records (may be empty: a speeds file)
+    wall_s: np.ndarray  # (n,)
+    s: float  # recent seconds per unit of compute
+    s_sd: float  # the rate's spread between recent blocks
+    devices: float
+
+    @property
+    def anchor(self) -> tuple[float, float]:
+        """(compute, seconds) from which the rate extrapolates."""
+        return (float(self.compute[-1]), float(self.wall_s[-1])) if self.compute.size else (0.0, 0.0)
+
+    def hours(self, C, s=None) -> np.ndarray:
+        """Hours since the start at compute ``C`` (at rate ``s``, default the clock's)."""
+        C = np.asarray(C, dtype=float)
+        s = self.s if s is None else np.asarray(s, dtype=float)
+        c0, t0 = self.anchor
+        with np.errstate(invalid="ignore"):
+            ahead = t0 + (C - c0) * s
+        if self.compute.size:
+            past = np.interp(C, self.compute, self.wall_s)
+            ahead = np.where(C <= c0, past, ahead)
+        return np.where(np.isinf(C), np.inf, ahead) / 3600.0
+
+    def to_dict(self) -> dict:
+        return {"seconds_per_compute": self.s, "seconds_per_compute_sd": self.s_sd, "devices": self.devices,
+                "now_hours": self.anchor[1] / 3600.0, "now_compute": self.anchor[0]}  # fmt: skip
+
+
+def read_records(path: Path) -> list[dict]:
+    """Every JSON object of a metrics file (a torn last line of a live run is skipped)."""
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        for number, text in enumerate(handle, 1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError:
+                if text.endswith("\n"):
+                    raise CurveError(f"{path} line {number} is not valid JSON.") from None
+                break
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def clock_from_records(records: list[dict], source: str, x: str = COMPUTE) -> Clock:
+    """The clock of a run from its records' ``wall_s`` and compute column ``x``."""
+    timed = [(float(r[x]), float(r[WALL])) for r in records
+             if isinstance(r.get(x), int | float) and isinstance(r.get(WALL), int | float)]  # fmt: skip
+    if len(timed) < MIN_TIMED + 1:
+        raise CurveError(
+            f"{source} has {len(timed)} records with both {WALL} and {x}; the time to target needs at "
+            f"least {MIN_TIMED + 1} (give a log without timing a speeds file with --speeds)."
+        )
+    c, t = (np.array(v) for v in zip(*timed))
+    recent = slice(len(c) // 2, None) if len(c) >= 2 * (MIN_TIMED + 1) else slice(None)
+    rc, rt = c[recent], t[recent]
+    if rc[-1] <= rc[0] or rt[-1] <= rt[0]:
+        raise CurveError(f"{source}: compute or wall time does not grow over the recent records, so no rate.")
+    s = float((rt[-1] - rt[0]) / (rc[-1] - rc[0]))
+    edges = np.linspace(0, rc.size - 1, min(BLOCKS, rc.size - 1) + 1).round().astype(int)
+    blocks = [(rt[b] - rt[a]) / (rc[b] - rc[a]) for a, b in zip(edges[:-1], edges[1:]) if rc[b] > rc[a]]
+    sd = float(np.std(blocks, ddof=1)) if len(blocks) > 1 else 0.0
+    return Clock(c, t, s, sd, 3600.0 / s)
+
+
+def clock_from_speeds(path: Path) -> Clock:
+    """A clock from a speeds file: JSON ``{"seconds_per_compute": s, "devices": D}``, optional
+    ``"seconds_per_compute_sd"`` (default 0); hours count from compute 0."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise CurveError(f"{path} is not valid JSON ({err.msg}).") from None
+    if not isinstance(data, dict):
+        raise CurveError(f"{path} must hold a JSON object with seconds_per_compute and devices.")
+    values = {}
+    for name, required in (("seconds_per_compute", True), ("devices", True), ("seconds_per_compute_sd", False)):
+        value = data.get(name, None if required else 0.0)
+        if value is None:
+            raise CurveError(f"{path} has no {name} (seconds of wall time per unit of the log's compute; devices).")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value) or value < 0 or (
+                required and value == 0):
+            raise CurveError(f"{path}: {name} must be a positive number, got {value!r}.")
+        values[name] = float(value)
+    empty = np.array([], dtype=float)
+    return Clock(empty, empty, values["seconds_per_compute"], values["seconds_per_compute_sd"], values["devices"])
+
+
+@dataclass(frozen=True)
+class TimeToTarget:
+    """Compute, hours and device-hours to reach ``target``: (median, lo, hi) each."""
+
+    target: float
+    level: float
+    compute: tuple[float, float, float]
+    hours: tuple[float, float, float]
+    device_hours: tuple[float, float, float]
+    p_reach_at_all: float  # P(the expected curve reaches the target at all, within REACH x)
+    reachable: bool
+    p_reach: float | None = None  # within the budgets given
+    budget_hours: float | None = None
+    budget_compute: float | None = None
+
+    def to_dict(self) -> dict:
+        def triple(v):
+            return {"median": v[0], "lo": v[1], "hi": v[2]}
+
+        out = {"target": self.target, "level": self.level, "reachable": self.reachable,
+               "p_reach_at_all": self.p_reach_at_all, "compute": triple(self.compute),
+               "hours": triple(self.hours), "device_hours": triple(self.device_hours)}  # fmt: skip
+        if self.p_reach is not None:
+            out |= {"p_reach": self.p_reach, "budget": {"hours": self.budget_hours, "compute": self.budget_compute}}
+        return out
+
+
+def _quantiles(x: np.ndarray, level: float) -> tuple[float, float, float]:
+    tail = (1.0 - level) / 2.0
+    # inverted_cdf never interpolates between a finite draw and inf (which gives NaN)
+    return tuple(float(v) for v in np.quantile(x, [0.5, tail, 1.0 - tail], method="inverted_cdf"))
+
+
+def time_to_target(
+    cross: Crossing, clock: Clock, *, budget_hours: float | None = None, budget_compute: float | None = None,
+    seed: int = 0,
+) -> TimeToTarget:
+    """Module docstring: ``C*`` draws through the clock, at the crossing's level. A clock
+    whose rate does not vary (scalerl's own runs: compute is devices x hours) maps the
+    crossing's quantiles and CDF through it exactly, without draws."""
+    if clock.s_sd == 0:
+        hours = tuple(float(h) for h in clock.hours(np.array(cross.interval)))
+        p_reach = None
+        if budget_hours is not None or budget_compute is not None:
+            limit = np.inf if budget_compute is None else budget_compute
+            if budget_hours is not None:
+                within = cross.grid[clock.hours(cross.grid) <= budget_hours]
+                limit = min(limit, float(within[-1]) if within.size else 0.0)
+            p_reach = cross.p_within(limit) if np.isfinite(limit) else cross.p_reach
+    else:
+        rng = np.random.default_rng(seed)
+        c_star = cross.sample(N_DRAWS, rng)
+        s = np.maximum(rng.normal(clock.s, clock.s_sd, N_DRAWS), clock.s / 10.0)
+        drawn = clock.hours(c_star, s)
+        hours = _quantiles(drawn, cross.level)
+        p_reach = None
+        if budget_hours is not None or budget_compute is not None:
+            ok = np.ones(N_DRAWS, dtype=bool)
+            if budget_hours is not None:
+                ok &= drawn <= budget_hours
+            if budget_compute is not None:
+                ok &= c_star <= budget_compute
+            p_reach = float(np.mean(ok))
+    device_hours = tuple(h * clock.devices for h in hours)
+    return TimeToTarget(
+        cross.target, cross.level, cross.interval, hours, device_hours, cross.p_reach, cross.reachable, p_reach,
+        budget_hours, budget_compute,
+    )  # fmt: skip

@@ -1,0 +1,81 @@
+"""What a run tells its user about the rewards: how they are trained on, and what the first
+batch showed.
+
+- At start, one line (:func:`describe_rewards`): the reward as returned, what the loss trains
+  on (``task.reward``'s form and ``length.truncation_is_failure``, ``auto`` decided), what a
+  pass is (``task.pass_threshold``) and which validation curve the forecast fits
+  (``forecast.metric``). Nothing about a user's reward changes without being said here.
+- On the first batch (:func:`check_first_batch`): user code that failed on every sample stops
+  the run with one sentence; a reward function that declined every sample is said once; a
+  graded reward (a value other than −1, 0 or 1) under the pass-rate forecast is warned about
+  once, since a pass then means reaching ``task.pass_threshold``, not "some credit".
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scalerl.config import Config, ConfigError
+
+GRADES = (-1.0, 0.0, 1.0)
+"""Rewards a pass/fail reward takes ({0, 1} or ±1); any other value is graded (partial credit)."""
+
+
+def describe_rewards(cfg: Config) -> str:
+    """The one start line: source, transform, pass rule and fitted curve, each with its key."""
+    specs = cfg.task.reward_specs
+    source = (f"task.reward_fn {specs[0]}" if cfg.task.reward_fn is not None
+              else f"task.reward_fns {' '.join(specs)} (weighted sum)" if specs else f"env.name {cfg.env.name}" if cfg.env.name is not None else f"task {cfg.task.name}")
+    form = "2r − 1 (the paper's ±1)" if cfg.reward_form == "pm1" else "r as returned"
+    cut = ("a completion cut by sampling.max_new_tokens trains as a failure (r = 0)" if cfg.truncation_fails
+           else "a cut completion keeps its reward")
+    return (f"rewards: r as {source} returns it is logged as reward_mean; the loss trains on {form} "
+            f"(task.reward={cfg.reward_form}{' from auto' if cfg.task.reward == 'auto' else ''}), and {cut} "
+            f"(length.truncation_is_failure={str(cfg.truncation_fails).lower()}"
+            f"{' from auto' if cfg.length.truncation_is_failure == 'auto' else ''}); a pass is r ≥ "
+            f"{cfg.task.pass_threshold:g} (task.pass_threshold); the forecast fits {cfg.fitted_metric} "
+            "(forecast.metric).")
+
+
+def check_first_batch(cfg: Config, batch, log) -> None:
+    """A user's environment (``env.name``) or reward function (``task.reward_fn``) that failed
+    on every sample of the run's first batch is broken, not unlucky: :class:`ConfigError`, one
+    sentence (its first failure was shown where it happened). A reward function that declined
+    (None) every sample of it, and a graded reward under the pass-rate forecast, are said once
+    through ``log``: training goes on."""
+    total = sum(len(g.completions) for g in batch)
+    rewards = np.concatenate([np.asarray(g.rewards, dtype=np.float64) for g in batch]) if batch else np.empty(0)
+    unscored = int(np.isnan(rewards).sum())
+    specs = " ".join(cfg.task.reward_specs)  # task.reward_fn, or each of task.reward_fns
+    field = "task.reward_fns" if cfg.task.reward_fns else "task.reward_fn"
+    if specs and total and unscored >= total:
+        log(f"{field} {specs} returned None (cannot be scored) for every sample of the "
+            f"first batch ({unscored} of {total}, counted in reward_none), so nothing could be learned from it "
+            "and a validation with no scored sample has no pass rate (null); a function that ends without "
+            "`return` returns None.")
+    graded = _graded(rewards)
+    if graded is not None and cfg.forecast.metric == "pass_rate":
+        log(f"the reward is graded (the first batch has r = {graded:g}): a sample passes only at r ≥ "
+            f"{cfg.task.pass_threshold:g} (task.pass_threshold), so pass_rate and val_pass_rate count those, and "
+            "the forecast fits val_pass_rate; set task.pass_threshold to what a pass is, or "
+            "forecast.metric=reward_mean to forecast the mean reward (logged as val_reward_mean).")
+    if cfg.env.name is not None:
+        what, counter, errors = f"env.name {cfg.env.name}", "env_errors", sum(g.env_errors for g in batch)
+    elif specs:
+        what, counter, errors = f"{field} {specs}", "reward_errors", sum(g.reward_errors for g in batch)
+    else:
+        return
+    if total and errors >= total:
+        raise ConfigError(f"{what} failed on every sample of the first batch ({errors} of {total}, counted in "
+                          f"{counter}; its first failure is shown above), so nothing could be learned; fix it "
+                          "and run again.")
+
+
+def _graded(rewards: np.ndarray) -> float | None:  # (N,) as returned, NaN = not scored
+    """The first scored reward that is not −1, 0 or 1, or None."""
+    for r in rewards:
+        if not math.isnan(r) and not any(abs(r - g) < 1e-6 for g in GRADES):
+            return float(r)
+    return None

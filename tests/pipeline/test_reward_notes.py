@@ -1,0 +1,80 @@
+"""The run's first batch: user code that failed on every sample stops the run (one sentence);
+a reward function that declined every sample is said once and training goes on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalerl.config import ConfigError, load_config
+from scalerl.pipeline.reward_notes import check_first_batch, describe_rewards
+from scalerl.types import Completion, Group
+
+
+def _group(rewards, reward_errors=0) -> Group:
+    done = Completion(np.array([1]), np.array([2]), np.zeros(1, np.float32), np.zeros(1, np.int64),
+                      np.ones(1, bool), "stop", text="x")
+    return Group(0, [done] * len(rewards), np.array(rewards, np.float32), reward_errors=reward_errors)
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    reward = tmp_path / "reward.py"
+    reward.write_text("def score(completion, **fields):\n    pass\n")
+    return load_config("scalerl", [f"task.reward_fn={reward}:score"])
+
+
+def test_a_reward_function_that_declined_every_sample_is_said_once(cfg):
+    said = []
+    check_first_batch(cfg, [_group([np.nan] * 4), _group([np.nan] * 4)], said.append)
+    assert len(said) == 1 and "returned None (cannot be scored) for every sample of the first batch (8 of 8" in said[0]
+    assert "ends without `return`" in said[0]
+    check_first_batch(cfg, [_group([np.nan] * 4), _group([np.nan, 0.0, 1.0, 0.0])], said.append)
+    assert len(said) == 1  # one sample scored: nothing to say
+
+
+def test_a_reward_function_that_failed_on_every_sample_stops_the_run(cfg):
+    with pytest.raises(ConfigError, match=r"failed on every sample of the first batch \(4 of 4"):
+        check_first_batch(cfg, [_group([0.0] * 4, reward_errors=4)], print)
+
+
+def test_a_list_of_reward_functions_that_failed_on_every_sample_is_named(tmp_path):
+    reward = tmp_path / "reward.py"
+    reward.write_text("def a(completion, **fields):\n    return 1.0\ndef b(completions, **kw):\n    return []\n")
+    cfg = load_config("scalerl", [f"task.reward_fns=[{reward}:a, {reward}:b]"])
+    assert cfg.reward_form == "as_is"  # several user functions: the user's reward
+    with pytest.raises(ConfigError, match=rf"task.reward_fns {reward}:a {reward}:b failed on every sample"):
+        check_first_batch(cfg, [_group([1.0] * 4, reward_errors=4)], print)
+
+
+def test_auto_trains_a_users_reward_as_returned_and_a_built_in_task_the_papers_way(cfg):
+    assert (cfg.reward_form, cfg.truncation_fails) == ("as_is", False)  # task.reward_fn: the user's reward
+    builtin = load_config("scalerl")
+    assert (builtin.reward_form, builtin.truncation_fails) == ("pm1", True)  # addition: digest §2.1
+    tools = load_config("scalerl-tools")  # this package's own calculator environment
+    assert (tools.reward_form, tools.truncation_fails) == ("pm1", True)
+    chosen = load_config("scalerl", [f"task.reward_fn={cfg.task.reward_fn}", "task.reward=pm1",
+                                     "length.truncation_is_failure=true"])
+    assert (chosen.reward_form, chosen.truncation_fails) == ("pm1", True)  # explicit wins
+    assert load_config("scalerl", ["task.reward=binary"]).reward_form == "as_is"  # the old name
+
+
+def test_the_start_line_says_every_transform_and_its_key(cfg):
+    line = describe_rewards(cfg)
+    assert "logged as reward_mean" in line and "r as returned (task.reward=as_is from auto)" in line
+    assert "a cut completion keeps its reward (length.truncation_is_failure=false from auto)" in line
+    assert "a pass is r ≥ 1 (task.pass_threshold)" in line and "fits val_pass_rate (forecast.metric)" in line
+    paper = describe_rewards(load_config("scalerl", ["forecast.metric=reward_mean"]))
+    assert "2r − 1" in paper and "trains as a failure" in paper and "fits val_reward_mean" in paper
+
+
+def test_a_graded_reward_under_the_pass_rate_forecast_is_warned_about_once(cfg):
+    said = []
+    check_first_batch(cfg, [_group([0.0, 1.0, -1.0, np.nan])], said.append)
+    assert said == []  # pass/fail rewards: nothing to say
+    check_first_batch(cfg, [_group([0.0, 0.2, 1.0, 1.0])], said.append)
+    assert len(said) == 1 and "graded (the first batch has r = 0.2)" in said[0]
+    assert "task.pass_threshold" in said[0] and "forecast.metric=reward_mean" in said[0]
+    fitted = load_config("scalerl", [f"task.reward_fn={cfg.task.reward_fn}", "forecast.metric=reward_mean"])
+    check_first_batch(fitted, [_group([0.0, 0.2, 1.0, 1.0])], said.append)
+    assert len(said) == 1  # the mean reward is what is forecast: nothing to warn about
