@@ -159,7 +159,7 @@ def test_a_stop_drains_only_until_its_deadline_and_keeps_the_rest_held():
 
 
 def test_a_stop_during_a_learner_evaluation_leaves_its_record_without_metrics():
-    from scalerl.rollout.rollout import RolloutStopped
+    from scalerl.rollout.trajectory import RolloutStopped
 
     class Stopped:
         prefix = "val"

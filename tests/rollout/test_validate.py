@@ -81,7 +81,7 @@ def test_bad_arguments(model, tokenizer):
 
 
 def test_a_stop_abandons_the_validation_between_decode_steps_and_rewards(model, tokenizer):
-    from scalerl.rollout.rollout import RolloutStopped
+    from scalerl.rollout.trajectory import RolloutStopped
 
     engine, params = TorchEngine(model, tokenizer), SamplingParams(max_new_tokens=8, seed=3)
     with pytest.raises(RolloutStopped):  # during decoding

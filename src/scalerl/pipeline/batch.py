@@ -41,7 +41,7 @@ from scalerl.data.tasks.base import in_form, passes
 from scalerl.data.tasks.user_reward import reward_part_metrics
 from scalerl.pipeline.queues import staleness
 from scalerl.pipeline.rules import BatchRules
-from scalerl.rollout.rollout import trajectory_metrics
+from scalerl.rollout.trajectory import trajectory_metrics
 from scalerl.types import Completion, Group
 
 

@@ -54,7 +54,7 @@ class LearnerEvaluation:
         """Evaluate now; no weight snapshot is kept (the result is in before any checkpoint).
         A stop requested meanwhile abandons it: the step's record has no evaluation metrics."""
         from scalerl.eval import evaluate
-        from scalerl.rollout.rollout import RolloutStopped
+        from scalerl.rollout.trajectory import RolloutStopped
         from scalerl.user_code import abandon_when
 
         start = time.perf_counter()

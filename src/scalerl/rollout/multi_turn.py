@@ -55,7 +55,7 @@ from scalerl.rollout.env import (
     observation_chars,
 )
 from scalerl.rollout.observation import ObservationRenderer
-from scalerl.rollout.rollout import Trajectories, check_stop
+from scalerl.rollout.trajectory import Trajectories, check_stop
 from scalerl.types import Completion, SamplingParams, Turn
 from scalerl.user_code import CallTimedOut, TooManyStuck, UserCalls, UserCodeFailed, format_failure
 

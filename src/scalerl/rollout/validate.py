@@ -136,7 +136,7 @@ def validate(
     examples = list(task.validation())[:num_prompts]
     if not examples:
         raise ValueError(f"validate: task {getattr(task, 'name', task)!r} has no validation examples")
-    from scalerl.rollout.rollout import stop_hook
+    from scalerl.rollout.trajectory import stop_hook
 
     scored_groups = rollout.run(engine, examples, k, params, on_step=stop_hook(stop))  # prompt-major: k per prompt
     completions = [c for t in scored_groups for c in t.completions]
