@@ -76,7 +76,7 @@ def test_a_user_environment_from_a_file_trains_on_the_local_backend(warm_model_d
     # turn with EOS, the environment answers, and the model takes a second turn
     assert records[0]["val_turns_mean"] > 1 and records[-1]["val_turns_mean"] >= 1
     for r in records[1:]:
-        assert r["env_errors"] == 0 and 1 <= r["turns_mean"] <= 3 and r["trained_tokens"] > 0
+        assert r["env_errors"] == 0 and 1 <= r["turns_mean"] <= 3 and r["step_trained_tokens"] > 0
         assert 0 <= r["env_tokens_frac"] < 1 and r["tool_calls_mean"] <= 2
     samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
     multi = [s for s in samples if "turns" in s]

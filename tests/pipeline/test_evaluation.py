@@ -56,7 +56,7 @@ def test_records_are_released_in_step_order_with_their_evaluation_tokens_counted
     assert [r["step"] for r in out] == [0, 1, 2, 3] and records.pending == 0
     assert [r.get("val_pass_rate") for r in out] == [0.1, None, 0.4, None]
     # tokens of the evaluation of step s count from step s on: 5 from step 0, 5 + 7 from step 2
-    assert [r["gen_tokens"] for r in out] == [5, 5, 12, 12]
+    assert [r["total_gen_tokens"] for r in out] == [5, 5, 12, 12]
     assert [r["flops"] for r in out] == [2 * 10 * t for t in (5, 5, 12, 12)]
     assert meter.gen_tokens == 12 and out[0]["eval_s"] == 1.5 and "learner_eval_s" in out[0]
 

@@ -248,11 +248,11 @@ def make_logger(cfg: Config, run_dir: Path, start_step: int):
     from scalerl.metrics import (
         JsonlSink,
         MetricsLogger,
-        ProgressBar,
         SamplesSink,
         TensorBoardSink,
         WandbSink,
     )
+    from scalerl.progress import progress_sink
 
     sinks: list = [JsonlSink(run_dir / "metrics.jsonl")]
     if cfg.log.samples:
@@ -262,7 +262,7 @@ def make_logger(cfg: Config, run_dir: Path, start_step: int):
     if cfg.log.wandb:
         sinks.append(WandbSink(cfg.log.wandb_project, cfg.name, cfg.model_dump(mode="json"), run_dir))
     if cfg.log.progress:
-        sinks.append(ProgressBar(cfg.train.steps, start_step, cfg.name))
+        sinks.append(progress_sink(cfg.train.steps, start_step, cfg.name, cfg.log.progress_every_s))
     return MetricsLogger(sinks)
 
 
