@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_overrides
+from glossary import undocumented
 
 from scalerl.config import load_config, recipe_names
 from scalerl.fit.readers import read_curves
@@ -92,6 +93,8 @@ def test_every_recipe_runs_a_step(recipe, warm_model_dir, tmp_path):
     last = train(cfg, tmp_path)
     assert last["step"] == 1 and last["version"] == 1
     assert (tmp_path / "checkpoint" / "meta.json").is_file()
+    # each recipe's loss, filters and environment write their own keys: each has its line
+    assert undocumented(k for r in read_records(tmp_path / "metrics.jsonl") for k in r) == []
 
 
 @pytest.mark.parametrize("mode, expected", [("sync", [0] * 6), ("ppo-off-policy", [0, 1, 2] * 2)])

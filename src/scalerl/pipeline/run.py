@@ -68,6 +68,8 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
     torch.manual_seed(cfg.train.seed)
 
     task = cfg.task.spec().build()
+    if (line := build.validation_line(cfg, task)) is not None:
+        log(line)
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
     learner, tokenizer = build.make_learner(cfg, model_dir)
     pool = build.make_pool(cfg, task)
