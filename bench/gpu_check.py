@@ -154,7 +154,7 @@ def learner_throughput(model, tokenizer, p: dict, device: str, peak: float | Non
     def step():
         batch = prepare_batch(groups, build.batch_rules(cfg), 0, tokenizer.pad_token_id)
         tokens["n"] = backward_and_step(model, opt, sched, batch, build.step_rules(cfg),
-                                        tokenizer.pad_token_id)["trained_tokens"]
+                                        tokenizer.pad_token_id)["step_trained_tokens"]
 
     seconds = _median(step, device, p["repeats"])
     flops = 6 * count_parameters(model) * tokens["n"] / seconds
@@ -215,7 +215,7 @@ def learner_ranks(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
         learner.close()
     step_s = statistics.median(times)
     return {"world_size": world, "strategy": "fsdp2", "step_s": step_s,
-            "trained_tok_s": metrics["trained_tokens"] / step_s, "learner_mfu": metrics["learner_mfu"],
+            "trained_tok_s": metrics["step_trained_tokens"] / step_s, "learner_mfu": metrics["learner_mfu"],
             "sync_s": synced.seconds, "sync_bytes": synced.bytes, "rank0": memory[0]}
 
 

@@ -100,7 +100,7 @@ def lora_vs_full(args) -> None:
     rate, sent = {}, {}
     for name, (model, _, _, _, out) in runs.items():
         secs = statistics.median(times[name])
-        rate[name] = out["trained_tokens"] / secs
+        rate[name] = out["step_trained_tokens"] / secs
         sent[name] = WeightLayout(model).size * 4  # float32 on the wire
         print(f"  {name:5s} {secs * 1e3:7.0f} ms/step  {rate[name]:8.0f} trained tokens/s  "
               f"{sent[name] / 2**20:8.2f} MiB per published version")
@@ -153,8 +153,8 @@ def main() -> None:
         secs = {name: statistics.median(ts) for name, ts in times.items()}
         print(f"\nL <= {max_new}: completion lengths {min(lens)}-{max(lens)}, mean {np.mean(lens):.1f}")
         for name, (_, m) in runs.items():
-            mfu = 6 * n_params * m["trained_tokens"] / secs[name] / peak
-            print(f"  {name:14s} {secs[name] * 1e3:7.0f} ms  real {m['trained_tokens']:6d}  slots {m['padded_tokens']:6d}  "
+            mfu = 6 * n_params * m["step_trained_tokens"] / secs[name] / peak
+            print(f"  {name:14s} {secs[name] * 1e3:7.0f} ms  real {m['step_trained_tokens']:6d}  slots {m['step_padded_tokens']:6d}  "
                   f"MFU {mfu:5.1%}  plain/this {secs['plain'] / secs[name]:.2f}x")
 
 

@@ -50,7 +50,7 @@ def _measure(learner, sink, batch: list[Group], steps: int) -> dict:
         metrics = learner.step(batch).metrics
         if i:
             times.append(time.perf_counter() - start)
-            tokens = metrics["trained_tokens"]
+            tokens = metrics["step_trained_tokens"]
     syncs = []
     for _ in range(3):
         syncs.append(learner.publish(sink).seconds)

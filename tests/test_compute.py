@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from scalerl.compute import ComputeMeter
+from scalerl.compute import ComputeMeter, TokenRates
 
 
 def test_flops_are_2n_per_generated_and_6n_per_trained_token():
@@ -38,7 +38,7 @@ def test_device_hours_scale_with_devices_and_survive_a_resume():
     clock.t += 36.0  # the resumed segment adds its own 36 s x 2 devices = 0.02 device-hours
     assert resumed.wall_s == pytest.approx(126.0, rel=1e-12)
     snap = resumed.snapshot()
-    assert set(snap) >= {"compute_gpu_hours", "flops", "wall_s"}
+    assert set(snap) == {"compute_gpu_hours", "flops", "wall_s", "total_gen_tokens", "total_trained_tokens"}
     assert snap["compute_gpu_hours"] == pytest.approx(0.07, rel=1e-12)
 
 
@@ -49,11 +49,17 @@ def test_the_default_clock_is_the_wall_clock():
     assert meter.wall_s >= 0.005 and meter.device_hours >= 2 * 0.005 / 3600
 
 
-def test_token_rates_between_snapshots():
-    meter = ComputeMeter(devices=1, n_params=1)
-    before = {"wall_s": 1.0, "gen_tokens": 100, "train_tokens": 10}
-    after = {"wall_s": 3.0, "gen_tokens": 500, "train_tokens": 50}
-    assert meter.rates(before, after) == {"gen_tokens_per_s": 200.0, "train_tokens_per_s": 20.0}
+def _snap(wall_s: float, gen: int, trained: int) -> dict:
+    return {"wall_s": wall_s, "total_gen_tokens": gen, "total_trained_tokens": trained}
+
+
+def test_token_rates_are_means_over_the_last_window_of_steps():
+    rates = TokenRates(_snap(0.0, 0, 0), window=2)
+    assert rates(_snap(2.0, 400, 40)) == {"gen_tokens_per_s": 200.0, "trained_tokens_per_s": 20.0}
+    # groups arrive in bursts: a step that received none does not read 0 ...
+    assert rates(_snap(4.0, 400, 80)) == {"gen_tokens_per_s": 100.0, "trained_tokens_per_s": 20.0}
+    # ... and the step after it is not credited with the burst alone: over steps 2-3 only
+    assert rates(_snap(6.0, 1200, 120)) == {"gen_tokens_per_s": 200.0, "trained_tokens_per_s": 20.0}
 
 
 def test_matmul_peak_is_positive_and_takes_a_device_object():

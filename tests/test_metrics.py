@@ -79,3 +79,30 @@ def test_tensorboard_events_are_read_back_and_a_full_disk_raises_on_the_callers_
     assert err.value.errno == errno.ENOSPC
     logger.close()  # the next sink is closed even after a failed one
     assert closed == [1]
+
+
+def test_an_old_run_s_renamed_keys_are_read_under_their_current_names_and_kept_so_on_resume(tmp_path):
+    from scalerl.metrics import RENAMED
+
+    path = tmp_path / "metrics.jsonl"
+    sink = JsonlSink(path)
+    for step in range(3):  # as written before the rename
+        sink.write({"step": step, "compute_gpu_hours": 0.1 * (step + 1), "gen_tokens": 10 * step,
+                    "train_tokens": 4 * step, "trained_tokens": 4, "padded_tokens": 6, "train_tokens_per_s": 2.0})
+    sink.close()
+    first = read_records(path)[1]
+    assert first == {"step": 1, "compute_gpu_hours": 0.2, "total_gen_tokens": 10, "total_trained_tokens": 4,
+                     "step_trained_tokens": 4, "step_padded_tokens": 6, "trained_tokens_per_s": 2.0}
+    truncate_after(path, 1)  # a resume continues the file under the current names
+    on_disk = [json.loads(line) for line in path.read_text().splitlines()]
+    assert not set(RENAMED) & {k for r in on_disk for k in r}
+
+
+def test_the_glossary_check_fails_on_a_key_without_its_line():
+    from glossary import undocumented
+
+    from scalerl.metrics import RENAMED
+
+    assert undocumented({"step", "val_pass_at_4_stderr", "reward/format", "downstream_len", "new_key"}) == ["new_key"]
+    assert undocumented(RENAMED) == sorted(RENAMED)  # the old names are no current key
+    assert undocumented(RENAMED.values()) == []

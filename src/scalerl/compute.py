@@ -15,12 +15,21 @@
 
 The sigmoid fit uses device-hours as ``compute_gpu_hours``; FLOPs are logged beside it so
 curves from different machines can be compared on a hardware-free axis.
+
+Throughput (:class:`TokenRates`) is measured over the last ``RATE_WINDOW`` steps, not per step:
+generated groups arrive in bursts (one collect can fill two steps' batches), so a per-step
+rate read 0 on one step and twice the true rate on the next.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
+
+RATE_WINDOW = 10
+"""Steps :class:`TokenRates` averages over: long enough to span several bursts of arriving
+groups, short enough to follow a change of pace within a minute of a tiny run."""
 
 
 class ComputeMeter:
@@ -65,16 +74,8 @@ class ComputeMeter:
             "compute_gpu_hours": self.device_hours,
             "flops": self.flops,
             "wall_s": self.wall_s,
-            "gen_tokens": self.gen_tokens,
-            "train_tokens": self.train_tokens,
-        }
-
-    def rates(self, previous: dict[str, float], current: dict[str, float]) -> dict[str, float]:
-        """Generated and trained tokens per wall second between two snapshots."""
-        dt = max(current["wall_s"] - previous["wall_s"], 1e-9)
-        return {
-            "gen_tokens_per_s": (current["gen_tokens"] - previous["gen_tokens"]) / dt,
-            "train_tokens_per_s": (current["train_tokens"] - previous["train_tokens"]) / dt,
+            "total_gen_tokens": self.gen_tokens,
+            "total_trained_tokens": self.train_tokens,
         }
 
     def state_dict(self) -> dict[str, float]:
@@ -88,6 +89,28 @@ class ComputeMeter:
         self.gen_tokens = int(state["gen_tokens"])
         self.train_tokens = int(state["train_tokens"])
         self._start = self._clock()
+
+
+class TokenRates:
+    """Generated and trained tokens per wall second over the last ``window`` steps.
+
+    ``rate = (total_now − total_then) / (wall_now − wall_then)``, with *then* the snapshot
+    ``window`` steps back (the session's first snapshot until there are that many): a mean
+    over the window's time, which a step that received no group does not pull to 0.
+    """
+
+    def __init__(self, first: dict[str, float], window: int = RATE_WINDOW) -> None:
+        self._snapshots: deque[dict[str, float]] = deque([first], maxlen=window + 1)
+
+    def __call__(self, current: dict[str, float]) -> dict[str, float]:
+        """Add the snapshot of the step just ended; the rates over the window it closes."""
+        self._snapshots.append(current)  # drops the one past the window
+        then = self._snapshots[0]
+        dt = max(current["wall_s"] - then["wall_s"], 1e-9)
+        return {
+            "gen_tokens_per_s": (current["total_gen_tokens"] - then["total_gen_tokens"]) / dt,
+            "trained_tokens_per_s": (current["total_trained_tokens"] - then["total_trained_tokens"]) / dt,
+        }
 
 
 def matmul_peak(device: str = "cpu", dtype=None, n: int | None = None, repeats: int = 5) -> float:

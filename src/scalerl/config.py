@@ -302,7 +302,12 @@ class LogConfig(_Frozen):
     wandb_project: str = "scalerl"
     """W&B project name."""
     progress: bool = True
-    """Show a rich progress bar (step, reward, validation pass rate, ETA)."""
+    """Show the run's progress (step, reward, latest validation pass rate, pace, ETA): rich's
+    live bar when stdout is a terminal, else plain lines (``progress_every_s``)."""
+    progress_every_s: float = Field(30.0, ge=0)
+    """With stdout not a terminal (a batch job, ``nohup``, ``> log``): print one whole progress
+    line at most this often as steps are logged, the line again (with how long no step came)
+    when this long passes without one, and the last state at the end; 0 prints every step."""
     samples: int = Field(8, ge=0)
     """Samples each evaluation appends to ``RUN_DIR/samples.jsonl`` (and TensorBoard's text)."""
 

@@ -1,8 +1,11 @@
-"""Metric sinks: the JSONL file (always), TensorBoard and W&B (optional), and a progress bar.
+"""Metric sinks: the JSONL file (always), TensorBoard and W&B (optional); the console's
+progress display is ``scalerl.progress``.
 
 ``RUN_DIR/metrics.jsonl`` holds one JSON object per optimiser step (step 0 is the evaluation
 of the starting policy, R0). Every record carries ``step``, ``compute_gpu_hours`` and
-``flops``; evaluation steps add ``val_pass_rate``. ``scalerl fit RUN_DIR/metrics.jsonl``
+``flops``; evaluation steps add ``val_pass_rate``. ``docs/METRICS.md`` says what every key
+counts, in which unit. Keys renamed since (:data:`RENAMED`) are read under their current
+names: :func:`read_records` renames them in the records it returns. ``scalerl fit RUN_DIR/metrics.jsonl``
 reads it as it is (``scalerl.fit.readers`` picks x = ``compute_gpu_hours``, y = ``val_pass_rate``
 and skips records without a validation value).
 
@@ -21,7 +24,23 @@ import os
 import socket
 import time
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
+
+RENAMED = MappingProxyType({
+    "gen_tokens": "total_gen_tokens",
+    "train_tokens": "total_trained_tokens",
+    "trained_tokens": "step_trained_tokens",
+    "padded_tokens": "step_padded_tokens",
+    "train_tokens_per_s": "trained_tokens_per_s",
+})
+"""Metric keys renamed (issue 29: ``train_tokens`` was cumulative and ``trained_tokens`` per
+step), old name -> current name. Runs written before keep their old keys on disk."""
+
+
+def current_names(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with every key of :data:`RENAMED` under its current name."""
+    return {RENAMED.get(key, key): value for key, value in record.items()}
 
 
 def _clean(value: Any) -> Any:
@@ -47,7 +66,9 @@ class JsonlSink:
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """All whole JSON records of a metrics file (a torn trailing line is skipped)."""
+    """All whole JSON records of a metrics file (a torn trailing line is skipped), with the
+    keys of :data:`RENAMED` under their current names (so a resumed old run's file, which
+    :func:`truncate_after` rewrites from these, continues under one set of names)."""
     records = []
     if not Path(path).exists():
         return records
@@ -57,7 +78,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
         if isinstance(record, dict):
-            records.append(record)
+            records.append(current_names(record))
     return records
 
 
@@ -151,54 +172,6 @@ class WandbSink:
         self.run.finish()
 
 
-class ProgressBar:
-    """A rich progress bar: step, train reward, last validation pass rate, ETA."""
-
-    def __init__(self, total: int, start: int, name: str) -> None:
-        from rich.progress import (
-            BarColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn(f"[bold]{name}[/] step {{task.completed}}/{{task.total}}"),
-            BarColumn(bar_width=10),
-            TextColumn("reward {task.fields[reward]}  val {task.fields[val]}  {task.fields[forecast]}"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-        )
-        self.task = self.progress.add_task("train", total=total, completed=start, reward="-", val="-",
-                                           forecast="")
-        self.progress.start()
-
-    def write(self, record: dict[str, Any]) -> None:
-        fields: dict[str, Any] = {"completed": int(record["step"])}
-        if record.get("reward_mean") is not None:
-            fields["reward"] = f"{record['reward_mean']:+.3f}"
-        if record.get("val_pass_rate") is not None:
-            fields["val"] = f"{record['val_pass_rate']:.3f}"
-        if record.get("forecast_A") is not None:
-            fields["forecast"] = forecast_text(record)
-        self.progress.update(self.task, **fields)
-
-    def close(self) -> None:
-        self.progress.stop()
-
-
-def forecast_text(record: dict[str, Any]) -> str:
-    """The live forecast in a few characters: A with its interval ("?" when the ceiling is
-    not identified) and the forecast at the run's own budget (its interval is in the record)."""
-    mark = "" if record["forecast_identified"] else "?"
-    return (
-        f"A {record['forecast_A']:.2f}{mark} [{record['forecast_A_lo']:.2f}-{record['forecast_A_hi']:.2f}]"
-        f" end {record['forecast_final']:.2f}"
-    )
-
-
 class SamplesSink:
     """``RUN_DIR/samples.jsonl``: what the model was given and what it wrote, a few samples
     per evaluation, one ``{"step", "prompt", "completion", "reward", "finish_reason",
@@ -224,6 +197,13 @@ class MetricsLogger:
 
     def __init__(self, sinks: list) -> None:
         self.sinks = sinks
+
+    def set_deadline(self, deadline: float | None) -> None:
+        """Tell the sinks that show an ETA when (``time.monotonic()``) ``train.max_minutes``
+        ends the run."""
+        for sink in self.sinks:
+            if hasattr(sink, "set_deadline"):
+                sink.set_deadline(deadline)
 
     def write(self, record: dict[str, Any]) -> None:
         samples = record.pop("samples", None)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_overrides
+from glossary import undocumented
 
 from scalerl.config import load_config, recipe_names
 from scalerl.fit.readers import read_curves
@@ -76,7 +77,7 @@ def test_a_user_environment_from_a_file_trains_on_the_local_backend(warm_model_d
     # turn with EOS, the environment answers, and the model takes a second turn
     assert records[0]["val_turns_mean"] > 1 and records[-1]["val_turns_mean"] >= 1
     for r in records[1:]:
-        assert r["env_errors"] == 0 and 1 <= r["turns_mean"] <= 3 and r["trained_tokens"] > 0
+        assert r["env_errors"] == 0 and 1 <= r["turns_mean"] <= 3 and r["step_trained_tokens"] > 0
         assert 0 <= r["env_tokens_frac"] < 1 and r["tool_calls_mean"] <= 2
     samples = [json.loads(line) for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
     multi = [s for s in samples if "turns" in s]
@@ -92,6 +93,8 @@ def test_every_recipe_runs_a_step(recipe, warm_model_dir, tmp_path):
     last = train(cfg, tmp_path)
     assert last["step"] == 1 and last["version"] == 1
     assert (tmp_path / "checkpoint" / "meta.json").is_file()
+    # each recipe's loss, filters and environment write their own keys: each has its line
+    assert undocumented(k for r in read_records(tmp_path / "metrics.jsonl") for k in r) == []
 
 
 @pytest.mark.parametrize("mode, expected", [("sync", [0] * 6), ("ppo-off-policy", [0, 1, 2] * 2)])

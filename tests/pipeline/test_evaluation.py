@@ -56,9 +56,22 @@ def test_records_are_released_in_step_order_with_their_evaluation_tokens_counted
     assert [r["step"] for r in out] == [0, 1, 2, 3] and records.pending == 0
     assert [r.get("val_pass_rate") for r in out] == [0.1, None, 0.4, None]
     # tokens of the evaluation of step s count from step s on: 5 from step 0, 5 + 7 from step 2
-    assert [r["gen_tokens"] for r in out] == [5, 5, 12, 12]
+    assert [r["total_gen_tokens"] for r in out] == [5, 5, 12, 12]
     assert [r["flops"] for r in out] == [2 * 10 * t for t in (5, 5, 12, 12)]
     assert meter.gen_tokens == 12 and out[0]["eval_s"] == 1.5 and "learner_eval_s" in out[0]
+
+
+def test_a_checkpoint_s_held_records_under_the_old_metric_names_are_renamed_and_counted():
+    meter, late = ComputeMeter(2, n_params=10), _Late()
+    late.resubmit = lambda step, version, weights: late.submitted.append(step)
+    records = OrderedRecords(late, meter)
+    old = {"step": 4, "compute_gpu_hours": 0.1, "flops": 0.0, "wall_s": 1.0, "gen_tokens": 30, "train_tokens": 8,
+           "trained_tokens": 8}  # written before the rename
+    records.load_state_dict({"held": [old], "evaluations": [(4, 4, None)]})
+    late.deliver(4, 0.3, tokens=5)
+    [out] = records.ready()
+    assert out["total_gen_tokens"] == 35 and out["total_trained_tokens"] == 8 and out["step_trained_tokens"] == 8
+    assert not {"gen_tokens", "train_tokens", "trained_tokens"} & set(out)
 
 
 def test_drain_waits_for_every_outstanding_evaluation_and_keeps_the_traffic_moving():

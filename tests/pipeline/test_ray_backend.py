@@ -80,7 +80,7 @@ def test_ray_backend_trains_within_the_lag_bound(local_ray, nano_dir, tmp_path):
     # every group reached the learner at most k = 1 versions stale (queue policy, digest §2.2)
     assert max(r["staleness_max"] for r in trained) <= 1
     # the learner did train: each step forwarded P x G = 4 completions' tokens
-    assert all(r["trained_tokens"] > 0 for r in trained)
+    assert all(r["step_trained_tokens"] > 0 for r in trained)
     assert all(0 <= r["reward/digits"] <= 1 and 0 <= r["reward/tidy"] <= 1 and r["reward_errors"] == 0
                for r in trained)
     calls = (tmp_path / "sizes.txt").read_text().splitlines()  # written by digits in the actors
@@ -209,7 +209,7 @@ def test_a_user_environment_from_a_file_trains_on_ray(local_ray, warm_model_dir,
     records = read_records(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2]
     assert records[0]["val_turns_mean"] > 1  # the starting weights, a fixed seed: a second turn was taken
-    assert all(r["env_errors"] == 0 and r["turns_mean"] >= 1 and r["trained_tokens"] > 0 for r in records[1:])
+    assert all(r["env_errors"] == 0 and r["turns_mean"] >= 1 and r["step_trained_tokens"] > 0 for r in records[1:])
 
 
 def test_a_killed_generator_actor_is_replaced_and_the_run_finishes(local_ray, nano_dir, tmp_path):

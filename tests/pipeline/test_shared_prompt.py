@@ -92,7 +92,7 @@ def test_rows_of_one_group_with_different_prompts_are_not_merged():
     groups[0].completions[1].prompt_tokens = np.array([9, 9, 9, 9, 9])
     _, m_shared = _assert_same_step(groups, ["optim.micro_batch=64"], 1e-5)
     completion_inputs = sum(c.num_tokens - 1 for g in groups for c in g.completions)
-    assert m_shared["trained_tokens"] == 3 + 5 + 3 + completion_inputs
+    assert m_shared["step_trained_tokens"] == 3 + 5 + 3 + completion_inputs
 
 
 @pytest.mark.parametrize("fp32_head", [True, False])  # in a bf16 body the head dtype matters
@@ -135,10 +135,10 @@ def test_trained_tokens_count_what_each_path_forwards():
     _, m_plain = _step(groups, ["optim.micro_batch=64", "optim.shared_prompt=false"])
     _, m_shared = _step(groups, ["optim.micro_batch=64"])
     # plain: every row's prompt + completion; shared: each prompt once, completions less their last token
-    assert m_plain["trained_tokens"] == sum(len(c.prompt_tokens) + c.num_tokens for c in completions)
-    assert m_shared["trained_tokens"] == 4 + 1 + 7 + sum(c.num_tokens - 1 for c in completions)
-    assert m_shared["padded_tokens"] == forward_slots(completions, list(range(15))) >= m_shared["trained_tokens"]
-    assert m_plain["padded_tokens"] == 15 * max(len(c.prompt_tokens) + c.num_tokens for c in completions)
+    assert m_plain["step_trained_tokens"] == sum(len(c.prompt_tokens) + c.num_tokens for c in completions)
+    assert m_shared["step_trained_tokens"] == 4 + 1 + 7 + sum(c.num_tokens - 1 for c in completions)
+    assert m_shared["step_padded_tokens"] == forward_slots(completions, list(range(15))) >= m_shared["step_trained_tokens"]
+    assert m_plain["step_padded_tokens"] == 15 * max(len(c.prompt_tokens) + c.num_tokens for c in completions)
 
 
 @pytest.mark.parametrize("micro_batch", [5, 2])
@@ -149,8 +149,8 @@ def test_a_prompt_split_over_micro_batches_counts_once_in_each(micro_batch):
     chunks = micro_batches(completions, list(range(15)), micro_batch)
     # each chunk forwards the distinct prompts of its rows (row i belongs to group i // 5)
     recomputed = sum(sum(len(groups[g].completions[0].prompt_tokens) for g in {i // 5 for i in c}) for c in chunks)
-    assert metrics["trained_tokens"] == recomputed + sum(c.num_tokens - 1 for c in completions)
-    assert metrics["padded_tokens"] == sum(forward_slots(completions, c) for c in chunks)
+    assert metrics["step_trained_tokens"] == recomputed + sum(c.num_tokens - 1 for c in completions)
+    assert metrics["step_padded_tokens"] == sum(forward_slots(completions, c) for c in chunks)
 
 
 def test_micro_batches_are_a_partition_of_the_live_rows():

@@ -67,7 +67,7 @@ def test_zero_variance_prompts_are_left_out_of_the_loss():
 
 def test_all_constant_batch_takes_no_optimiser_step():
     grads, metrics = _grads(_batch([[1, 1, 1, 1], [-1, -1, -1, -1]]))
-    assert grads is None and metrics["trained_tokens"] == 0
+    assert grads is None and metrics["step_trained_tokens"] == 0
 
 
 def test_masked_injected_tokens_get_no_gradient():

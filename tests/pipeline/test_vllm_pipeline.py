@@ -61,7 +61,7 @@ def test_a_pipeline_run_keeps_fresh_tokens_exact_within_the_lag_bound_and_resume
     last, records = _run(_config(warm_model_dir, *overrides, "train.steps=4"), tmp_path / "run")
     trained = [r for r in records if "grad_norm" in r]
     assert last["step"] == 4 and last["version"] == 4
-    assert all(r["trained_tokens"] > 0 for r in trained) and any(r["grad_norm"] > 0 for r in trained)
+    assert all(r["step_trained_tokens"] > 0 for r in trained) and any(r["grad_norm"] > 0 for r in trained)
     assert all(0 <= r["staleness_max"] <= k for r in trained)  # versions stamped per token
     # tokens sampled wholly (weights and KV) by the trainer's version agree with it; which
     # tokens are fresh depends on timing, so only those present are checked

@@ -244,15 +244,27 @@ def make_backend(cfg: Config, spec, model: torch.nn.Module, clock=lambda: 0) -> 
     raise ValueError(f"unknown backend {name!r}")
 
 
+def validation_line(cfg: Config, task) -> str | None:
+    """Where a task read from a file takes its validation prompts from, and how many each
+    evaluation uses (None: a generated task, whose validation set is drawn apart by design)."""
+    note = getattr(task, "validation_note", None)  # a user's reward function wraps the task
+    if note is None:
+        return None
+    held = len(task.validation())
+    if cfg.eval.num_prompts is not None and cfg.eval.num_prompts < held:
+        note += f" Each evaluation uses the first {cfg.eval.num_prompts} of them (eval.num_prompts)."
+    return note
+
+
 def make_logger(cfg: Config, run_dir: Path, start_step: int):
     from scalerl.metrics import (
         JsonlSink,
         MetricsLogger,
-        ProgressBar,
         SamplesSink,
         TensorBoardSink,
         WandbSink,
     )
+    from scalerl.progress import progress_sink
 
     sinks: list = [JsonlSink(run_dir / "metrics.jsonl")]
     if cfg.log.samples:
@@ -262,7 +274,7 @@ def make_logger(cfg: Config, run_dir: Path, start_step: int):
     if cfg.log.wandb:
         sinks.append(WandbSink(cfg.log.wandb_project, cfg.name, cfg.model_dump(mode="json"), run_dir))
     if cfg.log.progress:
-        sinks.append(ProgressBar(cfg.train.steps, start_step, cfg.name))
+        sinks.append(progress_sink(cfg.train.steps, start_step, cfg.name, cfg.log.progress_every_s))
     return MetricsLogger(sinks)
 
 

@@ -118,6 +118,8 @@ def _handle(args: argparse.Namespace) -> int:
     # transformers' per-load progress bars would interleave with ours (generators inherit
     # this); set before the checks, whose tokenizer load imports transformers
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if hasattr(sys.stdout, "reconfigure"):  # a batch job's log gets each line as it is said, not 8 KiB later
+        sys.stdout.reconfigure(line_buffering=True)
     try:
         cfg, run_dir = _prepare(args)
     except ConfigError as err:

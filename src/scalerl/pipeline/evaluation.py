@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from scalerl.metrics import current_names
 from scalerl.types import EvalRequest, EvalResult
 
 EVAL_ON = ("auto", "generator", "learner")
@@ -153,7 +154,8 @@ class OrderedRecords:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Hold a checkpoint's backlog again and re-submit its evaluations."""
-        self.held = copy.deepcopy(list(state["held"]))
+        # a checkpoint written before metric keys were renamed holds them under their old names
+        self.held = [current_names(r) for r in copy.deepcopy(list(state["held"]))]
         for step, version, weights in state["evaluations"]:
             self.waiting.add(step)
             self.snapshots[step] = (version, weights)
@@ -191,8 +193,8 @@ class OrderedRecords:
         self.compute.add_generation(result.tokens)
         flops = 2.0 * self.compute.n_params * result.tokens
         for later in self.held:  # their snapshots were taken before these tokens were counted
-            if later["step"] >= result.step and "gen_tokens" in later:
-                later["gen_tokens"] += result.tokens
+            if later["step"] >= result.step and "total_gen_tokens" in later:
+                later["total_gen_tokens"] += result.tokens
                 later["flops"] += flops
         self.waiting.discard(result.step)
         self.snapshots.pop(result.step, None)

@@ -131,7 +131,7 @@ class Learner:
             torch.cuda.synchronize()
         busy = time.perf_counter() - start
         metrics |= {"learner_busy_s": busy, "learner_cpu_s": time.process_time() - cpu, "learner_world_size": 1,
-                    **rate_metrics(self.num_params, metrics["trained_tokens"], busy, self.peak_flop_s)}
+                    **rate_metrics(self.num_params, metrics["step_trained_tokens"], busy, self.peak_flop_s)}
         self.version += 1
         return StepResult(metrics, batch.pass_rates)
 

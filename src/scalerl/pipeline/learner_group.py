@@ -196,7 +196,7 @@ class ShardedLearner:
         metrics |= {"learner_busy_s": time.perf_counter() - start, "learner_cpu_s": sum(r["cpu_s"] for r in replies),
                     "learner_world_size": self.spec.world, "learner_rank_busy_s_max": max(busy),
                     "learner_rank_busy_s_min": min(busy),
-                    **rate_metrics(self.num_params, metrics["trained_tokens"], max(busy), self.peak_flop_s)}
+                    **rate_metrics(self.num_params, metrics["step_trained_tokens"], max(busy), self.peak_flop_s)}
         self.version += 1
         return StepResult(metrics, replies[0]["pass_rates"])
 

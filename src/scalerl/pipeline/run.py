@@ -36,7 +36,7 @@ from scalerl.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from scalerl.compute import ComputeMeter
+from scalerl.compute import ComputeMeter, TokenRates
 from scalerl.config import Config, dump_config
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
@@ -69,6 +69,8 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
     torch.manual_seed(cfg.train.seed)
 
     task = cfg.task.spec().build()
+    if (line := build.validation_line(cfg, task)) is not None:
+        log(line)
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
     learner, tokenizer = build.make_learner(cfg, model_dir)
     pool = build.make_pool(cfg, task)
@@ -115,11 +117,12 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
     """Train until ``train.steps``, the time limit, an early stop or a signal; the last step
     and its record."""
     record: dict[str, Any] = {}
-    previous = compute.snapshot()
+    rates = TokenRates(compute.snapshot())
     publish(learner, backend)
     if not saved:
         records.add({"step": 0, **compute.snapshot()}, evaluate=True, learner=learner)
     deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
+    logger.set_deadline(deadline)  # the progress line's ETA
     # CPU seconds measure launches and spinning, not work, on a GPU or in vLLM's engine process
     overlap = OverlapMonitor(enabled=backend.num_devices > 1 and cfg.pipeline.mode != "sync"
                              and not build.accelerated(cfg))
@@ -135,7 +138,7 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
             step += 1
             record = {"step": step} | advance(learner, pool, scheduler, backend, compute, got, overlap, log)
             done = step == cfg.train.steps or (deadline is not None and time.monotonic() > deadline)
-            previous = with_compute(record, compute, previous)
+            with_compute(record, compute, rates)
             records.add(record, evaluate=step % cfg.eval.every == 0 or done, learner=learner)
         last = done or stopping.requested
         if stopping.requested and records.pending:  # first with the evaluations still out:
@@ -171,7 +174,7 @@ def advance(learner: LearnerRole, pool, scheduler: Scheduler, backend, compute: 
     """One learner step on ``got`` = ``(batch, seconds waited)``, its weights published when the
     lag policy says; the step's record, without its compute snapshot."""
     metrics = learn(learner, pool, *got, overlap, log)
-    compute.add_training(metrics["trained_tokens"])
+    compute.add_training(metrics["step_trained_tokens"])
     start = time.perf_counter()
     sync = {"sync_s": 0.0, "sync_bytes": 0}
     if scheduler.policy.publish_after_step(scheduler.outstanding):
@@ -187,11 +190,10 @@ def publish(learner: LearnerRole, backend) -> dict[str, Any]:
     return {"sync_s": published.seconds, "sync_bytes": published.bytes}
 
 
-def with_compute(record: dict[str, Any], compute: ComputeMeter, previous: dict[str, float]) -> dict[str, float]:
-    """Add the compute snapshot and the token rates since ``previous``; the new snapshot."""
+def with_compute(record: dict[str, Any], compute: ComputeMeter, rates: TokenRates) -> None:
+    """Add the compute snapshot and the token rates over ``rates``' window of steps."""
     current = compute.snapshot()
-    record.update(current, **compute.rates(previous, current))
-    return current
+    record.update(current, **rates(current))
 
 
 def write_released(records: OrderedRecords, forecaster: LiveForecast, logger, pump, *, drain: bool,

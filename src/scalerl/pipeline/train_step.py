@@ -12,10 +12,11 @@ entropy. Loss metrics combine across micro-batches as each loss declares
 The forward is ``pipeline.packing``'s by default (``optim.shared_prompt``): each distinct
 prompt runs once per micro-batch, on micro-batches ordered to share prompts or to bucket
 lengths, whichever forwards fewer tokens; the plain prompt+completion forward (rows in
-batch order) stays as the reference. ``trained_tokens`` counts the real (non-padding) positions
-the body actually forwarded, so the compute meter's ``6·N·trained_tokens`` is the work done:
-on the shared path a prompt counts once per micro-batch it appears in and each completion's
-last token (never an input) not at all. ``padded_tokens`` adds the padding: the slots paid for.
+batch order) stays as the reference. ``step_trained_tokens`` counts the real (non-padding)
+positions the body actually forwarded, so the compute meter's ``6·N·step_trained_tokens`` is the
+work done: on the shared path a prompt counts once per micro-batch it appears in and each
+completion's last token (never an input) not at all. ``step_padded_tokens`` adds the padding:
+the slots paid for.
 
 Data parallelism (``pipeline.learner_rank``): rank ``r`` of ``W`` runs the live rows of every
 ``W``-th group (:func:`rank_rows`). The aggregation weights were fixed on the full batch, so
@@ -228,8 +229,8 @@ def step_metrics(batch_metrics: dict[str, Any], parts: list[StepPart]) -> dict[s
         "grad_norm": first.grad_norm,
         "lr": first.lr,
         **batch_metrics,
-        "trained_tokens": sum(p.trained_tokens for p in parts),
-        "padded_tokens": sum(p.padded_tokens for p in parts),
+        "step_trained_tokens": sum(p.trained_tokens for p in parts),
+        "step_padded_tokens": sum(p.padded_tokens for p in parts),
         **({"loss_scale": first.loss_scale} if first.loss_scale is not None else {}),
         **mismatch_metrics(mismatch),
         # the same statistics on tokens sampled with the trainer's current weights only

@@ -89,3 +89,21 @@ def test_an_empty_file_says_so(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(ValueError, match=r"empty.jsonl: the file holds no records"):
         MathTask(tmp_path / "empty.jsonl", problem_field="question", answer_field="final")
+
+
+def test_the_split_is_said_in_one_sentence_with_the_knobs_that_change_it(tmp_path):
+    path, val = tmp_path / "d.jsonl", tmp_path / "v.jsonl"
+    rows = _rows(9) + [_rows(1)[0]]  # record 10 repeats record 1's problem
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # seed 2 holds out records 0, 2 and 7 (numpy's permutation): record 9, record 0's twin, leaves training
+    task = MathTask(path, problem_field="question", answer_field="final", num_validation=3, seed=2)
+    assert task.validation_note == (
+        f"validation: 3 of the 10 records of {path} are held out, a random slice drawn with task.knobs.seed=2 "
+        "(task.knobs.num_validation=3, at most half the file), and 6 train (1 more dropped: its prompt is also "
+        "a validation prompt); change it with task.knobs.num_validation, or name a validation file in "
+        "task.knobs.validation_path.")
+    val.write_text(json.dumps(rows[0]) + "\n")  # the repeated problem: both its copies leave training
+    task = MathTask(path, problem_field="question", answer_field="final", validation_path=val)
+    assert task.validation_note == (
+        f"validation: the 1 record of {val} (task.knobs.validation_path); training on 8 of the 10 records of "
+        f"{path} (2 more dropped: their prompts are also validation prompts).")

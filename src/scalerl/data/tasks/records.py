@@ -124,6 +124,25 @@ def split_train_validation(
     return reindex(train), reindex(validation)
 
 
+def split_note(path: str | Path, n_records: int, validation_path: str | Path | None, n_validation: int,
+               n_train: int, num_validation: int, seed: int) -> str:
+    """Which records validate and which train, and the knobs that change it, in one sentence."""
+    dropped = n_records - n_train - (0 if validation_path is not None else n_validation)
+    why = "its prompt is also a validation prompt" if dropped == 1 else "their prompts are also validation prompts"
+    also = f" ({dropped} more dropped: {why})" if dropped else ""
+    if validation_path is not None:
+        return (f"validation: the {_records(n_validation)} of {validation_path} (task.knobs.validation_path); "
+                f"training on {n_train} of the {_records(n_records)} of {path}{also}.")
+    return (f"validation: {n_validation} of the {_records(n_records)} of {path} are held out, a random slice "
+            f"drawn with task.knobs.seed={seed} (task.knobs.num_validation={num_validation}, at most half the "
+            f"file), and {n_train} train{also}; change it with task.knobs.num_validation, or name a validation "
+            "file in task.knobs.validation_path.")
+
+
+def _records(n: int) -> str:
+    return "1 record" if n == 1 else f"{n} records"
+
+
 class FileTask:
     """The file-backed half of a task (math, code): examples, held-out split and prompt.
 
@@ -146,10 +165,13 @@ class FileTask:
         def read(file: str | Path) -> list[Example]:  # meta["where"]: the record's file and line, for errors
             return [located(to_example(i, rec, where), where) for i, (where, rec) in enumerate(load_located(file, fields))]
 
+        records = read(path)
         val = read(validation_path) if validation_path is not None else None
-        self._train, self._validation = split_train_validation(
-            read(path), val, num_validation, seed, str(path))
+        self._train, self._validation = split_train_validation(records, val, num_validation, seed, str(path))
         self.num_train = len(self._train)
+        self.validation_note = split_note(path, len(records), validation_path, len(self._validation),
+                                          self.num_train, num_validation, seed)
+        """One sentence on where the validation prompts come from; ``scalerl train`` prints it."""
         self.prompt_template = prompt_template
 
     def train_example(self, i: int) -> Example:
