@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from scalerl.config_base import Frozen as _Frozen
 
@@ -28,6 +28,13 @@ class LoraConfig(_Frozen):
     GPT-2: c_attn, c_proj, c_fc). Never the LM head or the embeddings: the head stays FP32 and
     frozen. Names the model does not have are refused before the run starts, listing the
     ones it has."""
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _auto_or_names(cls, value):
+        if isinstance(value, str) and value != "auto":
+            raise ValueError(f"model.lora.targets is auto or a list of layer names, such as [{value}]")
+        return value
 
     def spec(self):
         from scalerl.models.lora import LoraSpec
