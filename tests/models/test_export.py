@@ -80,3 +80,30 @@ def test_an_adapter_names_a_base_loaded_by_a_relative_path_absolutely(chat_dir, 
     out = write_model_dir(tmp_path / "model", apply_lora(model, LoraSpec(2, 4.0, 0.0, ("q_proj",))), tokenizer)
     config = json.loads((out / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == str(chat_dir.resolve())
+
+
+@pytest.mark.parametrize("arch, dtype", [("gpt2", "float32"), ("llama", "bfloat16"), ("qwen2", "float32")])
+def test_tied_weights_are_written_once(decoder_dirs, arch, dtype, tmp_path):
+    """A head tied to the embedding (GPT-2's and this Llama's; not this Qwen2's) is written once,
+    as ``save_pretrained`` writes the model's own weights, from a state holding a tensor per
+    name (as a checkpoint read back does) in any dtype; it reloads tied, with the same logits."""
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer = load_pretrained(decoder_dirs[arch])
+    state = {k: v.clone() + 0.01 for k, v in model.state_dict().items()}  # trained: not the live weights
+    out = write_model_dir(tmp_path / "model", model, tokenizer, state=state, dtype=dtype)
+    with safe_open(str(out / "model.safetensors"), framework="pt") as f:
+        names = set(f.keys())
+    own = tmp_path / "own"
+    model.save_pretrained(own)
+    with safe_open(str(own / "model.safetensors"), framework="pt") as f:
+        assert names == set(f.keys())  # transformers' own choice of names
+    tied = model.config.tie_word_embeddings
+    assert ("lm_head.weight" in names) != tied
+    loaded = AutoModelForCausalLM.from_pretrained(out, dtype="auto")
+    assert (loaded.get_output_embeddings().weight is loaded.get_input_embeddings().weight) == tied
+    model.load_state_dict({k: v.to(loaded.dtype).to(v.dtype) for k, v in state.items()})  # what was written
+    ids = torch.tensor([[3, 4, 5, 6]])
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).logits.float(), model.to(loaded.dtype)(ids).logits.float())

@@ -13,6 +13,8 @@ template the run rendered its prompts with, and the generation config (whose
   it; its ``base_model_name_or_path`` is absolute, so ``AutoPeftModelForCausalLM`` finds the
   base from any folder), and ``merged/`` inside it the merged weights with the tokenizer: a
   complete model.
+- Weights the model ties (the LM head to the embedding, ``config.tie_word_embeddings``) are
+  written once, under the name ``save_pretrained`` keeps (:func:`untied_state`).
 - The directory is written beside ``model/`` under a temporary name and swapped in by two
   renames, so a reader (or a kill) never sees half of one: at worst, between the renames,
   none (and the next export writes it again). A write that fails (a full disk) removes the
@@ -45,9 +47,24 @@ def cast_state(state: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict[st
     return {k: v.detach().to("cpu", dtype=dtype if v.is_floating_point() else v.dtype) for k, v in state.items()}
 
 
+def untied_state(model, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` without the names under which ``model`` holds a parameter it already holds
+    under an earlier one (``lm_head.weight``, the embedding when the config ties them): each
+    tensor is written once, as ``save_pretrained`` writes a model's own weights, and
+    ``from_pretrained`` ties them back. A given ``state`` is cast tensor by tensor, so
+    ``save_pretrained`` no longer sees the two names share one tensor and would write both."""
+    first: dict[int, str] = {}
+    aliases = set()
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if first.setdefault(id(param), name) != name and first[id(param)] in state:
+            aliases.add(name)
+    return {k: v for k, v in state.items() if k not in aliases}
+
+
 def _save_full(model, state: Mapping[str, torch.Tensor], dtype: torch.dtype, directory: Path) -> None:
-    """``model``'s config and generation config with ``state``'s weights in ``dtype``."""
-    model.save_pretrained(directory, state_dict=cast_state(state, dtype))
+    """``model``'s config and generation config with ``state``'s weights in ``dtype``, tied
+    ones once."""
+    model.save_pretrained(directory, state_dict=untied_state(model, cast_state(state, dtype)))
     set_config_dtype(directory, dtype)
 
 

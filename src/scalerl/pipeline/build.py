@@ -61,9 +61,10 @@ def device(cfg: Config) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_model(cfg: Config, model_dir: Path, device_name: str | None = None):
-    """``(model, tokenizer)``, with LoRA adapters when configured; a ``model.base`` that does
-    not load is one sentence (ConfigError). On ``device_name`` (default: ``train.device``)."""
+def load_model(cfg: Config, model_dir: Path, device_name: str | None = None, log=None):
+    """``(model, tokenizer)``, with LoRA adapters when configured (the layers they adapt said
+    to ``log`` in one line); a ``model.base`` that does not load is one sentence
+    (ConfigError). On ``device_name`` (default: ``train.device``)."""
     from scalerl.models import load_pretrained
 
     try:
@@ -74,13 +75,30 @@ def load_model(cfg: Config, model_dir: Path, device_name: str | None = None):
         text = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConfigError(f"model.base {model_dir} does not load as a model ({text.rstrip('.')}).") from None
     if cfg.model.lora is not None:  # adapters on the frozen base: only they train and travel
-        from scalerl.models.lora import apply_lora
+        from scalerl.models.lora import apply_lora, resolve_targets
 
         try:
-            model = apply_lora(model, cfg.model.lora.spec())
+            spec = resolve_targets(model, cfg.model.lora.spec(), "the model")
         except ValueError as err:  # targets or a rank the model cannot take (preflight says it first)
             raise ConfigError(f"{str(err).rstrip('.')}.") from None
+        if log is not None:
+            how = "auto: the decoder blocks' projections" if cfg.model.lora.targets == "auto" else "model.lora.targets"
+            log(f"LoRA rank {spec.rank} on {', '.join(spec.targets)} ({how})")
+        model = apply_lora(model, spec)
     return model.to(device_name or device(cfg)), tokenizer
+
+
+def lora_spec(cfg: Config, model_dir: Path):
+    """``model.lora`` resolved on ``model_dir``'s model (``models.lora.resolve_targets``): the
+    targets and layouts the learner's peft model has, for roles that never build it."""
+    if cfg.model.lora is None:
+        return None
+    from scalerl.models.lora import resolve_targets_of
+
+    try:
+        return resolve_targets_of(model_dir, cfg.model.lora.spec())
+    except ValueError as err:  # preflight says it first, on model.base or the preset
+        raise ConfigError(f"{str(err).rstrip('.')}.") from None
 
 
 def learner_dtype(cfg: Config) -> str:
@@ -193,8 +211,7 @@ def actor_spec(cfg: Config, model_dir: Path, seed: int):
 
     return ActorSpec(
         model_dir=str(model_dir), task=cfg.task.spec(), chat=chat_format(cfg),
-        lora=cfg.model.lora.spec() if cfg.model.lora is not None else None,
-        params=sampling_params(cfg), generations=cfg.pipeline.generations,
+        lora=lora_spec(cfg, model_dir), params=sampling_params(cfg), generations=cfg.pipeline.generations,
         engine=cfg.rollout.engine, device=device(cfg), dtype=cfg.model.dtype,
         fp32_head=cfg.model.fp32_head_generator, seed=seed,
         threads=core_split(cfg).generator_threads, evals=eval_specs(cfg) if eval_on_generator(cfg) else (),
@@ -341,16 +358,16 @@ def learner_rules(cfg: Config, pad_id: int):
                         float16=cfg.model.dtype == "float16")
 
 
-def make_learner(cfg: Config, model_dir: Path):
+def make_learner(cfg: Config, model_dir: Path, log=print):
     """``(learner, tokenizer)``: the model in this process (``learner.world_size = 1``), or a
     :class:`~scalerl.pipeline.learner_group.ShardedLearner` whose ranks start with
     ``learner.start(sink)`` once the backend's sink exists (a CPU copy of the model stays here
-    for evaluation and export)."""
+    for evaluation and export). ``log`` says the layers LoRA adapts."""
     from scalerl.compute import matmul_peak
     from scalerl.pipeline.learner import Learner
 
     world = cfg.learner.world_size
-    model, tokenizer = load_model(cfg, model_dir, device_name="cpu" if world > 1 else None)
+    model, tokenizer = load_model(cfg, model_dir, device_name="cpu" if world > 1 else None, log=log)
     rules = learner_rules(cfg, tokenizer.pad_token_id)
     bucket = cfg.learner.sync_bucket_mb << 20
     if world == 1:
@@ -360,7 +377,7 @@ def make_learner(cfg: Config, model_dir: Path):
 
     kind = "cuda" if device(cfg).startswith("cuda") else "cpu"
     spec = RankSpec(model_dir=str(model_dir), rules=rules, strategy=cfg.learner.strategy, world=world, device=kind,
-                    dtype=learner_dtype(cfg), lora=cfg.model.lora.spec() if cfg.model.lora is not None else None,
+                    dtype=learner_dtype(cfg), lora=lora_spec(cfg, model_dir),
                     threads=rank_threads(cfg), bucket_bytes=bucket, master_addr="127.0.0.1", master_port=free_port(),
                     seed=cfg.train.seed, timeout_s=max(1800.0, 2 * cfg.learner.sync_timeout_s))
     # the ranks compute under autocast over float32 masters: the peak is the compute dtype's

@@ -236,14 +236,15 @@ def check_model(cfg: Config) -> None:
 
 
 def check_lora(cfg: Config) -> None:
-    """``model.lora``'s targets and rank fit the model, checked on a copy of it without
-    weights (the meta device): one sentence listing its linear layers, not peft's traceback."""
+    """``model.lora``'s targets (``auto`` finds some) and rank fit the model, checked on a copy
+    of it without weights (the meta device): one sentence listing the linear (or ``Conv1D``)
+    layers of its decoder blocks, not peft's traceback, before the run folder exists."""
     if cfg.model.lora is None:
         return
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from scalerl.models.lora import check_targets
+    from scalerl.models.lora import resolve_targets
 
     if cfg.model.base is not None:
         where = f"model.base {cfg.model.base}"
@@ -262,7 +263,7 @@ def check_lora(cfg: Config) -> None:
     except Exception:  # noqa: BLE001 - a model transformers cannot build is said when it is loaded
         return
     try:
-        check_targets(model, cfg.model.lora.spec(), where)
+        resolve_targets(model, cfg.model.lora.spec(), where)
     except ValueError as err:
         raise ConfigError(f"{str(err).rstrip('.')}.") from None
 
