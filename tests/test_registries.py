@@ -24,7 +24,7 @@ def test_config_choices_equal_their_registries():
     assert _choices(LossConfig, "name") == set(LOSSES)
     assert _choices(ISCorrectionConfig, "mode") == set(CORRECTIONS)
     assert _choices(RolloutConfig, "engine") == set(ENGINES)
-    assert _choices(PipelineConfig, "backend") == set(BACKENDS)
+    assert _choices(PipelineConfig, "backend") == set(BACKENDS)  # the table's names
     assert _choices(EvalConfig, "on") == set(EVAL_ON)
     assert _choices(TaskConfig, "reward") == set(REWARD_FORMS)
     assert _choices(EnvConfig, "reward") == set(ENV_REWARDS)
