@@ -51,6 +51,12 @@ class Backend(Protocol):
 
     capabilities: ClassVar[Capabilities]
 
+    @classmethod
+    def nodes(cls) -> tuple | None:
+        """The live nodes of the cluster its generators run on (``plan.Node``s; connecting to
+        it), or None when they run on this machine: what the run plan places roles on."""
+        ...
+
     @property
     def layout(self):
         """The :class:`~scalerl.pipeline.weights.WeightLayout` of the published weights."""
