@@ -196,7 +196,9 @@ class PipelineConfig(_Frozen):
     itself (pipeline-rl), or takes k updates per round (ppo-off-policy). Ignored by sync."""
     backend: Literal["local", "inprocess", "ray"] = "local"
     """``local``: generator and learner in separate spawned processes with shared-memory
-    weights; ``inprocess``: one process, for tests and debugging; ``ray``: actors."""
+    weights; ``inprocess``: one process, for tests and debugging; ``ray``: actors on the nodes
+    of a Ray cluster (joined through ``RAY_ADDRESS``). The names are
+    ``scalerl.pipeline.backends.BACKENDS``; what each can do is checked by the run plan."""
     num_generators: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     """Generator roles (processes or actors); ``auto``: half the cores with ``local``
     (``scalerl.pipeline.cores``, printed at start), 1 otherwise."""
@@ -254,7 +256,7 @@ class EvalConfig(_Frozen):
     """Validation sampling temperature."""
     on: Literal["auto", "generator", "learner"] = "auto"
     """Where evaluations run: ``generator`` (a generator evaluates a snapshot of the reported
-    version between chunks, so the learner trains on; ``local`` backend only), ``learner``
+    version between chunks, so the learner trains on; backends whose generators evaluate, ``local``), ``learner``
     (inline on the learner's model, which waits), or ``auto`` (``generator`` where the
     backend can). See ``scalerl.pipeline.evaluation``."""
     downstream_knobs: dict[str, Any] | None = None
@@ -429,9 +431,6 @@ class Config(_Frozen):
                 raise ValueError(f"eval.downstream_knobs: {err}") from None
         if self.learner.world_size > 1:
             self._check_learner_world()
-        if self.eval.on == "generator" and self.pipeline.backend != "local":
-            raise ValueError(f"eval.on=generator needs pipeline.backend=local (got {self.pipeline.backend}); "
-                             "use eval.on=learner or auto")
         return self
 
     def _check_learner_world(self) -> None:
