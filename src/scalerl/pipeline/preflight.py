@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from scalerl.config import Config, ConfigError
+from scalerl.config.runtime import lora_spec, task_spec
 
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json")
@@ -59,7 +60,7 @@ def check_task(cfg: Config):
     """The task builds from ``task.knobs`` (values the constructor rejects, unreadable files,
     a record without its fields or with a prompt of the wrong kind); returns it."""
     try:
-        task = cfg.task.spec().build()
+        task = task_spec(cfg).build()
     except (TypeError, ValueError, OSError, LookupError) as err:
         text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         text = text.strip().splitlines()[0] if text.strip() else type(err).__name__
@@ -263,7 +264,7 @@ def check_lora(cfg: Config) -> None:
     except Exception:  # noqa: BLE001 - a model transformers cannot build is said when it is loaded
         return
     try:
-        resolve_targets(model, cfg.model.lora.spec(), where)
+        resolve_targets(model, lora_spec(cfg), where)
     except ValueError as err:
         raise ConfigError(f"{str(err).rstrip('.')}.") from None
 
