@@ -39,7 +39,7 @@ from scalerl.pipeline import build  # noqa: E402
 from scalerl.pipeline.learner import Learner  # noqa: E402
 from scalerl.pipeline.learner_group import ShardedLearner, free_port  # noqa: E402
 from scalerl.pipeline.learner_rank import RankSpec  # noqa: E402
-from scalerl.pipeline.weights import SharedWeights  # noqa: E402
+from scalerl.pipeline.weights import SharedWeights, WeightLayout  # noqa: E402
 from scalerl.types import Group  # noqa: E402
 
 
@@ -83,7 +83,7 @@ def main() -> None:
         batch = synthetic_groups(args.prompts, args.generations, args.length, len(tok))
         rules = build.learner_rules(cfg, tok.pad_token_id)
         ctx = torch.multiprocessing.get_context("spawn")
-        sink = SharedWeights(model, ctx)
+        sink = SharedWeights(WeightLayout(model), ctx)
         rows = {}
         single = Learner(model, rules, args.bucket_mb << 20)
         rows["ws=1"] = _measure(single, sink, batch, args.steps) | _local_bytes(model, single.optimizer)

@@ -37,7 +37,7 @@ def test_config_choices_equal_their_registries():
     assert _choices(LossConfig, "name") == set(LOSSES)
     assert _choices(ISCorrectionConfig, "mode") == set(CORRECTIONS)
     assert _choices(RolloutConfig, "engine") == set(ENGINES)
-    assert _choices(PipelineConfig, "backend") == set(BACKENDS)
+    assert _choices(PipelineConfig, "backend") == set(BACKENDS)  # the table's names
     assert _choices(EvalConfig, "on") == set(EVAL_ON)
     assert _choices(TaskConfig, "reward") == {"auto", *REWARD_FORMS}  # auto: decided per task (Config.reward_form)
     assert _choices(EnvConfig, "reward") == set(ENV_REWARDS)

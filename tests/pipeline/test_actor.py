@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from scalerl.pipeline.actor import Actor
-from scalerl.pipeline.weights import InProcessWeights, SharedWeights
+from scalerl.pipeline.weights import InProcessWeights, SharedWeights, WeightLayout, model_buckets
 from scalerl.types import Completion, PromptAssignment, SamplingParams
 
 
@@ -85,9 +85,9 @@ def test_wait_for_version_gives_up_when_the_learner_is_gone():
 
 def test_shared_weights_round_trip_and_versions():
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
-    shared = SharedWeights(model, torch.multiprocessing.get_context("spawn"))
+    shared = SharedWeights(WeightLayout(model), torch.multiprocessing.get_context("spawn"))
     assert shared.version() == -1 and shared.read(-1) is None
-    shared.publish(model, 4)
+    shared.write(4, model_buckets(model))
     version, state = shared.read(since=3)
     assert version == 4 and shared.read(since=4) is None
     for name, p in model.named_parameters():

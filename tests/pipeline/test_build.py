@@ -25,9 +25,10 @@ def test_device_resolution():
     import torch
 
     from scalerl.pipeline import build
+    from scalerl.pipeline.plan import build_plan
 
-    assert build.device(load_config("scalerl", ["train.device=cpu"])) == "cpu"
-    auto = build.device(load_config("scalerl"))
+    assert build_plan(load_config("scalerl", ["train.device=cpu"])).device == "cpu"
+    auto = build_plan(load_config("scalerl")).device
     assert auto == ("cuda" if torch.cuda.is_available() else "cpu")
     assert build.learner_dtype(load_config("scalerl", ["model.dtype=bfloat16"])) == "float32"  # masters
     assert build.step_rules(load_config("scalerl", ["model.dtype=bfloat16"])).autocast == "bfloat16"

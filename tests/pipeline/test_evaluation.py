@@ -16,7 +16,9 @@ from scalerl.config import ConfigError, load_config
 from scalerl.metrics import read_records
 from scalerl.pipeline import build
 from scalerl.pipeline.evaluation import GeneratorEvaluation, LearnerEvaluation, OrderedRecords
+from scalerl.pipeline.plan import build_plan
 from scalerl.pipeline.run import train
+from scalerl.pipeline.weights import WeightLayout, model_buckets
 from scalerl.types import EvalResult
 
 
@@ -96,15 +98,21 @@ def test_a_generator_evaluates_the_snapshot_it_was_sent_as_the_learner_would(war
 
     cfg = load_config("scalerl", run_overrides(warm_model_dir, **{"eval.num_prompts": 8, "eval.k": 2}))
     model, tokenizer = load_pretrained(warm_model_dir)
-    backend = LocalBackend(build.actor_spec(cfg, warm_model_dir, seed=0), model)
+    plan = build_plan(cfg)
+    assert plan.eval_on == "generator" and plan.generators == 1  # auto on local, 2 cores (train.cores)
+    backend = LocalBackend(build.actor_spec(cfg, plan, warm_model_dir, seed=0), WeightLayout(model), plan)
+
+    def publish(version):  # the driver's path: the learner writes the sink, the backend announces
+        backend.announce(version, backend.sink.write(version, model_buckets(model)))
+
     try:
-        backend.publish(model, 0)
+        publish(0)
         remote = GeneratorEvaluation(backend)
         remote.submit(0, 0, model)
         with torch.no_grad():  # the snapshot was taken at submit: later changes do not leak in
             for p in model.parameters():
                 p.add_(0.05 * torch.randn_like(p))
-        backend.publish(model, 1)
+        publish(1)
         results, deadline = [], time.monotonic() + 300
         while not results and time.monotonic() < deadline:
             results = remote.results(timeout=1.0)
@@ -157,9 +165,12 @@ def test_a_run_evaluating_on_the_generator_logs_what_an_inline_one_does(warm_mod
         assert json.loads((run / "checkpoint.old" / "meta.json").read_text())["step"] == 3
 
 
-def test_eval_on_generator_needs_the_local_backend():
-    with pytest.raises(ConfigError, match="eval.on=generator needs pipeline.backend=local"):
-        load_config("scalerl", ["eval.on=generator", "pipeline.backend=inprocess"])
+def test_eval_on_generator_needs_a_backend_whose_generators_evaluate():
+    cfg = load_config("scalerl", ["eval.on=generator", "pipeline.backend=inprocess"])
+    with pytest.raises(ConfigError, match="eval.on=generator needs a backend whose generators evaluate, and "
+                                          "pipeline.backend=inprocess's do not"):
+        build_plan(cfg)
+    assert build_plan(load_config("scalerl", ["pipeline.backend=inprocess"])).eval_on == "learner"  # auto
 
 
 def test_a_stop_drains_only_until_its_deadline_and_keeps_the_rest_held():

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import run_overrides
@@ -18,11 +19,16 @@ from scalerl.checkpoint import load_checkpoint
 pytestmark = pytest.mark.serial
 
 
-def _cli(run_dir, overrides: list[str], env: dict | None = None, resume: bool = False) -> subprocess.CompletedProcess:
+FAULTS = Path(__file__).with_name("rank_faults.py")
+
+
+def _cli(run_dir, overrides: list[str], fault: str | None = None, resume: bool = False) -> subprocess.CompletedProcess:
+    """``scalerl train``; with ``fault`` (``rank_faults.parse``'s form) injected into the ranks."""
     sets = [a for o in overrides for a in ("--set", o)]
     where = ["--resume", str(run_dir)] if resume else ["--recipe", "scalerl", "--out", str(run_dir)]
-    return subprocess.run([sys.executable, "-m", "scalerl", "train", *where, *sets, "--no-fit"],
-                          capture_output=True, text=True, timeout=600, env=os.environ | (env or {}))
+    command = [str(FAULTS), fault, "--"] if fault else ["-m", "scalerl"]
+    return subprocess.run([sys.executable, *command, "train", *where, *sets, "--no-fit"],
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ))
 
 
 def _records(run_dir) -> list[dict]:
@@ -60,7 +66,7 @@ def test_two_ranks_log_the_single_process_loss_and_grad_norm(single, warm_model_
     extra = {"train.steps": 3, "train.checkpoint_every": 1, "learner.sync_timeout_s": 5} if stall else {}
     done = _cli(run, _sync_run(warm_model_dir, **{"learner.world_size": 2, "learner.strategy": strategy,
                                                    "learner.sync_bucket_mb": 1, **extra}),
-                env={"SCALERL_TEST_STALL_SYNC": "1:2@3"} if stall else None)
+                fault="stall:1:2@3" if stall else None)
     if stall:
         _assert_stopped_at_the_stall(done, run)
     else:
@@ -130,7 +136,7 @@ def test_a_killed_rank_stops_the_run_with_one_sentence_saying_whether_a_checkpoi
     done = _cli(run, _sync_run(warm_model_dir, **{"learner.world_size": 2, "learner.strategy": "fsdp2",
                                                   "learner.sync_bucket_mb": 1, "train.steps": 3,
                                                   "train.checkpoint_every": 1}),
-                env={"SCALERL_TEST_KILL_RANK": kill})
+                fault=f"kill:{kill}")
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     last = done.stderr.strip().splitlines()[-1]

@@ -16,14 +16,16 @@ import torch
 
 ray = pytest.importorskip("ray")
 
-from scalerl.config import load_config  # noqa: E402
+from scalerl.config import ConfigError, load_config  # noqa: E402
 from scalerl.data.tasks.spec import TaskSpec  # noqa: E402
 from scalerl.metrics import read_records  # noqa: E402
 from scalerl.models import build_model, build_task_tokenizer, save_pretrained  # noqa: E402
 from scalerl.pipeline.actor import ActorSpec  # noqa: E402
-from scalerl.pipeline.backends.ray import RayBackend, gpus_per_generator  # noqa: E402
+from scalerl.pipeline.backends.ray import RayBackend  # noqa: E402
+from scalerl.pipeline.plan import build_plan  # noqa: E402
 from scalerl.pipeline.restarts import GeneratorsFailed  # noqa: E402
 from scalerl.pipeline.run import train  # noqa: E402
+from scalerl.pipeline.weights import WeightLayout, model_buckets  # noqa: E402
 from scalerl.types import PromptAssignment, SamplingParams  # noqa: E402
 
 # serial: these tests start Ray or bind a rendezvous port; make test runs them after the parallel part
@@ -58,6 +60,17 @@ def _overrides(model_dir, **extra) -> list[str]:
     }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]
+
+
+def _backend(spec: ActorSpec, model, model_dir) -> RayBackend:
+    """One generator actor on the local Ray, by the plan a run would make."""
+    plan = build_plan(load_config("scalerl", _overrides(model_dir, **{"pipeline.num_generators": 1})))
+    return RayBackend(spec, WeightLayout(model), plan)
+
+
+def _publish(backend: RayBackend, model, version: int) -> None:
+    """The driver's path: the learner writes the sink, the backend announces the handle."""
+    backend.announce(version, backend.sink.write(version, model_buckets(model)))
 
 
 def test_ray_backend_trains_within_the_lag_bound(local_ray, nano_dir, tmp_path):
@@ -112,7 +125,7 @@ def test_a_generator_that_reserves_no_gpu_keeps_the_visible_devices(local_ray, n
 
     tokenizer = build_task_tokenizer()
     model = build_model("nano", len(tokenizer), tokenizer=tokenizer, seed=1)
-    backend = RayBackend(ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition")), model, num_generators=1)
+    backend = _backend(ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition")), model, nano_dir)
     try:
         env = ray.get(backend.actors[0].__ray_call__.remote(lambda self: dict(_os.environ)))
         assert env.get("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO") == "0"
@@ -129,7 +142,7 @@ def _collect_one(backend, publish_from=None, model=None):
     while not groups:
         if version is not None:
             version += 1
-            backend.publish(model, version)
+            _publish(backend, model, version)
         groups = backend.collect(timeout=0.02 if version is not None else 5.0)
     return groups, version
 
@@ -139,9 +152,9 @@ def test_generators_wait_for_and_pull_published_weights(local_ray, nano_dir):
     model = build_model("nano", len(tokenizer), tokenizer=tokenizer, seed=1)  # != the saved weights
     spec = ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition"), generations=4,
                      params=SamplingParams(max_new_tokens=160))
-    backend = RayBackend(spec, model, num_generators=1)
+    backend = _backend(spec, model, nano_dir)
     try:
-        backend.publish(model, 3)
+        _publish(backend, model, 3)
         backend.submit([PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=3)])
         (group,), _ = _collect_one(backend)
         # the chunk waited for version 3 and every token was sampled by it, not the saved model
@@ -165,7 +178,7 @@ def test_a_failing_generator_raises_in_the_learner(local_ray, nano_dir):
     tokenizer = build_task_tokenizer()
     model = build_model("nano", len(tokenizer), tokenizer=tokenizer)
     spec = ActorSpec(model_dir=str(nano_dir), task=TaskSpec("no-such-task"))
-    backend = RayBackend(spec, model, num_generators=1)
+    backend = _backend(spec, model, nano_dir)
     try:
         backend.submit([PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=-1)])
         # no restart allowed (the backend's default): the first death stops, naming its cause
@@ -176,26 +189,8 @@ def test_a_failing_generator_raises_in_the_learner(local_ray, nano_dir):
 
 
 def test_more_generators_than_cluster_cpus_is_one_clear_error(local_ray, nano_dir):
-    spec = ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition"), threads=1)
-    with pytest.raises(RuntimeError, match="lower pipeline.num_generators or pipeline.generator_threads"):
-        RayBackend(spec, torch.nn.Linear(2, 2), num_generators=3)  # 3 x 1 thread > 2 CPUs
-
-
-def test_a_fraction_of_a_gpu_per_vllm_generator_is_refused(local_ray, nano_dir, monkeypatch):
-    spec = ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition"), threads=1, engine="vllm")
-    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": 2.0})
-    with pytest.raises(RuntimeError, match="leaves 1 GPU.* for 2 vLLM generators, a fraction each"):
-        RayBackend(spec, torch.nn.Linear(2, 2), num_generators=2, learner_gpus=1)
-
-
-@pytest.mark.parametrize(("gpus", "generators", "learner", "expected"), [
-    (0, 2, 0, 0.0), (4, 2, 0, 1.0), (1, 4, 0, 0.25),
-    (4, 3, 1, 1.0),  # the driver's learner keeps one of four: three whole GPUs left
-    (2, 2, 1, 0.5),  # one left for two
-    (1, 1, 1, 0.0),  # none left: the generator shares the learner's GPU, unreserved
-])
-def test_gpu_share_per_generator(gpus, generators, learner, expected):
-    assert gpus_per_generator(gpus, generators, learner) == expected
+    with pytest.raises(ConfigError, match=r"have 2 CPU\(s\) but the run plan needs 3 .*lower pipeline.num_generators"):
+        build_plan(load_config("scalerl", _overrides(nano_dir, **{"pipeline.num_generators": 3})))  # 3 x 1 > 2
 
 
 def test_a_user_environment_from_a_file_trains_on_ray(local_ray, warm_model_dir, tmp_path):

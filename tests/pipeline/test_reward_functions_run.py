@@ -47,7 +47,7 @@ def test_weighted_trl_and_per_sample_rewards_train_and_are_logged_by_name(nano_d
         assert r["reward_errors"] == 0 and r["reward_none"] == 0
         # the learner trained on the weighted sum: r = 1·digits + 0.25·tidy, averaged
         assert abs(r["reward_mean"] - (r["reward/digits"] + 0.25 * r["reward/tidy"])) < 1e-6
-        assert r["trained_tokens"] > 0
+        assert r["step_trained_tokens"] > 0
     calls = [tuple(map(int, line.split())) for line in Path(tmp_path / "sizes.txt").read_text().splitlines()]
     # training calls score whole groups (G = 4), evaluations k = 4 per prompt: always a multiple of 4
     assert calls and all(n > 0 and n % 4 == 0 and n == ids == answers for n, ids, answers, _ in calls)

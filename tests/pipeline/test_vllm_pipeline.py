@@ -87,10 +87,11 @@ def test_a_lora_run_samples_with_the_merged_adapters(warm_model_dir, tmp_path):
 def test_the_config_s_vllm_options_reach_vllm_llm(nano_dir):
     from scalerl.pipeline.actor import build_engine
     from scalerl.pipeline.build import actor_spec
+    from scalerl.pipeline.plan import build_plan
 
     cfg = load_config("scalerl", [f"model.base={nano_dir}", *VLLM_SMALL[:-1], "rollout.vllm.gpu_memory_utilization=0.3",
                                   "rollout.vllm.extra={max_model_len: 128}"])
-    engine, _ = build_engine(actor_spec(cfg, nano_dir, seed=0))
+    engine, _ = build_engine(actor_spec(cfg, build_plan(cfg), nano_dir, seed=0))
     vllm_config = engine.llm.llm_engine.vllm_config
     assert vllm_config.cache_config.gpu_memory_utilization == 0.3
     assert vllm_config.cache_config.kv_cache_memory_bytes == 64 << 20

@@ -24,7 +24,7 @@ def test_buckets_hold_every_tensor_once_within_the_size_but_for_a_lone_large_one
 
 def test_a_bucketed_write_is_the_model_in_either_sink():
     model = build_model("nano", len(TOKENIZER), seed=0, tokenizer=TOKENIZER)
-    shared = SharedWeights(model, torch.multiprocessing.get_context("spawn"))
+    shared = SharedWeights(WeightLayout(model), torch.multiprocessing.get_context("spawn"))
     local = InProcessWeights()
     for sink in (shared, local):
         sink.write(3, weight_buckets(model.named_parameters(), bucket_bytes=1 << 16))

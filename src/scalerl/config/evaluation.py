@@ -47,7 +47,7 @@ class EvalConfig(_Frozen):
     """Validation sampling temperature."""
     on: Literal["auto", "generator", "learner"] = "auto"
     """Where evaluations run: ``generator`` (a generator evaluates a snapshot of the reported
-    version between chunks, so the learner trains on; ``local`` backend only), ``learner``
+    version between chunks, so the learner trains on; backends whose generators evaluate, ``local``), ``learner``
     (inline on the learner's model, which waits), or ``auto`` (``generator`` where the
     backend can). See ``scalerl.pipeline.evaluation``."""
     downstream_knobs: dict[str, Any] | None = None

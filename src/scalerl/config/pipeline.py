@@ -18,7 +18,9 @@ class PipelineConfig(_Frozen):
     itself (pipeline-rl), or takes k updates per round (ppo-off-policy). Ignored by sync."""
     backend: Literal["local", "inprocess", "ray"] = "local"
     """``local``: generator and learner in separate spawned processes with shared-memory
-    weights; ``inprocess``: one process, for tests and debugging; ``ray``: actors."""
+    weights; ``inprocess``: one process, for tests and debugging; ``ray``: actors on the nodes
+    of a Ray cluster (joined through ``RAY_ADDRESS``). The names are
+    ``scalerl.pipeline.backends.BACKENDS``; what each can do is checked by the run plan."""
     num_generators: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     """Generator roles (processes or actors); ``auto``: half the cores with ``local``
     (``scalerl.pipeline.cores``, printed at start), 1 otherwise."""

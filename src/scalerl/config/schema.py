@@ -120,9 +120,6 @@ class Config(_Frozen):
             raise ValueError("train.stop_if_p_reach_below needs forecast.target")
         if self.learner.world_size > 1:
             self._check_learner_world()
-        if self.eval.on == "generator" and self.pipeline.backend != "local":
-            raise ValueError(f"eval.on=generator needs pipeline.backend=local (got {self.pipeline.backend}); "
-                             "use eval.on=learner or auto")
         return self
 
     def _check_learner_world(self) -> None:

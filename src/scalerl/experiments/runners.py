@@ -1,8 +1,8 @@
 """Several sweep points at once: ``scalerl train`` subprocesses, or Ray tasks.
 
-A point needs at least the cores of its smallest role split (``scalerl.pipeline.cores``:
-two for a ``local`` point left on ``auto``, one learner + one generator; one for
-``inprocess``). :func:`auto_parallel` fits as many points as the machine's cores allow, and
+A point needs at least the cores of its smallest role split (``scalerl.pipeline.cores``, by
+where its backend's generators run: two for a ``local`` point left on ``auto``, one learner +
+one generator; one for ``inprocess`` and ``ray``). :func:`auto_parallel` fits as many points as the machine's cores allow, and
 each point gets an equal share as its ``train.cores``, which its own split then divides
 between its roles; Ray instead schedules each task by the CPUs it asks for. Every point writes its own log, ``RUN_DIR/train.log``; a failed point
 is named at the end, after the others have finished (their results are kept).
@@ -23,13 +23,14 @@ Todo = tuple[str, Path, Config, bool]  # label, run dir, config, resume
 
 def need(cfg: Config) -> int:
     """Cores one point needs at the smallest split its config allows."""
+    from scalerl.pipeline.backends import backend_class
     from scalerl.pipeline.cores import split_cores
 
-    backend = cfg.pipeline.backend
-    split = split_cores(backend, cfg.train.cores or (2 if backend == "local" else 1), cfg.pipeline.num_generators,
+    where = backend_class(cfg.pipeline.backend).capabilities.generators
+    split = split_cores(where, cfg.train.cores or (2 if where == "processes" else 1), cfg.pipeline.num_generators,
                         cfg.pipeline.generator_threads, cfg.train.threads)
-    # inprocess generates in the learner's process; ray's generator actors reserve their own CPUs
-    return split.held(generators=backend == "local")
+    # generators in the learner's process share its cores; a cluster's reserve their own CPUs there
+    return split.held(generators=where == "processes")
 
 
 def auto_parallel(configs: Sequence[Config], cores: int | None = None) -> int:

@@ -1,6 +1,8 @@
 """Construct the parts of a run from the config: model, pool, actor spec, backend, sinks.
 
 Each function turns one config section into one object, so ``run.py`` reads as a story.
+Where a part runs (devices, cores, ranks, nodes) is the run plan's (``scalerl.pipeline.plan``),
+which the builders take, never decide.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import torch
 
 from scalerl.config import Config, ConfigError
 from scalerl.config.runtime import env_spec, lora_spec, task_spec
-from scalerl.pipeline.backends import Backend
+from scalerl.pipeline.backends import Backend, backend_class
+from scalerl.pipeline.plan import RunPlan
 from scalerl.pipeline.restarts import GeneratorDeaths
 from scalerl.types import SamplingParams
 
@@ -55,17 +58,10 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     return cached
 
 
-def device(cfg: Config) -> str:
-    """``train.device`` resolved: ``auto`` is ``cuda`` when a GPU is visible, else ``cpu``."""
-    if cfg.train.device != "auto":
-        return cfg.train.device
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def load_model(cfg: Config, model_dir: Path, device_name: str | None = None, log=None):
+def load_model(cfg: Config, model_dir: Path, device_name: str, log=None):
     """``(model, tokenizer)``, with LoRA adapters when configured (the layers they adapt said
     to ``log`` in one line); a ``model.base`` that does not load is one sentence
-    (ConfigError). On ``device_name`` (default: ``train.device``)."""
+    (ConfigError). On ``device_name`` (the plan's)."""
     from scalerl.models import load_pretrained
 
     try:
@@ -86,7 +82,7 @@ def load_model(cfg: Config, model_dir: Path, device_name: str | None = None, log
             how = "auto: the decoder blocks' projections" if cfg.model.lora.targets == "auto" else "model.lora.targets"
             log(f"LoRA rank {spec.rank} on {', '.join(spec.targets)} ({how})")
         model = apply_lora(model, spec)
-    return model.to(device_name or device(cfg)), tokenizer
+    return model.to(device_name), tokenizer
 
 
 def resolved_lora(cfg: Config, model_dir: Path):
@@ -139,19 +135,14 @@ def chat_format(cfg: Config):
                       max_prompt_tokens=room)
 
 
-def eval_on_generator(cfg: Config) -> bool:
-    """``eval.on`` resolved against the backend (``scalerl.pipeline.evaluation``)."""
-    from scalerl.pipeline.evaluation import on_generator
-
-    return on_generator(cfg.eval.on, cfg.pipeline.backend)
-
-
 def evaluators(cfg: Config, model, tokenizer) -> list:
-    """The :func:`eval_specs` evaluators on the learner's own model (``eval.on=learner``)."""
+    """The :func:`eval_specs` evaluators on the learner's own model (``eval.on=learner``),
+    decoding on the device the model is on."""
     from scalerl.eval import build_evaluators
     from scalerl.rollout.torch_engine import TorchEngine
 
-    engine = TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator, device=device(cfg))
+    where = next(model.parameters()).device
+    engine = TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator, device=where.type)
     return build_evaluators(eval_specs(cfg), engine, tokenizer)
 
 
@@ -164,102 +155,43 @@ def make_pool(cfg: Config, task):
                       history=c.history)
 
 
-def accelerated(cfg: Config) -> bool:
-    """Whether the roles compute on a GPU or in vLLM (CPU seconds then mean nothing)."""
-    return cfg.rollout.engine == "vllm" or device(cfg).startswith("cuda")
-
-
-def core_split(cfg: Config):
-    """How this run's cores go to its roles (``scalerl.pipeline.cores``)."""
-    from scalerl.pipeline.cores import split_cores
-
-    return split_cores(cfg.pipeline.backend, cfg.train.cores, cfg.pipeline.num_generators,
-                       cfg.pipeline.generator_threads, cfg.train.threads,
-                       accelerated=accelerated(cfg))
-
-
-def gpu_plan(cfg: Config):
-    """Which GPU each role holds (``pipeline.placement``); None on CPU."""
-    if not device(cfg).startswith("cuda"):
-        return None
-    from scalerl.pipeline.placement import gpu_plan as plan
-
-    return plan(torch.cuda.device_count(), cfg.learner.world_size,
-                core_split(cfg).generators if cfg.pipeline.backend == "local" else 0)
-
-
-def rank_threads(cfg: Config) -> int:
-    """torch threads of each learner rank: the learner's threads split between its ranks."""
-    return max(1, core_split(cfg).learner_threads // cfg.learner.world_size)
-
-
-def compute_devices(cfg: Config, backend, learner) -> int:
-    """Devices the compute meter counts, each once: on CPU the cores the roles hold (their
-    threads, every learner rank's), on a GPU the learner's ranks and the generators
-    (``scalerl.compute``)."""
-    plan = gpu_plan(cfg)
-    if plan is not None and cfg.pipeline.backend != "ray":
-        return plan.devices  # distinct physical GPUs (a shared one counts once)
-    if device(cfg).startswith("cuda"):  # Ray places generators on GPUs of its own choosing
-        return learner.num_devices + backend.num_devices - 1  # the backend counts the learner as one
-    split = core_split(cfg)
-    ranks = split.learner_threads if cfg.learner.world_size == 1 else rank_threads(cfg) * cfg.learner.world_size
-    return split.held(generators=cfg.pipeline.backend != "inprocess") - split.learner_threads + ranks
-
-
-def actor_spec(cfg: Config, model_dir: Path, seed: int):
+def actor_spec(cfg: Config, plan: RunPlan, model_dir: Path, seed: int):
+    """Every generator's spec: what it decodes and scores, on the plan's device and threads."""
     from scalerl.pipeline.actor import ActorSpec
 
     return ActorSpec(
         model_dir=str(model_dir), task=task_spec(cfg), chat=chat_format(cfg),
         lora=resolved_lora(cfg, model_dir), params=sampling_params(cfg), generations=cfg.pipeline.generations,
-        engine=cfg.rollout.engine, device=device(cfg), dtype=cfg.model.dtype,
+        engine=cfg.rollout.engine, device=plan.generator_device, dtype=cfg.model.dtype,
         fp32_head=cfg.model.fp32_head_generator, seed=seed,
-        threads=core_split(cfg).generator_threads, evals=eval_specs(cfg) if eval_on_generator(cfg) else (),
+        threads=plan.generator_threads, evals=eval_specs(cfg) if plan.eval_on == "generator" else (),
         engine_kwargs=cfg.rollout.vllm.llm_kwargs() if cfg.rollout.engine == "vllm" else {},
         env=env_spec(cfg),
     )
 
 
-def check_gpu_sharing(cfg: Config, model: torch.nn.Module) -> None:
-    """Refuse, in one sentence, a vLLM generator and the learner that cannot share a GPU
-    (``pipeline.placement.shared_gpu_problem``)."""
-    plan = gpu_plan(cfg)
-    if plan is None or cfg.rollout.engine != "vllm" or not set(plan.learner) & set(plan.generators):
+def check_gpu_sharing(cfg: Config, plan: RunPlan, n_params: int) -> None:
+    """Refuse, in one sentence, a vLLM generator and the learner that the plan puts on one GPU
+    but that cannot share it (``pipeline.placement.shared_gpu_problem``)."""
+    if cfg.rollout.engine != "vllm" or not set(plan.learner_gpus) & set(plan.generator_gpus):
         return
-    from scalerl.models.build import count_parameters
     from scalerl.pipeline.placement import shared_gpu_problem
 
     vllm = cfg.rollout.vllm
-    problem = shared_gpu_problem(torch.cuda.get_device_properties(0).total_memory, count_parameters(model),
+    problem = shared_gpu_problem(torch.cuda.get_device_properties(0).total_memory, n_params,
                                  vllm.gpu_memory_utilization, vllm.kv_cache_memory_bytes,
                                  4 if cfg.model.dtype == "float32" else 2)
     if problem:
         raise ConfigError(problem[0].upper() + problem[1:] + ".")
 
 
-def make_backend(cfg: Config, spec, model: torch.nn.Module, clock=lambda: 0) -> Backend:
-    """``local`` (spawned generator processes) or ``inprocess``; ``ray`` lives in its own module.
-    ``clock``: the learner's step, which the window rule of generator deaths counts in."""
-    check_gpu_sharing(cfg, model)
-    name = cfg.pipeline.backend
+def make_backend(cfg: Config, plan: RunPlan, spec, layout, clock=lambda: 0, n_params: int = 0) -> Backend:
+    """The plan's backend (``backends.BACKENDS``), built from the generators' spec, the
+    published weights' ``layout`` and the plan. ``clock``: the learner's step, which the
+    window rule of generator deaths counts in; ``n_params``: the learner's, for the GPU check."""
+    check_gpu_sharing(cfg, plan, n_params)
     deaths = GeneratorDeaths(cfg.pipeline.generator_deaths, cfg.pipeline.generator_death_window, clock)
-    if name == "local":
-        from scalerl.pipeline.backends.local import LocalBackend
-
-        plan = gpu_plan(cfg)
-        return LocalBackend(spec, model, core_split(cfg).generators, plan.generators if plan else None, deaths)
-    if name == "inprocess":
-        from scalerl.pipeline.backends.inprocess import InProcessBackend
-
-        return InProcessBackend(spec, model)
-    if name == "ray":
-        from scalerl.pipeline.backends.ray import RayBackend  # written on top of these roles
-
-        # the driver's learner holds a GPU Ray does not know of; ranks reserve theirs in Ray
-        learner_gpus = 1 if device(cfg).startswith("cuda") and cfg.learner.world_size == 1 else 0
-        return RayBackend(spec, model, core_split(cfg).generators, learner_gpus, deaths)
-    raise ValueError(f"unknown backend {name!r}")
+    return backend_class(plan.backend)(spec, layout, plan, deaths)
 
 
 def validation_line(cfg: Config, task) -> str | None:
@@ -359,16 +291,17 @@ def learner_rules(cfg: Config, pad_id: int):
                         float16=cfg.model.dtype == "float16")
 
 
-def make_learner(cfg: Config, model_dir: Path, log=print):
+def make_learner(cfg: Config, plan: RunPlan, model_dir: Path, log=print):
     """``(learner, tokenizer)``: the model in this process (``learner.world_size = 1``), or a
     :class:`~scalerl.pipeline.learner_group.ShardedLearner` whose ranks start with
     ``learner.start(sink)`` once the backend's sink exists (a CPU copy of the model stays here
-    for evaluation and export). ``log`` says the layers LoRA adapts."""
+    for evaluation and export); on the plan's devices, threads and nodes. ``log`` says the
+    layers LoRA adapts."""
     from scalerl.compute import matmul_peak
     from scalerl.pipeline.learner import Learner
 
-    world = cfg.learner.world_size
-    model, tokenizer = load_model(cfg, model_dir, device_name="cpu" if world > 1 else None, log=log)
+    world = plan.learner_ranks
+    model, tokenizer = load_model(cfg, model_dir, device_name="cpu" if world > 1 else plan.device, log=log)
     rules = learner_rules(cfg, tokenizer.pad_token_id)
     bucket = cfg.learner.sync_bucket_mb << 20
     if world == 1:
@@ -376,13 +309,13 @@ def make_learner(cfg: Config, model_dir: Path, log=print):
     from scalerl.pipeline.learner_group import ShardedLearner, free_port
     from scalerl.pipeline.learner_rank import RankSpec
 
-    kind = "cuda" if device(cfg).startswith("cuda") else "cpu"
+    kind = plan.device
     spec = RankSpec(model_dir=str(model_dir), rules=rules, strategy=cfg.learner.strategy, world=world, device=kind,
                     dtype=learner_dtype(cfg), lora=resolved_lora(cfg, model_dir),
-                    threads=rank_threads(cfg), bucket_bytes=bucket, master_addr="127.0.0.1", master_port=free_port(),
+                    threads=plan.rank_threads, bucket_bytes=bucket, master_addr="127.0.0.1", master_port=free_port(),
                     seed=cfg.train.seed, timeout_s=max(1800.0, 2 * cfg.learner.sync_timeout_s))
     # the ranks compute under autocast over float32 masters: the peak is the compute dtype's
     peak = matmul_peak(kind, rules.step.autocast_dtype or model.dtype)
-    learner = ShardedLearner(spec, model, transport="ray" if cfg.pipeline.backend == "ray" else "local",
-                             peak_flop_s=peak, sync_timeout_s=cfg.learner.sync_timeout_s)
+    learner = ShardedLearner(spec, model, transport=plan.rank_transport, peak_flop_s=peak,
+                             sync_timeout_s=cfg.learner.sync_timeout_s, nodes=plan.rank_nodes)
     return learner, tokenizer

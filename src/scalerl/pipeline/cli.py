@@ -9,8 +9,8 @@ anything is built or written (``scalerl.pipeline.preflight``); so do a run direc
 ``config.yaml`` or checkpoints do not load and a disk that fills up during the run.
 SIGTERM or SIGINT stops the run after the step under way with a checkpoint, one sentence and
 exit code 143 or 130 (a second one exits at once; ``scalerl.pipeline.stop``). A learner rank
-that dies, a weight sync that times out, or generators that die too often
-(``scalerl.pipeline.restarts``) stop it with one sentence saying whether a checkpoint exists,
+that dies, a weight sync that times out, generators that die too often or a Ray node that
+leaves the cluster (``scalerl.pipeline.restarts``) stop it with one sentence saying whether a checkpoint exists,
 and exit code 1.
 """
 
@@ -125,9 +125,9 @@ def _handle(args: argparse.Namespace) -> int:
     except ConfigError as err:
         return _fail(err)
     from scalerl.checkpoint import CheckpointError
-    from scalerl.pipeline.learner_group import RankFailed, SyncTimeout
+    from scalerl.pipeline.learner_rank import RankFailed, SyncTimeout
     from scalerl.pipeline.report import final_report
-    from scalerl.pipeline.restarts import GeneratorsFailed, failure_sentence
+    from scalerl.pipeline.restarts import GeneratorsFailed, NodeLost, failure_sentence
     from scalerl.pipeline.run import train
     from scalerl.pipeline.stop import Stopped
     from scalerl.user_code import TooManyStuck
@@ -139,7 +139,7 @@ def _handle(args: argparse.Namespace) -> int:
         return stop.code
     except (ConfigError, CheckpointError, TooManyStuck) as err:  # TooManyStuck: user code that hangs
         return _fail(err)
-    except (SyncTimeout, RankFailed, GeneratorsFailed) as err:  # the roles are stopped; checkpoints are whole
+    except (SyncTimeout, RankFailed, GeneratorsFailed, NodeLost) as err:  # the roles are stopped; checkpoints are whole
         print(f"scalerl train: {failure_sentence(err, run_dir)}", file=sys.stderr)
         return 1
     except OSError as err:

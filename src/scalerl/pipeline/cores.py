@@ -1,6 +1,7 @@
-"""How a run splits the machine's cores between its roles, by a rule it prints at start.
+"""How a run splits the machine's cores between its roles, by a rule it prints at start
+(a helper of the run plan, ``scalerl.pipeline.plan``).
 
-With ``local``, the learner is this process and every generator a process of its own. At the
+With generator processes (``local``), the learner is this process and every generator a process of its own. At the
 recipe's shape one learner step costs about as much CPU as generating its batch (``sync``
 spends 55% of its step in the learner, 45% generating, at P × G = 8 × 8 on ``nano``), and
 torch's intra-op threads speed the learner's large matmuls up sublinearly while generator
@@ -11,9 +12,9 @@ processes of one thread each and the rest to the learner's threads:
     learner threads = max(1, cores − generators × generator threads)
 
 Two cores give the overlap the pipeline was built for (one learner thread, one generator);
-sixteen give eight generators and an eight-thread learner. ``inprocess`` runs both roles in
-one process, so its learner takes every core; ``ray`` schedules generators on the cluster,
-one thread each unless told otherwise. Generators on a GPU (``train.device=cuda``) or on vLLM
+sixteen give eight generators and an eight-thread learner. Generators in the learner's
+process (``inprocess``) leave every core to the learner; generators on a cluster (``ray``)
+reserve their own CPUs there, one generator of one thread unless told otherwise. Generators on a GPU (``train.device=cuda``) or on vLLM
 are one by default: each holds a model copy on the device. Any of the three numbers can be set, and the rule
 fills in the rest (``train.threads``, ``pipeline.num_generators``,
 ``pipeline.generator_threads``); ``train.cores`` bounds the whole run (a sweep running
@@ -72,24 +73,25 @@ class CoreSplit:
         return self.learner_threads + (self.generators * self.generator_threads if generators else 0)
 
 
-def split_cores(backend: str, cores: int | None = None, generators: int | str = "auto",
+def split_cores(where: str, cores: int | None = None, generators: int | str = "auto",
                 generator_threads: int | str = "auto", learner_threads: int | str = "auto",
                 accelerated: bool = False) -> CoreSplit:
     """The ``auto`` rule of the module doc, with any explicit number kept as given.
-    ``accelerated`` (CUDA generators or vLLM): ``auto`` is one generator, since each holds
-    a model copy (vLLM reserves most of the GPU's memory)."""
+    ``where`` the generators run (``backends.Capabilities.generators``: ``in_learner``,
+    ``processes`` or ``cluster``). ``accelerated`` (CUDA generators or vLLM): ``auto`` is one
+    generator, since each holds a model copy (vLLM reserves most of the GPU's memory)."""
     cores = cores or available_cores()
     auto = [name for name, v in (("generators", generators), ("generator threads", generator_threads),
                                  ("learner threads", learner_threads)) if v == "auto"]
     g_threads = 1 if generator_threads == "auto" else int(generator_threads)
-    if backend == "inprocess":
+    if where == "in_learner":
         gens = 1 if generators == "auto" else int(generators)
         learner = cores if learner_threads == "auto" else int(learner_threads)
     else:
-        per_core = backend == "local" and not accelerated
+        per_core = where == "processes" and not accelerated
         gens = (max(1, cores // 2) if per_core else 1) if generators == "auto" else int(generators)
         learner = max(1, cores - gens * g_threads) if learner_threads == "auto" else int(learner_threads)
     how = f"auto: {', '.join(auto)}" if auto else "all set by the config"
-    where = "in the learner's process" if backend == "inprocess" else f"{gens} generator(s) x {g_threads} thread(s)"
-    rule = f"cores: {cores} -> learner {learner} thread(s) + {where} ({how}; rule: scalerl.pipeline.cores)"
+    gen = "in the learner's process" if where == "in_learner" else f"{gens} generator(s) x {g_threads} thread(s)"
+    rule = f"cores: {cores} -> learner {learner} thread(s) + {gen} ({how}; rule: scalerl.pipeline.cores)"
     return CoreSplit(cores, gens, g_threads, learner, rule)

@@ -3,7 +3,8 @@
 The paper validates the policy every ~100 steps (digest §4.3). Run on the learner's own
 model, an evaluation stops the learner for as long as it decodes ``num_prompts × k``
 completions, and at the recipe's shape the learner is the pipeline's bottleneck. With
-``eval.on=generator`` (the default where the backend can, ``local``) the driver instead
+``eval.on=generator`` (the default where the backend's generators evaluate,
+``backends.Capabilities.evaluates``: ``local``; the run plan decides) the driver instead
 snapshots the weights of the version to report (one flat copy), queues an
 :class:`~scalerl.types.EvalRequest`, and trains on; a generator evaluates those weights
 between chunks and sends an :class:`~scalerl.types.EvalResult` back.
@@ -79,10 +80,11 @@ class LearnerEvaluation:
 
 
 class GeneratorEvaluation:
-    """Evaluate on a generator of the ``local`` backend, with a snapshot of the weights."""
+    """Evaluate on a generator of an :class:`~scalerl.pipeline.backends.EvaluatingBackend`,
+    with a snapshot of the weights."""
 
     def __init__(self, backend) -> None:
-        self.backend, self.layout = backend, backend.weights.layout
+        self.backend, self.layout = backend, backend.layout
 
     def submit(self, step: int, version: int, model):
         """Queue the evaluation; returns the weight snapshot sent, which a checkpoint keeps
@@ -98,11 +100,6 @@ class GeneratorEvaluation:
 
     def results(self, timeout: float = 0.0) -> list[EvalResult]:
         return self.backend.evaluations(timeout)
-
-
-def on_generator(where: str, backend: str) -> bool:
-    """Whether ``eval.on`` puts evaluations on a generator with this backend."""
-    return where == "generator" or (where == "auto" and backend == "local")
 
 
 def make_evaluation(generator: bool, backend, evaluators: Callable[[], list], stop=None, log=print):

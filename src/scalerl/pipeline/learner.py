@@ -26,7 +26,7 @@ from scalerl.models.lora import is_lora, published_parameters
 from scalerl.pipeline.batch import prepare_batch
 from scalerl.pipeline.rules import LearnerRules
 from scalerl.pipeline.train_step import step_metrics, train_part
-from scalerl.pipeline.weights import weight_buckets
+from scalerl.pipeline.weights import WeightLayout, weight_buckets
 
 
 class StepResult(NamedTuple):
@@ -46,6 +46,7 @@ class LearnerRole(Protocol):
     version: int  # optimiser steps taken: the policy version the weights are
     num_params: int  # distinct parameters (the compute meter's N)
     num_devices: int  # devices (ranks) it computes on
+    layout: WeightLayout  # the published weights' names, shapes and dtypes (backends are built from it)
 
     def start(self, sink) -> None:
         """Begin: ``sink`` (a ``weights.WeightSink``) is where :meth:`publish` writes."""
@@ -61,6 +62,10 @@ class LearnerRole(Protocol):
 
     def eval_snapshot(self) -> torch.nn.Module:
         """A model holding the current weights, for evaluation and export in the driver."""
+        ...
+
+    def placement(self) -> list[dict[str, Any]]:
+        """Where it actually runs: per process, ``{"role", "host", "pid", "devices"}``."""
         ...
 
     def state_dict(self) -> dict[str, Any]: ...
@@ -98,6 +103,7 @@ class Learner:
 
     def __init__(self, model: torch.nn.Module, rules: LearnerRules, bucket_bytes: int = 1 << 62) -> None:
         self.model, self.rules, self.bucket_bytes = model, rules, bucket_bytes
+        self.layout = WeightLayout(model)
         self.forward = Forward(model)
         o = rules.optim
         # frozen weights (a LoRA run's base) get no optimiser state
@@ -146,6 +152,12 @@ class Learner:
 
     def eval_snapshot(self) -> torch.nn.Module:
         return self.model
+
+    def placement(self) -> list[dict[str, Any]]:
+        import os
+        import socket
+
+        return [{"role": "learner", "host": socket.gethostname(), "pid": os.getpid(), "devices": [str(self.device)]}]
 
     def close(self) -> None:
         """Nothing to release: the model is the driver's."""

@@ -26,18 +26,10 @@ from typing import Any
 import torch
 
 from scalerl.pipeline.learner import Published, StepResult, rate_metrics
-from scalerl.pipeline.learner_rank import LearnerRank, RankSpec
+from scalerl.pipeline.learner_rank import LearnerRank, RankFailed, RankSpec, SyncTimeout
 from scalerl.pipeline.restarts import describe_exit
 from scalerl.pipeline.stop import children_ignore_stop_signals
 from scalerl.pipeline.train_step import step_metrics
-
-
-class SyncTimeout(RuntimeError):
-    """A weight sync ran past ``learner.sync_timeout_s``; the message names rank and bucket."""
-
-
-class RankFailed(RuntimeError):
-    """A learner rank raised or died; the message carries its traceback's last line."""
 
 
 def _last_line(text: str) -> str:
@@ -79,6 +71,7 @@ class _ProcessRanks:
 
     def __init__(self, spec: RankSpec, sink) -> None:
         ctx = torch.multiprocessing.get_context("spawn")
+        self.device = spec.device
         self.progress = ctx.Array("q", spec.world, lock=False)  # LearnerRank.sync_progress, per rank
         self.conns, self.procs = [], []
         for rank in range(spec.world):
@@ -137,6 +130,12 @@ class _ProcessRanks:
     def sync_progress(self) -> list[int]:
         return list(self.progress)
 
+    def where(self) -> list[dict]:
+        """Each rank's host, pid and device on this machine."""
+        host = socket.gethostname()
+        return [{"host": host, "pid": p.pid, "devices": [f"cuda:{r}" if self.device == "cuda" else "cpu"]}
+                for r, p in enumerate(self.procs)]
+
     def kill(self) -> None:
         for proc in self.procs:
             proc.kill()
@@ -162,10 +161,14 @@ class ShardedLearner:
     evaluation and export copy."""
 
     def __init__(self, spec: RankSpec, template: torch.nn.Module, *, transport: str, peak_flop_s: float,
-                 sync_timeout_s: float) -> None:
+                 sync_timeout_s: float, nodes: tuple[str, ...] = ()) -> None:
+        """``transport``: ``processes`` or ``ray`` (``backends.Capabilities.ranks``); ``nodes``:
+        the Ray node of each rank (the run plan's)."""
         from scalerl.models.build import count_parameters
+        from scalerl.pipeline.weights import WeightLayout
 
-        self.spec, self.template, self.sync_timeout_s = spec, template, sync_timeout_s
+        self.spec, self.template, self.sync_timeout_s, self.nodes = spec, template, sync_timeout_s, nodes
+        self.layout = WeightLayout(template)
         self.num_params, self.num_devices = count_parameters(template), spec.world
         self.version = 0
         self.peak_flop_s = peak_flop_s * spec.world  # learner_mfu is over all ranks
@@ -180,7 +183,7 @@ class ShardedLearner:
         if self.transport == "ray":
             from scalerl.pipeline.backends.ray_learner import RayRanks
 
-            self.ranks = RayRanks(self.spec, shared)
+            self.ranks = RayRanks(self.spec, shared, self.nodes)
         else:
             self.ranks = _ProcessRanks(self.spec, shared)
 
@@ -235,6 +238,10 @@ class ShardedLearner:
         self._all("load_state_dict", state)
         self.version = int(state["version"])
         self._snapshot_version = -1
+
+    def placement(self) -> list[dict[str, Any]]:
+        """Where each rank runs (host, pid, devices; its node on Ray)."""
+        return [{"role": f"learner rank {r}", **w} for r, w in enumerate(self.ranks.where())]
 
     def memory(self) -> list[dict[str, int]]:
         """Per rank, the bytes of parameters and optimiser state it holds."""

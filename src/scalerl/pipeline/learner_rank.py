@@ -31,7 +31,6 @@ from __future__ import annotations
 import datetime
 import itertools
 import os
-import signal
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -48,16 +47,15 @@ from scalerl.pipeline.train_step import Shard, train_part
 STRATEGIES = ("fsdp2", "ddp")
 """Data-parallel strategies (``learner.strategy``)."""
 
-STALL_ENV = "SCALERL_TEST_STALL_SYNC"
-"""``RANK:BUCKET@VERSION``: that rank hangs before gathering that bucket (1-based) of that
-version's sync — the injected stall the sync-timeout test needs; never set in a real run."""
-
-KILL_ENV = "SCALERL_TEST_KILL_RANK"
-"""``RANK:PHASE@VERSION``: that rank SIGKILLs itself as it starts that version's ``step``, or
-its ``publish`` before the second bucket — the deaths the rank-failure tests need; never set
-in a real run."""
-
 _PREFIX = "model."  # Forward holds the model as ``model``
+
+
+class SyncTimeout(RuntimeError):
+    """A weight sync ran past ``learner.sync_timeout_s``; the message names rank and bucket."""
+
+
+class RankFailed(RuntimeError):
+    """A learner rank raised or died; the message carries its traceback's last line."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +75,11 @@ class RankSpec:
     master_port: int
     seed: int
     timeout_s: float
+    faults: Any = None
+    """A picklable callable ``faults(rank, phase, version, bucket)`` every rank calls as it
+    starts a step (``phase="step"``, ``bucket=0``) and before it gathers each bucket of a sync
+    (``"publish"``, 1-based): the seam through which tests inject a stalled or dead rank. None
+    (nothing is called) in a real run."""
 
 
 def _load(spec: RankSpec, device: torch.device) -> torch.nn.Module:
@@ -136,7 +139,7 @@ class LearnerRank:
 
     def step(self, groups, version: int) -> dict[str, Any]:
         """Train this rank's rows of the batch; its part, and on rank 0 the batch's statistics."""
-        _die_if_told(self.rank, "step", version)
+        self._fault("step", version, 0)
         start, cpu = time.perf_counter(), time.process_time()
         rules = self.spec.rules
         batch = prepare_batch(groups, rules.batch, version, rules.pad_id)
@@ -150,6 +153,10 @@ class LearnerRank:
                 "pass_rates": batch.pass_rates if first else None,
                 "busy_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu}
 
+    def _fault(self, phase: str, version: int, bucket: int) -> None:
+        if self.spec.faults is not None:
+            self.spec.faults(self.rank, phase, version, bucket)
+
     def _mark(self, half_steps: int) -> None:
         """Sync progress in half-steps: ``2i − 1`` while gathering bucket ``i``, ``2i`` once it is
         gathered (so a rank waiting inside a gather reads ahead of one stalled before it)."""
@@ -161,15 +168,10 @@ class LearnerRank:
         """The published tensors in buckets, gathered here (every rank), progress recorded."""
         from scalerl.pipeline.weights import weight_buckets
 
-        where, _, when = os.environ.get(STALL_ENV, "").partition("@")
-        stall = where if when == str(version) else ""
         buckets = weight_buckets(published_parameters(self.model), self.spec.bucket_bytes)
         self._mark(0)
         for i in itertools.count(1):
-            if stall == f"{self.rank}:{i}":
-                time.sleep(86400)  # the injected stall (STALL_ENV)
-            if i == 2:
-                _die_if_told(self.rank, "publish", version)
+            self._fault("publish", version, i)
             self._mark(2 * i - 1)
             bucket = next(buckets, None)  # gathers it: a collective under fsdp2
             if bucket is None:
@@ -247,12 +249,6 @@ class LearnerRank:
     def close(self) -> None:
         if dist.is_initialized():
             dist.destroy_process_group()
-
-
-def _die_if_told(rank: int, phase: str, version: int) -> None:
-    """The injected death (``KILL_ENV``)."""
-    if os.environ.get(KILL_ENV) == f"{rank}:{phase}@{version}":
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class _Counted:

@@ -13,6 +13,9 @@ loop forever) raise :class:`GeneratorsFailed`.
 A learner rank holds a shard of the model and optimiser, which no replacement could
 rebuild mid-run, so its death stops the run (``learner_group.RankFailed``).
 
+A role whose cluster node left (``ray``) is not replaced elsewhere behind the plan's back:
+:class:`NodeLost` names the node and stops the run; a resume plans again for the nodes left.
+
 Either way ``scalerl train`` prints one sentence, made by :func:`failure_sentence`, which
 says whether a checkpoint exists to continue from; the exit status is 1.
 """
@@ -27,6 +30,10 @@ from pathlib import Path
 
 class GeneratorsFailed(RuntimeError):
     """Generators died too often (:class:`GeneratorDeaths`); ``str()`` names the cause."""
+
+
+class NodeLost(RuntimeError):
+    """A cluster node that ran a role left the cluster; ``str()`` names the node and the role."""
 
 
 def describe_exit(code: int | None) -> str:

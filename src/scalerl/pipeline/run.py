@@ -17,8 +17,10 @@ curriculum, queued groups, undelivered prompts (re-dispatched), step, version, c
 records awaiting their evaluations (re-submitted) — and truncates ``metrics.jsonl`` back to
 the last record logged before the checkpoint.
 
-Every start writes ``config.yaml`` atomically and sweeps the semaphores a killed run leaked
-into ``/dev/shm`` (``scalerl.pipeline.shm``).
+Where every role runs is decided once, before anything is written, by the run plan
+(``scalerl.pipeline.plan``): printed at start and saved as ``RUN_DIR/plan.json`` with where each
+role actually ran. Every start writes ``config.yaml`` atomically and sweeps the semaphores a
+killed run leaked into ``/dev/shm`` (``scalerl.pipeline.shm``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from scalerl.pipeline import build
 from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
 from scalerl.pipeline.learner import LearnerRole
 from scalerl.pipeline.overlap import OverlapMonitor
+from scalerl.pipeline.plan import RunPlan, build_plan, write_plan
 from scalerl.pipeline.queues import LagPolicy
 from scalerl.pipeline.reward_notes import check_first_batch, describe_rewards
 from scalerl.pipeline.scheduler import Scheduler
@@ -57,39 +60,42 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
 
     Raises :class:`~scalerl.pipeline.stop.Stopped` when SIGTERM or SIGINT ended the run."""
     run_dir = Path(run_dir)
+    plan = build_plan(cfg)  # first: a plan the machine or cluster cannot serve is one sentence
     saved = _start(cfg, run_dir, resume, log)
     with on_signals(run_dir, resumable=saved is not None) as stopping:
-        return _train(cfg, run_dir, saved, resume, log, stopping)
+        return _train(cfg, plan, run_dir, saved, resume, log, stopping)
 
 
-def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopping) -> dict[str, Any]:
-    split = build.core_split(cfg)
-    log(split.rule)
+def _train(cfg: Config, plan: RunPlan, run_dir: Path, saved, resume: bool, log, stopping: Stopping) -> dict[str, Any]:
+    for line in plan.lines():
+        log(line)
     log(describe_rewards(cfg))
-    torch.set_num_threads(split.learner_threads)
+    torch.set_num_threads(plan.learner_threads)
     torch.manual_seed(cfg.train.seed)
 
     task = task_spec(cfg).build()
     if (line := build.validation_line(cfg, task)) is not None:
         log(line)
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
-    learner, tokenizer = build.make_learner(cfg, model_dir)
+    learner, tokenizer = build.make_learner(cfg, plan, model_dir, log)
     pool = build.make_pool(cfg, task)
     policy = LagPolicy(cfg.pipeline.mode, cfg.pipeline.k, cfg.pipeline.prompts_per_step)
     scheduler = Scheduler(policy, pool, cfg.pipeline.prompts_per_chunk)
 
     step = saved[1]["step"] if saved else 0
-    spec = build.actor_spec(cfg, model_dir, cfg.train.seed + step)
-    backend = build.make_backend(cfg, spec, learner.eval_snapshot(), clock=lambda: learner.version)
+    spec = build.actor_spec(cfg, plan, model_dir, cfg.train.seed + step)
+    backend = build.make_backend(cfg, plan, spec, learner.layout, clock=lambda: learner.version,
+                                 n_params=learner.num_params)
     forecaster = logger = None
     record: dict[str, Any] = {}
     try:
         learner.start(backend.sink)
+        write_plan(run_dir, plan, {"learner": learner.placement(), "generators": backend.placement()})
         # built before the compute meter starts: the evaluation sets' construction is set-up
-        evaluation = make_evaluation(build.eval_on_generator(cfg), backend,
+        evaluation = make_evaluation(plan.eval_on == "generator", backend,
                                      lambda: build.evaluators(cfg, learner.eval_snapshot(), tokenizer),
                                      stop=lambda: stopping.requested, log=log)
-        compute = ComputeMeter(build.compute_devices(cfg, backend, learner), learner.num_params)
+        compute = ComputeMeter(plan.devices, learner.num_params)
         records = OrderedRecords(evaluation, compute)
         if saved:
             restore(saved[0], learner, pool, scheduler, compute, records)
@@ -101,10 +107,13 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
         logger = build.make_logger(cfg, run_dir, max(logged, 0))
         forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if saved else ())
         export = build.exporter(cfg, run_dir, learner.eval_snapshot(), tokenizer)
+        # CPU seconds measure launches and spinning, not work, on a GPU or in vLLM's engine process
+        overlap = OverlapMonitor(enabled=not plan.generators_in_learner and cfg.pipeline.mode != "sync"
+                                 and not plan.accelerated)
         step, record = _loop(cfg, run_dir, step, saved, learner, pool, scheduler, backend, compute, records, logger,
-                     forecaster, export, stopping, log)
+                             forecaster, export, stopping, overlap, log)
     finally:
-        for part in (forecaster, backend, learner, logger):
+        for part in (forecaster, learner, backend, logger):  # the backend last: it may end a Ray it started
             if part is not None:
                 part.close()
     if stopping.requested:
@@ -114,7 +123,7 @@ def _train(cfg: Config, run_dir: Path, saved, resume: bool, log, stopping: Stopp
 
 def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, pool, scheduler: Scheduler, backend,
           compute: ComputeMeter, records: OrderedRecords, logger, forecaster: LiveForecast, export,
-          stopping: Stopping, log) -> tuple[int, dict[str, Any]]:
+          stopping: Stopping, overlap: OverlapMonitor, log) -> tuple[int, dict[str, Any]]:
     """Train until ``train.steps``, the time limit, an early stop or a signal; the last step
     and its record."""
     record: dict[str, Any] = {}
@@ -124,9 +133,6 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
         records.add({"step": 0, **compute.snapshot()}, evaluate=True, learner=learner)
     deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
     logger.set_deadline(deadline)  # the progress line's ETA
-    # CPU seconds measure launches and spinning, not work, on a GPU or in vLLM's engine process
-    overlap = OverlapMonitor(enabled=backend.num_devices > 1 and cfg.pipeline.mode != "sync"
-                             and not build.accelerated(cfg))
     stopping.arm()
     first = True
     while step < cfg.train.steps:

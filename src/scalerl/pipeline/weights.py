@@ -1,6 +1,6 @@
 r"""Learner -> generator weight channels: the in-flight update path of PipelineRL (digest §2.2).
 
-The learner ``publish``es after a step; a generator ``read``s between decode steps (through
+The learner writes a version into a sink after a step; a generator ``read``s between decode steps (through
 the engine's ``on_step``) and swaps the weights in, keeping its KV cache. Two channels share
 one interface:
 
@@ -118,14 +118,11 @@ class SharedWeights:
 
     crosses_processes = True  # a learner rank spawned with it writes the generators' copy
 
-    def __init__(self, model: torch.nn.Module, ctx) -> None:
-        self.layout = WeightLayout(model)
+    def __init__(self, layout: WeightLayout, ctx) -> None:
+        self.layout = layout
         self.flat = torch.zeros(self.layout.size, dtype=torch.float32).share_memory_()
         self._version = ctx.Value("q", -1, lock=False)
         self._seq = ctx.Value("q", 0, lock=False)
-
-    def publish(self, model: torch.nn.Module, version: int) -> None:
-        self.write(version, model_buckets(model))
 
     def write(self, version: int, buckets: Iterable[dict[str, torch.Tensor]]) -> None:
         """Stage the buckets privately, then copy inside the odd sequence: readers retry one
@@ -161,9 +158,6 @@ class InProcessWeights:
     def __init__(self) -> None:
         self._version = -1
         self._state: Mapping[str, torch.Tensor] = {}
-
-    def publish(self, model: torch.nn.Module, version: int) -> None:
-        self.write(version, model_buckets(model))
 
     def write(self, version: int, buckets: Iterable[dict[str, torch.Tensor]]) -> None:
         self._state = {n: t.clone() for bucket in buckets for n, t in bucket.items()}

@@ -7,26 +7,36 @@ staleness and the lag policy behave as in the ``local`` backend, without overlap
 
 from __future__ import annotations
 
+import os
+import socket
 from collections import deque
 
-import torch
-
 from scalerl.pipeline.actor import ActorSpec, build_actor
-from scalerl.pipeline.weights import InProcessWeights
+from scalerl.pipeline.backends import Capabilities
+from scalerl.pipeline.plan import RunPlan
+from scalerl.pipeline.weights import InProcessWeights, WeightLayout
 from scalerl.types import Group, PromptAssignment
 
 
 class InProcessBackend:
-    num_devices = 1
+    """One generator, decoding in this (the learner's) process."""
+
+    capabilities = Capabilities(generators="in_learner", evaluates=False, ranks="processes",
+                                weights="a copy in this process")
     restarts = 0  # the generator is this process: it cannot die alone
 
-    def __init__(self, spec: ActorSpec, model: torch.nn.Module | None = None, num_generators: int = 1) -> None:
-        self.weights = InProcessWeights()
+    @classmethod
+    def nodes(cls) -> None:
+        """This machine alone: no cluster."""
+        return None
+
+    def __init__(self, spec: ActorSpec, layout: WeightLayout, plan: RunPlan | None = None, deaths=None) -> None:
+        """``plan`` and ``deaths`` are taken as every backend's are; one generator in this
+        process needs neither."""
+        self.weights, self.layout = InProcessWeights(), layout
         self.actor = build_actor(spec, self.weights)
         self.pending: deque[list[PromptAssignment]] = deque()
-
-    def publish(self, model: torch.nn.Module, version: int) -> None:
-        self.weights.publish(model, version)
+        self.device = spec.device
 
     @property
     def sink(self) -> InProcessWeights:
@@ -41,6 +51,9 @@ class InProcessBackend:
     def collect(self, timeout: float) -> list[Group]:
         """Decode the oldest submitted chunk now (``timeout`` is irrelevant in one process)."""
         return self.actor.run_batch(self.pending.popleft()) if self.pending else []
+
+    def placement(self) -> list[dict]:
+        return [{"role": "generator 0", "host": socket.gethostname(), "pid": os.getpid(), "devices": [self.device]}]
 
     def close(self) -> None:
         self.pending.clear()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import queue
+import socket
 import threading
 import time
 import traceback
@@ -39,9 +40,11 @@ import torch
 import torch.multiprocessing as mp
 
 from scalerl.pipeline.actor import ActorSpec, build_actor
+from scalerl.pipeline.backends import Capabilities
+from scalerl.pipeline.plan import RunPlan
 from scalerl.pipeline.restarts import GeneratorDeaths, describe_exit
 from scalerl.pipeline.stop import children_ignore_stop_signals
-from scalerl.pipeline.weights import SharedWeights
+from scalerl.pipeline.weights import SharedWeights, WeightLayout
 from scalerl.types import EvalRequest, EvalResult, Group, PromptAssignment
 
 _SEED_STRIDE = 104729
@@ -172,16 +175,25 @@ class _Generator:
 
 
 class LocalBackend:
-    """``num_generators`` generator processes + this (learner) process."""
+    """``plan.generators`` generator processes + this (learner) process."""
 
-    def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1,
-                 gpus: tuple[int, ...] | None = None, deaths: GeneratorDeaths | None = None) -> None:
-        """``gpus``: the physical GPU of each generator (``pipeline.placement``); None on CPU.
+    capabilities = Capabilities(generators="processes", evaluates=True, ranks="processes",
+                                weights="shared memory")
+
+    @classmethod
+    def nodes(cls) -> None:
+        """This machine alone: no cluster."""
+        return None
+
+    def __init__(self, spec: ActorSpec, layout: WeightLayout, plan: RunPlan,
+                 deaths: GeneratorDeaths | None = None) -> None:
+        """Each generator on its GPU of the plan (``plan.generator_gpus``; none on CPU).
         ``deaths``: when to stop replacing dead generators (default: the first death stops)."""
-        self._ctx, self.spec, self.gpus = mp.get_context("spawn"), spec, gpus
-        self.weights = SharedWeights(model, self._ctx)
+        self._ctx, self.spec, self.gpus = mp.get_context("spawn"), spec, plan.generator_gpus or None
+        self.weights = SharedWeights(layout, self._ctx)
+        self.layout = layout
         self.deaths = deaths or GeneratorDeaths(limit=1, window=1)
-        self.generators = [self._start(i) for i in range(num_generators)]
+        self.generators = [self._start(i) for i in range(plan.generators)]
         self._groups: list[Group] = []
         self._evals: list[EvalResult] = []
 
@@ -190,16 +202,16 @@ class LocalBackend:
         return _Generator(self._ctx, spec, self.weights, index, self.gpus[index] if self.gpus else None)
 
     @property
-    def num_devices(self) -> int:
-        return 1 + len(self.generators)
-
-    @property
     def restarts(self) -> int:
         """Generators replaced so far (``generator_restarts``)."""
         return self.deaths.restarts
 
-    def publish(self, model: torch.nn.Module, version: int) -> None:
-        self.weights.publish(model, version)
+    def placement(self) -> list[dict]:
+        """Each generator process: this host, its pid, its GPU or CPU threads."""
+        host = socket.gethostname()
+        return [{"role": f"generator {g.index}", "host": host, "pid": g.proc.pid,
+                 "devices": [f"cuda:{self.gpus[g.index]}" if self.gpus else f"cpu ({self.spec.threads} thread(s))"]}
+                for g in self.generators]
 
     @property
     def sink(self) -> SharedWeights:

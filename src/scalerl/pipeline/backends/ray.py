@@ -26,20 +26,17 @@ changes, so one run scales from ``ray.init()`` on a laptop to a cluster:
   Ray's ``max_restarts``, which would rerun the constructor but neither push the weights nor
   resubmit the lost calls.
 
-Placement: the learner is the driver process (``run.py``). ``ray.init()`` is called only if Ray
-is not running yet; it honours ``RAY_ADDRESS`` (e.g. ``RAY_ADDRESS=auto`` joins a running
-cluster), and a caller who needs more (a ``runtime_env`` shipping the code, a namespace) calls
-``ray.init`` first. Every node must be able to import ``scalerl`` and read ``model_dir`` (the
-starting weights; later versions come through the object store). When the cluster has GPUs,
-each generator actor reserves one (or an equal share when there are more generators than
-GPUs) and decodes on it; without GPUs it reserves ``pipeline.generator_threads`` CPUs.
+Placement comes from the run plan (``scalerl.pipeline.plan``): the learner is the driver
+process (or ranks on the nodes the plan chose, ``ray_learner``); each generator actor is pinned
+to the node the plan chose for it and reserves ``pipeline.generator_threads`` CPUs and its
+share of a GPU there (``plan.gpus_per_generator``). Joining the cluster, and what a lost node
+does, is ``ray_cluster``'s.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import logging
 import threading
 
 import numpy as np
@@ -47,15 +44,12 @@ import ray
 import torch
 
 from scalerl.pipeline.actor import ActorSpec, build_actor
+from scalerl.pipeline.backends import Capabilities
+from scalerl.pipeline.backends import ray_cluster as cluster
+from scalerl.pipeline.plan import Node, RunPlan
 from scalerl.pipeline.restarts import GeneratorDeaths
-from scalerl.pipeline.weights import WeightLayout, model_buckets
+from scalerl.pipeline.weights import WeightLayout
 from scalerl.types import Group, PromptAssignment
-
-WORKER_ENV = {"TOKENIZERS_PARALLELISM": "false", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
-"""Environment of every generator actor. Ray blanks ``CUDA_VISIBLE_DEVICES`` for an actor that
-reserves no GPU unless told not to; a generator that shares the learner's only GPU unreserved
-(``gpus_per_generator`` = 0 on a one-GPU machine) would then find no CUDA device
-(``gpu-review-2.md`` N4)."""
 
 
 class _ObjectStoreWeights:
@@ -122,49 +116,31 @@ class GeneratorActor:
         """In-flight weight swaps done so far (inside a ``generate`` call)."""
         return self.actor.swaps
 
-
-def gpus_per_generator(cluster_gpus: float, num_generators: int, learner_gpus: float = 0) -> float:
-    """GPUs each generator reserves of those the learner leaves: 1 if there are enough, an equal
-    share if fewer, 0 without (then a CUDA generator shares the learner's GPU unreserved).
-
-    ``learner_gpus``: GPUs a learner outside Ray's books holds (the driver's own, with
-    ``learner.world_size = 1``); ranks in a placement group reserve theirs through Ray."""
-    free = cluster_gpus - learner_gpus
-    if free <= 0:
-        return 0.0
-    return min(1.0, free / num_generators)
+    @ray.method(concurrency_group="weights")
+    def where(self) -> dict:
+        return cluster.where()
 
 
 class RayBackend:
-    """``num_generators`` generator actors; the caller (driver) is the learner."""
+    """``plan.generators`` generator actors on the plan's nodes; the caller (driver) is the learner."""
 
-    def __init__(self, spec: ActorSpec, model: torch.nn.Module, num_generators: int = 1,
-                 learner_gpus: float = 0, deaths: GeneratorDeaths | None = None) -> None:
+    capabilities = Capabilities(generators="cluster", evaluates=False, ranks="ray", weights="the Ray object store")
+
+    @classmethod
+    def nodes(cls) -> tuple[Node, ...]:
+        """The live nodes of the cluster this run joins (``ray_cluster.connect``)."""
+        return cluster.live_nodes()
+
+    def __init__(self, spec: ActorSpec, layout: WeightLayout, plan: RunPlan,
+                 deaths: GeneratorDeaths | None = None) -> None:
         """``deaths``: when to stop replacing dead generators (default: the first death stops)."""
-        self._owns_ray = not ray.is_initialized()
-        if self._owns_ray:
-            # RAY_ADDRESS (e.g. "auto") joins a running cluster; unset starts a local one
-            ray.init(include_dashboard=False, logging_level=logging.WARNING,
-                     runtime_env={"env_vars": dict(WORKER_ENV)})
-        resources = ray.cluster_resources()
-        need = num_generators * spec.threads
-        if resources.get("CPU", 0) < need:
-            raise RuntimeError(
-                f"the Ray cluster has {resources.get('CPU', 0):g} CPUs but {num_generators} generator(s) "
-                f"x {spec.threads} thread(s) need {need}; lower pipeline.num_generators or pipeline.generator_threads."
-            )
-        gpus = gpus_per_generator(resources.get("GPU", 0), num_generators, learner_gpus)
-        if spec.engine == "vllm" and 0 < gpus < 1:  # two vLLMs sized for a whole card each would not fit
-            raise RuntimeError(f"the Ray cluster leaves {resources.get('GPU', 0) - learner_gpus:g} GPU(s) for "
-                               f"{num_generators} vLLM generators, a fraction each; vLLM needs a whole GPU per "
-                               "generator: lower pipeline.num_generators")
+        cluster.connect()
         # per actor too: a cluster the caller started has its own job environment
-        self._options = {"num_cpus": spec.threads, "num_gpus": gpus, "runtime_env": {"env_vars": dict(WORKER_ENV)}}
-        self.layout = WeightLayout(model)
-        if gpus:  # each actor decodes on the GPU Ray assigned it
-            spec = dataclasses.replace(spec, device="cuda")
+        self._options = {"num_cpus": spec.threads, "num_gpus": plan.gpus_per_generator,
+                         "runtime_env": {"env_vars": dict(cluster.WORKER_ENV)}}
+        self.layout, self.nodes = layout, plan.generator_nodes or (None,) * plan.generators
         self.spec, self.deaths = spec, deaths or GeneratorDeaths(limit=1, window=1)
-        self.actors = [self._start(i) for i in range(num_generators)]
+        self.actors = [self._start(i) for i in range(plan.generators)]
         self._pending: dict[ray.ObjectRef, tuple[int, list[PromptAssignment]]] = {}  # result -> (actor, chunk)
         self._latest: tuple[int, list] | None = None  # the newest announced (version, handle)
         self._sink = ObjectStoreSink(self.layout)
@@ -172,20 +148,13 @@ class RayBackend:
     def _start(self, index: int):
         """Generator ``index``'s actor; a replacement samples with a fresh seed."""
         spec = dataclasses.replace(self.spec, seed=self.spec.seed + 104729 * self.deaths.restarts)
-        return GeneratorActor.options(**self._options).remote(spec, index, self.layout)
-
-    @property
-    def num_devices(self) -> int:
-        return 1 + len(self.actors)
+        options = self._options | cluster.pinned(self.nodes[index])
+        return GeneratorActor.options(**options).remote(spec, index, self.layout)
 
     @property
     def restarts(self) -> int:
         """Generator actors replaced so far (``generator_restarts``)."""
         return self.deaths.restarts
-
-    def publish(self, model: torch.nn.Module, version: int) -> None:
-        """``ray.put`` the weights once; every actor gets the ref and pulls when it polls."""
-        self.announce(version, self._sink.write(version, model_buckets(model)))
 
     @property
     def sink(self) -> ObjectStoreSink:
@@ -221,7 +190,10 @@ class RayBackend:
             try:
                 groups = ray.get(ref)
             except ray.exceptions.RayError as err:
-                self._replace(self._pending[ref][0], _cause(err))
+                index = self._pending[ref][0]
+                # a lost node stops the run; the plan would put the replacement back on it
+                cluster.check_node(self.nodes[index], f"generator {index}", 5.0 if "node" in str(err) else 0.0)
+                self._replace(index, _cause(err))
                 continue
             self._pending.pop(ref)
             # ray.get hands back read-only numpy views of the object store; the learner gets
@@ -249,12 +221,15 @@ class RayBackend:
         """Per generator, how many in-flight weight swaps it has done."""
         return ray.get([a.swaps.remote() for a in self.actors])
 
+    def placement(self) -> list[dict]:
+        """Each generator actor's node, host, pid and GPUs, as it reports them."""
+        return [{"role": f"generator {i}", **w} for i, w in enumerate(ray.get([a.where.remote() for a in self.actors]))]
+
     def close(self) -> None:
         for actor in self.actors:
             ray.kill(actor)
         self.actors, self._pending = [], {}
-        if self._owns_ray:
-            ray.shutdown()
+        cluster.release()
 
 
 def _cause(err: Exception) -> str:

@@ -1,11 +1,13 @@
-"""Learner ranks as Ray actors in one placement group (``learner.world_size > 1`` on ``ray``).
+"""Learner ranks as Ray actors on the run plan's nodes (``learner.world_size > 1`` on ``ray``).
 
 The same :class:`~scalerl.pipeline.learner_rank.LearnerRank` as the local processes, behind
 the transport interface ``ShardedLearner`` calls (``call``/``gather``/``sync_progress``/
-``kill``/``close``). The placement group holds one bundle per rank — its CPUs, and a GPU when
-the run trains on CUDA, so ranks may span nodes and Ray knows which GPU each holds; rank 0's
-node address is the group's rendezvous. Each actor runs two threads, so the driver can read
-how far a sync got while the sync is still under way.
+``kill``/``close``). Each rank actor is pinned to the node the plan chose
+(``plan.rank_nodes``: the driver's node first) and reserves its CPUs there, and a GPU when the
+run trains on CUDA, so ranks may span nodes and Ray knows which GPU each holds; rank 0's node
+address is the group's rendezvous. A rank that does not start within
+``PLACEMENT_TIMEOUT_S`` is one sentence. Each actor runs two threads, so the driver can read how
+far a sync got while the sync is still under way.
 """
 
 from __future__ import annotations
@@ -16,10 +18,9 @@ import traceback
 from typing import Any
 
 import ray
-from ray.util.placement_group import placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from scalerl.pipeline.learner_rank import LearnerRank, RankSpec
+from scalerl.pipeline.backends import ray_cluster as cluster
+from scalerl.pipeline.learner_rank import LearnerRank, RankFailed, RankSpec
 
 PLACEMENT_TIMEOUT_S = 60.0
 
@@ -52,25 +53,26 @@ class _RankActor:
     def sync_progress(self) -> int:
         return self.worker.sync_progress if self.worker is not None else 0
 
+    def where(self) -> dict:
+        return cluster.where()
+
 
 class RayRanks:
-    """``spec.world`` rank actors in a placement group; rank 0 writes ``sink``."""
+    """``spec.world`` rank actors, rank ``r`` on ``nodes[r]``; rank 0 writes ``sink``."""
 
-    def __init__(self, spec: RankSpec, sink) -> None:
-        from scalerl.pipeline.learner_group import RankFailed
-
-        bundle = {"CPU": spec.threads, **({"GPU": 1} if spec.device == "cuda" else {})}
-        self.group = placement_group([bundle] * spec.world, strategy="PACK")
-        ready, _ = ray.wait([self.group.ready()], timeout=PLACEMENT_TIMEOUT_S)
-        if not ready:
-            remove_placement_group(self.group)
-            raise RankFailed(f"the Ray cluster cannot place learner.world_size={spec.world} ranks of {bundle} "
-                             f"each (it has {ray.available_resources()} free) within {PLACEMENT_TIMEOUT_S:g} s")
+    def __init__(self, spec: RankSpec, sink, nodes: tuple[str, ...] = ()) -> None:
+        cluster.connect()
+        self.nodes = tuple(nodes) or (None,) * spec.world
         self.actors = [
             _RankActor.options(num_cpus=spec.threads, num_gpus=1 if spec.device == "cuda" else 0,
-                               scheduling_strategy=PlacementGroupSchedulingStrategy(self.group, i)).remote()
-            for i in range(spec.world)]
-        host, port = ray.get(self.actors[0].address.remote())
+                               runtime_env={"env_vars": dict(cluster.WORKER_ENV)}, **cluster.pinned(node)).remote()
+            for node in self.nodes]
+        try:
+            host, port = ray.get(self.actors[0].address.remote(), timeout=PLACEMENT_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            self.kill()
+            raise RankFailed(f"learner rank 0 did not start on Ray node {self.nodes[0]} within "
+                             f"{PLACEMENT_TIMEOUT_S:g} s (the cluster has {ray.available_resources()} free)") from None
         spec = dataclasses.replace(spec, master_addr=host, master_port=port)
         self._pending = [a.setup.remote(spec, i, sink if i == 0 else None) for i, a in enumerate(self.actors)]
         self.gather(timeout=None)
@@ -79,8 +81,6 @@ class RayRanks:
         self._pending = [a.call.remote(method, args) for a in self.actors]
 
     def gather(self, timeout: float | None) -> list[Any]:
-        from scalerl.pipeline.learner_group import RankFailed
-
         ready, _ = ray.wait(self._pending, num_returns=len(self._pending), timeout=timeout)
         if len(ready) < len(self._pending):
             raise TimeoutError([i for i, ref in enumerate(self._pending) if ref not in ready])
@@ -89,6 +89,7 @@ class RayRanks:
             try:
                 status, value = ray.get(ref)
             except ray.exceptions.RayError as err:
+                cluster.check_node(self.nodes[rank], f"learner rank {rank}", 5.0 if "node" in str(err) else 0.0)
                 raise RankFailed(f"learner rank {rank} died ({type(err).__name__})") from None
             if status == "error":
                 raise RankFailed(f"learner rank {rank} failed: {value.strip().splitlines()[-1]}")
@@ -98,10 +99,12 @@ class RayRanks:
     def sync_progress(self) -> list[int]:
         return ray.get([a.sync_progress.remote() for a in self.actors], timeout=10)
 
+    def where(self) -> list[dict]:
+        return ray.get([a.where.remote() for a in self.actors], timeout=PLACEMENT_TIMEOUT_S)
+
     def kill(self) -> None:
         for actor in self.actors:
             ray.kill(actor)
-        remove_placement_group(self.group)
         self.actors = []
 
     def close(self) -> None:
