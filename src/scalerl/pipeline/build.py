@@ -15,6 +15,7 @@ import torch
 from scalerl.config import Config, ConfigError
 from scalerl.config.runtime import env_spec, lora_spec, task_spec
 from scalerl.pipeline.backends import Backend, backend_class
+from scalerl.pipeline.context import chat_format
 from scalerl.pipeline.plan import RunPlan
 from scalerl.pipeline.restarts import GeneratorDeaths
 from scalerl.types import SamplingParams
@@ -119,20 +120,6 @@ def eval_specs(cfg: Config) -> tuple:
         return (val,)
     return val, replace(val, prefix="downstream", task=task_spec(cfg, dict(e.downstream_knobs)),
                         seed=cfg.train.seed + 20_011, samples=0)
-
-
-def chat_format(cfg: Config):
-    """How every role renders prompts (``scalerl.models.chat``)."""
-    from scalerl.models.chat import ChatFormat
-
-    room = None
-    if cfg.task.long_prompts == "cut":  # prompts too long for the context keep their last tokens
-        from scalerl.pipeline.preflight import prompt_room
-
-        room = prompt_room(cfg)
-        room = None if room is None else max(room, 1)
-    return ChatFormat(cfg.model.chat_template, cfg.task.system_prompt, dict(cfg.model.chat_template_kwargs),
-                      max_prompt_tokens=room)
 
 
 def evaluators(cfg: Config, model, tokenizer) -> list:
