@@ -299,7 +299,7 @@ def test_a_whole_config_error_blames_the_layer_that_set_the_field(tmp_path):
 def test_an_error_no_layer_set_a_field_for_names_the_whole_stack():
     from pydantic import BaseModel, model_validator
 
-    from scalerl.config_errors import explain
+    from scalerl.config.errors import explain
 
     class Whole(BaseModel):
         a: int = 0

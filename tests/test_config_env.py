@@ -7,20 +7,21 @@ from pathlib import Path
 import pytest
 
 from scalerl.config import ConfigError, load_config
+from scalerl.config.runtime import env_spec
 from scalerl.rollout.env import EnvSpec
 
 ENVS = Path(__file__).parent / "rollout" / "envs.py"
 
 
 def test_unset_env_is_single_turn():
-    assert load_config("scalerl").env.spec() is None
+    assert env_spec(load_config("scalerl")) is None
 
 
 def test_a_relative_env_file_is_made_absolute_for_every_process(monkeypatch):
     monkeypatch.chdir(ENVS.parent)
     cfg = load_config("scalerl", ["env.name=envs.py:Scripted", "env.knobs={turns: 2}", "env.reward=last",
                                   "env.stop_strings=['</calc>']"])
-    spec = cfg.env.spec()
+    spec = env_spec(cfg)
     assert spec == EnvSpec(f"{ENVS}:Scripted", {"turns": 2}, 4, 256, "last", "tool", ("</calc>",), 60.0, 100_000)
     assert spec.build().turns == 2
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scalerl.config import Config, load_config
-from scalerl.config_paths import PATH_FIELDS, absolute_layer, absolute_spec
+from scalerl.config.paths import PATH_FIELDS, absolute_layer, absolute_spec
 
 REWARD = "def score(completion, answer, **fields):\n    return float(answer in completion)\n"
 ENV = ("class Echo:\n    def __init__(self, index_path=None, mode='x'):\n        pass\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scalerl.config import ConfigError, load_config
+from scalerl.config.runtime import task_spec
 
 
 @pytest.fixture
@@ -19,14 +20,14 @@ def fns(tmp_path):
 
 def test_several_functions_and_their_weights_reach_the_spec(fns):
     cfg = load_config("scalerl", [f"task.reward_fns=[{fns}:trl, {fns}:one]", "task.reward_weights=[0.5, 2]"])
-    spec = cfg.task.spec()
+    spec = task_spec(cfg)
     assert spec.reward_fns == (f"{fns}:trl", f"{fns}:one") and spec.reward_weights == (0.5, 2.0)
     assert [f.batch for f in spec.build().functions] == [True, False]
 
 
 def test_one_reward_fn_is_the_one_function_case(fns):
     cfg = load_config("scalerl", [f"task.reward_fn={fns}:trl"])
-    assert cfg.task.reward_specs == (f"{fns}:trl",) and cfg.task.spec().reward_weights is None
+    assert cfg.task.reward_specs == (f"{fns}:trl",) and task_spec(cfg).reward_weights is None
     assert load_config("scalerl", []).task.reward_specs == ()
 
 

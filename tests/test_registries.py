@@ -14,10 +14,10 @@ from scalerl.config import (
     RolloutConfig,
     TaskConfig,
 )
-from scalerl.config_env import EnvConfig
-from scalerl.config_learner import LearnerConfig
-from scalerl.config_loss import ISCorrectionConfig, LossConfig
-from scalerl.config_rollout import LengthConfig
+from scalerl.config.env import EnvConfig
+from scalerl.config.learner import LearnerConfig
+from scalerl.config.loss import ISCorrectionConfig, LossConfig
+from scalerl.config.rollout import LengthConfig
 from scalerl.data.curriculum import HISTORY_RULES
 from scalerl.data.filters import TRUNCATION_MODES
 from scalerl.data.tasks.base import REWARD_FORMS

@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-EXIT_BAD_INPUT = 2
+from scalerl.fit.errors import EXIT_BAD_INPUT
 
 # module path of each command group; each exposes ``register(subparsers)``
 _COMMAND_MODULES = (
@@ -24,30 +24,22 @@ _COMMAND_MODULES = (
 )
 
 
-def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Bad flags end with one sentence and exit code 2 (argparse prints usage lines too)."""
+class OneLineParser(argparse.ArgumentParser):
+    """Bad flags end with one sentence and exit code 2 (argparse prints usage lines too). Every
+    subcommand's parser is one too: ``add_subparsers`` makes its parsers of the parent's class."""
 
-    def error(message: str):
-        parser.exit(EXIT_BAD_INPUT, f"{parser.prog}: error: {message} (see --help).\n")
-
-    parser.error = error  # type: ignore[method-assign]
-    return parser
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help).\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = one_line_errors(argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="scalerl",
         description="Forecast and train RL for LLMs with the ScaleRL sigmoid law and recipe.",
-    ))
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:  # a group whose optional extra is absent
-            if err.name and err.name.startswith("scalerl"):
-                continue
-            raise
-        module.register(sub)
+    for name in _COMMAND_MODULES:  # each imports its heavy dependencies inside its handlers
+        importlib.import_module(name).register(sub)
     return parser
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from scalerl.config import Config, ConfigError, load_config
-from scalerl.config_yaml import load_yaml
+from scalerl.config.yaml_io import load_yaml
 from scalerl.experiments.sweep import Variant, check_model, config_reason
 
 

@@ -188,7 +188,7 @@ def claim_folder(out: Path, record: dict) -> None:
     folder or one report."""
     import yaml
 
-    from scalerl.config_yaml import load_yaml
+    from scalerl.config.yaml_io import load_yaml
 
     path = Path(out) / "sweep.yaml"
     if path.exists():

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.cli import EXIT_BAD_INPUT, one_line_errors
 from scalerl.fit import fit_output, forecast, plot, report
 from scalerl.fit.compare import (
     RunFit,
@@ -26,7 +25,7 @@ from scalerl.fit.compare import (
     loo_table,
 )
 from scalerl.fit.demo import demo_command
-from scalerl.fit.errors import CurveError, CurveWarning
+from scalerl.fit.errors import EXIT_BAD_INPUT, CurveError, CurveWarning
 from scalerl.fit.options import FitOptions
 from scalerl.fit.outcome import FitOutcome
 from scalerl.fit.outputs import check_outputs
@@ -108,9 +107,7 @@ def _add_curve_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     """Add ``fit``, ``compare`` and ``demo-fit`` to the ``scalerl`` command."""
-    p = one_line_errors(
-        subparsers.add_parser("fit", help="fit the ScaleRL sigmoid to runs and forecast")
-    )
+    p = subparsers.add_parser("fit", help="fit the ScaleRL sigmoid to runs and forecast")
     _add_curve_options(p)
     p.add_argument(
         "--fit-frac",
@@ -159,18 +156,14 @@ def register(subparsers) -> None:
     p.set_defaults(func=_guard(fit_command))
 
     _register_compare(subparsers)
-    p = one_line_errors(
-        subparsers.add_parser("demo-fit", help="forecasting demo on the bundled synthetic curves")
-    )
+    p = subparsers.add_parser("demo-fit", help="forecasting demo on the bundled synthetic curves")
     p.add_argument("--out", type=Path, default=Path("out/demo-fit"), help="output folder")
     p.set_defaults(func=_guard(demo_command))
 
 
 def _register_compare(subparsers) -> None:
     """``scalerl compare``."""
-    p = one_line_errors(
-        subparsers.add_parser("compare", help="compare runs with the paper's A-margin rule")
-    )
+    p = subparsers.add_parser("compare", help="compare runs with the paper's A-margin rule")
     _add_curve_options(p)
     p.add_argument("--baseline", help="run name for the leave-one-out table (Fig. 7)")
     p.add_argument(

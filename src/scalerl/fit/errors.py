@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CurveError", "CurveWarning", "validate_curve"]
+__all__ = ["EXIT_BAD_INPUT", "CurveError", "CurveWarning", "validate_curve"]
+
+EXIT_BAD_INPUT = 2
+"""Every ``scalerl`` command's exit code for bad input (said in one sentence, no traceback).
+Here, at the bottom of the package, so each command module can name it without importing
+the command line that imports them."""
 
 
 class CurveError(ValueError):

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.cli import one_line_errors
 from scalerl.fit import report
 from scalerl.fit.cli import _guard, _r0, options_from
 from scalerl.fit.errors import CurveError
@@ -40,7 +39,7 @@ _JSONL = (".jsonl", ".ndjson", ".json")
 
 def register(subparsers) -> None:
     """Add ``plan`` to the ``scalerl`` command."""
-    p = one_line_errors(subparsers.add_parser("plan", help="time and devices to reach a target reward"))
+    p = subparsers.add_parser("plan", help="time and devices to reach a target reward")
     p.add_argument("run", metavar="RUN", help="a run folder (live or finished) or a log scalerl fit reads")
     p.add_argument("--target", type=float, required=True, metavar="R", help="the reward to reach, in [0, 1]")
     p.add_argument("--budget-hours", type=float, metavar="H", help="P(reaching R within H hours of the start)")

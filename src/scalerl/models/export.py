@@ -31,12 +31,13 @@ import errno
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
 
 from scalerl.models.load import resolve_dtype
+from scalerl.models.lora import PEFT_PREFIX, merged_weights
 
 EXPORT_MARKER = "scalerl-export.json"
 """Written by ``scalerl export`` into the folder it exports to: ``{"run", "step", "files"}``."""
@@ -120,8 +121,6 @@ def _write_into(tmp: Path, model, tokenizer, state: Mapping[str, torch.Tensor], 
         tokenizer.chat_template = chat_template
     try:
         if hasattr(model, "peft_config"):
-            from scalerl.models.lora import save_adapter_and_merged
-
             save_adapter_and_merged(model, state, target, tmp, lambda d: tokenizer.save_pretrained(d))
             absolute_base(tmp)
         else:
@@ -182,3 +181,29 @@ def _swap_in(tmp: Path, directory: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def save_adapter_and_merged(model, state: Mapping[str, torch.Tensor], dtype: torch.dtype, directory: Path,
+                            save_tokenizer: Callable[[Path], None]) -> None:
+    """The adapter (``PeftModel.from_pretrained`` loads it) in ``directory``, and the merged
+    model (``AutoModelForCausalLM`` loads it), with the tokenizer, in ``directory/merged``:
+    each layer merged as peft merges it (its own ``fan_in_fan_out``), tied weights written once."""
+    from peft import get_peft_model_state_dict
+
+    cast = cast_state(state, dtype)
+    model.save_pretrained(directory, state_dict=get_peft_model_state_dict(model, state_dict=cast))
+    plain = {}
+    for name, value in cast.items():
+        if ".lora_" in name:
+            continue
+        plain[name.removeprefix(PEFT_PREFIX).replace(".base_layer.", ".")] = value
+    adapters = {k: v for k, v in cast.items() if ".lora_" in k}
+    config = next(iter(model.peft_config.values()))
+    transposed = {name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+                  if hasattr(module, "lora_A") and getattr(module, "fan_in_fan_out", False)}
+    plain |= merged_weights(adapters, plain, config.lora_alpha / config.r, fan_in_fan_out=transposed)
+    merged = directory / "merged"
+    base = model.get_base_model()
+    base.save_pretrained(merged, state_dict=untied_state(base, plain))
+    set_config_dtype(merged, dtype)
+    save_tokenizer(merged)

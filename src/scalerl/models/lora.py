@@ -28,14 +28,14 @@ kin), where the update is ``(B A)ᵀ``: peft's ``fan_in_fan_out``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 _A, _B = ".lora_A.default.weight", ".lora_B.default.weight"
-_PREFIX = "base_model.model."
+PEFT_PREFIX = "base_model.model."
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,7 @@ def _layer(name: str) -> str | None:
     """``base_model.model.X.lora_A.default.weight`` -> ``X`` (the adapted linear layer)."""
     for suffix in (_A, _B):
         if name.endswith(suffix):
-            return name[: -len(suffix)].removeprefix(_PREFIX)
+            return name[: -len(suffix)].removeprefix(PEFT_PREFIX)
     return None
 
 
@@ -277,31 +277,3 @@ class AdapterMerger:
 
     def __call__(self, adapters: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return merged_weights(adapters, self.base, self.scale, self.dtype, self.fan_in_fan_out)
-
-
-def save_adapter_and_merged(model, state: Mapping[str, torch.Tensor], dtype: torch.dtype, directory: Path,
-                            save_tokenizer: Callable[[Path], None]) -> None:
-    """The adapter (``PeftModel.from_pretrained`` loads it) in ``directory``, and the merged
-    model (``AutoModelForCausalLM`` loads it), with the tokenizer, in ``directory/merged``:
-    each layer merged as peft merges it (its own ``fan_in_fan_out``), tied weights written once."""
-    from peft import get_peft_model_state_dict
-
-    from scalerl.models.export import cast_state, set_config_dtype, untied_state
-
-    cast = cast_state(state, dtype)
-    model.save_pretrained(directory, state_dict=get_peft_model_state_dict(model, state_dict=cast))
-    plain = {}
-    for name, value in cast.items():
-        if ".lora_" in name:
-            continue
-        plain[name.removeprefix(_PREFIX).replace(".base_layer.", ".")] = value
-    adapters = {k: v for k, v in cast.items() if ".lora_" in k}
-    config = next(iter(model.peft_config.values()))
-    transposed = {name.rsplit(".", 1)[-1] for name, module in model.named_modules()
-                  if hasattr(module, "lora_A") and getattr(module, "fan_in_fan_out", False)}
-    plain |= merged_weights(adapters, plain, config.lora_alpha / config.r, fan_in_fan_out=transposed)
-    merged = directory / "merged"
-    base = model.get_base_model()
-    base.save_pretrained(merged, state_dict=untied_state(base, plain))
-    set_config_dtype(merged, dtype)
-    save_tokenizer(merged)

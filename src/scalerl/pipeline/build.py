@@ -13,7 +13,9 @@ from pathlib import Path
 import torch
 
 from scalerl.config import Config, ConfigError
+from scalerl.config.runtime import env_spec, lora_spec, task_spec
 from scalerl.pipeline.backends import Backend, backend_class
+from scalerl.pipeline.context import chat_format
 from scalerl.pipeline.plan import RunPlan
 from scalerl.pipeline.restarts import GeneratorDeaths
 from scalerl.types import SamplingParams
@@ -51,7 +53,7 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     # probe the band the way RL samples (same lengths and interruptions)
     result = sft_warmup(task, model, tokenizer, target_band=tuple(cfg.model.sft.target_band),
                         max_seconds=cfg.model.sft.max_seconds, seed=cfg.train.seed, output_dir=tmp,
-                        sampling_params=sampling_params(cfg), env=cfg.env.spec())
+                        sampling_params=sampling_params(cfg), env=env_spec(cfg))
     log(f"SFT warm-up: pass rate {result.pass_rate:.3f} after {result.steps} steps, {result.seconds:.0f} s")
     tmp.rename(cached)  # whole directory or nothing: a kill mid-SFT redoes it
     return cached
@@ -74,7 +76,7 @@ def load_model(cfg: Config, model_dir: Path, device_name: str, log=None):
         from scalerl.models.lora import apply_lora, resolve_targets
 
         try:
-            spec = resolve_targets(model, cfg.model.lora.spec(), "the model")
+            spec = resolve_targets(model, lora_spec(cfg), "the model")
         except ValueError as err:  # targets or a rank the model cannot take (preflight says it first)
             raise ConfigError(f"{str(err).rstrip('.')}.") from None
         if log is not None:
@@ -84,7 +86,7 @@ def load_model(cfg: Config, model_dir: Path, device_name: str, log=None):
     return model.to(device_name), tokenizer
 
 
-def lora_spec(cfg: Config, model_dir: Path):
+def resolved_lora(cfg: Config, model_dir: Path):
     """``model.lora`` resolved on ``model_dir``'s model (``models.lora.resolve_targets``): the
     targets and layouts the learner's peft model has, for roles that never build it."""
     if cfg.model.lora is None:
@@ -92,7 +94,7 @@ def lora_spec(cfg: Config, model_dir: Path):
     from scalerl.models.lora import resolve_targets_of
 
     try:
-        return resolve_targets_of(model_dir, cfg.model.lora.spec())
+        return resolve_targets_of(model_dir, lora_spec(cfg))
     except ValueError as err:  # preflight says it first, on model.base or the preset
         raise ConfigError(f"{str(err).rstrip('.')}.") from None
 
@@ -111,27 +113,13 @@ def eval_specs(cfg: Config) -> tuple:
     from scalerl.eval import EvalSpec
 
     e = cfg.eval
-    val = EvalSpec("val", cfg.task.spec(), sampling_params(cfg, e.temperature), e.k, e.num_prompts,
+    val = EvalSpec("val", task_spec(cfg), sampling_params(cfg, e.temperature), e.k, e.num_prompts,
                    seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples,
-                   pass_at=tuple(e.pass_at), env=cfg.env.spec(), pass_threshold=cfg.task.pass_threshold)
+                   pass_at=tuple(e.pass_at), env=env_spec(cfg), pass_threshold=cfg.task.pass_threshold)
     if e.downstream_knobs is None:
         return (val,)
-    return val, replace(val, prefix="downstream", task=cfg.task.spec(dict(e.downstream_knobs)),
+    return val, replace(val, prefix="downstream", task=task_spec(cfg, dict(e.downstream_knobs)),
                         seed=cfg.train.seed + 20_011, samples=0)
-
-
-def chat_format(cfg: Config):
-    """How every role renders prompts (``scalerl.models.chat``)."""
-    from scalerl.models.chat import ChatFormat
-
-    room = None
-    if cfg.task.long_prompts == "cut":  # prompts too long for the context keep their last tokens
-        from scalerl.pipeline.preflight import prompt_room
-
-        room = prompt_room(cfg)
-        room = None if room is None else max(room, 1)
-    return ChatFormat(cfg.model.chat_template, cfg.task.system_prompt, dict(cfg.model.chat_template_kwargs),
-                      max_prompt_tokens=room)
 
 
 def evaluators(cfg: Config, model, tokenizer) -> list:
@@ -159,13 +147,13 @@ def actor_spec(cfg: Config, plan: RunPlan, model_dir: Path, seed: int):
     from scalerl.pipeline.actor import ActorSpec
 
     return ActorSpec(
-        model_dir=str(model_dir), task=cfg.task.spec(), chat=chat_format(cfg),
-        lora=lora_spec(cfg, model_dir), params=sampling_params(cfg), generations=cfg.pipeline.generations,
+        model_dir=str(model_dir), task=task_spec(cfg), chat=chat_format(cfg),
+        lora=resolved_lora(cfg, model_dir), params=sampling_params(cfg), generations=cfg.pipeline.generations,
         engine=cfg.rollout.engine, device=plan.generator_device, dtype=cfg.model.dtype,
         fp32_head=cfg.model.fp32_head_generator, seed=seed,
         threads=plan.generator_threads, evals=eval_specs(cfg) if plan.eval_on == "generator" else (),
         engine_kwargs=cfg.rollout.vllm.llm_kwargs() if cfg.rollout.engine == "vllm" else {},
-        env=cfg.env.spec(),
+        env=env_spec(cfg),
     )
 
 
@@ -310,7 +298,7 @@ def make_learner(cfg: Config, plan: RunPlan, model_dir: Path, log=print):
 
     kind = plan.device
     spec = RankSpec(model_dir=str(model_dir), rules=rules, strategy=cfg.learner.strategy, world=world, device=kind,
-                    dtype=learner_dtype(cfg), lora=lora_spec(cfg, model_dir),
+                    dtype=learner_dtype(cfg), lora=resolved_lora(cfg, model_dir),
                     threads=plan.rank_threads, bucket_bytes=bucket, master_addr="127.0.0.1", master_port=free_port(),
                     seed=cfg.train.seed, timeout_s=max(1800.0, 2 * cfg.learner.sync_timeout_s))
     # the ranks compute under autocast over float32 masters: the peak is the compute dtype's

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from scalerl.cli import EXIT_BAD_INPUT, one_line_errors
+from scalerl.fit.errors import EXIT_BAD_INPUT
 
 # what ``scalerl train --help`` says; the module docstring above is for whoever reads the code
 HELP = """Train with a recipe, or continue a run directory.
@@ -50,7 +50,6 @@ def register(subparsers) -> None:
     p.add_argument("--resume", type=_folder, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("--no-fit", action="store_true", help="skip the final sigmoid fit and report")
     p.set_defaults(func=handle)
-    one_line_errors(p)
 
 
 def _folder(text: str) -> Path:

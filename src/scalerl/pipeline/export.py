@@ -23,7 +23,7 @@ import re
 import sys
 from pathlib import Path
 
-from scalerl.cli import EXIT_BAD_INPUT, one_line_errors
+from scalerl.fit.errors import EXIT_BAD_INPUT
 
 # what ``scalerl export --help`` says; the module docstring above is for whoever reads the code
 HELP = """Write a Hugging Face model directory from a run's newest checkpoint.
@@ -49,7 +49,6 @@ def register(subparsers) -> None:
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"),
                    help="dtype of the weights (default: the run's export.dtype)")
     p.set_defaults(func=handle)
-    one_line_errors(p)
 
 
 def _folder(text: str) -> Path:

@@ -10,15 +10,13 @@ sentence naming the field or the folder. Torch is imported only for a preset's c
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
 
 from scalerl.config import Config, ConfigError
-
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
-WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json")
+from scalerl.config.runtime import lora_spec, task_spec
+from scalerl.pipeline.context import chat_format, completion_budget, model_context, prompt_room
 
 
 def check(cfg: Config, run_dir: Path, flag: str = "--out") -> None:
@@ -59,7 +57,7 @@ def check_task(cfg: Config):
     """The task builds from ``task.knobs`` (values the constructor rejects, unreadable files,
     a record without its fields or with a prompt of the wrong kind); returns it."""
     try:
-        task = cfg.task.spec().build()
+        task = task_spec(cfg).build()
     except (TypeError, ValueError, OSError, LookupError) as err:
         text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         text = text.strip().splitlines()[0] if text.strip() else type(err).__name__
@@ -90,7 +88,6 @@ def check_prompts(cfg: Config, task) -> None:
     import jinja2
 
     from scalerl.models.chat import ChatTemplateError, PromptRenderer
-    from scalerl.pipeline.build import chat_format
 
     if cfg.model.base is None:
         _check_built_model_format(cfg)
@@ -182,50 +179,6 @@ def _check_reward_fields(cfg: Config, task, example) -> None:
         raise ConfigError(str(err)) from None
 
 
-def _model_context(base: Path) -> int | None:
-    """The context length ``base/config.json`` declares; ConfigError if it is no model."""
-    if not base.is_dir():
-        raise ConfigError(f"model.base {base} is not a folder (it should be a Hugging Face model directory).")
-    config = base / "config.json"
-    if not config.is_file():
-        raise ConfigError(f"model.base {base} is not a Hugging Face model directory (no config.json in it).")
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise ConfigError(f"model.base {config} is not valid JSON ({str(err).splitlines()[0]}).") from None
-    if not isinstance(data, dict) or "model_type" not in data:
-        raise ConfigError(f"model.base {config} has no 'model_type', so it does not describe a model.")
-    if not any(next(base.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
-        raise ConfigError(f"model.base {base} holds no weights (*.safetensors or pytorch_model*.bin).")
-    found = [data[k] for k in CONTEXT_KEYS if isinstance(data.get(k), int)]
-    return found[0] if found else None
-
-
-def model_context(cfg: Config) -> tuple[int | None, str]:
-    """The context length of ``model.base`` (or ``model.preset``), None when it declares none,
-    and how to name the model; ConfigError if it is no model."""
-    if cfg.model.base is not None:
-        return _model_context(Path(cfg.model.base)), f"model.base {cfg.model.base}"
-    from scalerl.models.build import PRESETS
-
-    if cfg.model.preset not in PRESETS:
-        raise ConfigError(f"unknown model.preset {cfg.model.preset!r}; choose one of {', '.join(PRESETS)}.")
-    return PRESETS[cfg.model.preset].max_position_embeddings, f"model.preset {cfg.model.preset!r}"
-
-
-def completion_budget(cfg: Config) -> int:
-    """Tokens a trajectory may add after its prompt: ``env.max_tokens`` with an environment,
-    else ``sampling.max_new_tokens``."""
-    return cfg.env.max_tokens if cfg.env.name is not None else cfg.sampling.max_new_tokens
-
-
-def prompt_room(cfg: Config) -> int | None:
-    """The most prompt tokens the model's context leaves beside the completion, or None
-    (no declared context)."""
-    context = model_context(cfg)[0]
-    return None if context is None else context - completion_budget(cfg)
-
-
 def check_model(cfg: Config) -> None:
     """``model.base`` is a model (or ``model.preset`` a preset) whose context holds the completions."""
     context, where = model_context(cfg)
@@ -263,7 +216,7 @@ def check_lora(cfg: Config) -> None:
     except Exception:  # noqa: BLE001 - a model transformers cannot build is said when it is loaded
         return
     try:
-        resolve_targets(model, cfg.model.lora.spec(), where)
+        resolve_targets(model, lora_spec(cfg), where)
     except ValueError as err:
         raise ConfigError(f"{str(err).rstrip('.')}.") from None
 

@@ -40,6 +40,7 @@ from scalerl.checkpoint import (
 )
 from scalerl.compute import ComputeMeter, TokenRates
 from scalerl.config import Config, dump_config
+from scalerl.config.runtime import task_spec
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build
@@ -72,7 +73,7 @@ def _train(cfg: Config, plan: RunPlan, run_dir: Path, saved, resume: bool, log, 
     torch.set_num_threads(plan.learner_threads)
     torch.manual_seed(cfg.train.seed)
 
-    task = cfg.task.spec().build()
+    task = task_spec(cfg).build()
     if (line := build.validation_line(cfg, task)) is not None:
         log(line)
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)

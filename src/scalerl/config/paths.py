@@ -3,7 +3,7 @@
 The rule: a relative path is read from the folder of the YAML file that names it (each
 ``extends`` layer from its own file's folder), and from the working folder when it comes from
 ``--set``; ``~`` is expanded. The layers are resolved one by one before they merge
-(``scalerl.config_layers``), so ``RUN_DIR/config.yaml`` holds absolute paths and a
+(``scalerl.config.layers``), so ``RUN_DIR/config.yaml`` holds absolute paths and a
 ``--resume`` from any folder, a spawned generator or a Ray worker reads the same files.
 
 Which values are paths is decided here only, in :data:`PATH_FIELDS`:

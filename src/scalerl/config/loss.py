@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from scalerl.config_base import Frozen as _Frozen
+from scalerl.config.base import Frozen as _Frozen
 
 
 class CispoParams(_Frozen):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from scalerl.config_base import Frozen as _Frozen
+from scalerl.config.base import Frozen as _Frozen
 
 
 class LearnerConfig(_Frozen):

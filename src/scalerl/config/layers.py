@@ -17,9 +17,9 @@ layer, so their order is free: a layer that switches ``task.name`` without givin
 starts from the new task's own knobs.
 
 Every path a layer names is made absolute before the layers merge: against the recipe file's
-folder for a recipe, against the working folder for a ``--set`` (``scalerl.config_paths``).
+folder for a recipe, against the working folder for a ``--set`` (``scalerl.config.paths``).
 
-Files and values are read by ``scalerl.config_yaml`` (bounded aliases and nesting, no repeated
+Files and values are read by ``scalerl.config.yaml_io`` (bounded aliases and nesting, no repeated
 keys, plain tags only). Unreadable, non-UTF-8, invalid or refused YAML and malformed overrides
 raise :class:`ConfigError` with one sentence naming the file and line, or the ``--set``.
 """
@@ -31,10 +31,10 @@ from typing import Any
 
 import yaml
 
-from scalerl.config_paths import absolute_layer
-from scalerl.config_yaml import RecipeYAMLError, load_yaml
+from scalerl.config.paths import absolute_layer
+from scalerl.config.yaml_io import RecipeYAMLError, load_yaml
 
-RECIPE_DIR = Path(__file__).parent / "recipes"
+RECIPE_DIR = Path(__file__).parents[1] / "recipes"
 
 Layers = list[tuple[str, dict[str, Any]]]
 

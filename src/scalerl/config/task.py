@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from scalerl.config_base import Frozen as _Frozen
+from scalerl.config.base import Frozen as _Frozen
+from scalerl.config.paths import absolute_knobs
 
 
 class TaskConfig(_Frozen):
@@ -72,36 +73,6 @@ class TaskConfig(_Frozen):
     def _old_reward_form(cls, form: Any) -> Any:
         return "as_is" if form == "binary" else form  # the name before 0.x: {0, 1} kept as is
 
-    @field_validator("name")
-    @classmethod
-    def _absolute_plugin(cls, name: str) -> str:
-        from scalerl.plugins import canonical, is_spec
-
-        return canonical(name, "task.name") if is_spec(name) else name  # same file in every process
-
-    @field_validator("reward_fn")
-    @classmethod
-    def _reward_fn(cls, spec: str | None) -> str | None:
-        if spec is None:
-            return None
-        from scalerl.data.tasks.user_reward import load_reward_fn
-        from scalerl.plugins import canonical
-
-        spec = canonical(spec, "task.reward_fn")
-        load_reward_fn(spec)  # a missing file or name, or no `completion` parameter: refused now
-        return spec
-
-    @field_validator("reward_fns")
-    @classmethod
-    def _reward_fns(cls, specs: list[str]) -> list[str]:
-        from scalerl.data.tasks.user_reward import load_reward_fn
-        from scalerl.plugins import canonical
-
-        specs = [canonical(spec, "task.reward_fns") for spec in specs]
-        for spec in specs:
-            load_reward_fn(spec, "task.reward_fns")  # each refused now, as reward_fn is
-        return specs
-
     @model_validator(mode="after")
     def _reward_fns_agree(self) -> TaskConfig:
         if self.reward_fn is not None and self.reward_fns:
@@ -122,16 +93,12 @@ class TaskConfig(_Frozen):
     def _absolute_paths(cls, knobs: dict[str, Any]) -> dict[str, Any]:
         """The path knobs (``path``, ``validation_path``, ...) as absolute paths: a Ray worker's
         cwd, or a ``--resume`` from elsewhere, must read the same file. Loading made them
-        absolute against their recipe's folder already (``scalerl.config_paths``)."""
-        from scalerl.config_paths import absolute_knobs
-
+        absolute against their recipe's folder already (``scalerl.config.paths``)."""
         return absolute_knobs(knobs, Path.cwd())
 
     @model_validator(mode="after")
-    def _known_task(self) -> TaskConfig:
-        from scalerl.data.tasks.registry import check_task  # light: tasks import lazily
-
-        check_task(self.name, self.knobs)
+    def _scored(self) -> TaskConfig:
+        # the task's knobs and the reward functions are checked last at load (config.runtime)
         if not self.reward_specs and self.name == "dataset":
             raise ValueError("task 'dataset' is scored by your own function: set task.reward_fn "
                              "to FILE.py:NAME or package.module:NAME")
@@ -139,16 +106,6 @@ class TaskConfig(_Frozen):
 
     @property
     def user_scored(self) -> bool:
-        """Whether a user's code scores the samples (``reward_fn(s)``, or a user task factory)."""
-        from scalerl.plugins import is_spec
-
-        return bool(self.reward_specs) or (is_spec(self.name) and not self.name.startswith("scalerl."))
-
-    def spec(self, knobs: dict[str, Any] | None = None):
-        """The picklable :class:`~scalerl.data.tasks.spec.TaskSpec` every process builds from."""
-        from scalerl.data.tasks.spec import TaskSpec
-
-        return TaskSpec(self.name, dict(self.knobs if knobs is None else knobs), self.reward_specs,
-                        self.reward_timeout_s,
-                        tuple(self.reward_weights) if self.reward_weights is not None else None,
-                        "task.reward_fns" if self.reward_fns else "task.reward_fn")
+        """Whether a user's code scores the samples (``reward_fn(s)``, or a user task factory:
+        a ``FILE.py:NAME`` / ``package.module:NAME`` name outside this package's own)."""
+        return bool(self.reward_specs) or (":" in self.name and not self.name.startswith("scalerl."))

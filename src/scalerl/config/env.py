@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from scalerl.config_base import Frozen as _Frozen
+from scalerl.config.base import Frozen as _Frozen
 
 
 class EnvConfig(_Frozen):
@@ -46,26 +46,3 @@ class EnvConfig(_Frozen):
     (``env_errors``) and the call is abandoned on its worker thread, where it may keep running
     (``scalerl.user_code``: too many still running stop the run). None calls it on the main
     thread without a limit."""
-
-    @field_validator("name")
-    @classmethod
-    def _loads(cls, name: str | None) -> str | None:
-        if name is None:
-            return None
-        from scalerl.plugins import canonical
-        from scalerl.rollout.env import load_env
-
-        name = canonical(name, "env.name")  # the same file in every process
-        load_env(name)  # the file, the name and the methods: refused now, not in a generator
-        return name
-
-    def spec(self):
-        """The picklable :class:`~scalerl.rollout.env.EnvSpec` every role builds its episodes
-        from, or None when single-turn."""
-        if self.name is None:
-            return None
-        from scalerl.rollout.env import EnvSpec
-
-        return EnvSpec(self.name, dict(self.knobs), self.max_turns, self.max_tokens, self.reward,
-                       self.observation_role, tuple(self.stop_strings), self.timeout_s,
-                       self.max_observation_chars)

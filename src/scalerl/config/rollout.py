@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from scalerl.config_base import Frozen as _Frozen
+from scalerl.config.base import Frozen as _Frozen
 
 
 class LengthConfig(_Frozen):
@@ -97,14 +97,6 @@ class RolloutConfig(_Frozen):
     on GPUs, or vLLM's CPU build, which ``make test`` installs and the tests run)."""
     vllm: VLLMConfig = VLLMConfig()
     """Options of the ``vllm`` engine (ignored by ``torch``)."""
-
-    @model_validator(mode="after")
-    def _engine_installed(self) -> RolloutConfig:
-        if self.engine == "vllm":
-            from scalerl.rollout.vllm_support import check_vllm
-
-            check_vllm()
-        return self
 
 
 class SamplingConfig(_Frozen):

@@ -1,7 +1,7 @@
 """A config validation error as one sentence that names the layer to blame.
 
 The merged mapping pydantic validates has lost where each value came from; the layers
-(``scalerl.config_layers``: recipe files, then one layer per ``--set``) still know. A field's
+(``scalerl.config.layers``: recipe files, then one layer per ``--set``) still know. A field's
 error is blamed on the last layer that set the field. A section's check (a ``model_validator``
 of ``task`` or ``rollout.vllm``) is blamed on the last layer that set anything in that section.
 
