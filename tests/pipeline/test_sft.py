@@ -71,6 +71,9 @@ def test_bad_band_is_rejected(tok):
         sft_warmup(get_task("addition"), build_model("nano", len(tok)), tok, target_band=(0.5, 0.2))
 
 
+# 140 s on two shared cores; make test's warm model (tests/conftest.py) runs the same warm-up on
+# small additions to its band and saves it, so this one runs with make test-slow
+@pytest.mark.slow
 def test_reaches_the_starting_band_on_the_default_task_and_saves(tok, tmp_path):
     # A step budget, not a wall-clock one: with max_seconds=inf the run is a function of the
     # step count alone, so a busy machine makes it slower, never different. It reached the
