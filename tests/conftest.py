@@ -90,8 +90,9 @@ def decoder_dirs(tmp_path_factory):
     """Tiny random decoders of three families with the task tokenizer, two blocks of width 32:
     ``{arch: model dir}``. GPT-2 (transformers ``Conv1D`` projections, weights stored
     ``(in, out)``; head tied to the embedding), Llama (head tied) and Qwen2 (head untied).
-    GPT-2's dropout is off, as the others' is: the learner's forward runs in train mode, and
-    GPT2Config's default 0.1 would make its log-probs differ from the generators'."""
+    GPT-2 keeps GPT2Config's default dropout of 0.1: the learner turns it off
+    (``models.load.without_dropout``), or its train-mode log-probs would differ from the
+    generators'."""
     from transformers import (
         GPT2Config,
         GPT2LMHeadModel,
@@ -109,8 +110,7 @@ def decoder_dirs(tmp_path_factory):
                eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     llama = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, max_position_embeddings=256, **ids)
-    configs = {"gpt2": (GPT2LMHeadModel, GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=256, resid_pdrop=0.0,
-                                                              embd_pdrop=0.0, attn_pdrop=0.0, **ids)),
+    configs = {"gpt2": (GPT2LMHeadModel, GPT2Config(n_embd=32, n_layer=2, n_head=2, n_positions=256, **ids)),
                "llama": (LlamaForCausalLM, LlamaConfig(tie_word_embeddings=True, **llama)),
                "qwen2": (Qwen2ForCausalLM, Qwen2Config(tie_word_embeddings=False, **llama))}
     root = tmp_path_factory.mktemp("decoders")

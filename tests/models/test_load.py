@@ -52,3 +52,25 @@ def test_unknown_dtype_is_rejected():
     assert resolve_dtype("bfloat16") is torch.bfloat16
     with pytest.raises(ValueError, match="unknown dtype"):
         resolve_dtype("int8")
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_without_dropout_scores_in_train_mode_as_in_eval_mode(arch):
+    """GPT-2's default dropout (modules) and Llama's attention dropout (a float the attention
+    passes to sdpa while training): the learner's train-mode forward equals the generators'
+    eval-mode one once they are off, and differs before (so the test can fail)."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    from scalerl.models.load import without_dropout
+
+    torch.manual_seed(0)
+    model = (GPT2LMHeadModel(GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=2, n_positions=64))
+             if arch == "gpt2" else
+             LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                          num_attention_heads=4, attention_dropout=0.5, attn_implementation="sdpa")))
+    ids = torch.randint(0, 50, (2, 12))
+    with torch.no_grad():
+        expected = model.eval()(ids).logits
+        assert not torch.allclose(model.train()(ids).logits, expected)
+        without_dropout(model)
+        torch.testing.assert_close(model.train()(ids).logits, expected)

@@ -77,3 +77,23 @@ def save_pretrained(model, tokenizer, directory: str | Path) -> Path:
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+DROPOUT_ATTRIBUTES = ("attention_dropout", "dropout", "attn_dropout")
+"""Float attributes through which attention modules apply dropout functionally (Llama and
+Qwen2's ``attention_dropout`` passed to sdpa while training), besides ``nn.Dropout`` modules."""
+
+
+def without_dropout(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with every dropout of its own at 0, in place: RL's learner runs its forward in
+    train mode, and the generators sample in eval mode, so a dropout left on (GPT-2's default
+    0.1) makes the learner's log-probs of the sampled tokens differ from the generators' (a
+    0.11 mismatch on GPT-2, against 1e-6 without) and every importance ratio noise. Apply it
+    before LoRA: peft's own ``lora_dropout`` is a regulariser the user chose, and stays."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        for name in DROPOUT_ATTRIBUTES:
+            if isinstance(getattr(module, name, None), float):
+                setattr(module, name, 0.0)
+    return model

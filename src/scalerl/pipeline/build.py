@@ -64,6 +64,7 @@ def load_model(cfg: Config, model_dir: Path, device_name: str, log=None):
     to ``log`` in one line); a ``model.base`` that does not load is one sentence
     (ConfigError). On ``device_name`` (the plan's)."""
     from scalerl.models import load_pretrained
+    from scalerl.models.load import without_dropout
 
     try:
         model, tokenizer = load_pretrained(model_dir, learner_dtype(cfg))
@@ -72,6 +73,7 @@ def load_model(cfg: Config, model_dir: Path, device_name: str, log=None):
             raise
         text = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConfigError(f"model.base {model_dir} does not load as a model ({text.rstrip('.')}).") from None
+    without_dropout(model)  # the learner's train-mode forward must score as the generators sample
     if cfg.model.lora is not None:  # adapters on the frozen base: only they train and travel
         from scalerl.models.lora import apply_lora, resolve_targets
 

@@ -84,8 +84,10 @@ class RankSpec:
 
 def _load(spec: RankSpec, device: torch.device) -> torch.nn.Module:
     from scalerl.models import load_pretrained
+    from scalerl.models.load import without_dropout
 
     model, _ = load_pretrained(spec.model_dir, spec.dtype)
+    without_dropout(model)  # scored in train mode as the generators sample (models.load)
     if spec.lora is not None:
         from scalerl.models.lora import apply_lora
 
