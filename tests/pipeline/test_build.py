@@ -21,6 +21,19 @@ def test_gpu_settings_without_a_gpu_are_one_sentence(monkeypatch):
     assert load_config("scalerl", ["model.dtype=float16"]).model.dtype == "float16"
 
 
+def test_more_learner_ranks_than_visible_gpus_is_one_sentence(monkeypatch):
+    """The CUDA-only rank check (config.runtime), forced on a CPU: one GPU visible, two ranks."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    ranks = ["train.device=cuda", "learner.world_size=2", "train.cores=2"]
+    with pytest.raises(ConfigError, match=r"learner.world_size=2 is more than the 1 visible GPUs \(one per rank\)"):
+        load_config("scalerl", ranks)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert load_config("scalerl", ranks).learner.world_size == 2
+
+
 def test_device_resolution():
     import torch
 

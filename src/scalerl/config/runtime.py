@@ -35,9 +35,9 @@ def _checks(cfg: Config):
     from scalerl.data.tasks.registry import check_task  # tasks import lazily
     from scalerl.data.tasks.user_reward import load_reward_fn
 
-    task = cfg.task
+    task, whole = cfg.task, cfg.model_dump()  # the input a whole-config check names
     if cfg.train.device == "cuda" or cfg.model.dtype == "float16":
-        yield (), cfg.model_dump(), lambda: _cuda(cfg)
+        yield (), whole, lambda: _cuda(cfg)
     yield ("task",), task.model_dump(), lambda: check_task(task.name, task.knobs)
     if task.reward_fn is not None:  # a missing file or name, or no `completion(s)` parameter
         yield ("task", "reward_fn"), task.reward_fn, lambda: load_reward_fn(task.reward_fn)
@@ -48,9 +48,9 @@ def _checks(cfg: Config):
     if cfg.rollout.engine == "vllm":
         yield ("rollout",), cfg.rollout.model_dump(), _vllm
     if cfg.eval.downstream_knobs is not None:
-        yield (), cfg.model_dump(), lambda: _downstream(task.name, cfg.eval.downstream_knobs)
+        yield (), whole, lambda: _downstream(task.name, cfg.eval.downstream_knobs)
     if cfg.learner.world_size > 1 and cfg.train.device == "cuda":
-        yield (), cfg.model_dump(), lambda: _rank_gpus(cfg.learner.world_size)
+        yield (), whole, lambda: _rank_gpus(cfg.learner.world_size)
 
 
 def _env(name: str) -> None:

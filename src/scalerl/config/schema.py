@@ -45,7 +45,7 @@ from scalerl.config.model import ExportConfig, ModelConfig
 from scalerl.config.paths import absolute_layer
 from scalerl.config.pipeline import PipelineConfig
 from scalerl.config.rollout import LengthConfig, RolloutConfig, SamplingConfig
-from scalerl.config.task import TaskConfig
+from scalerl.config.task import TaskConfig, users_code
 from scalerl.config.train import LogConfig, TrainConfig
 from scalerl.config.training import AdvantageConfig, CurriculumConfig, FilterConfig, OptimConfig
 
@@ -87,7 +87,7 @@ class Config(_Frozen):
     def user_reward(self) -> bool:
         """Whether a user's code gives the rewards: ``task.reward_fn``, a user task factory or
         a user environment (not one of this package's own, ``scalerl.…``)."""
-        return self.task.user_scored or (self.env.name is not None and not self.env.name.startswith("scalerl."))
+        return self.task.user_scored or users_code(self.env.name)
 
     @property
     def reward_form(self) -> str:

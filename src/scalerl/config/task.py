@@ -18,6 +18,12 @@ from scalerl.config.base import Frozen as _Frozen
 from scalerl.config.paths import absolute_knobs
 
 
+def users_code(name: str | None) -> bool:
+    """Whether a task or environment name is a user's plug-in (``FILE.py:NAME`` or
+    ``package.module:NAME`` outside this package's own ``scalerl.…``), not a built-in."""
+    return name is not None and ":" in name and not name.startswith("scalerl.")
+
+
 class TaskConfig(_Frozen):
     name: str = "addition"
     """A built-in task (``addition``, ``multiplication``, ``calculator``: tool use with ``env``,
@@ -108,4 +114,4 @@ class TaskConfig(_Frozen):
     def user_scored(self) -> bool:
         """Whether a user's code scores the samples (``reward_fn(s)``, or a user task factory:
         a ``FILE.py:NAME`` / ``package.module:NAME`` name outside this package's own)."""
-        return bool(self.reward_specs) or (":" in self.name and not self.name.startswith("scalerl."))
+        return bool(self.reward_specs) or users_code(self.name)
