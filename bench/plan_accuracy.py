@@ -15,7 +15,9 @@ Runs: the finished runs in ``bench/data/`` that have a clock.
 
 Protocol, per run and cut (the first 25% and 50% of the run's compute, x <= cut):
 
-* **Smoothed curve**: a centred running mean of 5 evaluations (truncated at the ends).
+* **Smoothed curve**: the trailing mean of the last 5 evaluations (of all there are at the
+  start): the read ``scalerl plan`` forecasts (``--window 5``, its default), the only one a
+  live run can show.
 * **Targets**: ``s_cut + f * (max(s after the cut) - s_cut)`` for f = 0.6, 0.75, 0.9, where
   ``s_cut`` is the smoothed value at the last evaluation inside the cut: 60/75/90% of the rise
   the smoothed curve still made. A (run, cut) whose remaining rise is below 0.03 (about one
@@ -106,9 +108,8 @@ def runs(quick: bool) -> list[Run]:
 
 
 def smooth(y: np.ndarray, window: int = WINDOW) -> np.ndarray:
-    """Centred running mean of ``window`` evaluations, truncated at the ends."""
-    h = window // 2
-    return np.array([y[max(0, i - h): i + h + 1].mean() for i in range(y.size)])
+    """Trailing mean of the last ``window`` evaluations (of all there are at the start)."""
+    return np.array([y[max(0, i + 1 - window): i + 1].mean() for i in range(y.size)])
 
 
 def targets(run: Run, cut: float) -> tuple[list[tuple[float, float, float]], int]:
@@ -176,7 +177,7 @@ def plan_cases(run: Run, frac: float, options: FitOptions, with_prior: bool) -> 
     cases = []
     for target, f, actual in goals:
         try:
-            plan = make_plan(curve, clock, target, options, prior=prior)
+            plan = make_plan(curve, clock, target, options, prior=prior, window=WINDOW)
         except CurveError as err:
             print(f"  {run.path.name} cut {frac:.0%} target {target:.3f}: {err}", file=sys.stderr)
             continue

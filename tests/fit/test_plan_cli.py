@@ -50,7 +50,7 @@ def test_a_finished_run_answers_in_text_json_plot_and_html(tmp_path, capsys):
                  "--json", str(out / "plan.json"), "--plot", str(out / "plan.png"), "--html", str(out / "plan.html")])
     text = capsys.readouterr().out
     assert code == 0
-    assert "target 0.69 (95% intervals): compute" in text and "P(reaching 0.69 within 5 hours)" in text
+    assert "target 0.69 (read as the mean of 5 evaluations; 95% intervals): compute" in text and "P(reaching 0.69 within 5 hours)" in text
     assert "recommended:" in text and "Splits of the devices" in text
     data = json.loads((out / "plan.json").read_text())
     for key in ("hours", "compute", "device_hours"):
@@ -73,7 +73,7 @@ def test_a_live_run_folder_with_a_torn_last_line_answers(tmp_path, capsys):
     run = _run_folder(tmp_path / "live", _records(steps=60), torn='{"step": 61, "wall_')
     assert main(["plan", str(run), "--target", "0.6", "--budget-compute", "3"]) == 0
     text = capsys.readouterr().out
-    assert "target 0.6 (95% intervals)" in text and "P(reaching 0.6 within 3 compute)" in text
+    assert "target 0.6 (read as the mean of 5 evaluations; 95% intervals)" in text and "P(reaching 0.6 within 3 compute)" in text
 
 
 def test_a_peers_log_answers_with_a_speeds_file(tmp_path, capsys):
@@ -94,6 +94,20 @@ def test_a_peers_log_answers_with_a_speeds_file(tmp_path, capsys):
     assert "p_reach" not in data
 
 
+def test_a_target_the_run_already_reads_is_answered_from_its_records(tmp_path, capsys):
+    records = _records()
+    run = _run_folder(tmp_path / "run", records)
+    evals = [r for r in records if "val_pass_rate" in r]
+    reads = np.convolve([r["val_pass_rate"] for r in evals], np.ones(5) / 5)[: len(evals)]
+    target = float(reads[-1]) - 0.005  # the last read is above it, and maybe some before
+    first = evals[int(np.flatnonzero(reads >= target)[0])]
+    assert main(["plan", str(run), "--target", f"{target:.6f}", "--json", str(tmp_path / "plan.json")]) == 0
+    assert "already reached: the mean of the last 5 evaluations" in capsys.readouterr().out
+    answer = json.loads((tmp_path / "plan.json").read_text())
+    assert answer["already"] and answer["hours"]["median"] == pytest.approx(first["wall_s"] / 3600.0)
+    assert answer["compute"]["lo"] == answer["compute"]["hi"] == pytest.approx(first["compute_gpu_hours"])
+
+
 def _one_sentence(capsys, code: int, needle: str) -> None:
     err = capsys.readouterr().err
     assert code == 2
@@ -102,7 +116,7 @@ def _one_sentence(capsys, code: int, needle: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["no target", "target above 1", "too few evaluations", "no timing",
-                                  "speeds without devices", "no metrics in the folder"])
+                                  "speeds without devices", "no metrics in the folder", "window 0"])
 def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, case):
     run = _run_folder(tmp_path / "run", _records(steps=10, every=10))  # 2 evaluations
     c = np.linspace(0.0, 3000.0, 31)
@@ -117,6 +131,7 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, case):
         "no timing": (["plan", str(log), "--target", "0.6"], "has no wall time (wall_s)"),
         "speeds without devices": (["plan", str(log), "--target", "0.6", "--speeds", str(speeds)], "has no devices"),
         "no metrics in the folder": (["plan", str(tmp_path / "empty"), "--target", "0.6"], "without metrics.jsonl"),
+        "window 0": (["plan", str(run), "--target", "0.6", "--window", "0"], "--window must be at least 1"),
     }[case]
     try:
         code = main(args)

@@ -50,17 +50,20 @@ def test_the_recommended_split_has_the_most_steps_per_hour():
         splits(TIMES, devices=1)
 
 
-def test_role_times_are_read_from_step_records():
-    recs = [{"step": 0, "wall_s": 0.0, "gen_tokens": 0, "train_tokens": 0, "learner_eval_s": 1.0}]
+@pytest.mark.parametrize("gen, trained", [("total_gen_tokens", "total_trained_tokens"),
+                                          ("gen_tokens", "train_tokens")])  # names before issue 29
+def test_role_times_are_read_from_step_records(gen, trained):
+    recs = [{"step": 0, "wall_s": 0.0, gen: 0, trained: 0, "learner_eval_s": 1.0}]
     for step in range(1, 9):  # 10 s a step on 2 generators, 4 s of them waiting: 16 busy generator-s
-        recs.append({"step": step, "wall_s": 10.0 * step, "gen_tokens": 160 * step, "train_tokens": 50 * step,
+        recs.append({"step": step, "wall_s": 10.0 * step, gen: 160 * step, trained: 50 * step,
                      "learner_busy_s": 3.0, "publish_s": 1.0, "generator_stall_s": 1.0, "generator_idle_s": 3.0,
                      "staleness_hist": {"1": 3, "2": 1}, "learner_eval_s": 2.0 if step == 8 else None})
     t = role_times(recs, generators=2, learner_devices=1, k=2, source="log")
     assert t.gen_device_s == pytest.approx(16.0) and t.learner_device_s == pytest.approx(3.0)
     assert t.sync_s == pytest.approx(1.0) and t.eval_s == pytest.approx(2.0 / 4)  # recent half: steps 5-8
     assert t.measured_step_s == pytest.approx(10.0) and t.measured_staleness == {1: 0.75, 2: 0.25}
-    assert t.gen_tokens_per_s == pytest.approx(10.0)
+    assert t.gen_tokens_per_s == pytest.approx(10.0)  # 160 tokens over 16 generator-seconds
+    assert t.learner_tokens_per_s == pytest.approx(50.0 / 3.0)
     assert predict(t, 2, 1, 2).step_s == pytest.approx(8.0)  # generation-bound: 16 / 2
     with pytest.raises(CurveError, match="at least 2"):
         role_times(recs[:2], generators=2, learner_devices=1, k=2, source="log")

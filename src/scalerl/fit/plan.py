@@ -17,13 +17,13 @@ import numpy as np
 
 from scalerl.fit import law
 from scalerl.fit.calibrate import assess
-from scalerl.fit.crossing import Crossing, crossing
+from scalerl.fit.crossing import WINDOW, Crossing, crossing, looks_for
 from scalerl.fit.fitting import FitResult
 from scalerl.fit.forecast import horizon_for
 from scalerl.fit.options import FitOptions
 from scalerl.fit.readers import Curve
 from scalerl.fit.throughput import RoleTimes, Split, predict, recommend, splits
-from scalerl.fit.timing import Clock, TimeToTarget, time_to_target
+from scalerl.fit.timing import Clock, TimeToTarget, already_reached, time_to_target
 
 __all__ = ["Plan", "live_time_to_target", "make_plan", "split_hours"]
 
@@ -38,6 +38,7 @@ class Plan:
     clock: Clock
     answer: TimeToTarget
     source: str  # "fit" or "prior": whose intervals the crossing uses
+    window: int  # evaluations a read averages (crossing.Looks)
     prior_reason: str = ""
     times: RoleTimes | None = None
     current: Split | None = None
@@ -51,7 +52,7 @@ class Plan:
 
     def to_dict(self) -> dict:
         out = {"run": self.curve.source, "x": self.curve.x, "y": self.curve.y,
-               "intervals_from": self.source, **self.answer.to_dict(), "clock": self.clock.to_dict(),
+               "intervals_from": self.source, "window": self.window, **self.answer.to_dict(), "clock": self.clock.to_dict(),
                "fit": self.fit.to_dict()}  # fmt: skip
         if self.prior_reason:
             out["prior"] = self.prior_reason
@@ -69,11 +70,14 @@ def split_hours(plan: Plan, split: Split) -> tuple[float, ...]:
     return tuple(h if not np.isfinite(h) or h <= now else now + (h - now) * ratio for h in plan.answer.hours)
 
 
-def _crossing(fit: FitResult, target: float, options: FitOptions, prior, budget_compute) -> tuple:
-    """(Crossing, "fit" | "prior", reason): under the prior when one is given and used."""
+def _crossing(fit: FitResult, target: float, options: FitOptions, prior, budget_compute, window: int) -> tuple:
+    """(Crossing, "fit" | "prior", reason): under the prior when one is given and used; the
+    first ``window``-evaluation read at the target, with the run's own noise (``crossing``)."""
     last = float(fit.compute.max())
     estimate = float(law.compute_for_reward(target, fit.A, fit.B, fit.C_mid, fit.R0))
     reach = [estimate] if np.isfinite(estimate) and estimate > 0 else []
+    unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon_for(last, reach))
+    looks = looks_for(fit.compute, unc.noise.sigma, unc.noise.rho, window)
     if prior is not None:
         from scalerl.fit.posterior import forecast_with_prior
 
@@ -82,31 +86,33 @@ def _crossing(fit: FitResult, target: float, options: FitOptions, prior, budget_
         pf = forecast_with_prior(fit, fit_until=last, budget=budget, prior=learned, options=options,
                                  n_runs=n_runs, why_none=why)  # fmt: skip
         if pf.used:
-            return crossing(fit, target, pf.band, level=options.level, centre=pf.predict), "prior", pf.reason
+            cross = crossing(fit, target, pf.band, level=options.level, centre=pf.predict, looks=looks)
+            return cross, "prior", pf.reason
         reason = pf.reason
     else:
         reason = ""
-    unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon_for(last, reach))
     scale = unc.calibration.scale if unc.calibration is not None else 1.0
-    return crossing(fit, target, unc.band, level=options.level, scale=scale), "fit", reason
+    return crossing(fit, target, unc.band, level=options.level, scale=scale, looks=looks), "fit", reason
 
 
 def make_plan(
     curve: Curve, clock: Clock, target: float, options: FitOptions, *, prior=None, times: RoleTimes | None = None,
     devices: int | None = None, k: int | None = None, budget_hours: float | None = None,
-    budget_compute: float | None = None,
+    budget_compute: float | None = None, window: int = WINDOW,
 ) -> Plan:
     """The plan for ``curve`` reaching ``target`` (module docstring); ``prior`` is
     ``load_prior``'s (prior, why none, n); ``devices``/``k`` ask about other splits."""
     fit = options.fit(curve.compute, curve.reward, source=curve.source)
-    cross, source, reason = _crossing(fit, target, options, prior, budget_compute)
-    answer = time_to_target(cross, clock, budget_hours=budget_hours, budget_compute=budget_compute)
-    plan = Plan(curve, fit, cross, clock, answer, source, reason)
+    cross, source, reason = _crossing(fit, target, options, prior, budget_compute, window)
+    answer = already_reached(target, curve.compute, curve.reward, clock, options.level, window) or time_to_target(
+        cross, clock, budget_hours=budget_hours, budget_compute=budget_compute)
+    plan = Plan(curve, fit, cross, clock, answer, source, window, reason)
     if times is None:
         return plan
     current = predict(times, times.generators, times.learner_devices, times.k)
     options_ = splits(times, devices, k)
-    return Plan(curve, fit, cross, clock, answer, source, reason, times, current, options_, recommend(options_))
+    return Plan(curve, fit, cross, clock, answer, source, window, reason, times, current, options_,
+                recommend(options_))
 
 
 def live_time_to_target(compute, reward, clock_points, *, target: float, budget: float, options: FitOptions) -> dict:

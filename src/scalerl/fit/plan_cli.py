@@ -25,6 +25,7 @@ import numpy as np
 
 from scalerl.fit import report
 from scalerl.fit.cli import _guard, _r0, options_from
+from scalerl.fit.crossing import WINDOW
 from scalerl.fit.errors import CurveError
 from scalerl.fit.outputs import check_outputs
 from scalerl.fit.plan import Plan, make_plan, split_hours
@@ -50,6 +51,8 @@ def register(subparsers) -> None:
     p.add_argument("--k", type=int, metavar="K", help="predict the splits at lag bound K instead of the run's")
     p.add_argument("--generators", type=int, metavar="G",
                    help="generators of the run (default: its devices less its learner ranks)")
+    p.add_argument("--window", type=int, default=WINDOW, metavar="W",
+                   help=f"the run reaches R when the mean of its last W evaluations does (default {WINDOW})")
     p.add_argument("--x", help="compute column (default as scalerl fit)")
     p.add_argument("--y", help="reward column (default as scalerl fit)")
     p.add_argument("--r0", type=_r0, default=None, metavar="VALUE|first|fit", help="R0, as scalerl fit")
@@ -75,6 +78,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise CurveError(f"--k must be 0 (on-policy) or more, got {args.k}.")
     if args.generators is not None and args.generators < 1:
         raise CurveError(f"--generators must be at least 1, got {args.generators}.")
+    if args.window < 1:
+        raise CurveError(f"--window must be at least 1 evaluation, got {args.window}.")
 
 
 def _log_of(run: Path) -> tuple[Path, Path | None]:
@@ -142,12 +147,15 @@ def _sentences(plan: Plan) -> list[str]:
     out = [f"{plan.curve.source}: x = {plan.curve.x}, y = {plan.curve.y} ({len(plan.curve)} points); "
            f"clock {plan.clock.s:.4g} s per unit of compute (sd {plan.clock.s_sd:.3g}), "
            f"{plan.clock.devices:.3g} devices."]  # fmt: skip
-    if not a.reachable:
+    if a.already:
+        out.append(f"target {t:g} already reached: the mean of the last {plan.window} evaluations read at least "
+                   f"{t:g} at {report.fmt_compute(a.compute[0])} compute, {_hours(a.hours[0])} hours.")  # fmt: skip
+    elif not a.reachable:
         out.append(f"target {t:g} is not reachable: P(the expected curve reaches it within 1000x the compute "
                    f"so far) = {a.p_reach_at_all:.3f}, below {(1 - a.level) / 2:.3f}.")  # fmt: skip
     else:
         c, h, d = a.compute, a.hours, a.device_hours
-        out.append(f"target {t:g} ({pct} intervals): compute {report.fmt_compute(c[0])} "
+        out.append(f"target {t:g} (read as the mean of {plan.window} evaluations; {pct} intervals): compute {report.fmt_compute(c[0])} "
                    f"[{report.fmt_compute(c[1])}, {_hours(c[2])}], hours {_hours(h[0])} [{_hours(h[1])}, "
                    f"{_hours(h[2])}], device-hours {_hours(d[0])} [{_hours(d[1])}, {_hours(d[2])}]; "
                    f"P(reached at all) = {a.p_reach_at_all:.3f}.")  # fmt: skip
@@ -196,7 +204,8 @@ def plan_command(args: argparse.Namespace) -> int:
         prior = load_prior(args.prior_runs, options, Columns(x=args.x, y=args.y),
                            exclude=tuple(str(p) for p in expand_paths([args.run])), forecast=[curve])  # fmt: skip
     plan = make_plan(curve, clock, args.target, options, prior=prior, times=times, devices=args.devices, k=args.k,
-                     budget_hours=args.budget_hours, budget_compute=args.budget_compute)  # fmt: skip
+                     budget_hours=args.budget_hours, budget_compute=args.budget_compute,
+                     window=args.window)  # fmt: skip
     console = report.console()
     sentences = _sentences(plan)
     for s in sentences:

@@ -145,6 +145,12 @@ def recommend(options: list[Split]) -> Split:
     return min(options, key=lambda s: (round(s.step_s, 12), s.generators + s.learner_devices, s.mean_staleness))
 
 
+def _total(record: dict, key: str, old: str) -> float:
+    """A cumulative token count under its current name, or the name runs before issue 29
+    wrote (``scalerl.metrics.RENAMED``; ``fit`` reads logs without the trainer's package)."""
+    return float(record.get(key, record.get(old, 0)) or 0)
+
+
 def role_times(records: list[dict], *, generators: int, learner_devices: int, k: int, source: str) -> RoleTimes:
     """``RoleTimes`` from a run's metrics records (step records carry ``learner_busy_s``)."""
     steps = [r for r in records if isinstance(r.get("learner_busy_s"), int | float) and isinstance(
@@ -165,8 +171,9 @@ def role_times(records: list[dict], *, generators: int, learner_devices: int, k:
         dt.append(d)
         waiting = float(r.get("generator_stall_s") or 0.0) + float(r.get("generator_idle_s") or 0.0)
         gen.append(max(generators * d - waiting, 0.0))
-        toks.append(float(r.get("gen_tokens", 0)) - float(before.get("gen_tokens", 0)))
-        trained.append(float(r.get("train_tokens", 0)) - float(before.get("train_tokens", 0)))
+        toks.append(_total(r, "total_gen_tokens", "gen_tokens") - _total(before, "total_gen_tokens", "gen_tokens"))
+        trained.append(_total(r, "total_trained_tokens", "train_tokens")
+                       - _total(before, "total_trained_tokens", "train_tokens"))
     hist: dict[int, float] = {}
     for r in steps:
         for lag, n in (r.get("staleness_hist") or {}).items():

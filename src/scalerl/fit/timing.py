@@ -152,12 +152,13 @@ class TimeToTarget:
     p_reach: float | None = None  # within the budgets given
     budget_hours: float | None = None
     budget_compute: float | None = None
+    already: bool = False  # the run's own reads reached the target: the triples are that moment
 
     def to_dict(self) -> dict:
         def triple(v):
             return {"median": v[0], "lo": v[1], "hi": v[2]}
 
-        out = {"target": self.target, "level": self.level, "reachable": self.reachable,
+        out = {"target": self.target, "level": self.level, "reachable": self.reachable, "already": self.already,
                "p_reach_at_all": self.p_reach_at_all, "compute": triple(self.compute),
                "hours": triple(self.hours), "device_hours": triple(self.device_hours)}  # fmt: skip
         if self.p_reach is not None:
@@ -169,6 +170,20 @@ def _quantiles(x: np.ndarray, level: float) -> tuple[float, float, float]:
     tail = (1.0 - level) / 2.0
     # inverted_cdf never interpolates between a finite draw and inf (which gives NaN)
     return tuple(float(v) for v in np.quantile(x, [0.5, tail, 1.0 - tail], method="inverted_cdf"))
+
+
+def already_reached(target: float, compute: np.ndarray, reward: np.ndarray, clock: Clock, level: float,
+                    window: int) -> TimeToTarget | None:
+    """The moment the run's own reads (the trailing mean of ``window`` evaluations, or of all
+    there are) first reached ``target``, or None: a target behind the run needs no forecast."""
+    r = np.asarray(reward, dtype=float)
+    reads = np.array([r[max(0, i + 1 - window): i + 1].mean() for i in range(r.size)])
+    hit = np.flatnonzero(reads >= target)
+    if not hit.size:
+        return None
+    c = float(compute[hit[0]])
+    h = float(clock.hours(np.array([c]))[0])
+    return TimeToTarget(target, level, (c, c, c), (h, h, h), (h * clock.devices,) * 3, 1.0, True, already=True)
 
 
 def time_to_target(
