@@ -31,9 +31,12 @@ Protocol, per run and cut (the first 25% and 50% of the run's compute, x <= cut)
   ``scalerl plan RUN --target R`` does with no other flag. **With the prior**: the planner's
   ``--prior-runs`` path (``prior_runs.load_prior``) over the other runs of the same family,
   the run itself left out; fewer than 5 other runs (the demo seeds, the one tools run) give
-  no prior and the prior-free answer, as the command does.
+  no prior and the prior-free answer, as the command does. Each case is planned with every
+  ``--windows`` value side by side: ``5`` (the default: when the mean of the last 5
+  evaluations reads the target, the quantity measured) and ``0`` (the expected curve's own
+  crossing, what ``scalerl plan`` answered before it modelled the reads' noise).
 
-Reported per family and cut (and over all families per target fraction): cases, coverage of
+Reported per window, prior choice, family and cut (and over all families per target fraction): cases, coverage of
 the 95% interval of hours (an upper bound of ``never`` covers; "not reachable" is a miss), the
 median relative error of the median hours ``|pred - actual| / actual`` (hours since the run's
 start, what the planner prints; a median of ``never`` is an infinite error, so the median
@@ -145,6 +148,7 @@ class Case:
     pred: tuple[float, float, float]  # median, lo, hi hours (inf: never)
     reachable: bool
     source: str  # "fit" | "prior"
+    window: int  # the planner's --window (0: the expected curve)
 
     @property
     def covered(self) -> bool:
@@ -159,7 +163,7 @@ class Case:
         return abs(self.pred[0] - self.actual_h) / (self.actual_h - self.now_h) if self.reachable else np.inf
 
 
-def plan_cases(run: Run, frac: float, options: FitOptions, with_prior: bool) -> tuple[list[Case], int]:
+def plan_cases(run: Run, frac: float, options: FitOptions, with_prior: bool, windows: list[int]) -> tuple[list[Case], int]:
     cut = frac * run.x[-1]
     goals, already = targets(run, cut)
     if not goals:
@@ -175,15 +179,15 @@ def plan_cases(run: Run, frac: float, options: FitOptions, with_prior: bool) -> 
             warnings.simplefilter("ignore", CurveWarning)
             prior = load_prior(str(DATA / pattern), options, run.columns, exclude=(str(run.path),), forecast=[curve])
     cases = []
-    for target, f, actual in goals:
+    for (target, f, actual), window in ((g, w) for g in goals for w in windows):
         try:
-            plan = make_plan(curve, clock, target, options, prior=prior, window=WINDOW)
+            plan = make_plan(curve, clock, target, options, prior=prior, window=window)
         except CurveError as err:
             print(f"  {run.path.name} cut {frac:.0%} target {target:.3f}: {err}", file=sys.stderr)
             continue
         a = plan.answer
         cases.append(Case(run.family, run.path.stem, frac, with_prior, target, f, actual, clock.anchor[1] / 3600.0,
-                          a.hours, a.reachable, plan.source))  # fmt: skip
+                          a.hours, a.reachable, plan.source, window))  # fmt: skip
     return cases, already
 
 
@@ -198,18 +202,18 @@ def _median(v) -> float:
 def summary_rows(cases: list[Case], already: dict) -> list[tuple]:
     rows = []
     groups = [(fam, None) for fam in ("tools", "trl", "demo", "all")] + [("all", f) for f in FRACS]
-    for prior in (False, True):
+    for window, prior in sorted({(c.window, c.prior) for c in cases}, key=lambda k: (-k[0], k[1])):
         for frac in CUTS:
             for fam, rise in groups:
-                sel = [c for c in cases if c.prior == prior and c.cut == frac and fam in ("all", c.family)
-                       and rise in (None, c.frac)]  # fmt: skip
+                sel = [c for c in cases if c.window == window and c.prior == prior and c.cut == frac
+                       and fam in ("all", c.family) and rise in (None, c.frac)]  # fmt: skip
                 if not sel:
                     continue
                 n_prior = sum(c.source == "prior" for c in sel)
                 skipped = sum(v for (f, p, fr), v in already.items() if p == prior and fr == frac and fam in ("all", f))
                 finite = [c for c in sel if np.isfinite(c.pred[0])]
                 rows.append((
-                    "yes" if prior else "no", f"{frac:.0%}", fam if rise is None else f"all, {rise:.0%} of rise",
+                    window, "yes" if prior else "no", f"{frac:.0%}", fam if rise is None else f"all, {rise:.0%} of rise",
                     len(sel), "-" if rise is not None else skipped, f"{n_prior}/{len(sel)}",
                     f"{np.mean([c.covered for c in sel]):.1%}", _pct(_median([c.rel for c in sel])),
                     _pct(_median([c.rel_left for c in sel])), len(sel) - len(finite),
@@ -219,7 +223,7 @@ def summary_rows(cases: list[Case], already: dict) -> list[tuple]:
     return rows
 
 
-HEADER = ("--prior-runs", "cut", "runs", "cases", "already reached", "prior used", "95% cov.",
+HEADER = ("--window", "--prior-runs", "cut", "runs", "cases", "already reached", "prior used", "95% cov.",
           "median rel. err (hours)", "median rel. err (remaining hours)", "median = never",
           "median rel. err (finite medians)", "hi = never", "not reachable")
 
@@ -229,6 +233,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="one run per family")
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
     ap.add_argument("--cases", action="store_true", help="print every case")
+    ap.add_argument("--windows", type=int, nargs="+", default=[WINDOW, 0],
+                    help="the planner's --window values, side by side (0: the expected curve's crossing)")
     args = ap.parse_args()
     warnings.simplefilter("ignore", CurveWarning)
     options = FitOptions()
@@ -237,14 +243,14 @@ def main() -> int:
     for run in runs(args.quick):
         for prior in (False, True):
             for frac in CUTS:
-                got, skipped = plan_cases(run, frac, options, prior)
+                got, skipped = plan_cases(run, frac, options, prior, args.windows)
                 cases += got
                 key = (run.family, prior, frac)
                 already[key] = already.get(key, 0) + skipped
     if args.cases:
-        print("run | cut | prior | target | actual h | now h | median [lo, hi] h | source")
+        print("run | window | cut | prior | target | actual h | now h | median [lo, hi] h | source")
         for c in cases:
-            print(f"{c.run} | {c.cut:.0%} | {'yes' if c.prior else 'no'} | {c.target:.3f} | {c.actual_h:.4g} | "
+            print(f"{c.run} | {c.window} | {c.cut:.0%} | {'yes' if c.prior else 'no'} | {c.target:.3f} | {c.actual_h:.4g} | "
                   f"{c.now_h:.4g} | {c.pred[0]:.4g} [{c.pred[1]:.4g}, {c.pred[2]:.4g}] | "
                   f"{c.source}{'' if c.reachable else ' (not reachable)'}{'' if c.covered else ' MISS'}")
     rows = summary_rows(cases, already)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit.law import sigmoid
+from scalerl.fit.law import compute_for_reward, sigmoid
 
 from ._files import write_csv
 
@@ -108,6 +108,20 @@ def test_a_target_the_run_already_reads_is_answered_from_its_records(tmp_path, c
     assert answer["compute"]["lo"] == answer["compute"]["hi"] == pytest.approx(first["compute_gpu_hours"])
 
 
+def test_window_0_answers_for_the_expected_curve_and_reads_count_after_the_data(tmp_path, capsys):
+    run = _run_folder(tmp_path / "run", _records())
+    answers = {}
+    for window in ("0", "5"):
+        out = tmp_path / f"w{window}.json"
+        assert main(["plan", str(run), "--target", "0.66", "--window", window, "--json", str(out)]) == 0
+        answers[window] = json.loads(out.read_text())
+    assert "(the expected curve; 95% intervals)" in capsys.readouterr().out
+    fit = answers["0"]["fit"]
+    assert answers["0"]["compute"]["median"] == pytest.approx(
+        float(compute_for_reward(0.66, fit["A"], fit["B"], fit["C_mid"], fit["R0"])), rel=0.02)
+    assert answers["5"]["window"] == 5 and answers["5"]["compute"]["lo"] >= answers["5"]["clock"]["now_compute"]
+
+
 def _one_sentence(capsys, code: int, needle: str) -> None:
     err = capsys.readouterr().err
     assert code == 2
@@ -116,7 +130,7 @@ def _one_sentence(capsys, code: int, needle: str) -> None:
 
 
 @pytest.mark.parametrize("case", ["no target", "target above 1", "too few evaluations", "no timing",
-                                  "speeds without devices", "no metrics in the folder", "window 0"])
+                                  "speeds without devices", "no metrics in the folder", "negative window"])
 def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, case):
     run = _run_folder(tmp_path / "run", _records(steps=10, every=10))  # 2 evaluations
     c = np.linspace(0.0, 3000.0, 31)
@@ -131,7 +145,7 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, case):
         "no timing": (["plan", str(log), "--target", "0.6"], "has no wall time (wall_s)"),
         "speeds without devices": (["plan", str(log), "--target", "0.6", "--speeds", str(speeds)], "has no devices"),
         "no metrics in the folder": (["plan", str(tmp_path / "empty"), "--target", "0.6"], "without metrics.jsonl"),
-        "window 0": (["plan", str(run), "--target", "0.6", "--window", "0"], "--window must be at least 1"),
+        "negative window": (["plan", str(run), "--target", "0.6", "--window", "-1"], "--window must be 0"),
     }[case]
     try:
         code = main(args)

@@ -72,12 +72,13 @@ def split_hours(plan: Plan, split: Split) -> tuple[float, ...]:
 
 def _crossing(fit: FitResult, target: float, options: FitOptions, prior, budget_compute, window: int) -> tuple:
     """(Crossing, "fit" | "prior", reason): under the prior when one is given and used; the
-    first ``window``-evaluation read at the target, with the run's own noise (``crossing``)."""
+    first ``window``-evaluation read at the target, with the run's own noise (``crossing``),
+    or with ``window`` 0 the expected curve's own crossing."""
     last = float(fit.compute.max())
     estimate = float(law.compute_for_reward(target, fit.A, fit.B, fit.C_mid, fit.R0))
     reach = [estimate] if np.isfinite(estimate) and estimate > 0 else []
     unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon_for(last, reach))
-    looks = looks_for(fit.compute, unc.noise.sigma, unc.noise.rho, window)
+    looks = looks_for(fit.compute, unc.noise.sigma, unc.noise.rho, window) if window > 0 else None
     if prior is not None:
         from scalerl.fit.posterior import forecast_with_prior
 
@@ -104,8 +105,8 @@ def make_plan(
     ``load_prior``'s (prior, why none, n); ``devices``/``k`` ask about other splits."""
     fit = options.fit(curve.compute, curve.reward, source=curve.source)
     cross, source, reason = _crossing(fit, target, options, prior, budget_compute, window)
-    answer = already_reached(target, curve.compute, curve.reward, clock, options.level, window) or time_to_target(
-        cross, clock, budget_hours=budget_hours, budget_compute=budget_compute)
+    done = already_reached(target, curve.compute, curve.reward, clock, options.level, window) if window else None
+    answer = done or time_to_target(cross, clock, budget_hours=budget_hours, budget_compute=budget_compute)
     plan = Plan(curve, fit, cross, clock, answer, source, window, reason)
     if times is None:
         return plan

@@ -52,7 +52,8 @@ def register(subparsers) -> None:
     p.add_argument("--generators", type=int, metavar="G",
                    help="generators of the run (default: its devices less its learner ranks)")
     p.add_argument("--window", type=int, default=WINDOW, metavar="W",
-                   help=f"the run reaches R when the mean of its last W evaluations does (default {WINDOW})")
+                   help=f"the run reaches R when the mean of its last W evaluations does (default {WINDOW}; "
+                        "0: when its expected curve does)")
     p.add_argument("--x", help="compute column (default as scalerl fit)")
     p.add_argument("--y", help="reward column (default as scalerl fit)")
     p.add_argument("--r0", type=_r0, default=None, metavar="VALUE|first|fit", help="R0, as scalerl fit")
@@ -78,8 +79,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise CurveError(f"--k must be 0 (on-policy) or more, got {args.k}.")
     if args.generators is not None and args.generators < 1:
         raise CurveError(f"--generators must be at least 1, got {args.generators}.")
-    if args.window < 1:
-        raise CurveError(f"--window must be at least 1 evaluation, got {args.window}.")
+    if args.window < 0:
+        raise CurveError(f"--window must be 0 (the expected curve) or a number of evaluations, got {args.window}.")
 
 
 def _log_of(run: Path) -> tuple[Path, Path | None]:
@@ -155,7 +156,8 @@ def _sentences(plan: Plan) -> list[str]:
                    f"so far) = {a.p_reach_at_all:.3f}, below {(1 - a.level) / 2:.3f}.")  # fmt: skip
     else:
         c, h, d = a.compute, a.hours, a.device_hours
-        out.append(f"target {t:g} (read as the mean of {plan.window} evaluations; {pct} intervals): compute {report.fmt_compute(c[0])} "
+        read = f"read as the mean of {plan.window} evaluations" if plan.window else "the expected curve"
+        out.append(f"target {t:g} ({read}; {pct} intervals): compute {report.fmt_compute(c[0])} "
                    f"[{report.fmt_compute(c[1])}, {_hours(c[2])}], hours {_hours(h[0])} [{_hours(h[1])}, "
                    f"{_hours(h[2])}], device-hours {_hours(d[0])} [{_hours(d[1])}, {_hours(d[2])}]; "
                    f"P(reached at all) = {a.p_reach_at_all:.3f}.")  # fmt: skip
