@@ -69,7 +69,8 @@ def train_once(work: Workload, model_dir: Path, run_dir: Path, *, generators: in
 
     mode = {"pipeline.mode": "sync"} if k == 0 else {"pipeline.mode": "pipeline-rl", "pipeline.k": k}
     extra = {**mode, "pipeline.num_generators": generators, "pipeline.generator_threads": 1,
-             "learner.world_size": ranks, "train.cores": generators + ranks}  # fmt: skip
+             "learner.world_size": ranks, "train.cores": generators + ranks,
+             "train.max_minutes": "null"}  # fmt: skip: every step, however long a step takes
     cfg = load_config("scalerl", scalerl_overrides(work, model_dir, warmup + steps + 1, **extra))
     train(cfg, run_dir, log=lambda *_: None)
     records = read_records(run_dir / "metrics.jsonl")

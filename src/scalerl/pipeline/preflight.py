@@ -110,7 +110,7 @@ def check_prompts(cfg: Config, task) -> None:
         renderer = PromptRenderer(tokenizer, chat_format(cfg))
         for example in examples:
             renderer.ids(task.prompt(example))
-        if not renderer.chat:
+        if not renderer.chat and _prompts_may_vary(cfg, task):
             _all_plain(task)
         if cfg.model.base is None:
             task.demonstration(examples[0])
@@ -151,6 +151,16 @@ def _check_built_model_format(cfg: Config) -> None:
         field = "task.system_prompt" if cfg.task.system_prompt is not None else "model.chat_template"
         raise ConfigError(f"{field} needs model.base: a model built from model.preset is warmed up on "
                           "plain prompts, which a chat format would change after the fact.")
+
+
+def _prompts_may_vary(cfg: Config, task) -> bool:
+    """Whether prompts can differ in kind: read from a file, or made by a user's code. A
+    built-in generated task makes every prompt the same way, which the first ones show (a
+    walk over its 100 000 examples cost every run seconds)."""
+    from scalerl.config.task import users_code
+    from scalerl.data.tasks.records import FileTask
+
+    return isinstance(getattr(task, "inner", task), FileTask) or users_code(cfg.task.name)
 
 
 def _all_plain(task) -> None:
