@@ -37,8 +37,11 @@ def _records(run_dir) -> list[dict]:
 
 def _sync_run(model_dir, **extra) -> list[str]:
     """Two sync steps of eight groups (every rank gets four; eight, so a step with no group to
-    train is unlikely whatever the warm model samples), evaluations cut to the bone."""
+    train is unlikely whatever the warm model samples), evaluations cut to the bone. A training
+    set of 1000 problems, not 100 000: ``scalerl train``'s preflight renders every prompt of it
+    (~7 s per run on 2 cores for 100 000), and these runs draw at most 24."""
     return run_overrides(model_dir, **{
+        "task.knobs": "{min_digits: 1, max_digits: 2, num_train: 1000}",
         "pipeline.mode": "sync", "pipeline.backend": "inprocess", "pipeline.prompts_per_step": 8,
         "pipeline.generations": 4, "pipeline.prompts_per_chunk": 8, "train.steps": 2, "eval.every": 100,
         "eval.num_prompts": 4, "eval.k": 1, "optim.lr": "1e-4", "optim.warmup_steps": 0, **extra})

@@ -118,22 +118,6 @@ def test_ray_backend_drives_the_real_vllm_engine_and_resumes(local_ray, warm_mod
     assert all(r["staleness_max"] == 0 and r["mismatch_logp_abs_max"] < 1e-4 for r in trained)
 
 
-def test_a_generator_that_reserves_no_gpu_keeps_the_visible_devices(local_ray, nano_dir):
-    """gpu-review-2 N4: Ray blanks CUDA_VISIBLE_DEVICES for an actor with num_gpus=0 unless
-    RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0, hiding the GPU a generator shares with the learner."""
-    import os as _os
-
-    tokenizer = build_task_tokenizer()
-    model = build_model("nano", len(tokenizer), tokenizer=tokenizer, seed=1)
-    backend = _backend(ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition")), model, nano_dir)
-    try:
-        env = ray.get(backend.actors[0].__ray_call__.remote(lambda self: dict(_os.environ)))
-        assert env.get("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO") == "0"
-        assert env.get("CUDA_VISIBLE_DEVICES", "not set") != ""  # not blanked
-    finally:
-        backend.close()
-
-
 def _collect_one(backend, publish_from=None, model=None):
     """Wait for one chunk's groups, and the last version published meanwhile; if
     ``publish_from`` is given, keep publishing newer versions (every ~20 ms) while the
@@ -147,13 +131,38 @@ def _collect_one(backend, publish_from=None, model=None):
     return groups, version
 
 
-def test_generators_wait_for_and_pull_published_weights(local_ray, nano_dir):
+@pytest.fixture(scope="class")
+def generator(local_ray, nano_dir):
+    """One generator actor for the tests that only talk to it (a fresh actor process costs
+    ~15 s on 2 shared cores), with the weights they publish: a nano model unlike the saved one.
+    Class-scoped: its CPU is free again before the runs after the class."""
     tokenizer = build_task_tokenizer()
     model = build_model("nano", len(tokenizer), tokenizer=tokenizer, seed=1)  # != the saved weights
     spec = ActorSpec(model_dir=str(nano_dir), task=TaskSpec("addition"), generations=4,
                      params=SamplingParams(max_new_tokens=160))
     backend = _backend(spec, model, nano_dir)
     try:
+        yield backend, model
+    finally:
+        backend.close()
+
+
+class TestOneGeneratorActor:
+    """Two tests on one actor (the ``generator`` fixture)."""
+
+    def test_a_generator_that_reserves_no_gpu_keeps_the_visible_devices(self, generator):
+        """gpu-review-2 N4: Ray blanks CUDA_VISIBLE_DEVICES for an actor with num_gpus=0 unless
+        RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0, hiding the GPU a generator shares with the learner."""
+        import os as _os
+
+        backend, _ = generator
+        env = ray.get(backend.actors[0].__ray_call__.remote(lambda self: dict(_os.environ)))
+        assert env.get("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO") == "0"
+        assert env.get("CUDA_VISIBLE_DEVICES", "not set") != ""  # not blanked
+
+    def test_generators_wait_for_and_pull_published_weights(self, generator):
+        backend, model = generator
+        # the actor has seen no version yet (the other test on it only reads its environment)
         _publish(backend, model, 3)
         backend.submit([PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=3)])
         (group,), _ = _collect_one(backend)
@@ -169,8 +178,6 @@ def test_generators_wait_for_and_pull_published_weights(local_ray, nano_dir):
         versions = np.concatenate([c.versions for c in group.completions])
         assert 3 <= versions.min() and versions.max() <= last
         assert all(np.all(np.diff(c.versions) >= 0) for c in group.completions)  # never backwards
-    finally:
-        backend.close()
 
 
 @pytest.mark.slow  # a fresh actor process (torch import) costs ~15 s on 2 shared cores
