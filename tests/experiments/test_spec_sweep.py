@@ -92,6 +92,26 @@ def _cli(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "scalerl", *args], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.fixture
+def cli_here(capfd):
+    """``scalerl ARGS`` through ``main`` in this process: exit code, stdout and stderr (file
+    descriptors 1 and 2, as a fresh process's would be). An exception that escapes ``main``
+    fails the test as a traceback would; a fresh interpreter per call would spend seconds
+    importing before the work."""
+    from scalerl.cli import main
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capfd.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as stop:  # argparse's refusals
+            code = stop.code
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return run
+
+
 def test_cli_bad_spec_exits_2_without_a_traceback(tmp_path):
     run = _cli("sweep", str(_spec(tmp_path, "recipes: [scalerl]\naxes:\n  depth: [1]\n")), "--out", str(tmp_path / "o"))
     assert run.returncode == 2 and "Traceback" not in run.stderr
@@ -112,7 +132,10 @@ def _tables(markdown: str) -> list[list[list[str]]]:
     return tables
 
 
-def test_a_tiny_sweep_trains_resumes_and_reports(tmp_path, warm_model_dir):
+def test_a_tiny_sweep_trains_resumes_and_reports(tmp_path, warm_model_dir, cli_here):
+    """The sweep that trains runs as a user runs it (its points are ``scalerl train``
+    subprocesses either way); the calls after it, which read the finished folder, run in this
+    process (``test_cli_bad_spec_exits_2_without_a_traceback`` is the fresh-interpreter refusal)."""
     from PIL import Image
 
     spec = _spec(tmp_path, f"""\
@@ -145,15 +168,15 @@ parallel: 2
     dirs = sorted(p.parent.relative_to(out).as_posix() for p in out.rglob("metrics.jsonl"))
     assert dirs == ["scalerl/batch=2/seed0", "scalerl/batch=3/seed0"]
     assert yaml.safe_load((out / "sweep.yaml").read_text())["axes"] == {"batch": [2, 3]}
-    again = _cli("sweep", str(spec), "--out", str(out), "--report-only")
-    assert again.returncode == 0
-    rerun = _cli("sweep", str(spec), "--out", str(out))  # every point is finished: nothing retrained
+    again = cli_here("sweep", str(spec), "--out", str(out), "--report-only")
+    assert again.returncode == 0, again.stderr[-3000:]
+    rerun = cli_here("sweep", str(spec), "--out", str(out))  # every point is finished: nothing retrained
     assert rerun.returncode == 0 and rerun.stdout.count("already finished") == 2
     other = _spec(tmp_path, spec.read_text().replace("batch: [2, 3]", "batch: [2, 5]"))
-    refused = _cli("sweep", str(other), "--out", str(out))
+    refused = cli_here("sweep", str(other), "--out", str(out))
     assert refused.returncode == 2 and "holds a different sweep" in refused.stderr
 
-    report = _cli("report", str(out), "--html", str(tmp_path / "r.html"), "--markdown", str(tmp_path / "r.md"))
+    report = cli_here("report", str(out), "--html", str(tmp_path / "r.html"), "--markdown", str(tmp_path / "r.md"))
     assert report.returncode == 0, report.stderr[-3000:]
     md = (tmp_path / "r.md").read_text()
     tables = _tables(md)
@@ -178,7 +201,7 @@ def test_every_paper_claim_spec_plans(spec, tmp_path):
     assert points(load_spec(spec), tmp_path)
 
 
-def test_a_one_point_sweep_gets_its_study_report(tmp_path):
+def test_a_one_point_sweep_gets_its_study_report(tmp_path, cli_here):
     # one recipe, no axes: nothing to compare, but the curve, its fit and fit-to-half are reported
     import json
     import math
@@ -191,6 +214,6 @@ def test_a_one_point_sweep_gets_its_study_report(tmp_path):
             c = 0.001 * (step + 1)
             val = 0.2 + 0.5 / (1 + (0.01 / c) ** 1.5) + 0.01 * math.sin(7 * step)
             f.write(json.dumps({"step": step, "compute_gpu_hours": c, "val_pass_rate": val}) + "\n")
-    done = _cli("sweep", str(spec), "--out", str(tmp_path / "out"), "--report-only")
+    done = cli_here("sweep", str(spec), "--out", str(tmp_path / "out"), "--report-only")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "study.md").is_file() and (tmp_path / "out" / "study.html").is_file()

@@ -1,7 +1,12 @@
-"""``scalerl train`` on bad input, through the real command: exit code 2, one sentence on
-stderr naming the file, field or folder, no traceback, and nothing already written lost.
+"""``scalerl train`` on bad input: exit code 2, one sentence on stderr naming the file, field
+or folder, no traceback, and nothing already written lost.
 
 Most cases fail at config or preflight checks, before torch is imported or any model built.
+They run the command's ``main`` in this process (a fresh interpreter per case would spend
+seconds importing for milliseconds of work): an exception that escapes ``main`` fails the test
+as a traceback would, and stderr is read from file descriptor 2. A few cases run through the
+real command in a fresh interpreter, as a user runs it (the last tests of this file, and the
+runs of ``test_user_code_runs.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +29,28 @@ def scalerl(*args: str, cwd: Path, prelude: str = "") -> subprocess.CompletedPro
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def scalerl_here(capfd, monkeypatch):
+    """``scalerl ARGS`` through ``main`` in this process, from ``cwd``: its exit code and what it
+    wrote to file descriptors 1 and 2, as a fresh process's would be (``prelude`` is not taken:
+    patch with ``monkeypatch``)."""
+    from scalerl.cli import main
+
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)  # train sets it: restored after
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)
+        capfd.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as stop:  # argparse's refusals
+            code = stop.code
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return run
 
 
 def assert_one_sentence(proc: subprocess.CompletedProcess, *needles: str) -> str:
@@ -147,30 +174,31 @@ CASES = ["model.base missing", "model.base without config.json", "model.base wit
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_bad_input_is_one_sentence_and_exit_2(tmp_path, name):
+def test_bad_input_is_one_sentence_and_exit_2(tmp_path, name, scalerl_here):
     args, needles = _case(tmp_path, name)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    assert_one_sentence(scalerl("train", "--no-fit", *args, cwd=tmp_path), *needles)
+    assert_one_sentence(scalerl_here("train", "--no-fit", *args, cwd=tmp_path), *needles)
     for path, data in before.items():  # nothing already written is lost or changed
         assert path.read_bytes() == data, path
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
-FULL_DISK = """
-import errno
-from scalerl import checkpoint
-real, calls = checkpoint._write_state, []
-def write_state(path, state):  # the first checkpoint lands, the disk is full at the second
-    calls.append(path)
-    if len(calls) > 1:
-        raise OSError(errno.ENOSPC, "No space left on device")
-    real(path, state)
-checkpoint._write_state = write_state
-"""
+def test_a_full_disk_while_checkpointing_is_one_sentence_and_keeps_the_checkpoint(nano_dir, tmp_path, monkeypatch,
+                                                                                    scalerl_here):
+    import errno
 
-
-def test_a_full_disk_while_checkpointing_is_one_sentence_and_keeps_the_checkpoint(nano_dir, tmp_path):
+    from scalerl import checkpoint
     from scalerl.checkpoint import load_checkpoint
+
+    real, calls = checkpoint._write_state, []
+
+    def write_state(path, state):  # the first checkpoint lands, the disk is full at the second
+        calls.append(path)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, state)
+
+    monkeypatch.setattr(checkpoint, "_write_state", write_state)
 
     run = tmp_path / "run"
     sets = {"model.base": nano_dir, "pipeline.backend": "inprocess", "train.steps": 2,
@@ -179,7 +207,7 @@ def test_a_full_disk_while_checkpointing_is_one_sentence_and_keeps_the_checkpoin
             "sampling.max_new_tokens": 4, "forecast.enabled": "false", "log.progress": "false",
             "log.tensorboard": "false"}
     args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
-    proc = scalerl("train", "--no-fit", *args, "--out", str(run), cwd=tmp_path, prelude=FULL_DISK)
+    proc = scalerl_here("train", "--no-fit", *args, "--out", str(run), cwd=tmp_path)
     assert_one_sentence(proc, f"no space left in {run} for a checkpoint: it needs about ", " bytes ",
                         "the previous checkpoint is intact", f"--resume {run}")
     state, meta = load_checkpoint(run)

@@ -30,10 +30,12 @@ def small_run(model_dir, **extra):
 
 
 def test_live_forecast_fields_appear_and_scalerl_fit_reproduces_them(warm_model_dir, tmp_path, capsys):
-    # a stop threshold the noisy 40-step curve cannot identify: the run must not stop
-    train(small_run(warm_model_dir, **{"train.stop_if_ceiling_below": 0.99}), tmp_path)
+    # a stop threshold the noisy 24-step curve cannot identify: the run must not stop; nine
+    # evaluations, so the live forecast (forecast.min_points=6) fits from step 15 on
+    short = {"train.steps": 24, "eval.every": 3}
+    train(small_run(warm_model_dir, **short, **{"train.stop_if_ceiling_below": 0.99}), tmp_path)
     records = read_records(tmp_path / "metrics.jsonl")
-    assert records[-1]["step"] == 40 and "stopped_early" not in records[-1]
+    assert records[-1]["step"] == 24 and "stopped_early" not in records[-1]
     with_forecast = [r for r in records if "forecast_step" in r]
     assert with_forecast and with_forecast[-1] is records[-1]  # the last record waits for its fit
     evals = {r["step"] for r in records if r.get("val_pass_rate") is not None}
@@ -60,12 +62,12 @@ def test_live_forecast_fields_appear_and_scalerl_fit_reproduces_them(warm_model_
     assert (reach["compute"] if reach["reachable"] else None) == (
         pytest.approx(expected, rel=1e-9) if expected is not None else None)
     # the training report shows the forecast and its verdict, not only the fit
-    cfg = small_run(warm_model_dir)
+    cfg = small_run(warm_model_dir, **short)
     final_report(tmp_path, cfg, log=lambda *_: None)
     text = (tmp_path / "report.md").read_text()
     assert re.search(r"^- ceiling (not )?identified", text, re.M) and "predictive interval for one" in text
-    assert "compute to pin A" in text and "last live forecast (fitted up to step 40)" in text
-    # a noisy 40-step curve may or may not support a fit on its first half: the line is there
+    assert "compute to pin A" in text and "last live forecast (fitted up to step 24)" in text
+    # a noisy 24-step curve may or may not support a fit on its first half: the line is there
     # either way, with its verdict or its reason (the fitted form: the test below)
     assert re.search(r"^- fit-to-half check: (fitted on the first half|not possible \()", text, re.M), text
     assert "| its standard error |" in text and all(r["val_stderr"] > 0 for r in records if "val_stderr" in r)

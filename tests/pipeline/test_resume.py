@@ -22,7 +22,7 @@ from scalerl.pipeline.evaluation import OrderedRecords
 from scalerl.pipeline.run import checkpoint
 from scalerl.types import EvalResult
 
-STEPS = 16
+STEPS = 10
 
 
 def _train(args: list[str]) -> subprocess.Popen:

@@ -17,7 +17,7 @@ from scalerl.metrics import read_records
 from scalerl.pipeline import stop
 from scalerl.pipeline.stop import Stopped, Stopping, on_signals
 
-STEPS = 10
+STEPS = 6
 
 
 class _Exit(Exception):
