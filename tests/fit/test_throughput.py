@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from scipy import stats
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.throughput import RoleTimes, predict, recommend, role_times, splits
+from scalerl.fit.throughput import RoleTimes, expected_max, predict, recommend, role_times, splits
 
 # 6 generator-seconds and 4 learner-device-seconds a step, 0.5 s sync, 0.5 s evaluation
 TIMES = RoleTimes(gen_device_s=6.0, learner_device_s=4.0, sync_s=0.5, eval_s=0.5, generators=2,
@@ -32,6 +34,26 @@ def test_on_policy_alternates_and_a_near_balance_mixes_lags():
     assert predict(TIMES, 4, 4, 4).staleness == {4: 1.0}
     near = RoleTimes(7.0, 4.0, 0.5, 0.5, 4, 4, 4)  # T_G = 1.75, T_L = 2: rho = 0.875
     assert predict(near, 4, 4, 4).staleness == pytest.approx({1: 0.5, 4: 0.5})
+
+
+def test_lag_one_waits_for_the_slower_role_every_step():
+    # k = 1 on the 2 + 2 split: T_G = 3 s (sd 2/2 = 1), T_L = 2 + 1 = 3 s (sd 1.2/2 = 0.6):
+    # E[max] of two balanced normals is the mean + theta * phi(0), theta = sqrt(1 + 0.36)
+    jittery = RoleTimes(6.0, 4.0, 0.5, 0.5, 2, 2, 1, gen_device_sd=2.0, learner_device_sd=1.2)
+    theta = (1.0 + 0.36) ** 0.5
+    assert predict(jittery, 2, 2, 1).step_s == pytest.approx(3.0 + theta * 0.3989423, rel=1e-6)
+    assert predict(jittery, 2, 2, 2).step_s == pytest.approx(3.0)  # a queue of 2 absorbs it
+    assert predict(TIMES, 2, 2, 1).step_s == pytest.approx(3.0)  # no spread: the max of the means
+    # far from balance the slower role's mean is the answer: 10 vs 1 with sds 0.1
+    assert expected_max(10.0, 0.1, 1.0, 0.1) == pytest.approx(10.0, abs=1e-9)
+    # Clark's formula against a direct average over a grid: N(1, 1) vs N(1.5, 0.5)
+    a = np.linspace(-8, 8, 2001)
+    grid_a, grid_b = np.meshgrid(1.0 + a, 1.5 + 0.5 * a)
+    w = np.outer(stats.norm.pdf(a), stats.norm.pdf(a))
+    assert expected_max(1.0, 1.0, 1.5, 0.5) == pytest.approx(float((np.maximum(grid_a, grid_b) * w).sum() / w.sum()),
+                                                             rel=1e-4)
+    options = splits(jittery, k=1)  # with spread, k = 1 no longer ties with a deeper queue
+    assert all(s.step_s > predict(jittery, s.generators, s.learner_devices, 2).step_s for s in options)
 
 
 def test_the_recommended_split_has_the_most_steps_per_hour():
@@ -62,6 +84,7 @@ def test_role_times_are_read_from_step_records(gen, trained):
     assert t.gen_device_s == pytest.approx(16.0) and t.learner_device_s == pytest.approx(3.0)
     assert t.sync_s == pytest.approx(1.0) and t.eval_s == pytest.approx(2.0 / 4)  # recent half: steps 5-8
     assert t.measured_step_s == pytest.approx(10.0) and t.measured_staleness == {1: 0.75, 2: 0.25}
+    assert t.gen_device_sd == 0.0 and t.learner_device_sd == 0.0  # every step alike
     assert t.gen_tokens_per_s == pytest.approx(10.0)  # 160 tokens over 16 generator-seconds
     assert t.learner_tokens_per_s == pytest.approx(50.0 / 3.0)
     assert predict(t, 2, 1, 2).step_s == pytest.approx(8.0)  # generation-bound: 16 / 2

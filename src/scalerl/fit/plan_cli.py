@@ -8,7 +8,8 @@ speeds file (``--speeds``, JSON):
     {"seconds_per_compute": 40.0, "devices": 8,          # required
      "seconds_per_compute_sd": 4.0,                       # optional (default 0)
      "roles": {"gen_device_s": 12.0, "learner_device_s": 3.0, "sync_s": 0.5,
-               "eval_s": 0.2, "generators": 6, "learner_devices": 2, "k": 8}}  # optional
+               "eval_s": 0.2, "generators": 6, "learner_devices": 2, "k": 8,
+               "gen_device_sd": 1.5, "learner_device_sd": 0.4}}  # optional; the sds too
 
 ``roles`` (per-step costs, ``scalerl.fit.throughput.RoleTimes``) enables the split advice
 for a peer's log; a run folder's step records give them. Bad input is one sentence and

@@ -11,14 +11,23 @@ A step needs one batch generated and one optimiser step taken. Per step the run 
 - ``sync_s``: publishing the weights (constant: one broadcast whatever the split);
 - ``eval_s``: what evaluations cost the learner (``learner_eval_s``), averaged over steps.
 
-**Step time.** With ``k >= 1`` generation overlaps training, and the slower side sets the
-pace; with ``k = 0`` (on-policy, ``sync``) they alternate:
+**Step time.** With ``k >= 2`` generation overlaps training through a queue of up to ``k``
+batches, and the slower side sets the pace; with ``k = 1`` the generator may run one version
+ahead only, so every step both roles run side by side and then wait for each other; with
+``k = 0`` (on-policy, ``sync``) they alternate:
 
-    T = max(T_G, T_L + sync + eval)    (k >= 1)
-    T = T_G + T_L + sync + eval        (k = 0)
+    T = max(T_G, T_L + sync + eval)            (k >= 2)
+    T = E[max(T_G,i, T_L,i + sync + eval)]     (k = 1)
+    T = T_G + T_L + sync + eval                (k = 0)
 
-and steps per hour are ``3600 / T``. Token rates (per generator, per learner device) are
-reported from the same numbers divided into the step's generated and trained tokens.
+The ``k = 1`` expectation treats each step's role times as independent normals, means
+``T_G``, ``T_L`` and the standard deviations of the run's per-step generator-seconds and
+learner device-seconds divided by ``G'`` and ``L'``, and takes Clark's (1961) expected maximum
+``mu_G Phi(d) + mu_L Phi(-d) + theta phi(d)``, ``theta = sqrt(s_G^2 + s_L^2)``, ``d = (mu_G -
+mu_L) / theta``: a one-batch buffer cannot absorb the jitter of the two roles, and the loss is
+largest where they are balanced (``theta phi(0) = 0.4 theta`` there). Measured on two cores
+(``bench/plan_split.py``): k = 1 ran 7-18% slower than k = 2 on balanced runs, which the
+deterministic ``max`` did not see. Deeper queues (``k >= 2``) are taken to absorb it.
 
 **Staleness.** In steady state a generator-bound run trains each batch in the step after
 the one it was generated under: lag 1. A learner-bound run's generators run ahead until
@@ -40,10 +49,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 
 from scalerl.fit.errors import CurveError
 
-__all__ = ["RoleTimes", "Split", "predict", "recommend", "role_times", "splits"]
+__all__ = ["RoleTimes", "Split", "expected_max", "predict", "recommend", "role_times", "splits"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,8 @@ class RoleTimes:
     train_tokens: float = 0.0  # trained per step
     measured_step_s: float = float("nan")  # mean wall seconds per step
     measured_staleness: dict = field(default_factory=dict)  # {lag: share} from the records
+    gen_device_sd: float = 0.0  # sd of the per-step generator-seconds
+    learner_device_sd: float = 0.0  # sd of the per-step learner device-seconds
 
     @property
     def devices(self) -> int:
@@ -83,7 +95,8 @@ class RoleTimes:
                 "learner_devices": self.learner_devices, "k": self.k,
                 "gen_tokens_per_s_per_generator": self.gen_tokens_per_s,
                 "learner_tokens_per_s_per_device": self.learner_tokens_per_s,
-                "measured_step_s": self.measured_step_s,
+                "measured_step_s": self.measured_step_s, "gen_device_sd": self.gen_device_sd,
+                "learner_device_sd": self.learner_device_sd,
                 "measured_staleness": {str(k): v for k, v in self.measured_staleness.items()}}  # fmt: skip
 
 
@@ -113,6 +126,15 @@ class Split:
                 "mean_staleness": self.mean_staleness}  # fmt: skip
 
 
+def expected_max(mu_a: float, sd_a: float, mu_b: float, sd_b: float) -> float:
+    """``E[max(a, b)]`` of independent normals (Clark 1961; ``max`` of the means without spread)."""
+    theta = float(np.hypot(sd_a, sd_b))
+    if theta == 0.0:
+        return max(mu_a, mu_b)
+    d = (mu_a - mu_b) / theta
+    return float(mu_a * stats.norm.cdf(d) + mu_b * stats.norm.cdf(-d) + theta * stats.norm.pdf(d))
+
+
 def predict(times: RoleTimes, generators: int, learner_devices: int, k: int) -> Split:
     """Step time, bottleneck and staleness of one split (module docstring)."""
     if generators < 1 or learner_devices < 1 or k < 0:
@@ -123,7 +145,10 @@ def predict(times: RoleTimes, generators: int, learner_devices: int, k: int) -> 
     bottleneck = "generation" if t_gen >= t_learn else "learner"
     if k == 0:
         return Split(generators, learner_devices, 0, t_gen + t_learn, bottleneck, {0: 1.0})
-    step = max(t_gen, t_learn)
+    if k == 1:
+        step = expected_max(t_gen, times.gen_device_sd / generators, t_learn, times.learner_device_sd / learner_devices)
+    else:
+        step = max(t_gen, t_learn)
     rho = t_gen / t_learn if t_learn > 0 else np.inf
     low = 1.0 - 1.0 / k  # below it the queue fills to k within a step's slack
     share_k = 1.0 if k == 1 else float(np.clip((1.0 - rho) / (1.0 - low), 0.0, 1.0))
@@ -180,6 +205,7 @@ def role_times(records: list[dict], *, generators: int, learner_devices: int, k:
             hist[int(lag)] = hist.get(int(lag), 0.0) + float(n)
     total = sum(hist.values())
     evals = sum(float(r.get("learner_eval_s") or 0.0) for r in records if r.get("step", 0) >= steps[0].get("step", 0))
+    busy = [float(r["learner_busy_s"]) * learner_devices for r in steps]
     return RoleTimes(
         gen_device_s=float(np.median(gen)),
         learner_device_s=float(np.median([float(r["learner_busy_s"]) for r in steps])) * learner_devices,
@@ -188,4 +214,6 @@ def role_times(records: list[dict], *, generators: int, learner_devices: int, k:
         gen_tokens=float(np.median(toks)), train_tokens=float(np.median(trained)),
         measured_step_s=float(np.mean(dt)),
         measured_staleness={lag: n / total for lag, n in sorted(hist.items())} if total else {},
+        gen_device_sd=float(np.std(gen, ddof=1)) if len(gen) > 1 else 0.0,
+        learner_device_sd=float(np.std(busy, ddof=1)) if len(busy) > 1 else 0.0,
     )  # fmt: skip
