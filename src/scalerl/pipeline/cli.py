@@ -117,6 +117,10 @@ def _handle(args: argparse.Namespace) -> int:
     # transformers' per-load progress bars would interleave with ours (generators inherit
     # this); set before the checks, whose tokenizer load imports transformers
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:  # the variable is read at import: already imported when called in-process
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     if hasattr(sys.stdout, "reconfigure"):  # a batch job's log gets each line as it is said, not 8 KiB later
         sys.stdout.reconfigure(line_buffering=True)
     try:
