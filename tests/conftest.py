@@ -118,3 +118,30 @@ def decoder_dirs(tmp_path_factory):
         torch.manual_seed(0)
         return {arch: save_pretrained(cls(config).eval(), tokenizer, root / arch)
                 for arch, (cls, config) in configs.items()}
+
+
+@pytest.fixture
+def cli_here(capfd, monkeypatch):
+    """``scalerl ARGS`` through ``main`` in this process (from ``cwd`` when given): its exit code
+    and what it wrote to file descriptors 1 and 2, as a fresh process's would be. An exception
+    that escapes ``main`` fails the test as a traceback would; a fresh interpreter per call would
+    spend seconds importing before the work. ``HF_HUB_DISABLE_PROGRESS_BARS``, which ``train``
+    sets, is restored after."""
+    import subprocess
+
+    from scalerl.cli import main
+
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+
+    def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        capfd.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as stop:  # argparse's refusals
+            code = stop.code
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return run

@@ -92,25 +92,6 @@ def _cli(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "scalerl", *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture
-def cli_here(capfd):
-    """``scalerl ARGS`` through ``main`` in this process: exit code, stdout and stderr (file
-    descriptors 1 and 2, as a fresh process's would be). An exception that escapes ``main``
-    fails the test as a traceback would; a fresh interpreter per call would spend seconds
-    importing before the work."""
-    from scalerl.cli import main
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capfd.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as stop:  # argparse's refusals
-            code = stop.code
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(args, code, out, err)
-
-    return run
-
 
 def test_cli_bad_spec_exits_2_without_a_traceback(tmp_path):
     run = _cli("sweep", str(_spec(tmp_path, "recipes: [scalerl]\naxes:\n  depth: [1]\n")), "--out", str(tmp_path / "o"))

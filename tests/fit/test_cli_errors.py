@@ -31,24 +31,6 @@ def scalerl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
-@pytest.fixture
-def scalerl_here(capfd, monkeypatch):
-    """``scalerl ARGS`` through ``main`` in this process, from ``cwd``: its exit code and what
-    it wrote to stdout and stderr (file descriptors 1 and 2, as a fresh process's would be)."""
-    from scalerl.cli import main
-
-    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-        monkeypatch.chdir(cwd)
-        capfd.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as stop:  # argparse's refusals
-            code = stop.code
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(args, code, out, err)
-
-    return run
-
 
 def _ok(tmp: Path) -> str:
     return str(write_csv(tmp / "ok.csv", *synthetic_curve(n=21)))
@@ -125,9 +107,9 @@ CASES = ["binary file", "latin-1 csv", "latin-1 jsonl", "latin-1 in compare", "d
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_bad_input_is_one_sentence_and_exit_2(tmp_path, name, scalerl_here):
+def test_bad_input_is_one_sentence_and_exit_2(tmp_path, name, cli_here):
     args, expected = _case(tmp_path, name)
-    proc = scalerl_here(*args, "--no-budget", cwd=tmp_path)
+    proc = cli_here(*args, "--no-budget", cwd=tmp_path)
     assert proc.returncode == EXIT_BAD_INPUT, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stdout + proc.stderr and proc.stdout == ""
     err = proc.stderr.strip()
@@ -143,16 +125,16 @@ def test_a_refusal_of_compare_is_one_sentence_through_the_real_command(tmp_path)
     assert err.count("\n") == 0 and expected in err, err
 
 
-def test_a_tsv_file_is_split_on_tabs(tmp_path, scalerl_here):
+def test_a_tsv_file_is_split_on_tabs(tmp_path, cli_here):
     csv_path = Path(_ok(tmp_path))
     tsv = tmp_path / "run.tsv"
     tsv.write_text(csv_path.read_text().replace(",", "\t"))
-    proc = scalerl_here("fit", str(tsv), "--no-budget", cwd=tmp_path)
+    proc = cli_here("fit", str(tsv), "--no-budget", cwd=tmp_path)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert f"{tsv}: x = gpu_hours, y = val_pass_rate (21 points)" in proc.stdout
 
 
-def test_a_truncated_tensorboard_file_is_read_with_a_one_line_warning(tmp_path, scalerl_here):
+def test_a_truncated_tensorboard_file_is_read_with_a_one_line_warning(tmp_path, cli_here):
     whole = write_tensorboard(tmp_path / "whole", *synthetic_curve(n=21))
     (event,) = whole.iterdir()
     data = event.read_bytes()
@@ -166,5 +148,5 @@ def test_a_truncated_tensorboard_file_is_read_with_a_one_line_warning(tmp_path, 
     # the table may wrap a long path at any width: compare with the whitespace removed
     flat = "".join(proc.stdout.split())
     assert "".join(f"{cut}: x = compute_gpu_hours, y = val/pass_rate (20 points)".split()) in flat
-    clean = scalerl_here("fit", str(event), "--no-budget", cwd=tmp_path)
+    clean = cli_here("fit", str(event), "--no-budget", cwd=tmp_path)
     assert clean.returncode == 0 and clean.stderr == "", clean.stderr

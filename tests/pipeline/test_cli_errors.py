@@ -23,34 +23,13 @@ from scalerl.config import dump_config, load_config
 EXIT_BAD_INPUT = 2
 
 
-def scalerl(*args: str, cwd: Path, prelude: str = "") -> subprocess.CompletedProcess:
-    """Run ``scalerl ARGS`` in a fresh interpreter (``prelude`` runs first, e.g. a patch)."""
-    code = f"import sys\n{prelude}\nfrom scalerl.cli import main\nsys.exit(main(sys.argv[1:]))"
+def scalerl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Run ``scalerl ARGS`` in a fresh interpreter."""
+    code = "import sys\nfrom scalerl.cli import main\nsys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
-
-@pytest.fixture
-def scalerl_here(capfd, monkeypatch):
-    """``scalerl ARGS`` through ``main`` in this process, from ``cwd``: its exit code and what it
-    wrote to file descriptors 1 and 2, as a fresh process's would be (``prelude`` is not taken:
-    patch with ``monkeypatch``)."""
-    from scalerl.cli import main
-
-    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)  # train sets it: restored after
-
-    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-        monkeypatch.chdir(cwd)
-        capfd.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as stop:  # argparse's refusals
-            code = stop.code
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(args, code, out, err)
-
-    return run
 
 
 def assert_one_sentence(proc: subprocess.CompletedProcess, *needles: str) -> str:
@@ -174,17 +153,17 @@ CASES = ["model.base missing", "model.base without config.json", "model.base wit
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_bad_input_is_one_sentence_and_exit_2(tmp_path, name, scalerl_here):
+def test_bad_input_is_one_sentence_and_exit_2(tmp_path, name, cli_here):
     args, needles = _case(tmp_path, name)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    assert_one_sentence(scalerl_here("train", "--no-fit", *args, cwd=tmp_path), *needles)
+    assert_one_sentence(cli_here("train", "--no-fit", *args, cwd=tmp_path), *needles)
     for path, data in before.items():  # nothing already written is lost or changed
         assert path.read_bytes() == data, path
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
 def test_a_full_disk_while_checkpointing_is_one_sentence_and_keeps_the_checkpoint(nano_dir, tmp_path, monkeypatch,
-                                                                                    scalerl_here):
+                                                                                    cli_here):
     import errno
 
     from scalerl import checkpoint
@@ -207,7 +186,7 @@ def test_a_full_disk_while_checkpointing_is_one_sentence_and_keeps_the_checkpoin
             "sampling.max_new_tokens": 4, "forecast.enabled": "false", "log.progress": "false",
             "log.tensorboard": "false"}
     args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
-    proc = scalerl_here("train", "--no-fit", *args, "--out", str(run), cwd=tmp_path)
+    proc = cli_here("train", "--no-fit", *args, "--out", str(run), cwd=tmp_path)
     assert_one_sentence(proc, f"no space left in {run} for a checkpoint: it needs about ", " bytes ",
                         "the previous checkpoint is intact", f"--resume {run}")
     state, meta = load_checkpoint(run)
