@@ -61,7 +61,7 @@ from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.plan import make_plan
 from scalerl.fit.prior_runs import load_prior
 from scalerl.fit.readers import Columns, load_runs
-from scalerl.fit.timing import clock_from_records, read_records
+from scalerl.fit.timing import clock_from_records, read_records, trailing_mean
 
 DATA = Path(__file__).resolve().parent / "data"
 CUTS = (0.25, 0.5)
@@ -111,8 +111,8 @@ def runs(quick: bool) -> list[Run]:
 
 
 def smooth(y: np.ndarray, window: int = WINDOW) -> np.ndarray:
-    """Trailing mean of the last ``window`` evaluations (of all there are at the start)."""
-    return np.array([y[max(0, i + 1 - window): i + 1].mean() for i in range(y.size)])
+    """The planner's read: the trailing mean of the last ``window`` evaluations."""
+    return trailing_mean(y, window)
 
 
 def targets(run: Run, cut: float) -> tuple[list[tuple[float, float, float]], int]:

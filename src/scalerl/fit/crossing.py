@@ -71,9 +71,6 @@ class Looks:
     length: float
     window: int
 
-    def to_dict(self) -> dict:
-        return {"window": self.window, "spacing": self.spacing, "sd": self.sd, "length": self.length}
-
 
 def looks_for(compute: np.ndarray, sigma: float, rho: float, window: int = WINDOW) -> Looks:
     """``Looks`` of a curve evaluated at ``compute`` (n,) whose noise is AR(1) (``sigma``,
@@ -98,7 +95,6 @@ class Crossing:
     estimate: float  # the fit's own crossing (inf: its asymptote lies below the target)
     centre: np.ndarray  # (g,) the expected curve the distribution is centred on
     p_reach: float  # P(the expected curve reaches the target within REACH x the data)
-    looks: Looks | None = None
 
     @property
     def reachable(self) -> bool:
@@ -122,10 +118,6 @@ class Crossing:
         if compute < self.grid[0]:
             return 0.0
         return float(self.cdf[np.searchsorted(self.grid, compute, side="right") - 1])
-
-    def p_seen(self) -> float:
-        """P(a read reaches the target within ``REACH`` x the data)."""
-        return float(self.cdf[-1])
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` draws of ``C*`` by inverting F (``inf`` with probability 1 - p_reach)."""
@@ -165,7 +157,7 @@ def crossing(fit, target: float, band, *, level: float, scale: float = 1.0, cent
         estimate = float(grid[np.argmax(hit)]) if hit.any() else np.inf
     if np.all(fit.reward >= target) or estimate == 0.0:
         estimate = float(grid[0])
-    return Crossing(float(target), float(level), grid, cdf, estimate, mid, float(curve_cdf[-1]), looks)
+    return Crossing(float(target), float(level), grid, cdf, estimate, mid, float(curve_cdf[-1]))
 
 
 def _first_read(grid, mid, down, up, target: float, looks: Looks) -> np.ndarray:

@@ -172,13 +172,18 @@ def _quantiles(x: np.ndarray, level: float) -> tuple[float, float, float]:
     return tuple(float(v) for v in np.quantile(x, [0.5, tail, 1.0 - tail], method="inverted_cdf"))
 
 
+def trailing_mean(reward, window: int) -> np.ndarray:
+    """Each evaluation's read: the mean of the last ``window`` evaluations (of all there are at
+    the start); reward (n,) -> (n,)."""
+    r = np.asarray(reward, dtype=float)
+    return np.array([r[max(0, i + 1 - window): i + 1].mean() for i in range(r.size)])
+
+
 def already_reached(target: float, compute: np.ndarray, reward: np.ndarray, clock: Clock, level: float,
                     window: int) -> TimeToTarget | None:
     """The moment the run's own reads (the trailing mean of ``window`` evaluations, or of all
     there are) first reached ``target``, or None: a target behind the run needs no forecast."""
-    r = np.asarray(reward, dtype=float)
-    reads = np.array([r[max(0, i + 1 - window): i + 1].mean() for i in range(r.size)])
-    hit = np.flatnonzero(reads >= target)
+    hit = np.flatnonzero(trailing_mean(reward, window) >= target)
     if not hit.size:
         return None
     c = float(compute[hit[0]])
