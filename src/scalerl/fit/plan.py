@@ -1,10 +1,11 @@
 """``scalerl plan``'s answer: the time to a target reward, and how to split the devices.
 
 Inputs are plain: a validation curve (``Curve``), a ``Clock`` (``timing``) and, when the run's
-step records or a speeds file give them, its per-step role costs (``throughput``). The
-forecast is the one ``scalerl fit`` makes: the fit, ``calibrate.assess``'s intervals at the
+step records or a speeds file give them, its per-step role costs (``throughput``). Every
+number comes from one predictive distribution (``predictive``: draws of whole future runs)
+built on the forecast ``scalerl fit`` makes: the fit, ``calibrate.assess``'s intervals at the
 extrapolation ratio of the fit's own crossing, or the forecast under ``--prior-runs``'s prior
-when it is used. Other splits answer in hours by scaling the remaining time on the run's
+when it is used; a run whose evaluations show no rise (``rise``) is forecast flat. Other splits answer in hours by scaling the remaining time on the run's
 own split by the model's ratio of step times (``split_hours``), so the model's error on the
 measured split cancels.
 """
@@ -17,15 +18,17 @@ import numpy as np
 
 from scalerl.fit import law
 from scalerl.fit.calibrate import assess
-from scalerl.fit.crossing import WINDOW, Crossing, crossing, looks_for
+from scalerl.fit.crossing import WINDOW, Crossing, crossing
 from scalerl.fit.fitting import FitResult
 from scalerl.fit.forecast import horizon_for
 from scalerl.fit.options import FitOptions
+from scalerl.fit.predictive import HORIZON, Predictive, draw
 from scalerl.fit.readers import Curve
+from scalerl.fit.rise import flat_band, rise
 from scalerl.fit.throughput import RoleTimes, Split, predict, recommend, splits
-from scalerl.fit.timing import Clock, TimeToTarget, already_reached, time_to_target
+from scalerl.fit.timing import Clock, TimeToTarget, already_reached, compute_for_hours, time_to_target
 
-__all__ = ["Plan", "live_time_to_target", "make_plan", "split_hours"]
+__all__ = ["Plan", "forecast_draws", "horizon", "live_time_to_target", "make_plan", "split_hours"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,13 +40,14 @@ class Plan:
     crossing: Crossing
     clock: Clock
     answer: TimeToTarget
-    source: str  # "fit" or "prior": whose intervals the crossing uses
-    window: int  # evaluations a read averages (crossing.Looks)
+    source: str  # "fit", "prior" or "flat" (no rise): whose curve the draws follow
+    window: int  # evaluations a read averages (crossing.WINDOW)
     prior_reason: str = ""
     times: RoleTimes | None = None
     current: Split | None = None
     options: list[Split] = field(default_factory=list)
     best: Split | None = None
+    predictive: Predictive | None = None  # the draws every number above is read from
 
     def split_rows(self) -> list[dict]:
         """Each split's prediction and its (median, lo, hi) hours to the target."""
@@ -70,30 +74,43 @@ def split_hours(plan: Plan, split: Split) -> tuple[float, ...]:
     return tuple(h if not np.isfinite(h) or h <= now else now + (h - now) * ratio for h in plan.answer.hours)
 
 
-def _crossing(fit: FitResult, target: float, options: FitOptions, prior, budget_compute, window: int) -> tuple:
-    """(Crossing, "fit" | "prior", reason): under the prior when one is given and used; the
-    first ``window``-evaluation read at the target, with the run's own noise (``crossing``),
-    or with ``window`` 0 the expected curve's own crossing."""
+def horizon(fit: FitResult, clock: Clock, budget_hours: float | None, budget_compute: float | None) -> float:
+    """The compute P(reach at all) is within: ``HORIZON`` x the compute so far, or the budget
+    asked about when that is later, so P(within the budget) <= P(at all)."""
     last = float(fit.compute.max())
-    estimate = float(law.compute_for_reward(target, fit.A, fit.B, fit.C_mid, fit.R0))
+    ends = [HORIZON * last, budget_compute or 0.0]
+    if budget_hours is not None:
+        ends.append(compute_for_hours(clock, budget_hours))
+    return max(ends)
+
+
+def forecast_draws(fit: FitResult, options: FitOptions, prior, end: float, target: float | None = None):
+    """(Predictive, "fit" | "prior" | "flat", prior reason, Rise): the one predictive
+    distribution of the run up to compute ``end``. Under the prior when one is given and used;
+    the flat run's (``rise.flat_band``) when its evaluations show no rise; else the prior-free
+    fit's band, calibrated at the extrapolation ratio of the fit's own crossing of ``target``."""
+    last = float(fit.compute.max())
+    estimate = np.inf if target is None else float(law.compute_for_reward(target, fit.A, fit.B, fit.C_mid, fit.R0))
     reach = [estimate] if np.isfinite(estimate) and estimate > 0 else []
     unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon_for(last, reach))
-    looks = looks_for(fit.compute, unc.noise.sigma, unc.noise.rho, window) if window > 0 else None
+    sigma, rho = unc.noise.sigma, unc.noise.rho
+    evidence = rise(fit.reward, rho=rho, level=options.level)
+    kw = dict(observed_compute=fit.compute, observed=fit.reward, level=options.level, horizon=end)
+    if not evidence.detected:
+        centre, band = flat_band(evidence, rho=rho, level=options.level)
+        return draw(centre, band, sigma=evidence.sigma, rho=rho, **kw), "flat", "", evidence
+    reason = ""
     if prior is not None:
         from scalerl.fit.posterior import forecast_with_prior
 
         learned, why, n_runs = prior
-        budget = max([2.0 * last, *reach, budget_compute or 0.0])
-        pf = forecast_with_prior(fit, fit_until=last, budget=budget, prior=learned, options=options,
-                                 n_runs=n_runs, why_none=why)  # fmt: skip
+        pf = forecast_with_prior(fit, fit_until=last, budget=max(2.0 * last, *reach, min(end, 10.0 * last)),
+                                 prior=learned, options=options, n_runs=n_runs, why_none=why)  # fmt: skip
         if pf.used:
-            cross = crossing(fit, target, pf.band, level=options.level, centre=pf.predict, looks=looks)
-            return cross, "prior", pf.reason
+            return draw(pf.predict, pf.band, sigma=sigma, rho=rho, **kw), "prior", pf.reason, evidence
         reason = pf.reason
-    else:
-        reason = ""
-    scale = unc.calibration.scale if unc.calibration is not None else 1.0
-    return crossing(fit, target, unc.band, level=options.level, scale=scale, looks=looks), "fit", reason
+    k = unc.calibration.scale if unc.calibration is not None else 1.0
+    return draw(fit.predict, unc.band, sigma=sigma, rho=rho, k=k, **kw), "fit", reason, evidence
 
 
 def make_plan(
@@ -104,16 +121,20 @@ def make_plan(
     """The plan for ``curve`` reaching ``target`` (module docstring); ``prior`` is
     ``load_prior``'s (prior, why none, n); ``devices``/``k`` ask about other splits."""
     fit = options.fit(curve.compute, curve.reward, source=curve.source)
-    cross, source, reason = _crossing(fit, target, options, prior, budget_compute, window)
+    end = horizon(fit, clock, budget_hours, budget_compute)
+    pred, source, reason, evidence = forecast_draws(fit, options, prior, end, target)
+    cross = crossing(pred, target, window)
     done = already_reached(target, curve.compute, curve.reward, clock, options.level, window) if window else None
-    answer = done or time_to_target(cross, clock, budget_hours=budget_hours, budget_compute=budget_compute)
-    plan = Plan(curve, fit, cross, clock, answer, source, window, reason)
+    no_rise = None if evidence.detected else evidence.message
+    answer = done or time_to_target(cross, clock, budget_hours=budget_hours, budget_compute=budget_compute,
+                                    no_rise=no_rise)  # fmt: skip
+    plan = Plan(curve, fit, cross, clock, answer, source, window, reason, predictive=pred)
     if times is None:
         return plan
     current = predict(times, times.generators, times.learner_devices, times.k)
     options_ = splits(times, devices, k)
     return Plan(curve, fit, cross, clock, answer, source, window, reason, times, current, options_,
-                recommend(options_))
+                recommend(options_), predictive=pred)  # fmt: skip
 
 
 def live_time_to_target(compute, reward, clock_points, *, target: float, budget: float, options: FitOptions) -> dict:

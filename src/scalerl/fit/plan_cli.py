@@ -27,6 +27,7 @@ import numpy as np
 from scalerl.fit import report
 from scalerl.fit.cli import _guard, _r0, options_from
 from scalerl.fit.crossing import WINDOW
+from scalerl.fit.predictive import HORIZON
 from scalerl.fit.errors import CurveError
 from scalerl.fit.outputs import check_outputs
 from scalerl.fit.plan import Plan, make_plan, split_hours
@@ -143,40 +144,68 @@ def _hours(h: float) -> str:
     return "never" if not np.isfinite(h) else report.fmt(h)
 
 
+def _compute(c: float) -> str:
+    return "never" if not np.isfinite(c) else report.fmt_compute(c)
+
+
+def _horizon(plan: Plan) -> str:
+    """What P(reach at all) is within, in words: the horizon's compute and hours, and why."""
+    a, last = plan.answer, float(plan.curve.compute.max())
+    why = f"{HORIZON:g}x the compute so far" if a.horizon <= HORIZON * last * (1 + 1e-9) else "the budget"
+    hours = float(plan.clock.hours(np.array([a.horizon]))[0])
+    return f"{report.fmt_compute(a.horizon)} compute ({why}, about {_hours(hours)} h)"
+
+
+def _lags(shares: dict) -> str:
+    """``{lag: share}`` as "lag 1 83%, lag 2 17%" ("-" when nothing was measured)."""
+    if not shares:
+        return "-"
+    return ", ".join(f"lag {int(k)} {float(v):.0%}" for k, v in sorted(shares.items(), key=lambda kv: int(kv[0])))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _sentences(plan: Plan) -> list[str]:
     a, t = plan.answer, plan.answer.target
     pct = f"{a.level:.0%}"
     out = [f"{plan.curve.source}: x = {plan.curve.x}, y = {plan.curve.y} ({len(plan.curve)} points); "
            f"clock {plan.clock.s:.4g} s per unit of compute (sd {plan.clock.s_sd:.3g}), "
            f"{plan.clock.devices:.3g} devices."]  # fmt: skip
+    horizon = _horizon(plan) if a.horizon is not None else ""
     if a.already:
         out.append(f"target {t:g} already reached: the mean of the last {plan.window} evaluations read at least "
                    f"{t:g} at {report.fmt_compute(a.compute[0])} compute, {_hours(a.hours[0])} hours.")  # fmt: skip
+    elif a.no_rise is not None:
+        out.append(f"{a.no_rise}; P(reaching {t:g} within {horizon}) = {a.p_reach_at_all:.3f}.")
     elif not a.reachable:
-        out.append(f"target {t:g} is not reachable: P(the expected curve reaches it within 1000x the compute "
-                   f"so far) = {a.p_reach_at_all:.3f}, below {(1 - a.level) / 2:.3f}.")  # fmt: skip
+        out.append(f"target {t:g} is not reachable: P(reaching it within {horizon}) = {a.p_reach_at_all:.3f}, "
+                   f"below {(1 - a.level) / 2:.3f}.")  # fmt: skip
     else:
         c, h, d = a.compute, a.hours, a.device_hours
         read = f"read as the mean of {plan.window} evaluations" if plan.window else "the expected curve"
         out.append(f"target {t:g} ({read}; {pct} intervals): compute {report.fmt_compute(c[0])} "
-                   f"[{report.fmt_compute(c[1])}, {_hours(c[2])}], hours {_hours(h[0])} [{_hours(h[1])}, "
+                   f"[{report.fmt_compute(c[1])}, {_compute(c[2])}], hours {_hours(h[0])} [{_hours(h[1])}, "
                    f"{_hours(h[2])}], device-hours {_hours(d[0])} [{_hours(d[1])}, {_hours(d[2])}]; "
-                   f"P(reached at all) = {a.p_reach_at_all:.3f}.")  # fmt: skip
+                   f"P(reached within {horizon}) = {a.p_reach_at_all:.3f}.")  # fmt: skip
     if a.p_reach is not None:
         within = " and ".join(f"{v:g} {u}" for v, u in ((a.budget_hours, "hours"), (a.budget_compute, "compute"))
                               if v is not None)  # fmt: skip
         out.append(f"P(reaching {t:g} within {within}) = {a.p_reach:.3f}.")
-    out.append(f"intervals from: {'the prior' if plan.source == 'prior' else 'the fit'}"
-               + (f" ({plan.prior_reason})." if plan.prior_reason else "."))  # fmt: skip
+    source = {"prior": "the prior", "flat": "the run's flat level (no rise)"}.get(plan.source, "the fit")
+    out.append(f"intervals from: {source}" + (f" ({plan.prior_reason})." if plan.prior_reason else "."))
     if plan.times is not None:
         m, cur, best = plan.times, plan.current, plan.best
         out.append(f"throughput: measured {m.measured_step_s:.3g} s per step, the model {cur.step_s:.3g} s "
-                   f"({cur.bottleneck}-bound); staleness measured {m.measured_staleness or '-'}, model "
-                   f"{cur.staleness}.")  # fmt: skip
+                   f"({cur.bottleneck}-bound); staleness measured {_lags(m.measured_staleness)}, model "
+                   f"{_lags(cur.staleness)}.")  # fmt: skip
         hours = split_hours(plan, best)
-        out.append(f"recommended: {best.generators} generators + {best.learner_devices} learner devices at "
-                   f"k={best.k}: {best.steps_per_hour:.4g} steps/h, target at {_hours(hours[0])} h "
-                   f"[{_hours(hours[1])}, {_hours(hours[2])}].")  # fmt: skip
+        when = ("target never reached" if not np.isfinite(hours[0])
+                else f"target at {_hours(hours[0])} h [{_hours(hours[1])}, {_hours(hours[2])} h]")  # fmt: skip
+        out.append(f"recommended: {_count(best.generators, 'generator')} + "
+                   f"{_count(best.learner_devices, 'learner device')} at k={best.k}: {best.steps_per_hour:.4g} "
+                   f"steps/h, {when}.")  # fmt: skip
     return out
 
 

@@ -1,5 +1,6 @@
-"""The time-to-target figure: the run's curve against hours, the target line, and the
-interval of the crossing time (matplotlib through ``plot.new_axes``, never ``pyplot``)."""
+"""The time-to-target figure: the run's curve against hours, the forecast band ahead of it,
+the target line, and the interval of the crossing time, all read from the plan's one
+predictive distribution (matplotlib through ``plot.new_axes``, never ``pyplot``)."""
 
 from __future__ import annotations
 
@@ -11,23 +12,25 @@ __all__ = ["plot_plan"]
 
 
 def plot_plan(plan):
-    """Evaluations (dots) and the expected curve (solid over the data, dashed beyond) against
-    hours since the start at the clock's rate; the target as a horizontal line; the median
-    crossing time as a vertical line and its interval shaded (to the right edge, marked
-    "never" in the legend, when its upper end is never reached)."""
+    """Evaluations (dots); the draws' median curve and their band on the expected curve
+    (dashed, shaded) ahead of the data, against hours at the clock's rate; the target as a
+    horizontal line; the median crossing time as a vertical line and its interval shaded (to
+    the right edge, marked "never" in the legend, when its upper end is never reached)."""
     ax = plot.new_axes()
-    clock, answer, cross = plan.clock, plan.answer, plan.crossing
+    clock, answer, pred = plan.clock, plan.answer, plan.predictive
     hours = clock.hours(plan.curve.compute)
     ax.plot(hours, plan.curve.reward, "o", ms=3, color="C0", label="evaluations")
     med, lo, hi = answer.hours
     finite = [h for h in (med, lo, hi) if np.isfinite(h)]
     right = max([float(hours.max()) * 1.5, *(1.15 * h for h in finite)])
-    grid_h = clock.hours(cross.grid)
-    keep = grid_h <= right
-    last = float(plan.curve.compute.max())
-    inside = keep & (cross.grid <= last)
-    ax.plot(grid_h[inside], cross.centre[inside], "-", color="C0", label="expected curve (Eq. 1)")
-    ax.plot(grid_h[keep & (cross.grid >= last)], cross.centre[keep & (cross.grid >= last)], "--", color="C0")
+    if pred is not None:
+        grid = np.concatenate([[pred.now], pred.schedule])
+        grid_h = clock.hours(grid)
+        keep = grid_h <= right
+        band_lo, band_hi = pred.band(grid[keep])
+        ax.plot(grid_h[keep], pred.median(grid[keep]), "--", color="C0", label="forecast (median of the draws)")
+        ax.fill_between(grid_h[keep], band_lo, band_hi, color="C0", alpha=0.15,
+                        label=f"{pred.level:.0%} band on the expected curve")  # fmt: skip
     ax.axhline(answer.target, color="C3", lw=1, label=f"target {answer.target:g}")
     if np.isfinite(lo):
         top = hi if np.isfinite(hi) else right

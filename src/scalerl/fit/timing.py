@@ -16,13 +16,13 @@ without wall time takes ``s`` (and optionally its sd) from a speeds file; its ho
 from compute 0. Device-hours are ``devices x hours``; a run's devices are its compute per
 wall hour (``compute_gpu_hours`` is itself devices x hours, ``scalerl.compute``).
 
-**Time to target.** ``C*`` is drawn from its distribution (``scalerl.fit.crossing``) and the
-rate from the clock's, independently, ``N_DRAWS`` times with a fixed seed; hours are those
-draws' median and ``(1 -/+ level) / 2`` quantiles (``inf`` when the quantile falls where the
-target is never reached), device-hours ``devices`` times them. ``p_reach`` is the share of
-draws within every budget given (hours and compute). With a rate that does not vary the map
-from compute to hours is monotone and fixed, so quantiles and ``p_reach`` are read off the
-crossing's CDF exactly (a flat CDF near a ceiling made the draws' median wander).
+**Time to target.** Each draw ``C*_j`` of the crossing (``scalerl.fit.crossing``: the draws
+of ``scalerl.fit.predictive``) goes through the clock at its own rate ``s_j`` (the clock's
+spread, drawn with a fixed seed): hours are those draws' median and ``(1 -/+ level) / 2``
+quantiles (``inf`` when the quantile falls where the target is never reached), device-hours
+``devices`` times them. ``p_reach`` is the share of draws within every budget given (hours
+and compute), ``p_reach_at_all`` the share within the draws' horizon: the same draws, so
+``p_reach <= p_reach_at_all``.
 """
 
 from __future__ import annotations
@@ -36,11 +36,10 @@ import numpy as np
 from scalerl.fit.crossing import Crossing
 from scalerl.fit.errors import CurveError
 
-__all__ = ["BLOCKS", "Clock", "TimeToTarget", "clock_from_records", "clock_from_speeds", "read_records",
-           "time_to_target"]  # fmt: skip
+__all__ = ["BLOCKS", "Clock", "TimeToTarget", "clock_from_records", "clock_from_speeds", "compute_for_hours",
+           "read_records", "time_to_target"]  # fmt: skip
 
 BLOCKS = 4
-N_DRAWS = 20000
 MIN_TIMED = 3  # timed records needed beyond the first: a rate and a spread
 WALL, COMPUTE = "wall_s", "compute_gpu_hours"
 
@@ -147,20 +146,23 @@ class TimeToTarget:
     compute: tuple[float, float, float]
     hours: tuple[float, float, float]
     device_hours: tuple[float, float, float]
-    p_reach_at_all: float  # P(the expected curve reaches the target at all, within REACH x)
+    p_reach_at_all: float  # P(reach within the horizon): the draws' share that cross at all
     reachable: bool
     p_reach: float | None = None  # within the budgets given
     budget_hours: float | None = None
     budget_compute: float | None = None
     already: bool = False  # the run's own reads reached the target: the triples are that moment
+    horizon: float | None = None  # the compute P(reach at all) is within
+    no_rise: str | None = None  # "no rise detected: ...": no crossing time is given
 
     def to_dict(self) -> dict:
         def triple(v):
-            return {"median": v[0], "lo": v[1], "hi": v[2]}
+            return {k: (float(x) if np.isfinite(x) else None) for k, x in zip(("median", "lo", "hi"), v)}
 
         out = {"target": self.target, "level": self.level, "reachable": self.reachable, "already": self.already,
-               "p_reach_at_all": self.p_reach_at_all, "compute": triple(self.compute),
-               "hours": triple(self.hours), "device_hours": triple(self.device_hours)}  # fmt: skip
+               "p_reach_at_all": self.p_reach_at_all, "horizon_compute": self.horizon, "no_rise": self.no_rise,
+               "compute": triple(self.compute), "hours": triple(self.hours),
+               "device_hours": triple(self.device_hours)}  # fmt: skip
         if self.p_reach is not None:
             out |= {"p_reach": self.p_reach, "budget": {"hours": self.budget_hours, "compute": self.budget_compute}}
         return out
@@ -191,38 +193,39 @@ def already_reached(target: float, compute: np.ndarray, reward: np.ndarray, cloc
     return TimeToTarget(target, level, (c, c, c), (h, h, h), (h * clock.devices,) * 3, 1.0, True, already=True)
 
 
+def compute_for_hours(clock: Clock, hours: float) -> float:
+    """The most compute the run can have spent by ``hours`` since its start, at the fastest
+    rate the clock draws (its rate less three sds, at least a tenth of it)."""
+    c0, t0 = clock.anchor
+    fastest = max(clock.s - 3.0 * clock.s_sd, clock.s / 10.0)
+    return c0 + max(hours * 3600.0 - t0, 0.0) / fastest
+
+
 def time_to_target(
     cross: Crossing, clock: Clock, *, budget_hours: float | None = None, budget_compute: float | None = None,
-    seed: int = 0,
+    seed: int = 0, no_rise: str | None = None,
 ) -> TimeToTarget:
-    """Module docstring: ``C*`` draws through the clock, at the crossing's level. A clock
-    whose rate does not vary (scalerl's own runs: compute is devices x hours) maps the
-    crossing's quantiles and CDF through it exactly, without draws."""
-    if clock.s_sd == 0:
-        hours = tuple(float(h) for h in clock.hours(np.array(cross.interval)))
-        p_reach = None
-        if budget_hours is not None or budget_compute is not None:
-            limit = np.inf if budget_compute is None else budget_compute
-            if budget_hours is not None:
-                within = cross.grid[clock.hours(cross.grid) <= budget_hours]
-                limit = min(limit, float(within[-1]) if within.size else 0.0)
-            p_reach = cross.p_within(limit) if np.isfinite(limit) else cross.p_reach
-    else:
+    """Module docstring: the crossing's draws through the clock, at the crossing's level.
+    With ``no_rise`` (the run shows none) the probabilities stand and no time is given."""
+    c_star = cross.draws
+    rate = clock.s
+    if clock.s_sd > 0:
         rng = np.random.default_rng(seed)
-        c_star = cross.sample(N_DRAWS, rng)
-        s = np.maximum(rng.normal(clock.s, clock.s_sd, N_DRAWS), clock.s / 10.0)
-        drawn = clock.hours(c_star, s)
-        hours = _quantiles(drawn, cross.level)
-        p_reach = None
-        if budget_hours is not None or budget_compute is not None:
-            ok = np.ones(N_DRAWS, dtype=bool)
-            if budget_hours is not None:
-                ok &= drawn <= budget_hours
-            if budget_compute is not None:
-                ok &= c_star <= budget_compute
-            p_reach = float(np.mean(ok))
+        rate = np.maximum(rng.normal(clock.s, clock.s_sd, c_star.size), clock.s / 10.0)
+    drawn = clock.hours(c_star, rate)
+    p_reach = None
+    if budget_hours is not None or budget_compute is not None:
+        ok = np.ones(c_star.size, dtype=bool)
+        if budget_hours is not None:
+            ok &= drawn <= budget_hours
+        if budget_compute is not None:
+            ok &= c_star <= budget_compute
+        p_reach = float(np.mean(ok))
+    compute, hours = _quantiles(c_star, cross.level), _quantiles(drawn, cross.level)
+    if no_rise is not None:
+        compute = hours = (np.inf,) * 3
     device_hours = tuple(h * clock.devices for h in hours)
     return TimeToTarget(
-        cross.target, cross.level, cross.interval, hours, device_hours, cross.p_reach, cross.reachable, p_reach,
-        budget_hours, budget_compute,
+        cross.target, cross.level, compute, hours, device_hours, cross.p_reach, cross.reachable, p_reach,
+        budget_hours, budget_compute, horizon=cross.horizon, no_rise=no_rise,
     )  # fmt: skip

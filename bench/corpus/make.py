@@ -1,0 +1,195 @@
+"""Make the forecast corpus: finished real runs of several recipes and tasks, one at a time.
+
+A forecast is judged on real runs, not on curves drawn from its own law (issue 36). This
+script makes them on this machine and keeps a compact record of each:
+
+    bench/corpus/<family>/<run>.jsonl   one line per evaluation (``scalerl fit`` reads it as is):
+        {"step", "wall_s", "compute_gpu_hours", "val_pass_rate", "val_reward_mean",
+         "train_reward", "entropy"}   (the last two: means over the steps since the evaluation before)
+    bench/corpus/index.json             one entry per finished run: family, recipe, task, seed,
+                                        lr, steps, wall seconds, the load average at its start
+                                        and end, the scalerl commit, and when it was made
+
+A **family** is a recipe on a task (``FAMILIES``); each has several seeds and learning rates.
+Runs go round-robin over the families, so a corpus stopped part way has every family. The
+script **resumes**: a run already in the index is skipped; a run killed part way leaves no
+record and is made again. Runs record wall time, which is data: run it on a quiet machine
+(``uptime`` load below 1), one run at a time, and nothing else beside it; each run's load
+average at its start and end is kept so that a disturbed one can be told apart.
+
+scalerl runs are ``scalerl train`` subprocesses (both cores, the recipe's own split) in a
+scratch folder that is deleted after its records are kept; the TRL family is TRL's
+``GRPOTrainer`` (``bench/trl_runs.py``'s trainer and evaluation) from the SFT-warmed nano
+model, with the same validation as a ``scalerl train`` log and its wall time from the
+first evaluation.
+
+Usage: python bench/corpus/make.py [--family NAME ...] [--max-runs N] [--list]
+Extend: add seeds or learning rates to a family in ``FAMILIES`` (or a new family) and run
+again: only the new runs are made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+INDEX = HERE / "index.json"
+KEEP = ("step", "wall_s", "compute_gpu_hours", "val_pass_rate", "val_reward_mean")
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    recipe: str  # a scalerl recipe, or "trl" for TRL's GRPOTrainer
+    task: str
+    steps: int
+    runs: tuple[tuple[int, float], ...]  # (seed, lr)
+    sets: tuple[str, ...] = ()  # extra --set KEY=VALUE for scalerl runs
+
+    def run_name(self, seed: int, lr: float) -> str:
+        return f"s{seed}_lr{lr:g}"
+
+
+def _grid(seeds, lrs) -> tuple[tuple[int, float], ...]:
+    return tuple((s, lr) for lr in lrs for s in seeds)
+
+
+FAMILIES = (
+    Family("scalerl-addition", "scalerl", "addition", 1200, _grid((0, 1, 2), (5e-5, 1e-4, 2e-4))),
+    Family("grpo-addition", "deepseek-grpo", "addition", 1200, _grid((0, 1, 2), (5e-5, 1e-4))),
+    Family("scalerl-multiplication", "scalerl", "multiplication", 1200, _grid((0, 1, 2), (1e-4, 2e-4)),
+           ("task.name=multiplication",)),
+    Family("scalerl-tools", "scalerl-tools", "calculator", 900, _grid((0, 1, 2), (5e-5, 1e-4))),
+    Family("trl-grpo-addition", "trl", "addition", 1000, _grid((0, 1, 2), (5e-5, 1e-4))),
+    Family("scalerl-sync-addition", "scalerl", "addition", 1200, _grid((0, 1, 2), (1e-4, 2e-4)),
+           ("pipeline.mode=sync",)),
+)
+
+
+def _index() -> dict:
+    return json.loads(INDEX.read_text()) if INDEX.is_file() else {}
+
+
+def _save_index(index: dict) -> None:
+    tmp = INDEX.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    tmp.replace(INDEX)  # atomic: a killed script never leaves half an index
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def compact(records: list[dict]) -> list[dict]:
+    """One row per evaluation: ``KEEP``'s fields, and the mean training reward and entropy of
+    the steps since the evaluation before (None where no step logged them)."""
+    rows, rewards, entropies = [], [], []
+    for rec in records:
+        if rec.get("reward_mean") is not None:
+            rewards.append(float(rec["reward_mean"]))
+        if rec.get("entropy") is not None:
+            entropies.append(float(rec["entropy"]))
+        if rec.get("val_pass_rate") is None:
+            continue
+        row = {k: rec.get(k) for k in KEEP}
+        row["train_reward"] = sum(rewards) / len(rewards) if rewards else None
+        row["entropy"] = sum(entropies) / len(entropies) if entropies else None
+        rows.append(row)
+        rewards, entropies = [], []
+    return rows
+
+
+def scalerl_run(family: Family, seed: int, lr: float) -> list[dict]:
+    """``scalerl train`` in a scratch folder; its evaluations, compacted."""
+    from scalerl.metrics import read_records
+
+    with tempfile.TemporaryDirectory(prefix="scalerl-corpus-") as scratch:
+        run_dir = Path(scratch) / "run"
+        cmd = [str(ROOT / ".venv/bin/scalerl"), "train", "--recipe", family.recipe, "--out", str(run_dir), "--no-fit",
+               "--set", f"train.seed={seed}", "--set", f"optim.lr={lr}", "--set", f"train.steps={family.steps}",
+               "--set", "train.max_minutes=null"]  # fmt: skip
+        for s in family.sets:
+            cmd += ["--set", s]
+        log = Path(scratch) / "train.log"
+        with log.open("w") as f:
+            done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=scratch)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{log.read_text()[-3000:]}")
+        return compact(read_records(run_dir / "metrics.jsonl"))
+
+
+def trl_run(family: Family, seed: int, lr: float) -> list[dict]:
+    """TRL's ``GRPOTrainer`` (``bench/trl_runs.py``) in a subprocess; its evaluations."""
+    with tempfile.TemporaryDirectory(prefix="scalerl-corpus-trl-") as scratch:
+        out = Path(scratch) / "rows.jsonl"
+        cmd = [str(ROOT / ".venv/bin/python"), str(HERE / "trl_one.py"), "--seed", str(seed), "--lr", str(lr),
+               "--steps", str(family.steps), "--out", str(out)]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+def queue(index: dict, only: list[str] | None) -> list[tuple[Family, int, float]]:
+    """The runs still to make, round-robin over the families (a part corpus has all of them)."""
+    fams = [f for f in FAMILIES if not only or f.name in only]
+    todo = [[(f, s, lr) for s, lr in f.runs if f"{f.name}/{f.run_name(s, lr)}" not in index] for f in fams]
+    out = []
+    while any(todo):
+        for lst in todo:
+            if lst:
+                out.append(lst.pop(0))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--family", nargs="+", choices=[f.name for f in FAMILIES], help="only these families")
+    ap.add_argument("--max-runs", type=int, default=None, help="stop after this many new runs")
+    ap.add_argument("--list", action="store_true", help="print what is made and what is left, and exit")
+    args = ap.parse_args()
+    index = _index()
+    todo = queue(index, args.family)
+    if args.list:
+        total = sum(len(f.runs) for f in FAMILIES)
+        hours = sum(v["wall_s_total"] for v in index.values()) / 3600
+        print(f"{len(index)} of {total} runs made ({hours:.2f} h of runs); next: "
+              + ", ".join(f"{f.name}/{f.run_name(s, lr)}" for f, s, lr in todo[:5]))  # fmt: skip
+        return 0
+    for n, (family, seed, lr) in enumerate(todo):
+        if args.max_runs is not None and n >= args.max_runs:
+            break
+        key = f"{family.name}/{family.run_name(seed, lr)}"
+        load0, t0 = os.getloadavg()[0], time.time()
+        print(f"[{dt.datetime.now():%H:%M:%S}] {key} (load {load0:.2f}) ...", flush=True)
+        rows = (trl_run if family.recipe == "trl" else scalerl_run)(family, seed, lr)
+        path = HERE / family.name / f"{family.run_name(seed, lr)}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        index[key] = {"family": family.name, "recipe": family.recipe, "task": family.task, "seed": seed, "lr": lr,
+                      "steps": family.steps, "evaluations": len(rows), "wall_s_total": round(time.time() - t0, 1),
+                      "wall_s_rl": rows[-1]["wall_s"] if rows else None, "load_start": round(load0, 2),
+                      "load_end": round(os.getloadavg()[0], 2), "commit": _commit(),
+                      "made": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                      "final_val_pass_rate": rows[-1]["val_pass_rate"] if rows else None}  # fmt: skip
+        _save_index(index)
+        print(f"    {len(rows)} evaluations, {index[key]['wall_s_total']:.0f} s, val "
+              f"{rows[0]['val_pass_rate']:.3f} -> {rows[-1]['val_pass_rate']:.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    sys.exit(main())
