@@ -6,7 +6,7 @@ batch showed.
   pass is (``task.pass_threshold``) and which validation curve the forecast fits
   (``forecast.metric``). Nothing about a user's reward changes without being said here.
 - On the first batch (:func:`check_first_batch`): user code that failed on every sample stops
-  the run with one sentence; a reward function that declined every sample is said once; a
+  the run with one sentence naming it (of several reward functions, the one that failed); a reward function that declined every sample is said once; a
   graded reward (a value other than −1, 0 or 1) under the pass-rate forecast is warned about
   once, since a pass then means reaching ``task.pass_threshold``, not "some credit".
 """
@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from scalerl.config import Config, ConfigError
+from scalerl.data.tasks.user_reward import metric_names
 
 GRADES = (-1.0, 0.0, 1.0)
 """Rewards a pass/fail reward takes ({0, 1} or ±1); any other value is graded (partial credit)."""
@@ -64,13 +65,39 @@ def check_first_batch(cfg: Config, batch, log) -> None:
     if cfg.env.name is not None:
         what, counter, errors = f"env.name {cfg.env.name}", "env_errors", sum(g.env_errors for g in batch)
     elif specs:
-        what, counter, errors = f"{field} {specs}", "reward_errors", sum(g.reward_errors for g in batch)
+        what, counter, errors = _failed_functions(cfg, batch, total)
     else:
         return
     if total and errors >= total:
         raise ConfigError(f"{what} failed on every sample of the first batch ({errors} of {total}, counted in "
-                          f"{counter}; its first failure is shown above), so nothing could be learned; fix it "
+                          f"{counter}; the first failure is shown above), so nothing could be learned; fix it "
                           "and run again.")
+
+
+def _failed_functions(cfg: Config, batch, total: int) -> tuple[str, str, int]:
+    """(the reward functions to blame, their counter, samples failed) for the first batch's stop.
+
+    Each group says how many samples each function failed on (``Group.reward_part_errors``), so
+    of several functions only the one that failed on every sample is named, not the list
+    (``task.reward_fns a.py:accuracy b.py:format`` when only ``format`` is broken sent the user
+    to both). When none failed on every sample but together they failed every one, each that
+    failed is named with its count. Groups that carry no counts (a task's own grading) name
+    every function, as before the counts existed."""
+    field = "task.reward_fns" if cfg.task.reward_fns else "task.reward_fn"
+    specs = cfg.task.reward_specs
+    errors = sum(g.reward_errors for g in batch)
+    counts = dict.fromkeys(metric_names(specs), 0)
+    for g in batch:
+        for name, n in g.reward_part_errors.items():
+            counts[name] = counts.get(name, 0) + n
+    by_spec = dict(zip(specs, counts.values()))
+    if not any(by_spec.values()):
+        return f"{field} {' '.join(specs)}", "reward_errors", errors
+    broken = [spec for spec, n in by_spec.items() if total and n >= total]
+    if broken:
+        return f"{field} {' '.join(broken)}", "reward_errors", total
+    some = " and ".join(f"{spec} (on {n})" for spec, n in by_spec.items() if n)
+    return f"{field} {some} between them", "reward_errors", errors
 
 
 def _graded(rewards: np.ndarray) -> float | None:  # (N,) as returned, NaN = not scored
