@@ -86,11 +86,23 @@ def test_auto_trains_a_users_reward_as_returned_and_a_built_in_task_the_papers_w
 
 def test_the_start_line_says_every_transform_and_its_key(cfg):
     line = describe_rewards(cfg)
-    assert "logged as reward_mean" in line and "r as returned (task.reward=as_is from auto)" in line
+    assert line.startswith(f"rewards: r, what task.reward_fn {cfg.task.reward_fn} returns, is logged as reward_mean; ")
+    assert "the loss trains on r as returned (task.reward=as_is from auto)" in line
     assert "a cut completion keeps its reward (length.truncation_is_failure=false from auto)" in line
-    assert "a pass is r ≥ 1 (task.pass_threshold)" in line and "fits val_pass_rate (forecast.metric)" in line
+    assert line.endswith("a sample passes at r ≥ 1 (task.pass_threshold), and the forecast fits val_pass_rate "
+                         "(forecast.metric).")
     paper = describe_rewards(load_config("scalerl", ["forecast.metric=reward_mean"]))
     assert "2r − 1" in paper and "trains as a failure" in paper and "fits val_reward_mean" in paper
+    assert paper.startswith("rewards: r, task addition's reward, is logged as reward_mean; ")
+
+
+def test_the_start_line_reads_as_a_sentence_with_several_functions(two):
+    reward, cfg = two
+    line = describe_rewards(cfg)
+    assert line.startswith(f"rewards: r, the sum of what task.reward_fns {reward}:a, {reward}:b return, is logged "
+                           "as reward_mean and each function's as reward/<NAME>; the loss trains on r as returned")
+    weighted = load_config("scalerl", [f"task.reward_fns=[{reward}:a, {reward}:b]", "task.reward_weights=[1, 0.2]"])
+    assert f"{reward}:b return, weighted by task.reward_weights, is logged" in describe_rewards(weighted)
 
 
 def test_a_graded_reward_under_the_pass_rate_forecast_is_warned_about_once(cfg):

@@ -25,19 +25,33 @@ GRADES = (-1.0, 0.0, 1.0)
 
 
 def describe_rewards(cfg: Config) -> str:
-    """The one start line: source, transform, pass rule and fitted curve, each with its key."""
-    specs = cfg.task.reward_specs
-    source = (f"task.reward_fn {specs[0]}" if cfg.task.reward_fn is not None
-              else f"task.reward_fns {' '.join(specs)} (weighted sum)" if specs else f"env.name {cfg.env.name}" if cfg.env.name is not None else f"task {cfg.task.name}")
-    form = "2r − 1 (the paper's ±1)" if cfg.reward_form == "pm1" else "r as returned"
-    cut = ("a completion cut by sampling.max_new_tokens trains as a failure (r = 0)" if cfg.truncation_fails
+    """The one start line, a sentence: where r comes from and where it is logged, what the loss
+    trains on, what a pass is and which curve the forecast fits, each with its key. (It once
+    read "r as task.reward_fns A B (weighted sum) returns it is logged as ...", which a newcomer
+    could not parse.)"""
+    form = "2r − 1, the paper's ±1" if cfg.reward_form == "pm1" else "r as returned"
+    cut = ("a completion cut by sampling.max_new_tokens trains as a failure, r = 0" if cfg.truncation_fails
            else "a cut completion keeps its reward")
-    return (f"rewards: r as {source} returns it is logged as reward_mean; the loss trains on {form} "
+    each = " and each function's as reward/<NAME>" if cfg.task.reward_fns else ""
+    return (f"rewards: r, {_source(cfg)}, is logged as reward_mean{each}; the loss trains on {form} "
             f"(task.reward={cfg.reward_form}{' from auto' if cfg.task.reward == 'auto' else ''}), and {cut} "
             f"(length.truncation_is_failure={str(cfg.truncation_fails).lower()}"
-            f"{' from auto' if cfg.length.truncation_is_failure == 'auto' else ''}); a pass is r ≥ "
-            f"{cfg.task.pass_threshold:g} (task.pass_threshold); the forecast fits {cfg.fitted_metric} "
+            f"{' from auto' if cfg.length.truncation_is_failure == 'auto' else ''}); a sample passes at r ≥ "
+            f"{cfg.task.pass_threshold:g} (task.pass_threshold), and the forecast fits {cfg.fitted_metric} "
             "(forecast.metric).")
+
+
+def _source(cfg: Config) -> str:
+    """Where r comes from, as a noun phrase."""
+    specs = cfg.task.reward_specs
+    if cfg.task.reward_fns:
+        weights = ", weighted by task.reward_weights" if cfg.task.reward_weights is not None else ""
+        return f"the sum of what task.reward_fns {', '.join(specs)} return{weights}"
+    if specs:
+        return f"what task.reward_fn {specs[0]} returns"
+    if cfg.env.name is not None:
+        return f"the reward env.name {cfg.env.name} returns"
+    return f"task {cfg.task.name}'s reward"
 
 
 def check_first_batch(cfg: Config, batch, log) -> None:
