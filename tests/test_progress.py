@@ -100,3 +100,15 @@ def test_a_terminal_gets_rich_s_live_bar_and_a_log_file_plain_lines():
     assert isinstance(bar, ProgressBar)
     bar.write(_record(1, 1.0, val_pass_rate=0.2))
     bar.close()
+
+
+def test_several_reward_functions_show_each_one_s_mean_beside_the_reward():
+    """TRL shows ``rewards/<NAME>/mean``; the records have ``reward/<NAME>`` (and ``_std``)."""
+    sink, clock, out = _lines(30.0)
+    parts = {"reward/correctness": 0.0625, "reward/correctness_std": 0.242, "reward/format_reward": 0.5,
+             "reward/format_reward_std": 0.0}
+    sink.write(_record(0, 0.0, **parts))
+    assert out[0].startswith("demo: step 0/100  reward -0.500 (correctness 0.062, format_reward 0.500)  gen ")
+    clock.t += 30
+    sink.write(_record(1, 1.0, **{"reward/correctness": 1.0, "reward/correctness_std": 0.0}))  # one function
+    assert out[1].startswith("demo: step 1/100  reward -0.500  gen ")

@@ -27,3 +27,10 @@ def test_a_group_pickled_before_reward_parts_unpickles_with_none():
     assert pickle.loads(pickle.dumps(old)).reward_parts["f"].tolist() == [1.0, 1.0]
     del old.__dict__["reward_parts"]
     assert pickle.loads(pickle.dumps(old)).reward_parts == {}
+
+
+def test_a_group_pickled_before_reward_part_errors_unpickles_with_none():
+    old = Group(2, [], np.zeros(2, dtype=np.float32), reward_part_errors={"f": 1})
+    assert pickle.loads(pickle.dumps(old)).reward_part_errors == {"f": 1}
+    del old.__dict__["reward_part_errors"]
+    assert pickle.loads(pickle.dumps(old)).reward_part_errors == {}

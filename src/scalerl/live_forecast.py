@@ -38,6 +38,12 @@ class LiveForecast:
         self._ready: dict[str, Any] | None = None  # finished, not yet handed out
         self._stale = False  # an evaluation arrived while a fit was running
         self._prior: dict[str, Any] = {}  # forecast.prior_runs' prior, learned once in the forecast thread
+        self.deadline: float | None = None  # time.monotonic() at which train.max_minutes ends the run
+
+    def set_deadline(self, deadline: float | None) -> None:
+        """When (``time.monotonic()``) ``train.max_minutes`` ends the run, the whole run's limit
+        (``scalerl.pipeline.time_limit``); None: no limit. The budget is read at it."""
+        self.deadline = deadline
 
     def observe(self, record: dict[str, Any]) -> None:
         """Take a metrics record; an evaluation (step, compute, pass rate) triggers a refit."""
@@ -57,16 +63,17 @@ class LiveForecast:
 
     def budget(self) -> float:
         """Compute the run will have spent when it ends: at ``train.steps``, or at the
-        ``train.max_minutes`` deadline if that comes first, at this session's rate so far."""
+        ``train.max_minutes`` deadline (:meth:`set_deadline`) if that comes first, at this
+        session's rate so far."""
         compute, step = self.points[-1][0], self._step
         if self._start is None or step <= self._start[1]:
             return compute * self.train.steps / max(step, 1)
         c0, s0, t0 = self._start
         per_step = (compute - c0) / (step - s0)
         budget = compute + per_step * max(self.train.steps - step, 0)
-        if self.train.max_minutes is not None:
-            elapsed = max(time.monotonic() - t0, 1e-9)
-            left = max(60.0 * self.train.max_minutes - elapsed, 0.0)
+        if self.deadline is not None:
+            now = time.monotonic()
+            elapsed, left = max(now - t0, 1e-9), max(self.deadline - now, 0.0)
             budget = min(budget, compute + (compute - c0) / elapsed * left)
         return float(budget)
 

@@ -8,7 +8,9 @@ with how long no step came when that much time passes without one (a stalled job
 and the last state when the run ends. :func:`progress_sink` picks one by rich's terminal
 detection.
 
-The line: step, train reward of the step, the latest validation pass rate and its step, the
+The line: step, train reward of the step (with several reward functions, ``task.reward_fns``,
+each one's mean beside it, from the record's ``reward/<NAME>``, as TRL shows
+``rewards/<NAME>/mean``), the latest validation pass rate and its step, the
 pace in steps per minute over this session's logged steps (their ``wall_s``, so records
 released together after a lagging evaluation do not look like a burst), generated tokens per
 second (``gen_tokens_per_s``), elapsed time, the ETA at that pace (capped by
@@ -51,7 +53,7 @@ class ProgressBar:
     def write(self, record: dict[str, Any]) -> None:
         fields: dict[str, Any] = {"completed": int(record["step"])}
         if _finite(record.get("reward_mean")):
-            fields["reward"] = f"{record['reward_mean']:+.3f}"
+            fields["reward"] = reward_text(record)
         if _finite(record.get("val_pass_rate")):
             fields["val"] = f"{record['val_pass_rate']:.3f}"
         if record.get("forecast_A") is not None:
@@ -60,6 +62,20 @@ class ProgressBar:
 
     def close(self) -> None:
         self.progress.stop()
+
+
+def reward_text(record: dict[str, Any]) -> str:
+    """The step's reward, and each reward function's mean when there are several:
+    ``+0.106 (correctness 0.062, format_reward 0.500)``."""
+    parts = [f"{name} {value:.3f}" for name, value in reward_parts(record)]
+    return f"{record['reward_mean']:+.3f}" + (f" ({', '.join(parts)})" if len(parts) > 1 else "")
+
+
+def reward_parts(record: dict[str, Any]) -> list[tuple[str, float]]:
+    """Each reward function's mean in the record, ``reward/<NAME>`` (not its ``_std``), in order."""
+    keys = [k for k in record if k.startswith("reward/")]
+    return [(k.removeprefix("reward/"), record[k]) for k in keys
+            if not (k.endswith("_std") and k.removesuffix("_std") in keys) and _finite(record[k])]
 
 
 def forecast_text(record: dict[str, Any]) -> str:
@@ -127,7 +143,7 @@ class ProgressState:
         r = self.latest
         parts = [f"{self.name}: step {self.step}/{self.total}"]
         if _finite(r.get("reward_mean")):
-            parts.append(f"reward {r['reward_mean']:+.3f}")
+            parts.append(f"reward {reward_text(r)}")
         if self.val is not None:
             parts.append(f"val {self.val[0]:.3f} (step {self.val[1]})")
         pace = self.steps_per_s()

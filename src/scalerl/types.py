@@ -141,13 +141,17 @@ class Group:
     reward_parts: dict[str, np.ndarray] = field(default_factory=dict)
     """Each user reward function's own (G,) float32 rewards by name (``task.reward_fns``),
     raw (not in the configured form), NaN where it returned None; empty otherwise."""
+    reward_part_errors: dict[str, int] = field(default_factory=dict)
+    """Samples each user reward function failed on, by name (``reward_errors`` counts the
+    samples any of them failed on); empty when the task or an environment scores."""
 
     def __setstate__(self, state: dict) -> None:
         """Unpickle, a group from a checkpoint written before the typed fields included: its
         ``meta`` dict (``seq``, ``reward_errors``, ``gen_*_s``, ``sent_at``, ``received_at``)
         becomes the fields, so such a run still resumes; one written before ``reward_parts``
-        gets none."""
+        gets none, and one written before ``reward_part_errors`` none of those."""
         state.setdefault("reward_parts", {})
+        state.setdefault("reward_part_errors", {})
         meta = state.pop("meta", None)
         if meta is not None:
             names = {f.name for f in fields(GeneratorTimes)}

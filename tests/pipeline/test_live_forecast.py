@@ -137,11 +137,14 @@ def test_budget_is_the_compute_at_the_deadline_when_it_comes_before_the_last_ste
     monkeypatch.setattr(lf.time, "monotonic", lambda: now["t"])
     cfg = load_config("scalerl", ["train.steps=100", "train.max_minutes=1"])
     live = LiveForecast(cfg)
+    live.set_deadline(60.0)  # a fresh run: train.max_minutes=1 from t = 0 (pipeline.time_limit)
     live.observe({"step": 0, "compute_gpu_hours": 0.0, "val_pass_rate": 0.3})
     now["t"] = 30.0
     live.observe({"step": 10, "compute_gpu_hours": 1.0, "val_pass_rate": 0.35})
     # by steps: 1 + 0.1 x 90 = 10; by the 60 s deadline: 1 + (1 / 30 s) x 30 s = 2
     assert live.budget() == pytest.approx(2.0)
+    live.set_deadline(45.0)  # a resume whose earlier sessions spent 15 s of the minute: 1 + (1 / 30 s) x 15 s
+    assert live.budget() == pytest.approx(1.5)
     cfg = load_config("scalerl", ["train.steps=100", "train.max_minutes=null"])
     live2 = LiveForecast(cfg)
     live2.observe({"step": 0, "compute_gpu_hours": 0.0, "val_pass_rate": 0.3})

@@ -62,13 +62,15 @@ def test_a_reward_that_sometimes_hangs_or_exits_trains_every_step(nano_dir, tmp_
     assert 1 <= proc.stderr.count("failed on a sample") <= 2  # said once by each task (evaluator, generator)
 
 
-def test_a_reward_that_fails_on_every_sample_of_the_first_batch_is_one_sentence(nano_dir, tmp_path):
-    reward = _write(tmp_path / "reward.py", "def score(completion, **fields):\n    raise ValueError('my bug')\n")
-    proc = scalerl("train", "--no-fit", *_args(nano_dir, **{"task.reward_fn": f"{reward}:score"}),
+def test_a_reward_that_fails_on_every_sample_of_the_first_batch_is_one_sentence_naming_it(nano_dir, tmp_path):
+    """Of two reward functions, the sentence names the one that failed, not both."""
+    reward = _write(tmp_path / "reward.py", "def score(completion, **fields):\n    raise ValueError('my bug')\n"
+                                            "def fine(completion, **fields):\n    return 1.0\n")
+    proc = scalerl("train", "--no-fit", *_args(nano_dir, **{"task.reward_fns": f"[{reward}:fine, {reward}:score]"}),
                    "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"scalerl train: task.reward_fn {reward}:score failed on every sample of the first "
+    assert last.startswith(f"scalerl train: task.reward_fns {reward}:score failed on every sample of the first "
                            "batch (16 of 16, counted in reward_errors"), proc.stderr
     assert "ValueError: my bug" in proc.stderr  # the first failure, shown once per task instance
 

@@ -55,6 +55,21 @@ def test_one_batch_call_scores_every_completion_and_parts_travel(tmp_path):
     assert out[0].reward_parts["batch"].tolist() == [1.0, 2.0]
     assert np.allclose(out[1].reward_parts["each"], [1.0, np.nan], equal_nan=True)
     assert all(t.reward_errors == 0 and t.rewards.dtype == np.float32 for t in out)
+    assert [t.reward_part_errors for t in out] == [{"batch": 0, "each": 0}] * 2
+
+
+def test_each_function_s_failures_travel_by_name(tmp_path):
+    """So the first batch's check can name the function that failed, not every one."""
+    path = tmp_path / "fns.py"
+    path.write_text("def fine(completion, **fields):\n    return 1.0\n"
+                    "def broken(completion, **fields):\n    if completion != 'a':\n        raise ValueError('bug')\n"
+                    "    return 1.0\n")
+    task = TaskSpec("addition", {"min_digits": 1, "max_digits": 1}, (f"{path}:fine", f"{path}:broken")).build()
+    rollout = SingleTurn(task, PromptRenderer(make_tokenizer(), ChatFormat()))
+    out = rollout.run(ScriptedEngine(["a", "bb", "ccc", "b"]), [task.train_example(0), task.train_example(1)], 2,
+                      SamplingParams())
+    assert [t.reward_part_errors for t in out] == [{"fine": 0, "broken": 1}, {"fine": 0, "broken": 2}]
+    assert [t.reward_errors for t in out] == [1, 2]
 
 
 def test_the_task_s_own_reward_leaves_no_parts():

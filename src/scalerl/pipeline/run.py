@@ -43,7 +43,7 @@ from scalerl.config import Config, dump_config
 from scalerl.config.runtime import task_spec
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
-from scalerl.pipeline import build
+from scalerl.pipeline import build, time_limit
 from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
 from scalerl.pipeline.learner import LearnerRole
 from scalerl.pipeline.overlap import OverlapMonitor
@@ -62,6 +62,9 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     run_dir = Path(run_dir)
     plan = build_plan(cfg)  # first: a plan the machine or cluster cannot serve is one sentence
     saved = _start(cfg, run_dir, resume, log)
+    if saved and (line := time_limit.spent(cfg.train.max_minutes, saved[0]["compute"]["wall_s"])):
+        log(line)  # before anything is built: the checkpoint stays as it is
+        return {}
     with on_signals(run_dir, resumable=saved is not None) as stopping:
         return _train(cfg, plan, run_dir, saved, resume, log, stopping)
 
@@ -131,8 +134,9 @@ def _loop(cfg: Config, run_dir: Path, step: int, saved, learner: LearnerRole, po
     publish(learner, backend)
     if not saved:
         records.add({"step": 0, **compute.snapshot()}, evaluate=True, learner=learner)
-    deadline = None if cfg.train.max_minutes is None else time.monotonic() + 60 * cfg.train.max_minutes
+    deadline = time_limit.deadline(cfg.train.max_minutes, compute.wall_s)  # the whole run's, resumes included
     logger.set_deadline(deadline)  # the progress line's ETA
+    forecaster.set_deadline(deadline)  # the budget a forecast's P(reach) is read at
     stopping.arm()
     first = True
     while step < cfg.train.steps:

@@ -76,7 +76,8 @@ class SingleTurn:
             rows = slice(i * generations, (i + 1) * generations)
             out.append(Trajectories(completions[rows], scores.rewards[rows].copy(), firsts[i],
                                     reward_errors=int(scores.errors[rows].sum()),
-                                    reward_parts={k: v[rows].copy() for k, v in scores.parts.items()}))
+                                    reward_parts={k: v[rows].copy() for k, v in scores.parts.items()},
+                                    reward_part_errors={k: int(v[rows].sum()) for k, v in scores.part_errors.items()}))
         return out
 
     def _score(self, text: str, example: Example, on_step: OnStep | None) -> float:

