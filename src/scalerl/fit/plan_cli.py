@@ -31,7 +31,7 @@ from scalerl.fit.predictive import HORIZON
 from scalerl.fit.errors import CurveError
 from scalerl.fit.outputs import check_outputs
 from scalerl.fit.plan import Plan, make_plan, split_hours
-from scalerl.fit.readers import Columns, expand_paths, load_runs
+from scalerl.fit.readers import RUN_LOG, Columns, expand_paths, load_runs
 from scalerl.fit.throughput import RoleTimes, role_times
 from scalerl.fit.timing import clock_from_records, clock_from_speeds, read_records
 
@@ -89,8 +89,8 @@ def _log_of(run: Path) -> tuple[Path, Path | None]:
     """The metrics log and (for a run folder) its config.yaml."""
     if not run.is_dir():
         return run, None
-    if (run / "metrics.jsonl").is_file():
-        return run / "metrics.jsonl", run / "config.yaml"
+    if (run / RUN_LOG).is_file():
+        return run / RUN_LOG, run / "config.yaml"
     if any("tfevents" in p.name for p in run.iterdir()):
         return run, None
     raise CurveError(f"{run} is a folder without metrics.jsonl (not a scalerl run folder).")

@@ -65,6 +65,24 @@ def test_tensorboard_dir_and_file(tmp_path, curve):
     np.testing.assert_array_equal(same.reward, c.reward)
 
 
+def test_a_run_folder_is_read_from_its_metrics_log_and_a_tb_subfolder_alone_is_found(tmp_path, curve):
+    """``scalerl fit RUN_DIR`` as ``plan`` reads it: the folder's metrics.jsonl, named after
+    the folder, even beside a tb/ of event files; a folder with only tb/ reads tb/."""
+    run = tmp_path / "run7"
+    run.mkdir()
+    write_jsonl(run / "metrics.jsonl", *curve)
+    write_tensorboard(run / "tb", curve[0], curve[1] * 0.5)  # would read differently
+    (c,) = read_curves(run)
+    assert c.name == "run7" and c.y == "val_pass_rate"
+    np.testing.assert_allclose(c.reward, curve[1])
+    (run / "metrics.jsonl").unlink()
+    (only_tb,) = read_curves(run)
+    np.testing.assert_allclose(only_tb.reward, curve[1] * 0.5, rtol=1e-6)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CurveError, match=r"empty is a directory without metrics\.jsonl \(a scalerl run folder\)"):
+        read_curves(tmp_path / "empty")
+
+
 def test_tensorboard_tf2_tensor_scalars(tmp_path, curve):
     (c,) = read_curves(write_tensorboard(tmp_path / "tf2", *curve, tensor_form=True))
     np.testing.assert_allclose(c.reward, curve[1], rtol=1e-6)

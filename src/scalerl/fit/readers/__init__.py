@@ -14,6 +14,7 @@ Formats, picked by file name:
 - ``*.jsonl`` / ``*.ndjson`` (``jsonl``): one JSON object per line, as ``scalerl train`` writes them
   (``{"step": 10, "compute_gpu_hours": 0.01, "flops": ..., "val_pass_rate": 0.31}``).
   Records without the reward field (training-step records) are skipped.
+- a ``scalerl train`` run folder: its ``metrics.jsonl`` (its ``tb/`` mirrors the same records).
 - TensorBoard event files (``tensorboard``; a file named ``*tfevents*`` or a
   directory holding them, several files of one run merged by step, the later file winning):
   scalar tags are the columns; the x tag is joined to the reward tag by step (linear
@@ -44,7 +45,7 @@ from scalerl.fit.readers.csvlog import read_csv
 from scalerl.fit.readers.jsonl import read_jsonl
 from scalerl.fit.readers.tensorboard import read_tensorboard
 
-__all__ = ["COMPUTE_COLUMNS", "READERS", "REWARD_COLUMNS", "STEP_COLUMNS", "Columns", "Curve", "expand_paths",
+__all__ = ["COMPUTE_COLUMNS", "READERS", "REWARD_COLUMNS", "RUN_LOG", "STEP_COLUMNS", "Columns", "Curve", "expand_paths",
            "load_runs", "read_curves", "read_jsonl"]  # fmt: skip
 
 READERS: dict[str, Callable[[Path, Columns], list[Curve]]] = {
@@ -56,6 +57,8 @@ READERS: dict[str, Callable[[Path, Columns], list[Curve]]] = {
 }
 """File suffix (lower case) -> reader. TensorBoard logs go by name (``*tfevents*``, or a
 folder holding such files), not by suffix."""
+RUN_LOG = "metrics.jsonl"
+"""A run folder (``scalerl train --out``) is read from this log, as ``scalerl plan`` reads it."""
 
 
 def _is_tensorboard(path: Path) -> bool:
@@ -73,10 +76,14 @@ def read_curves(path: str | Path, columns: Columns | None = None, **fields) -> l
         if path.is_symlink():
             raise CurveError(f"{path} is a symbolic link that leads nowhere (a loop, or a missing target).")
         raise CurveError(f"{path} does not exist.")
+    if path.is_dir() and (path / RUN_LOG).is_file():  # a run folder: its tb/ mirrors this log
+        return read_jsonl(path / RUN_LOG, columns)
+    if path.is_dir() and not _is_tensorboard(path) and (path / "tb").is_dir() and _is_tensorboard(path / "tb"):
+        path = path / "tb"
     if _is_tensorboard(path):
         return read_tensorboard(path, columns)
     if path.is_dir():
-        raise CurveError(f"{path} is a directory without TensorBoard event files.")
+        raise CurveError(f"{path} is a directory without {RUN_LOG} (a scalerl run folder) or TensorBoard event files.")
     if path.stat().st_size == 0:
         raise CurveError(f"{path} is empty.")
     reader = READERS.get(path.suffix.lower())
