@@ -15,6 +15,12 @@ the same way, on the data the user has: for a few origins ``c_o`` inside the fit
 The conformal factor is the ``ceil((N + 1) * level)``-th smallest of the N scores (split
 conformal, Vovk et al. 2005), or the largest when there are too few, and never below 1:
 the interval is widened when the past would have fallen outside it, never narrowed.
+
+``sides`` is the same per side of the centre: the scores of the points that fell below it
+give the lower edge's factor, those above the upper edge's, each at ``(1 + level) / 2``
+(each edge carries half the miss rate). A law that reads a still-climbing run low misses on
+one side only (its earlier origins' forecasts fell short of the later points), and the
+predictive distribution (``predictive.draw``) widens that side, not both.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class Calibration:
     n_scores: int = 0
     ratio: float = float("nan")  # the extrapolation ratio it was checked at
     message: str = "not calibrated"
+    sides: tuple[float, float] = (1.0, 1.0)  # (below, above) the centre: each side's own factor
 
     def to_dict(self) -> dict:
         return {
@@ -58,6 +65,7 @@ class Calibration:
             "n_origins": self.n_origins,
             "n_scores": self.n_scores,
             "ratio": self.ratio,
+            "sides": list(self.sides),
             "message": self.message,
         }
 
@@ -86,7 +94,7 @@ def rolling_origin(fit: FitResult, *, noise: Noise, horizon: float, level: float
     first = max(1.0 / ratio, C[need - 1] / C[-1])
     if first >= LAST_ORIGIN:
         return Calibration(message=_short(C.size, need + 2))
-    scores, origins = [], 0
+    scores, signs, origins = [], [], 0
     for frac in np.unique(np.geomspace(first, LAST_ORIGIN, N_ORIGINS)):
         cut = frac * C[-1] * (1.0 + 1e-12)  # the first origin's own point, despite rounding
         sub = C <= cut
@@ -102,20 +110,30 @@ def rolling_origin(fit: FitResult, *, noise: Noise, horizon: float, level: float
         err = y[held] - centre
         h = np.where(err > 0, up, down)
         scores.extend(np.abs(err) / np.maximum(h, 1e-12))
+        signs.extend(np.sign(err))
         origins += 1
     if origins < 2 or len(scores) < MIN_SCORES:
         return Calibration(message=_short(C.size, need + 2))
-    s = np.sort(scores)
-    k = int(np.ceil((s.size + 1) * level))
-    q = float(s[min(k, s.size) - 1])
+    q = _conformal(np.array(scores), level)
+    sides = tuple(max(1.0, _conformal(np.array(scores)[np.array(signs) == side], (1.0 + level) / 2.0))
+                  for side in (-1.0, 1.0))  # fmt: skip
+    s = np.asarray(scores)
     reached = float(min(ratio, C[-1] / (first * C[-1])))
     return Calibration(
-        scale=max(1.0, q), calibrated=True, n_origins=origins, n_scores=int(s.size), ratio=reached,
+        scale=max(1.0, q), calibrated=True, n_origins=origins, n_scores=int(s.size), ratio=reached, sides=sides,
         message=(
             f"calibrated on {s.size} held-out forecasts from {origins} earlier origins "
             f"(up to {reached:.1f}x ahead): interval scaled by {max(1.0, q):.2f}"
         ),
     )  # fmt: skip
+
+
+def _conformal(scores: np.ndarray, level: float) -> float:
+    """The ``ceil((N + 1) * level)``-th smallest of N scores (the largest when too few; 0 for none)."""
+    if not scores.size:
+        return 0.0
+    s = np.sort(scores)
+    return float(s[min(int(np.ceil((s.size + 1) * level)), s.size) - 1])
 
 
 def _short(n: int, need: int) -> str:

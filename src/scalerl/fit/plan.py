@@ -84,14 +84,17 @@ def horizon(fit: FitResult, clock: Clock, budget_hours: float | None, budget_com
     return max(ends)
 
 
-def forecast_draws(fit: FitResult, options: FitOptions, prior, end: float, target: float | None = None):
+def forecast_draws(fit: FitResult, options: FitOptions, prior, end: float, target: float | None = None,
+                   budget: float | None = None, sided: bool = True):
     """(Predictive, "fit" | "prior" | "flat", prior reason, Rise): the one predictive
     distribution of the run up to compute ``end``. Under the prior when one is given and used;
     the flat run's (``rise.flat_band``) when its evaluations show no rise; else the prior-free
-    fit's band, calibrated at the extrapolation ratio of the fit's own crossing of ``target``."""
+    fit's band, calibrated at the extrapolation ratio of the fit's own crossing of ``target``
+    or of the ``budget`` compute asked about, the further: each side of the band by its own
+    factor (``calibrate``'s ``sides``; ``sided=False``: the one symmetric factor)."""
     last = float(fit.compute.max())
     estimate = np.inf if target is None else float(law.compute_for_reward(target, fit.A, fit.B, fit.C_mid, fit.R0))
-    reach = [estimate] if np.isfinite(estimate) and estimate > 0 else []
+    reach = [c for c in (estimate, budget or np.inf) if np.isfinite(c) and c > 0]
     unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon_for(last, reach))
     sigma, rho = unc.noise.sigma, unc.noise.rho
     evidence = rise(fit.reward, rho=rho, level=options.level)
@@ -109,7 +112,8 @@ def forecast_draws(fit: FitResult, options: FitOptions, prior, end: float, targe
         if pf.used:
             return draw(pf.predict, pf.band, sigma=sigma, rho=rho, **kw), "prior", pf.reason, evidence
         reason = pf.reason
-    k = unc.calibration.scale if unc.calibration is not None else 1.0
+    cal = unc.calibration
+    k = 1.0 if cal is None else cal.sides if sided and cal.calibrated else cal.scale
     return draw(fit.predict, unc.band, sigma=sigma, rho=rho, k=k, **kw), "fit", reason, evidence
 
 
@@ -122,7 +126,7 @@ def make_plan(
     ``load_prior``'s (prior, why none, n); ``devices``/``k`` ask about other splits."""
     fit = options.fit(curve.compute, curve.reward, source=curve.source)
     end = horizon(fit, clock, budget_hours, budget_compute)
-    pred, source, reason, evidence = forecast_draws(fit, options, prior, end, target)
+    pred, source, reason, evidence = forecast_draws(fit, options, prior, end, target, budget_compute)
     cross = crossing(pred, target, window)
     done = already_reached(target, curve.compute, curve.reward, clock, options.level, window) if window else None
     no_rise = None if evidence.detected else evidence.message

@@ -129,23 +129,25 @@ def _tails(x: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def draw(centre, band, *, observed_compute, observed, sigma: float, rho: float, level: float,
-         horizon: float, k: float = 1.0, n: int = N_DRAWS, seed: int = 0) -> Predictive:
+         horizon: float, k: float | tuple[float, float] = 1.0, n: int = N_DRAWS, seed: int = 0) -> Predictive:
     """The draws of a run seen at ``observed_compute``/``observed`` (its evaluations, in
     order), whose expected curve is ``centre`` with ``band(C) -> (lo, hi)`` at ``level``,
     its evaluations AR(1) (``sigma``, ``rho``), up to ``horizon`` compute; ``k`` is the
-    conformal factor put on the curve (module docstring)."""
+    conformal factor put on the curve (module docstring), or one per side (below, above)."""
     c = np.asarray(observed_compute, dtype=float)
     y = np.asarray(observed, dtype=float)
     now = float(c[-1])
     z = float(stats.norm.ppf((1.0 + level) / 2.0))
 
+    ks = (float(k), float(k)) if np.isscalar(k) else tuple(float(v) for v in k)
+
     def widened(C):
         mid = np.asarray(centre(C), dtype=float).reshape(-1)
         lo, hi = (np.asarray(v, dtype=float).reshape(-1) for v in band(C))
-        if k == 1.0:
+        if ks == (1.0, 1.0):
             return mid, lo, hi
         sd = [np.maximum(w, 0.0) / z for w in (mid - lo, hi - mid)]
-        wide = [np.sqrt(np.maximum(k**2 * (s**2 + sigma**2) - sigma**2, s**2)) for s in sd]
+        wide = [np.sqrt(np.maximum(f**2 * (s**2 + sigma**2) - sigma**2, s**2)) for f, s in zip(ks, sd)]
         return mid, mid - z * wide[0], mid + z * wide[1]
 
     gaps = np.diff(c)[-5:]

@@ -1,0 +1,416 @@
+"""Is the forecast right on real runs? The corpus benchmark of issue 36.
+
+    PYTHONPATH=src .venv/bin/python bench/forecast_real.py [--quick] [--markdown] [--json OUT]
+
+Runs: every finished run of the corpus (``bench/corpus/<family>/*.jsonl``, made by
+``bench/corpus/make.py``: x = ``compute_gpu_hours``, its own ``wall_s``), and the older runs
+in ``bench/data/`` as two more families: ``trl-1000`` (TRL ``GRPOTrainer``, x = step, wall =
+its ``seconds``) and ``demo`` (``make demo``'s recipe; no wall time in the log, so its clock
+is ``compute x 3600 / 2``, the local backend's two devices, as ``plan_accuracy.py`` does).
+
+Protocol, per run and cut (its first 25% and 50% of compute), each method seeing only the
+evaluations inside the cut, **the run itself never in its own prior**:
+
+* **Final value.** The 95% predictive interval of one evaluation at the run's last compute
+  against its last evaluation: coverage, median width, median |error| of the centre.
+  Methods side by side:
+  - ``sigmoid``: the default (``plan.forecast_draws``: the fit's band, calibrated by its
+    rolling-origin factors, one per side, at the extrapolation ratio asked, with the run's
+    AR(1) noise); ``sigmoid, one k``: the same with the one symmetric factor it had before;
+  - ``sigmoid+prior``: the same under the prior learned from the run's siblings (the other
+    runs of its family; ``prior_runs.load_prior``, as ``--prior-runs`` does);
+  - ``power law``: App. A.4's ``R = A - D / C^B`` (``fit_power_law``), its band by the delta
+    method on the least-squares covariance, plus the evaluation noise;
+  - ``stack``: the two laws' predictive distributions mixed with pseudo-BMA weights, each
+    law's Gaussian log score on the last third of the cut when fitted on the first two;
+  - ``last value``: no law, the mean of the last 5 evaluations and its noise: the baseline a
+    forecast has to beat on width and coverage both.
+* **Time to target** (``plan``'s answer, read as the mean of 5 evaluations): targets at 60,
+  75 and 90% of the rise the run's smoothed curve still made after the cut
+  (``plan_accuracy.targets``); coverage of the 95% interval of hours, how often its upper
+  end is ``never`` for a target the run reached, median relative error of the median hours.
+* **P(reach within the run's own budget)** (``plan --budget-compute`` at the run's last
+  compute): targets ``s_cut + d`` for the steps ``REACH_STEPS`` (those below 1 and above
+  every read inside the cut); the outcome is whether the smoothed curve read it by the end.
+  Brier score against the base rate's, and a reliability table.
+
+Every figure is measured in the one invocation; the machine's parallel scaling is printed
+(this benchmark is single-threaded numpy; a second core changes nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+from scipy.optimize import approx_fprime
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from plan_accuracy import smooth, targets  # noqa: E402
+
+from scalerl.fit import FitOptions, fit_power_law  # noqa: E402
+from scalerl.fit.crossing import crossing  # noqa: E402
+from scalerl.fit.errors import CurveError, CurveWarning  # noqa: E402
+from scalerl.fit.law import power_law  # noqa: E402
+from scalerl.fit.plan import forecast_draws, horizon  # noqa: E402
+from scalerl.fit.prior_runs import load_prior  # noqa: E402
+from scalerl.fit.readers import Columns, Curve  # noqa: E402
+from scalerl.fit.rise import rise  # noqa: E402
+from scalerl.fit.timing import clock_from_records, read_records, time_to_target  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CORPUS, DATA = HERE / "corpus", HERE / "data"
+CUTS = (0.25, 0.5)
+WINDOW = 5
+REACH_STEPS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
+LEVEL = 0.95
+Z = float(stats.norm.ppf(0.975))
+METHODS = ("sigmoid", "sigmoid, one k", "sigmoid+prior", "power law", "stack", "last value")
+VARIANTS = ("sigmoid", "sigmoid, one k", "sigmoid+prior")  # the plan answers scored: (prior?, sided?)
+SETTINGS = {"sigmoid": (False, True), "sigmoid, one k": (False, False), "sigmoid+prior": (True, True)}
+MIN_POINTS = 6
+
+
+@dataclass
+class Run:
+    family: str
+    name: str
+    path: Path
+    siblings: str  # glob of the family's runs (the prior; the run itself is excluded)
+    columns: Columns
+    x: np.ndarray  # (n,) compute of the evaluations
+    y: np.ndarray  # (n,) validation pass rate
+    wall_s: np.ndarray  # (n,) seconds since the start
+
+
+def _run(family: str, path: Path, siblings: str, x: str, wall: str | None) -> Run:
+    recs = [r for r in read_records(path) if isinstance(r.get("val_pass_rate"), int | float)]
+    xs = np.array([float(r[x]) for r in recs])
+    w = np.array([float(r[wall]) for r in recs]) if wall else xs * 3600.0 / 2.0
+    return Run(family, path.stem, path, siblings, Columns(x=x, y="val_pass_rate"), xs,
+               np.array([float(r["val_pass_rate"]) for r in recs]), w)  # fmt: skip
+
+
+def runs(quick: bool) -> list[Run]:
+    out = []
+    for fam in sorted(p for p in CORPUS.iterdir() if p.is_dir()):
+        paths = sorted(fam.glob("*.jsonl"))
+        out += [_run(fam.name, p, str(fam / "*.jsonl"), "compute_gpu_hours", "wall_s") for p in paths[: 2 if quick else None]]
+    legacy = [("trl-1000", "trl_s*.jsonl", "step", "seconds"), ("demo", "demo_seed*.jsonl", "compute_gpu_hours", None)]
+    for family, pattern, x, wall in legacy:
+        paths = sorted(DATA.glob(pattern))
+        out += [_run(family, p, str(DATA / pattern), x, wall) for p in paths[: 2 if quick else None]]
+    return out
+
+
+# --- the laws' predictive intervals at the final compute -------------------------------------------------
+
+
+def _powerlaw_normal(x, y, C, sigma):
+    """(mean, sd) of one evaluation at C under the power law: delta-method band and noise."""
+    p = fit_power_law(x, y)
+    theta = np.array([p.A, p.D, p.B])
+    keep = x >= p.c0
+
+    def resid(t):
+        return power_law(x[keep], *t) - y[keep]
+
+    J = np.array([approx_fprime(theta, lambda t, i=i: resid(t)[i], 1e-7) for i in range(int(keep.sum()))])
+    dof = max(int(keep.sum()) - 3, 1)
+    s2 = float(np.sum(resid(theta) ** 2) / dof)
+    cov = s2 * np.linalg.pinv(J.T @ J)
+    g = approx_fprime(theta, lambda t: float(power_law(C, *t)), 1e-7)
+    return float(power_law(C, *theta)), float(np.sqrt(max(g @ cov @ g, 0.0) + sigma**2))
+
+
+def _sigmoid_normal(x, y, C, options):
+    """(mean, sd) from the sigmoid's draws at C (for the stack's holdout score)."""
+    fit = options.fit(x, y)
+    pred, *_ = forecast_draws(fit, options, None, 10.0 * float(x[-1]), None, C)
+    lo, hi = pred.predictive(np.array([C]))
+    return float(pred.median(np.array([C]))[0]), float((hi[0] - lo[0]) / (2 * Z))
+
+
+def _stack_weight(x, y, options, sigma) -> float:
+    """The sigmoid's pseudo-BMA weight: exp(log score) of each law on the cut's last third,
+    fitted on its first two thirds."""
+    m = max(int(len(x) * 2 / 3), MIN_POINTS)
+    if len(x) - m < 2:
+        return 0.5
+    scores = []
+    for normal in (lambda C: _sigmoid_normal(x[:m], y[:m], C, options), lambda C: _powerlaw_normal(x[:m], y[:m], C, sigma)):
+        try:
+            ls = sum(stats.norm.logpdf(y[i], *normal(x[i])) for i in range(m, len(x)))
+        except (CurveError, np.linalg.LinAlgError, ValueError):
+            ls = -np.inf
+        scores.append(ls)
+    s = np.array(scores)
+    if not np.isfinite(s).any():
+        return 0.5
+    w = np.exp(s - s[np.isfinite(s)].max())
+    return float(w[0] / w.sum())
+
+
+@dataclass
+class Final:
+    family: str
+    run: str
+    cut: float
+    method: str
+    lo: float
+    mid: float
+    hi: float
+    actual: float
+    source: str = ""  # the sigmoid's: "fit", "prior" (the siblings' prior was used) or "flat"
+
+    @property
+    def covered(self) -> bool:
+        return self.lo <= self.actual <= self.hi
+
+
+def final_cases(run: Run, frac: float, options: FitOptions, prior) -> list[Final]:
+    k = run.x <= frac * run.x[-1]
+    x, y, C = run.x[k], run.y[k], float(run.x[-1])
+    fit = options.fit(x, y)
+    sigma = rise(y, rho=0.0).sigma
+    out = []
+
+    def add(method, lo, mid, hi, source=""):
+        out.append(Final(run.family, run.name, frac, method, float(lo), float(mid), float(hi), float(run.y[-1]), source))
+
+    draws = {}
+    for method in VARIANTS:
+        with_prior, sided = SETTINGS[method]
+        pred, source, *_ = forecast_draws(fit, options, prior if with_prior else None, max(10.0 * float(x[-1]), C),
+                                          None, C, sided=sided)  # fmt: skip
+        mu = pred.curves(np.array([C]))[:, 0] + np.random.default_rng(0).standard_normal(pred.u.size) * pred.sigma
+        draws[method] = mu
+        add(method, *np.quantile(mu, [0.025, 0.5, 0.975]), source=source)
+    try:
+        m, sd = _powerlaw_normal(x, y, C, sigma)
+        add("power law", m - Z * sd, m, m + Z * sd)
+        w = _stack_weight(x, y, options, sigma)
+        rng = np.random.default_rng(1)
+        n = draws["sigmoid"].size
+        pick = rng.random(n) < w
+        mix = np.where(pick, draws["sigmoid"], rng.normal(m, sd, n))
+        add("stack", *np.quantile(mix, [0.025, 0.5, 0.975]))
+    except (CurveError, np.linalg.LinAlgError, ValueError) as err:
+        print(f"  {run.name} cut {frac:.0%}: power law: {err}", file=sys.stderr)
+    last = y[-WINDOW:]
+    half = Z * sigma * np.sqrt(1.0 + 1.0 / last.size)
+    add("last value", last.mean() - half, last.mean(), last.mean() + half)
+    return out
+
+
+# --- time to target and P(reach), read off plan's own draws -----------------------------------------------
+
+
+@dataclass
+class Timed:
+    family: str
+    run: str
+    cut: float
+    variant: str
+    target: float
+    actual_h: float
+    pred: tuple[float, float, float]  # median, lo, hi hours (inf: never)
+
+    @property
+    def covered(self) -> bool:
+        return self.pred[1] <= self.actual_h <= self.pred[2]
+
+
+@dataclass
+class Reach:
+    family: str
+    run: str
+    cut: float
+    variant: str
+    target: float
+    p: float
+    reached: bool
+
+
+def _draws(fit, clock, options, prior, target, C_final, variant):
+    with_prior, sided = SETTINGS[variant]
+    end = horizon(fit, clock, None, C_final)
+    return forecast_draws(fit, options, prior if with_prior else None, end, target, C_final, sided=sided)[0]
+
+
+def timed_cases(run: Run, frac: float, options: FitOptions, prior, variant: str):
+    cut = frac * run.x[-1]
+    k = run.x <= cut
+    x, y, C = run.x[k], run.y[k], float(run.x[-1])
+    fit = options.fit(x, y)
+    clock = clock_from_records([{"c": c, "wall_s": w} for c, w in zip(x, run.wall_s[k])], run.name, x="c")
+    timed, reach = [], []
+    goals, _ = targets(run, cut)
+    for target, _f, actual in goals:
+        pred = _draws(fit, clock, options, prior, target, C, variant)
+        t = time_to_target(crossing(pred, target, WINDOW), clock)
+        timed.append(Timed(run.family, run.name, frac, variant, target, actual, t.hours))
+    s = smooth(run.y)
+    i_cut = int(np.flatnonzero(k)[-1])
+    for d in REACH_STEPS:
+        target = float(s[i_cut] + d)
+        if target >= 1.0 or (s[: i_cut + 1] >= target).any():
+            continue
+        pred = _draws(fit, clock, options, prior, target, C, variant)
+        p = time_to_target(crossing(pred, target, WINDOW), clock, budget_compute=C).p_reach
+        reach.append(Reach(run.family, run.name, frac, variant, target, float(p), bool((s[i_cut + 1:] >= target).any())))
+    return timed, reach
+
+
+# --- tables -----------------------------------------------------------------------------------------------
+
+
+def _pct(v: float) -> str:
+    return "never" if v == np.inf else "-" if not np.isfinite(v) else f"{v:.1%}"
+
+
+def final_table(cases: list[Final]) -> list[tuple]:
+    rows = []
+    for frac in CUTS:
+        for fam in sorted({c.family for c in cases}) + ["all"]:
+            for method in METHODS:
+                sel = [c for c in cases if c.cut == frac and c.method == method and fam in ("all", c.family)]
+                if sel:
+                    used = sum(c.source == "prior" for c in sel)
+                    rows.append((f"{frac:.0%}", fam, method + (f" ({used} used it)" if "prior" in method else ""),
+                                 len(sel), f"{np.mean([c.covered for c in sel]):.1%}",
+                                 f"{np.median([c.hi - c.lo for c in sel]):.3f}",
+                                 f"{np.median([abs(c.mid - c.actual) for c in sel]):.3f}"))  # fmt: skip
+    return rows
+
+
+def timed_table(cases: list[Timed]) -> list[tuple]:
+    rows = []
+    for variant in VARIANTS:
+        for frac in CUTS:
+            for fam in sorted({c.family for c in cases}) + ["all"]:
+                sel = [c for c in cases if c.cut == frac and c.variant == variant and fam in ("all", c.family)]
+                if not sel:
+                    continue
+                rel = [abs(c.pred[0] - c.actual_h) / c.actual_h for c in sel]
+                rows.append((variant, f"{frac:.0%}", fam, len(sel),
+                             f"{np.mean([c.covered for c in sel]):.1%}",
+                             f"{np.mean([np.isfinite(c.pred[2]) for c in sel]):.1%}",
+                             _pct(float(np.median(rel)))))  # fmt: skip
+    return rows
+
+
+def reach_table(cases: list[Reach]) -> tuple[list[tuple], list[tuple]]:
+    rows, bins = [], []
+    edges = np.linspace(0.0, 1.0, 11)
+    for variant in VARIANTS:
+        for frac in (*CUTS, None):
+            sel = [c for c in cases if c.variant == variant and frac in (None, c.cut)]
+            if not sel:
+                continue
+            p = np.array([c.p for c in sel])
+            o = np.array([c.reached for c in sel], dtype=float)
+            base = o.mean()
+            rows.append((variant, "all" if frac is None else f"{frac:.0%}", len(sel), f"{base:.3f}",
+                         f"{np.mean((p - o) ** 2):.4f}", f"{np.mean((base - o) ** 2):.4f}"))  # fmt: skip
+            if frac is None:
+                for lo, hi in zip(edges[:-1], edges[1:]):
+                    m = (p >= lo) & ((p < hi) | (hi == 1.0))
+                    if m.any():
+                        bins.append((variant, f"[{lo:.1f}, {hi:.1f}{']' if hi == 1.0 else ')'}",
+                                     int(m.sum()), f"{p[m].mean():.3f}", f"{o[m].mean():.3f}",
+                                     "ok" if m.sum() < 10 or abs(p[m].mean() - o[m].mean()) <= 0.10 else "OFF"))  # fmt: skip
+    return rows, bins
+
+
+def _print(title: str, header: tuple, rows: list[tuple], markdown: bool) -> None:
+    print(f"\n{title}")
+    if markdown:
+        print("| " + " | ".join(header) + " |\n|" + "---|" * len(header))
+        for r in rows:
+            print("| " + " | ".join(str(v) for v in r) + " |")
+        return
+    widths = [max(len(str(v)) for v in col) for col in zip(header, *rows)]
+    for r in (header, *rows):
+        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)))
+
+
+def _scaling() -> str:
+    """Two copies of one numpy workload, serial and on two processes: the machine's parallel
+    scaling at this moment (2.0 on two idle cores)."""
+    import multiprocessing as mp
+
+    def work(_=None):
+        a = np.random.default_rng(0).standard_normal((300, 300))
+        for _ in range(60):
+            a = np.tanh(a @ a.T / 300.0)
+
+    t = time.perf_counter()
+    work(), work()
+    serial = time.perf_counter() - t
+    t = time.perf_counter()
+    ps = [mp.get_context("fork").Process(target=work) for _ in range(2)]
+    [p.start() for p in ps]
+    [p.join() for p in ps]
+    return f"parallel scaling {serial / (time.perf_counter() - t):.2f}x on 2 processes"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="two runs a family")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--json", type=Path, help="write every case here")
+    args = ap.parse_args()
+    print(_scaling())
+    import os
+
+    print(f"load average at start {os.getloadavg()[0]:.2f}")
+    t0 = time.perf_counter()
+    options = FitOptions()
+    finals, timed, reach = [], [], []
+    all_runs = runs(args.quick)
+    for run in all_runs:
+        for frac in CUTS:
+            k = run.x <= frac * run.x[-1]
+            if k.sum() < MIN_POINTS:
+                continue
+            head = Curve(run.name, run.x[k], run.y[k], str(run.path))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", CurveWarning)
+                prior = load_prior(run.siblings, options, run.columns, exclude=(str(run.path),), forecast=[head])
+            try:
+                finals += final_cases(run, frac, options, prior)
+                for variant in VARIANTS:
+                    t, r = timed_cases(run, frac, options, prior, variant)
+                    timed += t
+                    reach += r
+            except CurveError as err:
+                print(f"  {run.family}/{run.name} cut {frac:.0%}: {err}", file=sys.stderr)
+    families = sorted({r.family for r in all_runs})
+    print(f"{len(all_runs)} runs in {len(families)} families ({', '.join(families)}); "
+          f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+    _print("Final value: 95% predictive interval of the last evaluation", ("cut", "family", "method", "cases",
+           "coverage", "median width", "median |error|"), final_table(finals), args.markdown)  # fmt: skip
+    _print("Time to target (plan, mean of 5 evaluations)", ("method", "cut", "family", "cases", "95% coverage",
+           "hi finite", "median rel. err (hours)"), timed_table(timed), args.markdown)  # fmt: skip
+    rows, bins = reach_table(reach)
+    _print("P(reach within the run's budget): Brier", ("method", "cut", "cases", "base rate", "Brier",
+           "Brier of the base rate"), rows, args.markdown)  # fmt: skip
+    _print("Reliability (both cuts)", ("method", "P bin", "cases", "mean P", "observed", "within 0.10"), bins,
+           args.markdown)  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps({"final": [asdict(c) for c in finals], "timed": [asdict(c) for c in timed],
+                                         "reach": [asdict(c) for c in reach]}, default=float))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
