@@ -183,10 +183,33 @@ def _check_reward_fields(cfg: Config, task, example) -> None:
 
     if not isinstance(task, UserRewardTask):
         return
+    _check_named_columns(task)
     try:
         task.check_call(example)
     except TypeError as err:
         raise ConfigError(str(err)) from None
+
+
+def _check_named_columns(task) -> None:
+    """A column a reward function names as a parameter (without a default) is in every row of
+    a dataset task's files; else one sentence naming the first row without it. A row lacking it
+    would otherwise reach the function as None (or, before, as ``answer=''``), a silent zero
+    reward (newcomer trial 3, F3)."""
+    from scalerl.data.tasks.dataset import DatasetTask, required_columns
+
+    data = task.inner
+    if not isinstance(data, DatasetTask):
+        return
+    first = data.first_row
+    for fn in task.functions:
+        for column in required_columns(fn.fn, fn.batch):
+            if column in data.columns and column not in data.partial_columns:
+                continue
+            count, where = data.partial_columns.get(column, (None, first))
+            rows = "no row has it" if count is None else f"{count} rows lack it"
+            raise ConfigError(f"{where}: the row has no column {column!r}, which {fn.what} {fn.spec} takes as a "
+                              f"parameter ({rows}); add it to every row (null where there is no value), or give "
+                              "the parameter a default.")
 
 
 def check_model(cfg: Config) -> None:

@@ -79,6 +79,8 @@ def _train(cfg: Config, plan: RunPlan, run_dir: Path, saved, resume: bool, log, 
     task = task_spec(cfg).build()
     if (line := build.validation_line(cfg, task)) is not None:
         log(line)
+    if (line := getattr(task, "columns_note", None)) is not None:  # a dataset's partial columns
+        log(line)
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
     learner, tokenizer = build.make_learner(cfg, plan, model_dir, log)
     pool = build.make_pool(cfg, task)
