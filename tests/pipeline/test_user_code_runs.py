@@ -59,7 +59,7 @@ def test_a_reward_that_sometimes_hangs_or_exits_trains_every_step(nano_dir, tmp_
     records = read_records(run / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2, 3]
     assert 2 <= sum(r.get("reward_errors", 0) for r in records) <= 4, records  # the hang and the exit
-    assert 1 <= proc.stderr.count("failed on a sample") <= 2  # said once by each task (evaluator, generator)
+    assert proc.stderr.count("failed on a sample") == 1  # once per run, not once per task (evaluator, generator)
 
 
 def test_a_reward_that_fails_on_every_sample_of_the_first_batch_is_one_sentence_naming_it(nano_dir, tmp_path):
@@ -72,7 +72,7 @@ def test_a_reward_that_fails_on_every_sample_of_the_first_batch_is_one_sentence_
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"scalerl train: task.reward_fns {reward}:score failed on every sample of the first "
                            "batch (16 of 16, counted in reward_errors"), proc.stderr
-    assert "ValueError: my bug" in proc.stderr  # the first failure, shown once per task instance
+    assert proc.stderr.count("ValueError: my bug") == 1  # the first failure, shown once in the run (probe 3)
 
 
 ENV = '''

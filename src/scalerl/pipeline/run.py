@@ -53,6 +53,7 @@ from scalerl.pipeline.reward_notes import check_first_batch, describe_rewards
 from scalerl.pipeline.scheduler import Scheduler
 from scalerl.pipeline.shm import sweep_semaphores
 from scalerl.pipeline.stop import Stopping, on_signals
+from scalerl.user_code import shown_once_per_run
 
 
 def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     if saved and (line := time_limit.spent(cfg.train.max_minutes, saved[0]["compute"]["wall_s"])):
         log(line)  # before anything is built: the checkpoint stays as it is
         return {}
-    with on_signals(run_dir, resumable=saved is not None) as stopping:
+    with on_signals(run_dir, resumable=saved is not None) as stopping, shown_once_per_run():
         return _train(cfg, plan, run_dir, saved, resume, log, stopping)
 
 
