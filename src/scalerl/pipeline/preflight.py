@@ -108,8 +108,8 @@ def check_prompts(cfg: Config, task) -> None:
     where = f"model.base {cfg.model.base}" if cfg.model.base else f"the built model.preset {cfg.model.preset!r}"
     try:
         renderer = PromptRenderer(tokenizer, chat_format(cfg))
-        for example in examples:
-            renderer.ids(task.prompt(example))
+        for example in examples:  # rendered, not tokenized: a huge prompt is measured below
+            renderer.text(task.prompt(example))
         if not renderer.chat and _prompts_may_vary(cfg, task):
             _all_plain(task)
         if cfg.model.base is None:
@@ -137,11 +137,12 @@ def _check_prompt_lengths(cfg: Config, task, renderer, examples) -> None:
         splits = (("training", examples[:1]), ("validation", examples[1:]))
     for split, items in splits:
         for i, example in enumerate(items):
-            n = len(renderer.ids(task.prompt(example)))
+            n, exact = renderer.measure(task.prompt(example), room)  # never a 30 MB prompt's token list
             if n > room:
                 where = example.meta.get("where") or f"{split} prompt {i}"
+                size = f"{n} tokens" if exact else f"more than {n} tokens"
                 raise ConfigError(
-                    f"{where}: the prompt is {n} tokens, and with {completion_budget(cfg)} completion tokens "
+                    f"{where}: the prompt is {size}, and with {completion_budget(cfg)} completion tokens "
                     f"it does not fit the {room + completion_budget(cfg)}-token context of {model_context(cfg)[1]}; "
                     f"shorten it, or set task.long_prompts=cut to keep its last {max(room, 0)} tokens.")
 
