@@ -103,6 +103,7 @@ class _Worker:
 
     def __init__(self) -> None:
         self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self.pid = os.getpid()
         threading.Thread(target=self._loop, name="scalerl-user-code", daemon=True).start()
 
     def _loop(self) -> None:
@@ -113,6 +114,11 @@ class _Worker:
                 job.value = job.fn(*job.args)
             except BaseException as err:  # noqa: BLE001 - SystemExit, KeyboardInterrupt: the sample's error
                 job.error = err
+            if os.getpid() != self.pid:
+                # the user's code forked and this is the child, returned into our loop with only
+                # this thread: nothing waits for it, and it would wait for jobs forever, keeping
+                # the run's pipes open (reliability probe 3, R16). It ends here, quietly.
+                os._exit(0)
             with _lock:
                 job.done.set()
                 if job.abandoned:  # its caller moved on: this thread is no longer stuck, and ends

@@ -46,6 +46,7 @@ from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build, time_limit
 from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
 from scalerl.pipeline.learner import LearnerRole
+from scalerl.pipeline.leftovers import stopped_at_end
 from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.plan import RunPlan, build_plan, write_plan
 from scalerl.pipeline.queues import LagPolicy
@@ -66,7 +67,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     if saved and (line := time_limit.spent(cfg.train.max_minutes, saved[0]["compute"]["wall_s"])):
         log(line)  # before anything is built: the checkpoint stays as it is
         return {}
-    with on_signals(run_dir, resumable=saved is not None) as stopping, shown_once_per_run():
+    with stopped_at_end(log), on_signals(run_dir, resumable=saved is not None) as stopping, shown_once_per_run():
         return _train(cfg, plan, run_dir, saved, resume, log, stopping)
 
 
