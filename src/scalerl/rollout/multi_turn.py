@@ -57,7 +57,14 @@ from scalerl.rollout.env import (
 from scalerl.rollout.observation import ObservationRenderer
 from scalerl.rollout.trajectory import Trajectories, check_stop
 from scalerl.types import Completion, SamplingParams, Turn
-from scalerl.user_code import CallTimedOut, TooManyStuck, UserCalls, UserCodeFailed, first_in_run, format_failure
+from scalerl.user_code import (
+    CallTimedOut,
+    TooManyStuck,
+    UserCalls,
+    UserCodeFailed,
+    first_in_run,
+    format_failure,
+)
 
 _TURN_SEED_STRIDE = 1_000_003  # a fixed-seed call (validation) draws new numbers each turn
 
