@@ -55,3 +55,33 @@ def test_check_parameter(plugin):
         check_parameter(lambda text: 0.0, "completion", "s", "task.reward_fn")
     with pytest.raises(PluginError, match="not a function"):
         check_parameter(3, "completion", "s", "task.reward_fn")
+
+
+def test_an_import_that_never_returns_stops_with_one_sentence(tmp_path):
+    # reliability probe 3 (R20): such a reward module hung config loading with no output
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "hangs.py").write_text("import threading\nthreading.Event().wait()  # never set\n"
+                                       "def score(completion, **fields):\n    return 1.0\n")
+    (tmp_path / "hangs_too.py").write_text("import threading\nthreading.Event().wait()\n")
+    for spec in (f"{tmp_path}/hangs.py:score", "hangs_too:score"):
+        code = ("import scalerl.plugins as p\np.IMPORT_LIMIT_S = 0.5\n"
+                f"p.load({spec!r}, 'task.reward_fn')\nprint('returned')")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env={**os.environ,
+                                                 "PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}"})
+        err = proc.stderr.strip()
+        assert proc.returncode == 2 and "returned" not in proc.stdout, err
+        assert err.startswith(f"task.reward_fn {spec!r}: importing it did not finish within 0.5 s"), err
+        assert "\n" not in err and "Traceback" not in err
+
+
+def test_an_import_within_the_limit_loads_as_before(tmp_path):
+    from scalerl import plugins
+
+    (tmp_path / "quick.py").write_text("import time\ntime.sleep(0.2)\ndef score(completion):\n    return 1.0\n")
+    with plugins.import_limit("x", "task.reward_fn", limit_s=600):
+        pass
+    assert plugins.load(f"{tmp_path}/quick.py:score", "task.reward_fn")("") == 1.0

@@ -17,9 +17,12 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import os
 import re
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +74,8 @@ def _load_file(path: Path, spec: str, what: str):
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[key] = module
     try:
-        module_spec.loader.exec_module(module)
+        with import_limit(spec, what):
+            module_spec.loader.exec_module(module)
     except BaseException as e:  # noqa: BLE001 - the user's file: any failure is one sentence
         del sys.modules[key]
         if isinstance(e, KeyboardInterrupt):
@@ -79,6 +83,39 @@ def _load_file(path: Path, spec: str, what: str):
         raise PluginError(f"{what} {spec!r}: {path} does not load ({type(e).__name__}: "
                           f"{_first_line(e)})") from None
     return module
+
+
+IMPORT_LIMIT_S = 120.0
+"""Seconds a plug-in's import may take before the process stops with one sentence: far above
+what loading torch, transformers or vLLM costs on a loaded machine, a bound and not a knob."""
+
+
+@contextmanager
+def import_limit(spec: str, what: str, limit_s: float | None = None) -> Iterator[None]:
+    """Stop this process (exit 2, one sentence) if the block, a plug-in's import, outlasts
+    ``limit_s`` (:data:`IMPORT_LIMIT_S`).
+
+    A module whose import never returns (it waits on a socket, a lock, an input) hung config
+    loading with no output (reliability probe 3, R20). The import runs on this thread, as any
+    import does (a module may set signal handlers, which only the main thread can), and a
+    watchdog thread ends the process when the limit passes: an import cannot be abandoned, since
+    it holds the module's import lock and would hang whatever imported the module next."""
+    limit = IMPORT_LIMIT_S if limit_s is None else limit_s
+    done = threading.Event()
+
+    def watch() -> None:
+        if done.wait(limit):
+            return
+        print(f"{what} {spec!r}: importing it did not finish within {limit:g} s, so it likely waits for "
+              "something that never comes (a lock, a socket, input); make its import return, and do slow "
+              "set-up on the first call instead.", file=sys.stderr, flush=True)
+        os._exit(2)
+
+    threading.Thread(target=watch, name="scalerl-import-limit", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def _first_line(e: BaseException) -> str:
@@ -94,7 +131,8 @@ def load(spec: str, what: str = "plug-in", base: str | Path | None = None) -> An
         module = _load_file(path, spec, what)
     else:
         try:
-            module = importlib.import_module(head)
+            with import_limit(spec, what):
+                module = importlib.import_module(head)
         except ModuleNotFoundError as e:
             raise PluginError(f"{what} {spec!r}: no module named {e.name!r} can be imported") from None
         except Exception as e:  # noqa: BLE001 - the user's module: any failure is one sentence

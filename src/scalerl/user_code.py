@@ -28,6 +28,7 @@ a thread start. Calls from one caller run one at a time, as they would inline.
 
 from __future__ import annotations
 
+import os
 import queue
 import sys
 import threading
@@ -102,6 +103,7 @@ class _Worker:
 
     def __init__(self) -> None:
         self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self.pid = os.getpid()
         threading.Thread(target=self._loop, name="scalerl-user-code", daemon=True).start()
 
     def _loop(self) -> None:
@@ -112,6 +114,11 @@ class _Worker:
                 job.value = job.fn(*job.args)
             except BaseException as err:  # noqa: BLE001 - SystemExit, KeyboardInterrupt: the sample's error
                 job.error = err
+            if os.getpid() != self.pid:
+                # the user's code forked and this is the child, returned into our loop with only
+                # this thread: nothing waits for it, and it would wait for jobs forever, keeping
+                # the run's pipes open (reliability probe 3, R16). It ends here, quietly.
+                os._exit(0)
             with _lock:
                 job.done.set()
                 if job.abandoned:  # its caller moved on: this thread is no longer stuck, and ends
@@ -212,6 +219,54 @@ def _hint(err: BaseException) -> str:
                 "parsing_timeout=None / timeout_seconds=None, or set the time limit to null to call it "
                 "on the main thread without one)")
     return ""
+
+
+SHOWN_ENV = "SCALERL_SHOWN_DIR"
+"""A folder of markers, one per failure already shown in this run (:func:`first_in_run`)."""
+
+
+@contextmanager
+def shown_once_per_run() -> Iterator[None]:
+    """While a run lasts, :func:`first_in_run` answers for every process of it on this machine.
+
+    User code that fails is shown once, but each process that calls it (a generator, and the
+    driver's evaluation) used to show its own first failure: "only this first failure is shown"
+    twice per run (reliability probe 3). The driver makes a private folder and names it in the
+    environment, which the generators it spawns inherit; a marker made there with ``O_EXCL``
+    says which process shows a failure, without a race. A Ray worker inherits no environment
+    and shows its own, as before."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="scalerl-shown-")
+    previous = os.environ.get(SHOWN_ENV)
+    os.environ[SHOWN_ENV] = folder
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(SHOWN_ENV, None)
+        else:
+            os.environ[SHOWN_ENV] = previous
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def first_in_run(key: str) -> bool:
+    """Whether this process is the run's first to ask about ``key`` (a failure to show): always
+    True outside :func:`shown_once_per_run`, or where its folder cannot be used."""
+    import hashlib
+
+    folder = os.environ.get(SHOWN_ENV)
+    if not folder:
+        return True
+    marker = os.path.join(folder, hashlib.sha1(key.encode()).hexdigest()[:20])
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:  # the folder is gone or unwritable: better twice than never
+        return True
+    return True
 
 
 def format_failure(err: BaseException) -> str:

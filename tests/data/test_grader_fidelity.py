@@ -159,21 +159,27 @@ BAD = _program([bad for _, _, bad in CASES])
 def _python_verdicts(program: str) -> list[bool]:
     """What plain Python's ``assert`` says of each case (the program is this test's own)."""
     space: dict = {"__name__": "fidelity"}
-    exec(compile(program, "fidelity.py", "exec", dont_inherit=True), space)
-    verdicts = []
-    for snippet, _, _ in CASES:
-        try:
-            exec(snippet, space)
-            verdicts.append(True)
-        except Exception:  # noqa: BLE001 - AssertionError, or a TypeError as Python raises it
-            verdicts.append(False)
+    limit = sys.getrecursionlimit()  # the depth case sets it to 100000 here, in the test's process
+    try:
+        exec(compile(program, "fidelity.py", "exec", dont_inherit=True), space)
+        verdicts = []
+        for snippet, _, _ in CASES:
+            try:
+                exec(snippet, space)
+                verdicts.append(True)
+            except Exception:  # noqa: BLE001 - AssertionError, or a TypeError as Python raises it
+                verdicts.append(False)
+    finally:  # every later test (the results decoder's among them) runs under the usual limit
+        sys.setrecursionlimit(limit)
     return verdicts
 
 
 def test_the_cases_are_what_they_claim_in_plain_python():
     assert len(CASES) >= 40 and len({parse_assert(s).func for s, _, _ in CASES}) == len(CASES)
+    limit = sys.getrecursionlimit()
     assert _python_verdicts(GOOD) == [True] * len(CASES)
     assert _python_verdicts(BAD) == [False] * len(CASES)
+    assert sys.getrecursionlimit() == limit  # the depth case raised it in this process: given back
 
 
 @LAYERS

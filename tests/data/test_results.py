@@ -42,7 +42,8 @@ def test_well_formed_lines_decode_to_plain_data():
     (b'0\t{"a": 1}\n', "JSON object"),
     (b"0\t" + b"1" * (MAX_DIGITS + 1) + b"\n", "more than 4300 digits"),
     (b"0\t" + b'["l",' * 200 + b"1" + b"]" * 200 + b"\n", "levels"),
-    (b"0\t" + b"[" * 100_000 + b"]" * 100_000 + b"\n", "not wire JSON"),
+    (b"0\t" + b"[" * 100_000 + b"]" * 100_000 + b"\n", "levels"),  # counted, never parsed
+    (b'0\t["l","' + b"[" * 500 + b'"]\n', None),  # brackets inside a string are no levels
     (b'0\t["s",["l"]]\n', "unhashable"),
     (b'0\t["x",1]\n', "malformed 'x'"),
     (b'0\t["x","0x1f"]\n', "malformed 'x'"),
@@ -54,7 +55,29 @@ def test_well_formed_lines_decode_to_plain_data():
 ])
 def test_malformed_channels_are_reported_and_fail_every_call(raw, why):
     values, error = decode_results(raw, 2)
+    if why is None:
+        assert error is None and values[0] == (True, ["[" * 500])
+        return
     assert values == [(False, None)] * 2 and why in error
+
+
+def test_deep_nesting_is_refused_by_counting_whatever_the_recursion_limit(monkeypatch):
+    """The depth is counted before ``json.loads`` runs: its C parser recurses per level up to the
+    interpreter's recursion limit, which any code in the process may raise (a crash past the C
+    stack). The limit is raised here and the parser is never reached."""
+    import sys
+
+    parsed = []
+    monkeypatch.setattr(results.json, "loads", lambda *a, **k: parsed.append(a))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1_000_000)
+    try:
+        for text in ("[" * 400_000 + "]" * 400_000, '["l",' * 102 + "1" + "]" * 102, "[{" * 60 + "}]" * 60):
+            with pytest.raises(results.WireError, match="nested more than 100 levels"):
+                decode_value(text)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert parsed == []
 
 
 def test_an_unfinished_last_line_is_a_call_never_reported():

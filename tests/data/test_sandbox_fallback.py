@@ -227,9 +227,9 @@ def test_concurrent_leases_get_distinct_uids_and_closing_gives_one_back():
             os.close(fd)
 
 
-def test_the_pool_is_unused_without_root_or_with_a_foreign_pool_dir(monkeypatch, tmp_path):
+def test_the_pool_is_unused_without_root_and_a_foreign_pool_dir_never(monkeypatch, tmp_path):
     monkeypatch.setattr(sandbox_uids.os, "geteuid", lambda: 1000)
-    sandbox_uids.pool_usable.cache_clear()
+    sandbox_uids.forget()
     try:
         assert sandbox_uids.lease_uid() is None
         monkeypatch.undo()
@@ -239,10 +239,15 @@ def test_the_pool_is_unused_without_root_or_with_a_foreign_pool_dir(monkeypatch,
         foreign.mkdir(mode=0o777)
         foreign.chmod(0o777)  # writable by anyone: another user could hold every lock in it
         monkeypatch.setattr(sandbox_uids, "POOL_DIR", str(foreign))
-        sandbox_uids.pool_usable.cache_clear()
-        assert sandbox_uids.lease_uid() is None
+        monkeypatch.setenv(sandbox_uids.PRIVATE_ENV, "")  # none inherited; the one made is undone after
+        monkeypatch.setattr(sandbox_uids.tempfile, "tempdir", str(tmp_path))
+        sandbox_uids.forget()
+        lease = sandbox_uids.lease_uid()  # through a private folder where the uids can be leased
+        if lease is not None:
+            os.close(lease[1])
+        assert not any(foreign.iterdir())  # never through the foreign one
     finally:
-        sandbox_uids.pool_usable.cache_clear()
+        sandbox_uids.forget()
 
 
 POOL_NEEDS = pytest.mark.skipif(
@@ -252,9 +257,10 @@ POOL_NEEDS = pytest.mark.skipif(
 
 @POOL_NEEDS
 @pytest.mark.parametrize("squat", ["another_users_folder", "open_to_others", "a_symlink", "replaceable_parent"])
-def test_a_pool_folder_that_is_not_the_trainers_own_is_never_used_and_warned_of_once(squat, tmp_path, monkeypatch):
+def test_a_pool_folder_that_is_not_the_trainers_own_is_never_used_and_a_private_one_is(squat, tmp_path, monkeypatch):
     # probe N15: a local user who made $TMPDIR/scalerl-sandbox-uids first sent every program
-    # back to the shared nobody, and the run log still claimed a uid of its own
+    # back to the shared nobody (review 3: still so, with a warning); now the trainer leases
+    # its uids through a private folder of its own, which its spawned processes share
     tmp = tmp_path / ("open" if squat == "replaceable_parent" else "tmp")
     tmp.mkdir()
     pool = tmp / "scalerl-sandbox-uids"
@@ -272,17 +278,28 @@ def test_a_pool_folder_that_is_not_the_trainers_own_is_never_used_and_warned_of_
     monkeypatch.setattr(sandbox_uids, "POOL_DIR", str(pool))
     monkeypatch.setattr(sandbox_ns, "isolation", lambda: sandbox_ns.Isolation(True, False))
     monkeypatch.setattr(code, "isolation", sandbox_ns.isolation)
-    sandbox_uids.pool_usable.cache_clear()
+    monkeypatch.setenv(sandbox_uids.PRIVATE_ENV, "")  # none inherited; the one made is undone after
+    monkeypatch.setattr(sandbox_uids.tempfile, "tempdir", str(tmp_path))  # the private folder's parent
+    sandbox_uids.forget()
+    lease = None
     try:
-        assert sandbox_uids.lease_uid() is None and not sandbox_uids.pool_usable()
+        lease = sandbox_uids.lease_uid()
+        assert lease is not None and sandbox_uids.BASE <= lease[0] < sandbox_uids.BASE + sandbox_uids.SIZE
+        private = os.environ[sandbox_uids.PRIVATE_ENV]  # a spawned generator inherits it
+        assert os.path.dirname(private) == str(tmp_path) and (os.stat(private).st_mode & 0o777) == 0o700
+        assert str(lease[0]) in os.listdir(private)
         lines = code.isolation_lines()
         warnings = [line for line in lines if "uid pool" in line]
         assert len(lines) == 2 and len(warnings) == 1
-        assert str(pool) in warnings[0] and "nobody" in warnings[0]
+        assert str(pool) in warnings[0] and private in warnings[0] and "nobody" not in warnings[0]
         assert warnings[0].count(". ") == 0 and "\n" not in warnings[0]  # one sentence
         assert not any(pool.resolve().iterdir())  # no lease file was made in it
+        sandbox_uids.forget()  # as a spawned generator decides it: the same private folder
+        assert sandbox_uids._pool()[0] == private
     finally:
-        sandbox_uids.pool_usable.cache_clear()
+        if lease is not None:
+            os.close(lease[1])
+        sandbox_uids.forget()
 
 
 @POOL_NEEDS
@@ -291,14 +308,14 @@ def test_a_private_root_owned_pool_folder_is_used_without_a_warning(tmp_path, mo
     monkeypatch.setattr(sandbox_uids, "POOL_DIR", str(pool))
     monkeypatch.setattr(sandbox_ns, "isolation", lambda: sandbox_ns.Isolation(True, False))
     monkeypatch.setattr(code, "isolation", sandbox_ns.isolation)
-    sandbox_uids.pool_usable.cache_clear()
+    sandbox_uids.forget()
     try:
         lease = sandbox_uids.lease_uid()
         assert lease is not None and sandbox_uids.pool_warning() is None
         os.close(lease[1])
         assert len(code.isolation_lines()) == 1
     finally:
-        sandbox_uids.pool_usable.cache_clear()
+        sandbox_uids.forget()
 
 
 # Run as an unprivileged trainer: the programs keep its uid (the fallback), or are root of a

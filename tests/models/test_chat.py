@@ -63,3 +63,35 @@ def test_template_file_and_kwargs(tmp_path, chat_tokenizer):
     with pytest.raises(ChatTemplateError, match="does not exist"):
         PromptRenderer(chat_tokenizer, ChatFormat(template=str(tmp_path / "missing.jinja")))
     assert CHATML in (chat_tokenizer.chat_template or "")
+
+
+class _Spy:
+    """A tokenizer that remembers the longest text it was asked to tokenize."""
+
+    def __init__(self, tok):
+        self.tok, self.longest = tok, 0
+
+    def __getattr__(self, name):
+        return getattr(self.tok, name)
+
+    def encode(self, text, **kw):
+        self.longest = max(self.longest, len(text))
+        return self.tok.encode(text, **kw)
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_a_huge_prompt_is_measured_a_chunk_at_a_time(chat, chat_tokenizer):
+    # reliability probe 3 (D7): the long-prompt check tokenized a 30 MB prompt whole and the
+    # tokenizer aborted the trainer (about 0.35 GB of memory per MB of text)
+    from scalerl.models.chat import COUNT_CHUNK_CHARS
+
+    spy = _Spy(chat_tokenizer if chat else build_task_tokenizer())
+    r = PromptRenderer(spy)
+    huge = "1 add 2 " * (30 << 20 >> 3)  # 30 MB
+    n, exact = r.measure(huge, 500)
+    assert n > 500 and not exact and spy.longest <= COUNT_CHUNK_CHARS
+    short = "What is 3 add 4?"
+    assert r.measure(short, 500) == (len(r.ids(short)), True)
+    # a long prompt that fits is counted exactly as a whole tokenization counts it
+    fits = "1 add 2 " * (COUNT_CHUNK_CHARS // 4)
+    assert r.measure(fits, 10**7)[0] == len(r.ids(fits))

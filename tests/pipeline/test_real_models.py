@@ -177,7 +177,8 @@ def test_export_of_what_is_not_a_run_is_one_sentence(tmp_path, capsys):
 
 @pytest.mark.parametrize("case", ["no file", "no name", "no completion", "missing field", "bad prompt",
                                   "no template", "rank 0", "fields not taken", "TRL form, fields not taken",
-                                  "messages deep in the file",
+                                  "messages deep in the file", "a named column some rows lack",
+                                  "a named column no row has",
                                   "lora targets none", "lora target a typo", "lora target the head",
                                   "lora rank above the layers"])
 def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
@@ -207,10 +208,19 @@ def test_bad_input_is_one_sentence(case, user, tmp_path, capsys, nano_dir):
              "TRL form, fields not taken": ("task.reward_fns", f"[{tmp_path}/r.py:trl_narrow]",
                                             "cannot be called as NAME(prompts, completions"),
              "messages deep in the file": ("task.knobs", f"{{path: {data}, num_validation: 1}}",
-                                           "is chat messages, which need a chat template")}[case]
+                                           "is chat messages, which need a chat template"),
+             # reward.py's score names `answer`: a row without it would score None silently (newcomer F3)
+             "a named column some rows lack": ("task.knobs", f"{{path: {data}, num_validation: 1}}",
+                                               f"{data}:3: the row has no column 'answer', which task.reward_fn"),
+             "a named column no row has": ("task.knobs", f"{{path: {data}, num_validation: 1}}",
+                                           "the row has no column 'answer', which task.reward_fn")}[case]
     lines = {"bad prompt": ['{"prompt": 5}'],
              "messages deep in the file": [*(f'{{"prompt": "p{i}"}}' for i in range(6)),
-                                           '{"prompt": [{"role": "user", "content": "m"}]}']}
+                                           '{"prompt": [{"role": "user", "content": "m"}]}'],
+             "a named column some rows lack": [*(f'{{"prompt": "p{i}", "answer": "{i}"}}' for i in range(2)),
+                                               '{"prompt": "p2", "level": 3}',
+                                               *(f'{{"prompt": "p{i}", "answer": "{i}"}}' for i in range(3, 6))],
+             "a named column no row has": [f'{{"prompt": "p{i}"}}' for i in range(6)]}
     data.write_text("\n".join(lines.get(case, ['{"prompt": "a"}', '{"answer": "b"}'])) + "\n")
     if case == "messages deep in the file":
         sets["model.base"] = str(nano_dir)

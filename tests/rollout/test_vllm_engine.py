@@ -10,6 +10,7 @@ seconds.
 
 from __future__ import annotations
 
+import logging
 import sys
 import types
 from pathlib import Path
@@ -120,6 +121,45 @@ def test_a_swap_between_engine_steps_keeps_the_running_request_s_kv(engine, mode
     assert not engine._prefix_stale
     assert fresh.versions.tolist() == fresh.kv_versions.tolist() == [1] * fresh.num_tokens
     assert torch.allclose(torch.from_numpy(fresh.logprobs), _logprobs(new, prompt, fresh.tokens.tolist()), atol=ATOL)
+
+
+class _Said(logging.Handler):
+    """What vLLM logs (its ``vllm`` logger does not propagate to the root)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_a_swap_says_nothing_that_means_nothing(engine, models):
+    # issue 37: "RotaryEmbedding: Failed to load weights" and "Failed to reset prefix cache" at
+    # every swap. The first is a layer of derived buffers only (silenced for such layers); the
+    # second came from asking for a reset while requests ran (no longer asked then)
+    old, new, tokenizer = models
+    said = _Said()
+    logging.getLogger("vllm").addHandler(said)
+    try:
+        def swap(eng, step):
+            if step == 2:
+                eng.update_weights(dict(new.named_parameters()), version=1)
+
+        prompt = tokenizer.encode("add 12+7 =")
+        engine.generate([prompt], SamplingParams(max_new_tokens=6, seed=0), on_step=swap)  # in flight
+        assert engine._prefix_stale  # reset before the next requests instead
+        engine.update_weights(dict(old.named_parameters()), version=2)  # idle: reset at once
+        assert not engine._prefix_stale
+    finally:
+        logging.getLogger("vllm").removeHandler(said)
+    assert not [line for line in said.lines if "Failed to" in line], said.lines
+    from scalerl.rollout.vllm_engine import _DerivedBufferFilter
+
+    kept = logging.LogRecord("x", logging.WARNING, "", 0, "%s: Failed to load weights", ("QKVParallelLinear",), None)
+    dropped = logging.LogRecord("x", logging.WARNING, "", 0, "%s: Failed to load weights", ("RotaryEmbedding",), None)
+    quiet = _DerivedBufferFilter({"RotaryEmbedding"})
+    assert quiet.filter(kept) and not quiet.filter(dropped)  # a layer with weights is still said
 
 
 def test_a_partial_update_is_completed_from_the_current_weights(engine, models):

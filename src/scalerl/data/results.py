@@ -300,6 +300,26 @@ def _check_shape(tree: Any) -> None:
     raise WireError(f"more than {MAX_NODES} values or {MAX_DEPTH} levels")
 
 
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included (unrolled: linear)
+
+
+def _check_nesting(text: str) -> None:
+    """Refuse more than ``MAX_DEPTH`` levels of brackets before ``json.loads`` sees the text.
+
+    ``json``'s C parser recurses once per level and stops only at the interpreter's recursion
+    limit, which any code in the trainer may raise (a test, a library: ``sys.setrecursionlimit``),
+    and past the C stack that is a crash, not an error. So depth is counted here, on the text
+    with its strings taken out (a bracket inside a string is no level): +1 per ``[``/``{``,
+    −1 per ``]``/``}``, vectorised, linear in the text."""
+    import numpy as np
+
+    bare = _STRING.sub("", text).encode("utf-8", "surrogatepass")
+    codes = np.frombuffer(bare, dtype=np.uint8)
+    steps = (codes == ord("[")).view(np.int8) + (codes == ord("{")) - (codes == ord("]")) - (codes == ord("}"))
+    if steps.size and int(np.cumsum(steps, dtype=np.int32).max()) > MAX_DEPTH + 1:
+        raise WireError(f"values nested more than {MAX_DEPTH} levels deep")
+
+
 def _finite_or_tagged(node: Any) -> float:
     value, _ = _build(node)
     if type(value) is not float:
@@ -368,6 +388,7 @@ def decode_value(text: str) -> Any:
     """One value from its wire text; :class:`WireError` if it is outside the grammar."""
     if len(text) > MAX_BYTES:
         raise WireError(f"a value over {MAX_BYTES} bytes")
+    _check_nesting(text)
     try:
         tree = json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant,
                           object_pairs_hook=_refuse_object)

@@ -11,18 +11,23 @@ A lease is an exclusive ``flock`` on ``<pool dir>/<uid>``, held by the trainer p
 the run's lifetime: it works across the trainer's generator processes and across trainers
 on one host, and the kernel releases it when the holder dies, so no lease is ever left
 stale. Where the pool cannot be used (not root, the uids are not mapped in this user
-namespace, an account owns one, the pool directory is not root's own), callers get
-``None`` and fall back to ``nobody``, the behaviour before the pool existed.
+namespace, an account owns one), callers get ``None`` and fall back to ``nobody``, the
+behaviour before the pool existed.
 
 The pool directory is trusted only if it is a real directory, owned by this (root) trainer,
 closed to group and others, in a folder where no other user can rename it away: another
-local user who made it first (probe N15) could hold every lock in it, and otherwise silently
-sends every program back to the shared ``nobody``. Then :func:`pool_warning` is the one
-sentence the run log gets.
+local user who made it first (probe N15) could hold every lock in it. Then the trainer leases
+through a private folder instead (:func:`_private_dir`): one it makes itself with an
+unguessable name, 0700, named to the generator processes it spawns in the environment
+(``PRIVATE_ENV``), so its own programs still never share a uid; only the coordination with
+another trainer on the host is lost (both may lease one uid), which :func:`pool_warning` says
+in one sentence. Falling back to the shared ``nobody`` instead, as before, let a local user
+who squats the folder break every concurrent honest program (reliability probe 3, N15).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import functools
@@ -30,6 +35,7 @@ import grp
 import itertools
 import os
 import pwd
+import shutil
 import stat
 import tempfile
 
@@ -80,43 +86,83 @@ def _dir_refusal(path: str) -> str | None:
     return None
 
 
-def _check_pool() -> tuple[bool, str | None]:
-    """(usable, warning): the warning is a sentence for the run log when a root trainer, who
-    would lease uids, cannot (not root or uids unmapped: no pool is expected, no warning)."""
-    if os.geteuid() != 0 or not (_mapped("/proc/self/uid_map") and _mapped("/proc/self/gid_map")):
-        return False, None
-    why = _dir_refusal(POOL_DIR)
-    if why is None and not all(_unowned(uid) for uid in (BASE, BASE + SIZE - 1)):
-        why = f"is for uids {BASE}..{BASE + SIZE - 1}, one of which an account on this host has"
-    if why is None:
-        return True, None
-    return False, (f"code sandbox WARNING: the uid pool folder {POOL_DIR} {why}, so it is not used and "
-                   "every program runs as nobody, sharing one process budget with the others "
-                   "(remove the folder, or set TMPDIR to a root-owned one, and restart)")
+PRIVATE_ENV = "SCALERL_SANDBOX_PRIVATE_POOL"
+"""The private pool folder of this trainer, inherited by the generator processes it spawns."""
+
+
+def _private_dir() -> str | None:
+    """This trainer's private pool folder: the one its parent made (``PRIVATE_ENV``) if it is
+    still this trainer's own, else a new one (``mkdtemp``: unguessable, 0700), named in the
+    environment for the processes spawned after; None if even that is refused."""
+    inherited = os.environ.get(PRIVATE_ENV)
+    if inherited and os.path.isabs(inherited) and _dir_refusal(inherited) is None:
+        return inherited
+    try:
+        path = tempfile.mkdtemp(prefix="scalerl-sandbox-uids-")
+    except OSError:
+        return None
+    if _dir_refusal(path) is not None:  # in a folder others may rename it out of
+        return None
+    os.environ[PRIVATE_ENV] = path
+    atexit.register(shutil.rmtree, path, True)  # the maker outlives the generators it spawned
+    return path
 
 
 @functools.cache
+def _pool() -> tuple[str | None, str | None]:
+    """(folder to lease through or None, warning): the warning is a sentence for the run log
+    when a root trainer, who leases uids, cannot use the shared folder (not root or uids
+    unmapped: no pool is expected, no warning)."""
+    if os.geteuid() != 0 or not (_mapped("/proc/self/uid_map") and _mapped("/proc/self/gid_map")):
+        return None, None
+    if not all(_unowned(uid) for uid in (BASE, BASE + SIZE - 1)):
+        return None, (f"code sandbox WARNING: the uid pool is for uids {BASE}..{BASE + SIZE - 1}, one of which an "
+                      "account on this host has, so it is not used and every program runs as nobody, sharing one "
+                      "process budget with the others")
+    why = _dir_refusal(POOL_DIR)
+    if why is None:
+        return POOL_DIR, None
+    private = _private_dir()
+    if private is None:
+        return None, (f"code sandbox WARNING: the uid pool folder {POOL_DIR} {why}, and no private one can be made, "
+                      "so every program runs as nobody, sharing one process budget with the others (remove the "
+                      "folder, or set TMPDIR to a root-owned one, and restart)")
+    return private, (f"code sandbox WARNING: the uid pool folder {POOL_DIR} {why}, so this trainer leases its "
+                     f"programs' uids through a private folder {private} instead: each program still runs as a "
+                     "uid of its own, but another trainer on this host may lease the same ones (remove the folder, "
+                     "or set TMPDIR to a root-owned one, and restart, to share the pool again)")
+
+
+def forget() -> None:
+    """Decide the pool again on the next lease (tests change the folder or the uid)."""
+    _pool.cache_clear()
+
+
 def pool_usable() -> bool:
     """True when this process can lease uids: root, the pool mapped for users and groups, no
-    account in it, and a pool directory that is root's own and private (:func:`_dir_refusal`)."""
-    return _check_pool()[0]
+    account in it, and a pool folder that is root's own and private (:func:`_dir_refusal`):
+    the shared one, or this trainer's private one where the shared one is refused."""
+    return _pool()[0] is not None
+
 
 
 def pool_warning() -> str | None:
-    """One sentence for the run log when a root trainer's uid pool is refused, else None."""
-    return None if pool_usable() else _check_pool()[1]
+    """One sentence for the run log when a root trainer cannot lease through the shared
+    folder (it leases through a private one, or not at all), else None."""
+    return _pool()[1]
 
 
 def lease_uid() -> tuple[int, int] | None:
     """``(uid, fd)``: a uid no other running program holds, and the fd whose closing gives it
     back (non-inheritable, so the program never holds it). None when the pool is unusable
     or, with ``SIZE`` programs running on this host, full."""
-    if not pool_usable():
+    folder = _pool()[0]
+    if folder is None:
         return None
     start = next(_next)
     for k in range(SIZE):
         uid = BASE + (start + k) % SIZE
-        fd = os.open(os.path.join(POOL_DIR, str(uid)), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(os.path.join(folder, str(uid)), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

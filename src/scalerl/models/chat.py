@@ -76,7 +76,7 @@ class PromptRenderer:
     def text(self, prompt: Prompt) -> str:
         """The exact text the model is given for ``prompt`` (rendered again: it is asked for
         a few samples per evaluation, while ids are asked for every prompt of every step)."""
-        return self._render(prompt)[0]
+        return self._render_text(prompt)
 
     def ids(self, prompt: Prompt) -> list[int]:
         """The token ids the model is given for ``prompt`` (a fresh list: callers may keep it)."""
@@ -99,7 +99,44 @@ class PromptRenderer:
                   file=sys.stderr, flush=True)
         return ids[max(len(ids) - limit, 0):]
 
+    def measure(self, prompt: Prompt, limit: int) -> tuple[int, bool]:
+        """``(tokens, exact)`` of ``prompt`` rendered, found without tokenizing more than
+        :data:`COUNT_CHUNK_CHARS` characters at once: a fast tokenizer's transient memory is about
+        0.35 GB per MB of text, so tokenizing a 30 MB prompt whole aborted the trainer (reliability
+        probe 3, D7).
+
+        A text of at most one chunk is tokenized whole: exact. A longer one is tokenized a chunk
+        at a time, cut at whitespace (where pre-tokenizers split anyway), and each cut may split
+        one token in two, so the count less the cuts is a lower bound: once it is past ``limit``
+        the answer is ``(that bound, False)``, and the rest is never read. A sum below ``limit``
+        with the cuts added fits for sure; one within the cuts of it is settled by tokenizing the
+        whole text, which then holds no more than about ``limit`` tokens' worth. (A bound from
+        characters alone would be unsound: a word-level tokenizer's one unknown token covers any
+        length.)"""
+        text = self._render_text(prompt)
+        if len(text) <= COUNT_CHUNK_CHARS:
+            return len(self._encode(text)), True
+        total, start, cuts = 0, 0, -1
+        while start < len(text):
+            end = _chunk_end(text, start)
+            total += len(self._encode(text[start:end], first=start == 0))
+            start, cuts = end, cuts + 1
+            if total - cuts > limit:
+                return total - cuts, False
+        if total + cuts <= limit:
+            return total, False
+        return len(self._encode(text)), True
+
+    def _encode(self, text: str, first: bool = True) -> list[int]:
+        """``text``'s ids as the model gets them (a plain prompt with the tokenizer's special
+        tokens, which a chat template writes itself); ``first=False``: a later chunk, without them."""
+        return self.tokenizer.encode(text, add_special_tokens=first and not self.chat)
+
     def _render(self, prompt: Prompt) -> tuple[str, list[int]]:
+        text = self._render_text(prompt)
+        return text, self._encode(text)
+
+    def _render_text(self, prompt: Prompt) -> str:
         system = self.fmt.system_prompt
         if not self.chat:
             if not isinstance(prompt, str):
@@ -107,12 +144,25 @@ class PromptRenderer:
                     "chat-message prompts need a chat template, and the tokenizer has none "
                     f"(model.chat_template: {self.fmt.template}); set model.chat_template to a "
                     ".jinja file, or give the prompts as strings.")
-            text = f"{system}\n\n{prompt}" if system else prompt
-            return text, self.tokenizer.encode(text)
+            return f"{system}\n\n{prompt}" if system else prompt
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
         if system and messages[0]["role"] != "system":
             messages = [{"role": "system", "content": system}, *messages]
-        text = self.tokenizer.apply_chat_template(
+        return self.tokenizer.apply_chat_template(
             messages, chat_template=self.template, tokenize=False, add_generation_prompt=True,
             **dict(self.fmt.kwargs))
-        return text, self.tokenizer.encode(text, add_special_tokens=False)
+
+
+COUNT_CHUNK_CHARS = 1 << 18
+"""Characters :meth:`PromptRenderer.measure` tokenizes at once (about 90 MB of a fast
+tokenizer's working memory)."""
+
+
+def _chunk_end(text: str, start: int) -> int:
+    """Where the chunk from ``start`` ends: before the last whitespace within
+    :data:`COUNT_CHUNK_CHARS` (or there, with none), or the text's end."""
+    end = start + COUNT_CHUNK_CHARS
+    if end >= len(text):
+        return len(text)
+    space = max(text.rfind(c, start + 1, end) for c in " \n\t")
+    return space if space > start else end

@@ -108,8 +108,8 @@ def check_prompts(cfg: Config, task) -> None:
     where = f"model.base {cfg.model.base}" if cfg.model.base else f"the built model.preset {cfg.model.preset!r}"
     try:
         renderer = PromptRenderer(tokenizer, chat_format(cfg))
-        for example in examples:
-            renderer.ids(task.prompt(example))
+        for example in examples:  # rendered, not tokenized: a huge prompt is measured below
+            renderer.text(task.prompt(example))
         if not renderer.chat and _prompts_may_vary(cfg, task):
             _all_plain(task)
         if cfg.model.base is None:
@@ -137,11 +137,12 @@ def _check_prompt_lengths(cfg: Config, task, renderer, examples) -> None:
         splits = (("training", examples[:1]), ("validation", examples[1:]))
     for split, items in splits:
         for i, example in enumerate(items):
-            n = len(renderer.ids(task.prompt(example)))
+            n, exact = renderer.measure(task.prompt(example), room)  # never a 30 MB prompt's token list
             if n > room:
                 where = example.meta.get("where") or f"{split} prompt {i}"
+                size = f"{n} tokens" if exact else f"more than {n} tokens"
                 raise ConfigError(
-                    f"{where}: the prompt is {n} tokens, and with {completion_budget(cfg)} completion tokens "
+                    f"{where}: the prompt is {size}, and with {completion_budget(cfg)} completion tokens "
                     f"it does not fit the {room + completion_budget(cfg)}-token context of {model_context(cfg)[1]}; "
                     f"shorten it, or set task.long_prompts=cut to keep its last {max(room, 0)} tokens.")
 
@@ -183,10 +184,33 @@ def _check_reward_fields(cfg: Config, task, example) -> None:
 
     if not isinstance(task, UserRewardTask):
         return
+    _check_named_columns(task)
     try:
         task.check_call(example)
     except TypeError as err:
         raise ConfigError(str(err)) from None
+
+
+def _check_named_columns(task) -> None:
+    """A column a reward function names as a parameter (without a default) is in every row of
+    a dataset task's files; else one sentence naming the first row without it. A row lacking it
+    would otherwise reach the function as None (or, before, as ``answer=''``), a silent zero
+    reward (newcomer trial 3, F3)."""
+    from scalerl.data.tasks.dataset import DatasetTask, required_columns
+
+    data = task.inner
+    if not isinstance(data, DatasetTask):
+        return
+    first = data.first_row
+    for fn in task.functions:
+        for column in required_columns(fn.fn, fn.batch):
+            if column in data.columns and column not in data.partial_columns:
+                continue
+            count, where = data.partial_columns.get(column, (None, first))
+            rows = "no row has it" if count is None else f"{count} rows lack it"
+            raise ConfigError(f"{where}: the row has no column {column!r}, which {fn.what} {fn.spec} takes as a "
+                              f"parameter ({rows}); add it to every row (null where there is no value), or give "
+                              "the parameter a default.")
 
 
 def check_model(cfg: Config) -> None:

@@ -46,6 +46,7 @@ from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build, time_limit
 from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
 from scalerl.pipeline.learner import LearnerRole
+from scalerl.pipeline.leftovers import stopped_at_end
 from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.plan import RunPlan, build_plan, write_plan
 from scalerl.pipeline.queues import LagPolicy
@@ -53,6 +54,7 @@ from scalerl.pipeline.reward_notes import check_first_batch, describe_rewards
 from scalerl.pipeline.scheduler import Scheduler
 from scalerl.pipeline.shm import sweep_semaphores
 from scalerl.pipeline.stop import Stopping, on_signals
+from scalerl.user_code import shown_once_per_run
 
 
 def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) -> dict[str, Any]:
@@ -65,7 +67,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     if saved and (line := time_limit.spent(cfg.train.max_minutes, saved[0]["compute"]["wall_s"])):
         log(line)  # before anything is built: the checkpoint stays as it is
         return {}
-    with on_signals(run_dir, resumable=saved is not None) as stopping:
+    with stopped_at_end(log), on_signals(run_dir, resumable=saved is not None) as stopping, shown_once_per_run():
         return _train(cfg, plan, run_dir, saved, resume, log, stopping)
 
 
@@ -78,6 +80,8 @@ def _train(cfg: Config, plan: RunPlan, run_dir: Path, saved, resume: bool, log, 
 
     task = task_spec(cfg).build()
     if (line := build.validation_line(cfg, task)) is not None:
+        log(line)
+    if (line := getattr(task, "columns_note", None)) is not None:  # a dataset's partial columns
         log(line)
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
     learner, tokenizer = build.make_learner(cfg, plan, model_dir, log)

@@ -57,7 +57,14 @@ from scalerl.rollout.env import (
 from scalerl.rollout.observation import ObservationRenderer
 from scalerl.rollout.trajectory import Trajectories, check_stop
 from scalerl.types import Completion, SamplingParams, Turn
-from scalerl.user_code import CallTimedOut, TooManyStuck, UserCalls, UserCodeFailed, format_failure
+from scalerl.user_code import (
+    CallTimedOut,
+    TooManyStuck,
+    UserCalls,
+    UserCodeFailed,
+    first_in_run,
+    format_failure,
+)
 
 _TURN_SEED_STRIDE = 1_000_003  # a fixed-seed call (validation) draws new numbers each turn
 
@@ -263,7 +270,7 @@ class MultiTurn:
         e.failed, e.abandoned = True, e.abandoned or isinstance(err, CallTimedOut)
         e.end()
         self.env_errors += 1
-        if self.env_errors == 1:
+        if self.env_errors == 1 and first_in_run(f"env.name {self.spec.name}"):
             self.log(f"env.name {self.spec.name}: an environment failed, and its trajectory scores 0 (counted in "
                      f"env_errors; only this first failure is shown):\n{format_failure(err)}")
 

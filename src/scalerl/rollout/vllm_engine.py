@@ -31,9 +31,12 @@ How the protocol maps onto vLLM:
   version that sampled them, since nothing decodes between two ``step()`` calls — and with
   ``kv_versions``, the oldest version of the KV they read (the phase's first step). vLLM resets the prefix
   cache only while no request holds blocks (``reset_prefix_cache`` returns False otherwise),
-  so a reset that fails mid-generation is retried before the next batch of requests is added
-  (when none runs), and a retry that fails there too raises: new requests never reuse KV
-  computed under old weights.
+  so a swap while requests run does not ask (vLLM would refuse and log "Failed to reset prefix
+  cache" at every in-flight swap): the reset is made before the next batch of requests is added
+  (when none runs), and one that fails there raises: new requests never reuse KV computed
+  under old weights. vLLM's "RotaryEmbedding: Failed to load weights" at every swap is a
+  false alarm (a layer of derived buffers only; :class:`_DerivedBufferFilter`), silenced for
+  such layers alone.
 - **Forced interruptions**: vLLM cannot inject tokens into a running request, so a row with
   thinking budget ``L_int`` runs in two phases: up to ``L_int`` tokens; then, if it did not
   write ``</think>``, a second request on ``prompt + generated + phrase`` with
@@ -46,6 +49,7 @@ How the protocol maps onto vLLM:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,8 +75,41 @@ def _reload_weights(worker, items):
     loads it and re-runs its post-load processing (the CPU backend's GEMM packing, a quantized
     layer's repacking; a no-op for unquantized CUDA layers). ``model.load_weights`` alone
     fails on the CPU build and on packed layers (``gpu-review-2.md`` N11)."""
+    _quiet_derived_buffers(worker.model_runner.get_model())
     worker.model_runner.reload_weights(weights_iterator=iter(items))
     return len(items)
+
+
+LAYERWISE_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+"""The vLLM logger that says "<layer>: Failed to load weights" during a reload."""
+
+
+class _DerivedBufferFilter(logging.Filter):
+    """Drops vLLM's "<layer>: Failed to load weights" for the layer classes in ``names``.
+
+    Those layers own buffers and no parameters: a rotary embedding's ``cos_sin_cache``, computed
+    from the config, in no checkpoint. vLLM's reload counts buffers among the tensors a layer
+    should receive, finds none arrived for it, warns, and puts the layer's own tensors back:
+    exactly right, and said at every weight swap (issue 37). A layer with a parameter keeps the
+    warning, which then means a real weight was not updated."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (record.msg == "%s: Failed to load weights" and args and args[0] in self.names)
+
+
+def _quiet_derived_buffers(model) -> None:
+    """Install :class:`_DerivedBufferFilter` once for ``model``'s parameterless layer classes."""
+    logger = logging.getLogger(LAYERWISE_LOGGER)
+    if any(isinstance(f, _DerivedBufferFilter) for f in logger.filters):
+        return
+    with_params = {type(m).__name__ for m in model.modules() if any(True for _ in m.parameters(recurse=False))}
+    buffers_only = {type(m).__name__ for m in model.modules() if any(True for _ in m.buffers(recurse=False))}
+    logger.addFilter(_DerivedBufferFilter(buffers_only - with_params))
 
 
 @dataclass
@@ -173,8 +210,11 @@ class VLLMEngine:
             items = {**self._left_out(known - set(items)), **items}
         self.llm.collective_rpc(_reload_weights, args=(list(items.items()),))
         self._version = int(version)
-        # fails while running requests hold blocks: retried before new requests (module doc)
-        self._prefix_stale = not self.llm.reset_prefix_cache()
+        # vLLM resets the prefix cache only when no request holds blocks, and says "Failed to
+        # reset prefix cache" each time it cannot: an in-flight swap (requests running) leaves it
+        # stale for the next phase to reset, when none runs (module doc), and never asks in vain
+        running = self.llm.llm_engine.has_unfinished_requests()
+        self._prefix_stale = running or not self.llm.reset_prefix_cache()
 
     def _left_out(self, names: set[str]) -> dict:
         """The model directory's tensors of ``names``, kept after the first read."""

@@ -119,3 +119,54 @@ def test_a_task_factory_from_a_file(tmp_path, data):
 
     with pytest.raises(ValueError, match="needs the knob 'path'"):
         check_task(f"{factory}:make", {})
+
+
+def test_a_column_some_rows_lack_is_none_there_and_said_once(tmp_path):
+    # newcomer trial 3 (F3): rows without `answer` reached the reward as answer='' in silence
+    rows = [{"prompt": f"q{i}", **({"answer": str(i)} if i % 4 else {}), **({"hint": "h"} if i == 5 else {})}
+            for i in range(20)]
+    path = write_jsonl(tmp_path / "data.jsonl", rows)
+    task = get_task("dataset", path=str(path), num_validation=2)
+    assert task.columns == ["answer", "hint"]
+    assert task.partial_columns == {"answer": (5, f"{path}:1"), "hint": (19, f"{path}:1")}
+    from scalerl.data.tasks.dataset import reward_fields
+
+    examples = [*map(task.train_example, range(task.num_train)), *task.validation()]
+    got = {e.problem: reward_fields(task, e) for e in examples}
+    assert got["q4"] == {"answer": None, "hint": None, "prompt": "q4"}  # None, as datasets passes it
+    assert got["q5"] == {"answer": "5", "hint": "h", "prompt": "q5"}
+    note = task.columns_note
+    assert note.count("\n") == 0 and "'answer' is missing from 5 of 20 rows" in note and "None" in note
+
+
+def test_a_row_with_only_a_prompt_gets_no_invented_answer(tmp_path):
+    path = write_jsonl(tmp_path / "data.jsonl", [{"prompt": f"q{i}"} for i in range(6)])
+    task = get_task("dataset", path=str(path), num_validation=2)
+    from scalerl.data.tasks.dataset import reward_fields
+
+    assert reward_fields(task, task.train_example(0)) == {"prompt": task.train_example(0).problem}
+    assert task.partial_columns == {} and task.columns_note is None
+
+
+def test_preflight_refuses_a_row_without_a_column_a_reward_function_names(tmp_path):
+    from scalerl.config import ConfigError
+    from scalerl.pipeline.preflight import _check_named_columns
+
+    rows = [{"prompt": f"q{i}", "answer": str(i)} for i in range(8)]
+    rows[5] = {"prompt": "q5", "level": 2}
+    path = write_jsonl(tmp_path / "data.jsonl", rows)
+    (tmp_path / "r.py").write_text(
+        "def named(completion, answer, **kw):\n    return 0.0\n"
+        "def defaulted(completion, level=None, **kw):\n    return 0.0\n"
+        "def trl(completions, answer, **kw):\n    return [0.0] * len(completions)\n"
+        "def loose(completion, **kw):\n    return 0.0\n")
+    for name in ("named", "trl"):
+        task = TaskSpec("dataset", {"path": str(path), "num_validation": 2}, (f"{tmp_path}/r.py:{name}",)).build()
+        with pytest.raises(ConfigError) as err:
+            _check_named_columns(task)
+        text = str(err.value)
+        assert text.startswith(f"{path}:6: the row has no column 'answer'") and f"r.py:{name}" in text
+        assert text.count(". ") == 0 and text.endswith(".")
+    for name in ("defaulted", "loose"):  # a default or **kw: the row's None is the function's to handle
+        task = TaskSpec("dataset", {"path": str(path), "num_validation": 2}, (f"{tmp_path}/r.py:{name}",)).build()
+        _check_named_columns(task)

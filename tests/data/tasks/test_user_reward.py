@@ -57,3 +57,29 @@ def test_a_bad_call_scores_zero_and_is_counted(task, completion, capsys):
     assert expected in err
     if completion == "hang":
         assert user_code.stuck() == before + 2
+
+
+def test_a_failure_is_shown_once_per_run_across_its_processes(tmp_path, capsys):
+    # reliability probe 3: "only this first failure is shown" came once from the generator and
+    # once from the driver's evaluation; each process's task is its own, as here
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "reward.py"
+    path.write_text("def score(completion, **fields):\n    raise ValueError('boom')\n")
+    spec = TaskSpec("addition", {"min_digits": 1, "max_digits": 1}, (f"{path}:score",), reward_timeout_s=5.0)
+    with user_code.shown_once_per_run():
+        generator, evaluator = spec.build(), spec.build()
+        for task in (generator, evaluator):
+            assert task.reward("x", task.train_example(0)) == 0.0
+        child = subprocess.run([sys.executable, "-c", "from scalerl.user_code import first_in_run as f\n"
+                                f"print(f({f'task.reward_fns {path}:score'!r}), f('another'))"],
+                               env=os.environ, capture_output=True, text=True, check=True)
+        assert child.stdout.split() == ["False", "True"]  # a spawned process sees the same run
+    assert generator.reward_errors == evaluator.reward_errors == 1
+    assert capsys.readouterr().err.count("only this first failure is shown") == 1
+    assert user_code.SHOWN_ENV not in os.environ  # the run's folder is gone with it
+    outside = spec.build()  # outside a run (a notebook, a test) each task says its own, as before
+    outside.reward("x", outside.train_example(0))
+    assert capsys.readouterr().err.count("only this first failure is shown") == 1

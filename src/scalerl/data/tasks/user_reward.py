@@ -22,8 +22,9 @@ Each function's own reward (``r_f``, NaN for None) is kept by name for the metri
 - An exception inside a function, ``BaseException`` included (``SystemExit``,
   ``KeyboardInterrupt``), is caught per call: the function's reward for the call's samples
   (one, or a TRL-form batch) is 0, those samples are counted in ``reward_errors``, and each
-  function's first traceback in each process is printed once (a policy that found the input
-  that breaks the function will find it again and again).
+  function's first traceback in the run is printed once (a policy that found the input that
+  breaks the function will find it again and again; ``user_code.first_in_run`` keeps a
+  generator and the driver's evaluation from each printing theirs).
 - So is a call that runs past ``task.reward_timeout_s`` (each call has it): it is abandoned
   on its worker thread (``scalerl.user_code``: too many still running stop the run with one
   sentence).
@@ -56,7 +57,7 @@ from scalerl.data.tasks.trl_reward import (
     takes_batch,
 )
 from scalerl.plugins import PluginError, check_parameter, load
-from scalerl.user_code import TooManyStuck, UserCalls, UserCodeFailed, format_failure
+from scalerl.user_code import TooManyStuck, UserCalls, UserCodeFailed, first_in_run, format_failure
 
 
 def load_reward_fn(spec: str, what: str = "task.reward_fn"):
@@ -123,10 +124,13 @@ class RewardFunction:
                                                                             "task.reward_timeout_s"))
 
     def failed(self, err: BaseException, samples: int) -> None:
-        """Print the first failure of this function in this process."""
+        """Print the first failure of this function in this run (``user_code.first_in_run``:
+        of the processes that call it, only the first to fail shows it)."""
         if self.shown:
             return
         self.shown = True
+        if not first_in_run(f"{self.what} {self.spec}"):
+            return
         # the user's own exceptions arrive as UserCodeFailed; anything else is a check of the result
         text = format_failure(err) if isinstance(err, UserCodeFailed) else f"{type(err).__name__}: {err}\n"
         on = "a sample, which scores" if samples == 1 else f"a batch of {samples} samples, which score"
