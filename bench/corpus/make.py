@@ -34,7 +34,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -182,7 +181,7 @@ def main() -> int:
                       "steps": family.steps, "evaluations": len(rows), "wall_s_total": round(time.time() - t0, 1),
                       "wall_s_rl": rows[-1]["wall_s"] if rows else None, "load_start": round(load0, 2),
                       "load_end": round(os.getloadavg()[0], 2), "commit": _commit(),
-                      "made": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                      "made": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                       "final_val_pass_rate": rows[-1]["val_pass_rate"] if rows else None}  # fmt: skip
         _save_index(index)
         print(f"    {len(rows)} evaluations, {index[key]['wall_s_total']:.0f} s, val "

@@ -16,8 +16,8 @@ from scalerl.fit.crossing import crossing
 from scalerl.fit.law import sigmoid
 from scalerl.fit.options import FitOptions
 from scalerl.fit.plan import make_plan
-from scalerl.fit.rise import rise
 from scalerl.fit.readers.core import Curve
+from scalerl.fit.rise import rise
 from scalerl.fit.timing import Clock, clock_from_records, time_to_target
 
 from .test_plan_cli import _run_folder

@@ -26,7 +26,13 @@ from scalerl.fit.predictive import HORIZON, Predictive, draw
 from scalerl.fit.readers import Curve
 from scalerl.fit.rise import flat_band, rise
 from scalerl.fit.throughput import RoleTimes, Split, predict, recommend, splits
-from scalerl.fit.timing import Clock, TimeToTarget, already_reached, compute_for_hours, time_to_target
+from scalerl.fit.timing import (
+    Clock,
+    TimeToTarget,
+    already_reached,
+    compute_for_hours,
+    time_to_target,
+)
 
 __all__ = ["Plan", "forecast_draws", "horizon", "live_time_to_target", "make_plan", "split_hours"]
 

@@ -27,10 +27,10 @@ import numpy as np
 from scalerl.fit import report
 from scalerl.fit.cli import _guard, _r0, options_from
 from scalerl.fit.crossing import WINDOW
-from scalerl.fit.predictive import HORIZON
 from scalerl.fit.errors import CurveError
 from scalerl.fit.outputs import check_outputs
 from scalerl.fit.plan import Plan, make_plan, split_hours
+from scalerl.fit.predictive import HORIZON
 from scalerl.fit.readers import RUN_LOG, Columns, expand_paths, load_runs
 from scalerl.fit.throughput import RoleTimes, role_times
 from scalerl.fit.timing import clock_from_records, clock_from_speeds, read_records
