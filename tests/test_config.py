@@ -10,14 +10,26 @@ from pydantic import ValidationError
 from scalerl.config import Config, ConfigError, load_config, parse_override, recipe_names
 
 PAPER_RECIPES = {"scalerl", "deepseek-grpo", "qwen-dapo", "magistral", "minimax-m1"}
+PORTS = {"trl-grpo"}
 LOO = {"loo-plan", "loo-lp", "loo-batch", "loo-8op", "loo-fp32", "loo-savg", "loo-dapo", "loo-npr"}
 
 
 def test_every_preset_ships_and_validates():
-    assert PAPER_RECIPES | LOO <= set(recipe_names())
+    assert PAPER_RECIPES | LOO | PORTS <= set(recipe_names())
     for name in recipe_names():
         cfg = load_config(name)
         assert cfg.name == name
+
+
+def test_the_trl_port_is_grpotrainers_defaults():
+    """Each field against the TRL 1.16 ``GRPOConfig`` default it stands for (the recipe's comments)."""
+    c = load_config("trl-grpo")
+    assert (c.loss.name, c.loss.aggregation, c.loss.dapo.eps_low, c.loss.dapo.eps_high) == ("dapo", "token", 0.2, 0.2)
+    assert (c.advantages.norm, c.pipeline.mode, c.length.control) == ("prompt", "sync", "none")
+    assert not c.filters.zero_variance and not c.curriculum.no_positive_resampling
+    assert (c.optim.lr, c.optim.weight_decay, c.optim.warmup_steps, c.optim.grad_clip) == (1e-6, 0.0, 0, 1.0)
+    assert c.optim.betas == (0.9, 0.999) and c.sampling.temperature == 1.0
+    assert not c.model.fp32_head_trainer and not c.model.fp32_head_generator
 
 
 def _diff(a: Config, b: Config) -> set[str]:
