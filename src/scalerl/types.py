@@ -102,7 +102,7 @@ class Turn:
 @dataclass
 class GeneratorTimes:
     """Where a generator's time went for one group: its share of the chunk's seconds
-    (``pipeline.actor``), and wall-clock stamps for the driver's transit time."""
+    (``pipeline.generators.actor``), and wall-clock stamps for the driver's transit time."""
 
     cpu_s: float = 0.0
     """CPU seconds decoding and scoring."""

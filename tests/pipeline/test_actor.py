@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from scalerl.pipeline.actor import Actor
+from scalerl.pipeline.generators.actor import Actor
 from scalerl.pipeline.weights import InProcessWeights, SharedWeights, WeightLayout, model_buckets
 from scalerl.types import Completion, PromptAssignment, SamplingParams
 

@@ -146,7 +146,7 @@ def make_pool(cfg: Config, task):
 
 def actor_spec(cfg: Config, plan: RunPlan, model_dir: Path, seed: int):
     """Every generator's spec: what it decodes and scores, on the plan's device and threads."""
-    from scalerl.pipeline.actor import ActorSpec
+    from scalerl.pipeline.generators.actor import ActorSpec
 
     return ActorSpec(
         model_dir=str(model_dir), task=task_spec(cfg), chat=chat_format(cfg),
@@ -161,10 +161,10 @@ def actor_spec(cfg: Config, plan: RunPlan, model_dir: Path, seed: int):
 
 def check_gpu_sharing(cfg: Config, plan: RunPlan, n_params: int) -> None:
     """Refuse, in one sentence, a vLLM generator and the learner that the plan puts on one GPU
-    but that cannot share it (``pipeline.placement.shared_gpu_problem``)."""
+    but that cannot share it (``pipeline.plan.gpus.shared_gpu_problem``)."""
     if cfg.rollout.engine != "vllm" or not set(plan.learner_gpus) & set(plan.generator_gpus):
         return
-    from scalerl.pipeline.placement import shared_gpu_problem
+    from scalerl.pipeline.plan.gpus import shared_gpu_problem
 
     vllm = cfg.rollout.vllm
     problem = shared_gpu_problem(torch.cuda.get_device_properties(0).total_memory, n_params,
@@ -245,8 +245,8 @@ def exporter(cfg: Config, run_dir: Path, model: torch.nn.Module, tokenizer):
 
 
 def batch_rules(cfg: Config):
-    """What ``prepare_batch`` decides with (``pipeline.rules``)."""
-    from scalerl.pipeline.rules import BatchRules
+    """What ``prepare_batch`` decides with (``pipeline.learner.rules``)."""
+    from scalerl.pipeline.learner.rules import BatchRules
 
     length, adv = cfg.length, cfg.advantages
     return BatchRules(reward_form=cfg.reward_form, truncation_is_failure=cfg.truncation_fails,
@@ -258,8 +258,8 @@ def batch_rules(cfg: Config):
 
 
 def step_rules(cfg: Config):
-    """What ``backward_and_step`` computes with (``pipeline.rules``)."""
-    from scalerl.pipeline.rules import StepRules
+    """What ``backward_and_step`` computes with (``pipeline.learner.rules``)."""
+    from scalerl.pipeline.learner.rules import StepRules
 
     o, correction = cfg.optim, cfg.loss.is_correction
     return StepRules(loss=cfg.loss.name, loss_hparams=cfg.loss.hparams(), correction_mode=correction.mode,
@@ -270,8 +270,8 @@ def step_rules(cfg: Config):
 
 
 def learner_rules(cfg: Config, pad_id: int):
-    """Every rule a learner steps by (``pipeline.rules``)."""
-    from scalerl.pipeline.rules import LearnerRules, OptimRules
+    """Every rule a learner steps by (``pipeline.learner.rules``)."""
+    from scalerl.pipeline.learner.rules import LearnerRules, OptimRules
 
     o = cfg.optim
     optim = OptimRules(lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay,
@@ -282,12 +282,12 @@ def learner_rules(cfg: Config, pad_id: int):
 
 def make_learner(cfg: Config, plan: RunPlan, model_dir: Path, log=print):
     """``(learner, tokenizer)``: the model in this process (``learner.world_size = 1``), or a
-    :class:`~scalerl.pipeline.learner_group.ShardedLearner` whose ranks start with
+    :class:`~scalerl.pipeline.learner.group.ShardedLearner` whose ranks start with
     ``learner.start(sink)`` once the backend's sink exists (a CPU copy of the model stays here
     for evaluation and export); on the plan's devices, threads and nodes. ``log`` says the
     layers LoRA adapts."""
     from scalerl.compute import matmul_peak
-    from scalerl.pipeline.learner import Learner
+    from scalerl.pipeline.learner.role import Learner
 
     world = plan.learner_ranks
     model, tokenizer = load_model(cfg, model_dir, device_name="cpu" if world > 1 else plan.device, log=log)
@@ -295,8 +295,8 @@ def make_learner(cfg: Config, plan: RunPlan, model_dir: Path, log=print):
     bucket = cfg.learner.sync_bucket_mb << 20
     if world == 1:
         return Learner(model, rules, bucket), tokenizer
-    from scalerl.pipeline.learner_group import ShardedLearner, free_port
-    from scalerl.pipeline.learner_rank import RankSpec
+    from scalerl.pipeline.learner.group import ShardedLearner, free_port
+    from scalerl.pipeline.learner.rank import RankSpec
 
     kind = plan.device
     spec = RankSpec(model_dir=str(model_dir), rules=rules, strategy=cfg.learner.strategy, world=world, device=kind,

@@ -45,7 +45,7 @@ from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build, time_limit
 from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
-from scalerl.pipeline.learner import LearnerRole
+from scalerl.pipeline.learner.role import LearnerRole
 from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.plan import RunPlan, build_plan, write_plan
 from scalerl.pipeline.queues import LagPolicy

@@ -11,7 +11,7 @@ import os
 import socket
 from collections import deque
 
-from scalerl.pipeline.actor import ActorSpec, build_actor
+from scalerl.pipeline.generators.actor import ActorSpec, build_actor
 from scalerl.pipeline.backends import Capabilities
 from scalerl.pipeline.plan import RunPlan
 from scalerl.pipeline.weights import InProcessWeights, WeightLayout

@@ -5,7 +5,7 @@ weights at least as new as the assignment asks (``min_version``: the sync and
 PPO-off-policy rounds start from the learner's latest policy), then hands all P_chunk
 examples to its rollout (``scalerl.rollout.rollout``: one engine call for every P_chunk × G
 completion, or one per turn with an environment); the rewards leave as returned (the
-learner's ``pipeline.batch`` decides what it trains on). Between decode steps the engine calls ``on_step``; the actor
+learner's ``pipeline.learner.batch`` decides what it trains on). Between decode steps the engine calls ``on_step``; the actor
 polls its :class:`WeightSource` there and, if the learner published, swaps the weights in
 flight (PipelineRL: the KV cache of sequences in flight is kept). Every token records the
 version that sampled it, so the learner can measure staleness per token.

@@ -1,8 +1,8 @@
 """The rules a learner step follows, frozen once per run: what the step path reads of the config.
 
-:class:`BatchRules` is everything :func:`~scalerl.pipeline.batch.prepare_batch` decides with
+:class:`BatchRules` is everything :func:`~scalerl.pipeline.learner.batch.prepare_batch` decides with
 (reward form, the failure rule, the pass threshold, length control, filters, advantage normalisation,
-aggregation); :class:`StepRules` everything :func:`~scalerl.pipeline.train_step.backward_and_step`
+aggregation); :class:`StepRules` everything :func:`~scalerl.pipeline.learner.train_step.backward_and_step`
 computes with (the loss and its hyperparameters, the IS correction, the sampling temperature,
 micro-batching, the FP32 head, clipping). Both are plain picklable values, built by
 ``pipeline.build`` from the validated config, so a learner rank in another process or on
@@ -17,7 +17,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class BatchRules:
-    """From groups to advantages, masks and aggregation weights (``pipeline.batch``)."""
+    """From groups to advantages, masks and aggregation weights (``pipeline.learner.batch``)."""
 
     reward_form: str  # data.tasks.base.REWARD_FORMS: "as_is" | "pm1" (task.reward, auto decided)
     truncation_is_failure: bool  # a completion cut by max_new_tokens trains as a failure (reward 0 as returned)
@@ -34,7 +34,7 @@ class BatchRules:
 
 @dataclass(frozen=True)
 class StepRules:
-    """Forward, loss and optimiser step of a prepared batch (``pipeline.train_step``)."""
+    """Forward, loss and optimiser step of a prepared batch (``pipeline.learner.train_step``)."""
 
     loss: str  # registered loss name (algo.losses)
     loss_hparams: dict[str, Any] = field(hash=False)  # the selected loss's own keyword arguments
