@@ -137,12 +137,12 @@ def test_config_runtime_imports_only_what_its_checks_need():
 
 
 P = "scalerl.pipeline"
-STORY = (f"{P}.run", f"{P}.build")
+STORY = (f"{P}.run", f"{P}.build", f"{P}.steps")
 ROLES = {f"{P}.learner": f"{P}.generators", f"{P}.generators": f"{P}.learner"}
 
 
 def _pipeline_part(module: str) -> str:
-    """``learner``, ``generators``, ``commands``, ``story`` (run, build) or ``seam`` (the rest
+    """``learner``, ``generators``, ``commands``, ``story`` (run, steps, build) or ``seam`` (the rest
     of ``pipeline/``: the plan, the backend table, weights, queues, stop, restarts, ...)."""
     for role in (f"{P}.learner", f"{P}.generators", f"{P}.commands"):
         if _under(module, role):
@@ -151,7 +151,7 @@ def _pipeline_part(module: str) -> str:
 
 
 def test_the_pipeline_roles_never_import_each_other_and_the_commands_sit_on_top():
-    """Inside ``pipeline/``: seams <- learner | generators <- story (run, build) <- commands.
+    """Inside ``pipeline/``: seams <- learner | generators <- story (run, steps, build) <- commands.
     The learner and the generators never import each other (the backend table names the
     generator transports as strings, imported only when chosen), the seams import no role,
     and nothing but a command imports a command."""

@@ -107,7 +107,7 @@ class JunkCountingTask(OneTask):
 def test_samples_the_task_could_not_grade_reach_the_step_metrics():
     import dataclasses
 
-    from scalerl.pipeline.run import generator_times
+    from scalerl.pipeline.steps import generator_times
 
     engine, honest = StepEngine(), StepEngine()
     engine.version = honest.version = 0  # a frozen policy: no weights to wait for

@@ -19,7 +19,7 @@ from scalerl.checkpoint import load_checkpoint
 from scalerl.compute import ComputeMeter
 from scalerl.metrics import JsonlSink, read_records, truncate_after
 from scalerl.pipeline.evaluation import OrderedRecords
-from scalerl.pipeline.run import checkpoint
+from scalerl.pipeline.steps import checkpoint
 from scalerl.types import EvalResult
 
 STEPS = 10
@@ -204,11 +204,13 @@ class _LaggingEvaluation:
         self.out.append(EvalResult(step, step, {"val_pass_rate": float(weights[0]) / 100}, 10, 0.1, 1))
 
 
-def _roles(step: int):
-    """Stand-ins for the learner, prompt pool and scheduler: ``checkpoint`` only reads their state."""
+def _parts(run: Path, step: int, meter, records):
+    """The run's parts ``checkpoint`` reads: stand-ins for the learner, prompt pool and
+    scheduler (only their state is read), the real meter and records, no export."""
     state = lambda: {"step": step}  # noqa: E731
-    return (SimpleNamespace(state_dict=state, version=step), SimpleNamespace(state_dict=state),
-            SimpleNamespace(state_dict=state))
+    return SimpleNamespace(start=SimpleNamespace(run_dir=run), learner=SimpleNamespace(state_dict=state, version=step),
+                           pool=SimpleNamespace(state_dict=state), scheduler=SimpleNamespace(state_dict=state),
+                           compute=meter, records=records, export=lambda state: None)
 
 
 def _drive(run: Path, records: OrderedRecords, evaluation, meter, steps: range, lag: int, sink) -> None:
@@ -221,7 +223,7 @@ def _drive(run: Path, records: OrderedRecords, evaluation, meter, steps: range, 
         for record in records.ready():
             sink.write(record)
         if step % 3 == 0:
-            checkpoint(run, "test", step, *_roles(step), meter, records, export=lambda state: None)
+            checkpoint(_parts(run, step, meter, records), "test", step)
 
 
 def test_checkpoints_keep_pace_while_evaluations_lag_and_resume_logs_each_step_once(tmp_path):

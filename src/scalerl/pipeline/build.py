@@ -17,7 +17,9 @@ from scalerl.config.runtime import env_spec, lora_spec, task_spec
 from scalerl.pipeline.backends import Backend, backend_class
 from scalerl.pipeline.context import chat_format
 from scalerl.pipeline.plan import RunPlan
+from scalerl.pipeline.queues import LagPolicy
 from scalerl.pipeline.restarts import GeneratorDeaths
+from scalerl.pipeline.scheduler import Scheduler
 from scalerl.types import SamplingParams
 
 
@@ -142,6 +144,12 @@ def make_pool(cfg: Config, task):
     return PromptPool(task.num_train, seed=cfg.train.seed,
                       retire_threshold=c.retire_threshold if c.no_positive_resampling else None,
                       history=c.history)
+
+
+def make_scheduler(cfg: Config, pool) -> Scheduler:
+    """Dispatch over ``pool`` under the lag policy (``pipeline.mode``, ``k``, P prompts a step)."""
+    p = cfg.pipeline
+    return Scheduler(LagPolicy(p.mode, p.k, p.prompts_per_step), pool, p.prompts_per_chunk)
 
 
 def actor_spec(cfg: Config, plan: RunPlan, model_dir: Path, seed: int):
