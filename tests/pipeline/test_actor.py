@@ -72,7 +72,7 @@ def test_weights_published_mid_generation_are_swapped_in_flight():
     assert engine.loaded == [0, 1] and actor.swaps == 1
     versions = groups[0].completions[0].versions.tolist()
     assert versions == [0, 1, 1, 1]
-    assert groups[0].min_version == 0 and groups[0].seq == 1
+    assert groups[0].oldest_version == 0 and groups[0].seq == 1
     assert groups[0].rewards.tolist() == [1.0, 1.0]  # ±1 form of a correct answer
 
 

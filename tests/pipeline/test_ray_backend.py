@@ -167,7 +167,7 @@ class TestOneGeneratorActor:
         backend.submit([PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=3)])
         (group,), _ = _collect_one(backend)
         # the chunk waited for version 3 and every token was sampled by it, not the saved model
-        assert group.min_version == 3 and group.seq == 1 and len(group.completions) == 4
+        assert group.oldest_version == 3 and group.seq == 1 and len(group.completions) == 4
         assert all(set(c.versions.tolist()) == {3} for c in group.completions)
 
         # versions published while a chunk decodes may be pulled between decode steps. Whether
