@@ -6,7 +6,8 @@ aggregation); :class:`StepRules` everything :func:`~scalerl.pipeline.learner.tra
 computes with (the loss and its hyperparameters, the IS correction, the sampling temperature,
 micro-batching, the FP32 head, clipping). Both are plain picklable values, built by
 ``pipeline.build`` from the validated config, so a learner rank in another process or on
-another node steps by exactly the driver's rules without the config.
+another node steps by exactly the driver's rules without the config. No field has a default:
+the config's are the only ones (``config/``), and ``build.step_rules`` sets every field.
 """
 
 from __future__ import annotations
@@ -38,15 +39,15 @@ class StepRules:
 
     loss: str  # registered loss name (algo.losses)
     loss_hparams: dict[str, Any] = field(hash=False)  # the selected loss's own keyword arguments
-    correction_mode: str = "none"  # IS correction (algo.mismatch): none | tis | mis | seq_mask
-    correction_band: dict[str, float] = field(default_factory=dict, hash=False)  # its cap/low
-    temperature: float = 1.0  # log-probs of softmax(logits / τ), as the generator sampled
-    fp32_head: bool = True  # §2.4: the trainer's LM head in float32
-    micro_batch: int = 64  # completions per forward/backward
-    micro_batch_tokens: int | None = 2048  # CPU token cap of a shared-prompt micro-batch
-    shared_prompt: bool = True  # each distinct prompt forwarded once per micro-batch
-    grad_clip: float | None = 1.0  # max global gradient norm; None: no clipping
-    autocast: str | None = None  # "bfloat16" | "float16": the forward's compute dtype over float32 masters
+    correction_mode: str  # IS correction (algo.mismatch): none | tis | mis | seq_mask
+    correction_band: dict[str, float] = field(hash=False)  # its cap/low/high
+    temperature: float  # log-probs of softmax(logits / τ), as the generator sampled
+    fp32_head: bool  # §2.4: the trainer's LM head in float32
+    micro_batch: int  # completions per forward/backward
+    micro_batch_tokens: int | None  # CPU token cap of a shared-prompt micro-batch
+    shared_prompt: bool  # each distinct prompt forwarded once per micro-batch
+    grad_clip: float | None  # max global gradient norm; None: no clipping
+    autocast: str | None  # "bfloat16" | "float16": the forward's compute dtype over float32 masters
 
     @property
     def autocast_dtype(self):
