@@ -8,6 +8,7 @@ which the builders take, never decide.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -44,7 +45,7 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     if (cached / "config.json").is_file():
         return cached
     from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.pipeline.sft import sft_warmup
+    from scalerl.pipeline.sft import engine_pass_rate, sft_warmup
 
     tokenizer = build_task_tokenizer()
     model = build_model(cfg.model.preset, len(tokenizer), arch=cfg.model.arch, seed=cfg.train.seed,
@@ -55,7 +56,8 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     # probe the band the way RL samples (same lengths and interruptions)
     result = sft_warmup(task, model, tokenizer, target_band=tuple(cfg.model.sft.target_band),
                         max_seconds=cfg.model.sft.max_seconds, seed=cfg.train.seed, output_dir=tmp,
-                        sampling_params=sampling_params(cfg), env=env_spec(cfg))
+                        pass_rate_fn=partial(engine_pass_rate, params=sampling_params(cfg), env=env_spec(cfg),
+                                             fp32_head=cfg.model.fp32_head_generator))
     log(f"SFT warm-up: pass rate {result.pass_rate:.3f} after {result.steps} steps, {result.seconds:.0f} s")
     tmp.rename(cached)  # whole directory or nothing: a kill mid-SFT redoes it
     return cached
@@ -130,10 +132,9 @@ def evaluators(cfg: Config, model, tokenizer) -> list:
     """The :func:`eval_specs` evaluators on the learner's own model (``eval.on=learner``),
     decoding on the device the model is on."""
     from scalerl.eval import build_evaluators
-    from scalerl.rollout.torch_engine import TorchEngine
+    from scalerl.rollout.torch_engine import engine_for
 
-    where = next(model.parameters()).device
-    engine = TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator, device=where.type)
+    engine = engine_for(model, tokenizer, fp32_head=cfg.model.fp32_head_generator)
     return build_evaluators(eval_specs(cfg), engine, tokenizer)
 
 
