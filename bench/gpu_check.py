@@ -69,9 +69,9 @@ from scalerl.config import load_config  # noqa: E402
 from scalerl.metrics import read_records  # noqa: E402
 from scalerl.models import build_model, build_task_tokenizer, count_parameters, save_pretrained  # noqa: E402
 from scalerl.pipeline import build  # noqa: E402
-from scalerl.pipeline.batch import prepare_batch  # noqa: E402
+from scalerl.pipeline.learner.batch import prepare_batch  # noqa: E402
+from scalerl.pipeline.learner.train_step import backward_and_step  # noqa: E402
 from scalerl.pipeline.run import train  # noqa: E402
-from scalerl.pipeline.train_step import backward_and_step  # noqa: E402
 from scalerl.rollout.torch_engine import TorchEngine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,8 +187,8 @@ def pipeline_run(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
 def learner_ranks(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
     """The FSDP2 learner ranks on ``p["learner_shape"]``: step time, tokens/s, sync, memory."""
     from scalerl.models import load_pretrained
-    from scalerl.pipeline.learner_group import ShardedLearner, free_port
-    from scalerl.pipeline.learner_rank import RankSpec
+    from scalerl.pipeline.learner.group import ShardedLearner, free_port
+    from scalerl.pipeline.learner.rank import RankSpec
     from scalerl.pipeline.weights import InProcessWeights
 
     world = 1 if device == "cpu" else min(2, torch.cuda.device_count())

@@ -5,7 +5,7 @@ ending some early, so lengths spread out), trained on by ``backward_and_step`` w
 learning rate (the weights, and so every variant's work, stay the same). Variants:
 
 - ``plain``: every row forwards prompt + completion, ``optim.micro_batch`` rows at a time;
-- ``shared``: each distinct prompt once per micro-batch (``pipeline.packing``), rows ordered
+- ``shared``: each distinct prompt once per micro-batch (``pipeline.learner.packing``), rows ordered
   to share prompts or bucket lengths, micro-batches of ``micro_batch`` rows;
 - ``shared+budget``: the same, micro-batches also capped at ``optim.micro_batch_tokens``
   forwarded positions (the default).
@@ -39,8 +39,8 @@ from scalerl.config import load_config
 from scalerl.data.tasks import get_task
 from scalerl.models import build_model, build_task_tokenizer, count_parameters
 from scalerl.pipeline import build
-from scalerl.pipeline.batch import prepare_batch
-from scalerl.pipeline.train_step import backward_and_step
+from scalerl.pipeline.learner.batch import prepare_batch
+from scalerl.pipeline.learner.train_step import backward_and_step
 from scalerl.rollout.torch_engine import TorchEngine
 from scalerl.types import Group, SamplingParams
 

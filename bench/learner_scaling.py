@@ -3,8 +3,8 @@
 The same fixed batch (P groups × G completions of random tokens, every group trained) goes
 through ``--steps`` AdamW steps of:
 
-- ``ws=1``: the single-process :class:`~scalerl.pipeline.learner.Learner`, ``--cores`` threads;
-- ``ws=2 fsdp2`` and ``ws=2 ddp``: a :class:`~scalerl.pipeline.learner_group.ShardedLearner`
+- ``ws=1``: the single-process :class:`~scalerl.pipeline.learner.role.Learner`, ``--cores`` threads;
+- ``ws=2 fsdp2`` and ``ws=2 ddp``: a :class:`~scalerl.pipeline.learner.group.ShardedLearner`
   of two gloo ranks with ``--cores / 2`` threads each (the cores split, not added).
 
 Printed per variant: trained tokens per second of wall time (median step after one warm-up),
@@ -36,9 +36,9 @@ from scalerl.compute import matmul_peak  # noqa: E402
 from scalerl.config import load_config  # noqa: E402
 from scalerl.models import load_pretrained  # noqa: E402
 from scalerl.pipeline import build  # noqa: E402
-from scalerl.pipeline.learner import Learner  # noqa: E402
-from scalerl.pipeline.learner_group import ShardedLearner, free_port  # noqa: E402
-from scalerl.pipeline.learner_rank import RankSpec  # noqa: E402
+from scalerl.pipeline.learner.group import ShardedLearner, free_port  # noqa: E402
+from scalerl.pipeline.learner.rank import RankSpec  # noqa: E402
+from scalerl.pipeline.learner.role import Learner  # noqa: E402
 from scalerl.pipeline.weights import SharedWeights, WeightLayout  # noqa: E402
 from scalerl.types import Group  # noqa: E402
 

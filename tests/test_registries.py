@@ -21,10 +21,10 @@ from scalerl.config.rollout import LengthConfig
 from scalerl.data.curriculum import HISTORY_RULES
 from scalerl.data.filters import TRUNCATION_MODES
 from scalerl.data.tasks.base import REWARD_FORMS
-from scalerl.pipeline.actor import ENGINES
 from scalerl.pipeline.backends import BACKENDS
 from scalerl.pipeline.evaluation import EVAL_ON
-from scalerl.pipeline.learner_rank import STRATEGIES
+from scalerl.pipeline.generators.actor import ENGINES
+from scalerl.pipeline.learner.rank import STRATEGIES
 from scalerl.pipeline.queues import MODES
 from scalerl.rollout.env import ENV_REWARDS, OBSERVATION_ROLES
 

@@ -1,5 +1,8 @@
 """The house plan's arrows, checked on the source: no import cycle (imports made inside
-functions count), and no module imports one from a layer above it (ARCHITECTURE.md)."""
+functions count), no module imports one from a layer above it, and inside ``pipeline/`` the
+roles stay apart: the learner and the generators never import each other, the seams import
+neither, and the commands sit on top. The rules are written out in ``docs/DESIGN.md``
+("The layout and its arrows")."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pathlib import Path
 import scalerl
 
 SRC = Path(scalerl.__file__).parent
+DESIGN = Path(__file__).parents[1] / "docs" / "DESIGN.md"
 
 
 def _module(path: Path) -> str:
@@ -82,14 +86,19 @@ def test_no_import_cycle_counting_imports_inside_functions():
 
 
 ABOVE_ALL = ("scalerl.cli", "scalerl.pipeline", "scalerl.experiments")
+TRAINER = ("scalerl.rollout", "scalerl.models", "scalerl.data", "scalerl.algo")
 FORBIDDEN = {
     "scalerl.fit": ("scalerl.",),  # nothing of the package but fit itself (and its bundled curves)
     "scalerl.algo": ("scalerl.",),
     "scalerl.types": ("scalerl.",),
-    "scalerl.config": (*ABOVE_ALL, "scalerl.rollout", "scalerl.models", "scalerl.data"),  # but config.runtime
+    "scalerl.plugins": ("scalerl.",),  # the plug-in loader, the user's code bounded, the console:
+    "scalerl.user_code": ("scalerl.",),  # leaves that every layer may use
+    "scalerl.progress": ("scalerl.",),
+    "scalerl.config": (*ABOVE_ALL, "scalerl.rollout", "scalerl.models", "scalerl.data", "scalerl.fit"),
     "scalerl.data": (*ABOVE_ALL, "scalerl.rollout", "scalerl.models", "scalerl.config"),
     "scalerl.models": (*ABOVE_ALL, "scalerl.rollout", "scalerl.config"),
     "scalerl.rollout": (*ABOVE_ALL, "scalerl.config"),
+    "scalerl.live_forecast": (*ABOVE_ALL, *TRAINER),  # the law and the config, never the trainer
     "scalerl.eval": ABOVE_ALL,
     "scalerl.compute": ABOVE_ALL,
     "scalerl.metrics": ABOVE_ALL,
@@ -97,15 +106,70 @@ FORBIDDEN = {
 }
 """Layer → the module prefixes it must never import (its own package excepted)."""
 ALLOWED = {("scalerl.fit.demo", "scalerl.examples"),  # the bundled demo curves: data, not code
-           ("scalerl.config.runtime", "*")}  # the one module of the config that needs runtime code
+           # the one module of the config that needs runtime code: tasks, reward functions,
+           # environments, vLLM's presence, LoRA's spec; still never the pipeline, cli or experiments
+           ("scalerl.config.runtime", "scalerl.data"), ("scalerl.config.runtime", "scalerl.rollout"),
+           ("scalerl.config.runtime", "scalerl.models")}
+"""(module prefix, import prefix) pairs a FORBIDDEN rule lets through."""
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
 
 
 def test_no_module_imports_one_from_a_layer_above_it():
     wrong = []
     for module, deps in _graph().items():
         for layer, banned in FORBIDDEN.items():
-            if module == layer or module.startswith(layer + "."):
+            if _under(module, layer):
                 wrong += [f"{module} -> {d}" for d in deps
-                          if any(d.startswith(b) for b in banned) and not d.startswith(layer)
-                          and (module, d) not in ALLOWED and (module, "*") not in ALLOWED]
+                          if any(_under(d, b.rstrip(".")) for b in banned) and not _under(d, layer)
+                          and not any(_under(module, m) and _under(d, i) for m, i in ALLOWED)]
     assert wrong == []
+
+
+def test_config_runtime_imports_only_what_its_checks_need():
+    """``config/runtime.py`` is the config's one door to runtime code, and a narrow one."""
+    deps = _graph()["scalerl.config.runtime"]
+    assert {d for d in deps if not _under(d, "scalerl.config")} <= {
+        "scalerl.data.tasks.registry", "scalerl.data.tasks.user_reward", "scalerl.data.tasks.spec",
+        "scalerl.rollout.env", "scalerl.rollout.vllm_support", "scalerl.models.lora"}
+
+
+P = "scalerl.pipeline"
+STORY = (f"{P}.run", f"{P}.build", f"{P}.steps")
+ROLES = {f"{P}.learner": f"{P}.generators", f"{P}.generators": f"{P}.learner"}
+
+
+def _pipeline_part(module: str) -> str:
+    """``learner``, ``generators``, ``commands``, ``story`` (run, steps, build) or ``seam`` (the rest
+    of ``pipeline/``: the plan, the backend table, weights, queues, stop, restarts, ...)."""
+    for role in (f"{P}.learner", f"{P}.generators", f"{P}.commands"):
+        if _under(module, role):
+            return role.rpartition(".")[2]
+    return "story" if module in STORY else "seam"
+
+
+def test_the_pipeline_roles_never_import_each_other_and_the_commands_sit_on_top():
+    """Inside ``pipeline/``: seams <- learner | generators <- story (run, steps, build) <- commands.
+    The learner and the generators never import each other (the backend table names the
+    generator transports as strings, imported only when chosen), the seams import no role,
+    and nothing but a command imports a command."""
+    may_import = {"seam": {"seam"}, "learner": {"seam", "learner"}, "generators": {"seam", "generators"},
+                  "story": {"seam", "learner", "generators", "story"},
+                  "commands": {"seam", "learner", "generators", "story", "commands"}}
+    graph = _graph()
+    wrong = [f"{m} -> {d}" for m, deps in graph.items() if _under(m, P) and m != P
+             for d in deps if _under(d, P) and d != P
+             and _pipeline_part(d) not in may_import[_pipeline_part(m)]]
+    assert wrong == []
+    outside = [f"{m} -> {d}" for m, deps in graph.items() if not _under(m, P)
+               for d in deps if _pipeline_part(d) == "commands" and _under(d, P)]
+    assert all(m.startswith(("scalerl.cli ", "scalerl.experiments")) for m in outside), outside
+
+
+def test_the_document_the_rules_cite_exists_and_names_the_rooms():
+    text = DESIGN.read_text(encoding="utf-8")
+    assert "## The layout and its arrows" in text
+    for room in ("learner/", "generators/", "commands/", "plan/", "config/runtime.py", "live_forecast"):
+        assert room in text, room

@@ -18,8 +18,8 @@ from scalerl.fit.errors import EXIT_BAD_INPUT
 _COMMAND_MODULES = (
     "scalerl.fit.cli",
     "scalerl.fit.plan_cli",
-    "scalerl.pipeline.cli",
-    "scalerl.pipeline.export",
+    "scalerl.pipeline.commands.train",
+    "scalerl.pipeline.commands.export",
     "scalerl.experiments.cli",
 )
 

@@ -2,7 +2,7 @@
 
 1. **Device-hours** (the paper's GPU-hours, digest §1.7): wall-clock hours × devices of the
    whole allocation, generators and trainers alike. On CPU a "device" is one core a role
-   holds (its torch threads, ``pipeline.cores``: 1 learner thread + 1 generator on two
+   holds (its torch threads, ``pipeline.plan.cores``: 1 learner thread + 1 generator on two
    cores), so the same run on a larger machine is not credited with free compute. Device-
    hours accumulate across resumes: the checkpoint stores what was spent before, so a
    resume on another machine adds at its own rate and never rewrites the past.

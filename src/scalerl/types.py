@@ -102,7 +102,7 @@ class Turn:
 @dataclass
 class GeneratorTimes:
     """Where a generator's time went for one group: its share of the chunk's seconds
-    (``pipeline.actor``), and wall-clock stamps for the driver's transit time."""
+    (``pipeline.generators.actor``), and wall-clock stamps for the driver's transit time."""
 
     cpu_s: float = 0.0
     """CPU seconds decoding and scoring."""
@@ -161,8 +161,10 @@ class Group:
         self.__dict__.update(state)
 
     @property
-    def min_version(self) -> int:
-        """Oldest policy version that contributed a token to this group."""
+    def oldest_version(self) -> int:
+        """Oldest policy version that contributed a token to this group (its staleness is the
+        learner's version less this). Not :attr:`PromptAssignment.min_version`, the version a
+        generator must hold before it starts decoding."""
         return min((int(c.versions.min()) for c in self.completions if c.num_tokens), default=self.start_version)
 
 

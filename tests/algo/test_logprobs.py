@@ -57,3 +57,22 @@ def test_the_tensor_core_product_has_no_derivative_in_this_torch():
     w = torch.empty(5, 8, dtype=torch.bfloat16, device="meta", requires_grad=True)
     with pytest.raises(RuntimeError, match="derivative for aten::mm is not implemented"):
         torch.mm(h, w.t(), out_dtype=torch.float32).sum().backward()
+
+
+def test_one_fp32_head_default_everywhere():
+    """§2.4's FP32 head is every layer's default, written once (``algo.logprobs.FP32_HEAD``);
+    the config's two switches say the same, and vLLM's engine no longer says otherwise."""
+    import inspect
+
+    from scalerl.algo.logprobs import FP32_HEAD
+    from scalerl.config.model import ModelConfig
+    from scalerl.models.forward import forward_logits
+    from scalerl.pipeline.generators.actor import ActorSpec
+    from scalerl.rollout.torch_engine import TorchEngine
+    from scalerl.rollout.vllm_engine import VLLMEngine
+
+    fields = ModelConfig.model_fields
+    assert fields["fp32_head_trainer"].default is FP32_HEAD and fields["fp32_head_generator"].default is FP32_HEAD
+    for fn in (forward_logits, TorchEngine.__init__, VLLMEngine.__init__):
+        assert inspect.signature(fn).parameters["fp32_head"].default is FP32_HEAD, fn
+    assert ActorSpec.__dataclass_fields__["fp32_head"].default is FP32_HEAD

@@ -14,9 +14,9 @@ from scalerl.data.curriculum import PromptPool
 from scalerl.metrics import read_records
 from scalerl.models import build_model, build_task_tokenizer, save_pretrained
 from scalerl.pipeline import build
-from scalerl.pipeline.batch import prepare_batch
+from scalerl.pipeline.learner.batch import prepare_batch
+from scalerl.pipeline.learner.train_step import backward_and_step
 from scalerl.pipeline.run import train
-from scalerl.pipeline.train_step import backward_and_step
 from scalerl.rollout.torch_engine import TorchEngine
 from scalerl.types import Group, SamplingParams
 

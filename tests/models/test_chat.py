@@ -2,9 +2,9 @@
 
 import pytest
 
+from scalerl.data.tasks.tokenizer import build_task_tokenizer
 from scalerl.models.chat import ChatFormat, ChatTemplateError, PromptRenderer
 from scalerl.models.tiny_chat import CHATML, build_chat_model_dir
-from scalerl.models.tokenizer import build_task_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
+from scalerl.data.tasks.tokenizer import build_task_tokenizer
 from scalerl.models.build import build_model
 from scalerl.models.load import load_pretrained, resolve_dtype, save_pretrained
-from scalerl.models.tokenizer import build_task_tokenizer
 
 
 @pytest.fixture(scope="module", params=["llama", "qwen2"])

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalerl.data.tasks import get_task
-from scalerl.models.tokenizer import build_task_tokenizer
+from scalerl.data.tasks.tokenizer import build_task_tokenizer
 from scalerl.types import INTERRUPTION_PHRASE
 
 _TOK = build_task_tokenizer()

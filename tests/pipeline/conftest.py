@@ -47,8 +47,8 @@ def learner_step(model, opt, sched, groups, cfg, pool=None, version: int = 0, pa
     :class:`BatchRules`, its pass rates into ``pool``, then ``backward_and_step`` with its
     :class:`StepRules`; the step's metrics."""
     from scalerl.pipeline import build
-    from scalerl.pipeline.batch import prepare_batch
-    from scalerl.pipeline.train_step import backward_and_step
+    from scalerl.pipeline.learner.batch import prepare_batch
+    from scalerl.pipeline.learner.train_step import backward_and_step
 
     batch = prepare_batch(groups, build.batch_rules(cfg), version, pad_id)
     for prompt_id, rate in batch.pass_rates:

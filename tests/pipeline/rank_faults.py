@@ -58,7 +58,7 @@ def main() -> int:
     from rank_faults import parse as parse_here  # the ranks unpickle rank_faults.*, not __main__.*
 
     from scalerl.cli import main as cli
-    from scalerl.pipeline import learner_group
+    from scalerl.pipeline.learner import group as learner_group
 
     fault = parse_here(sys.argv[1])
     built = learner_group.ShardedLearner.__init__

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from scalerl.pipeline.actor import Actor
+from scalerl.pipeline.generators.actor import Actor
 from scalerl.pipeline.weights import InProcessWeights, SharedWeights, WeightLayout, model_buckets
 from scalerl.types import Completion, PromptAssignment, SamplingParams
 
@@ -72,7 +72,7 @@ def test_weights_published_mid_generation_are_swapped_in_flight():
     assert engine.loaded == [0, 1] and actor.swaps == 1
     versions = groups[0].completions[0].versions.tolist()
     assert versions == [0, 1, 1, 1]
-    assert groups[0].min_version == 0 and groups[0].seq == 1
+    assert groups[0].oldest_version == 0 and groups[0].seq == 1
     assert groups[0].rewards.tolist() == [1.0, 1.0]  # ±1 form of a correct answer
 
 
@@ -107,7 +107,7 @@ class JunkCountingTask(OneTask):
 def test_samples_the_task_could_not_grade_reach_the_step_metrics():
     import dataclasses
 
-    from scalerl.pipeline.run import generator_times
+    from scalerl.pipeline.steps import generator_times
 
     engine, honest = StepEngine(), StepEngine()
     engine.version = honest.version = 0  # a frozen policy: no weights to wait for

@@ -1,4 +1,4 @@
-"""``pipeline.batch.score``: the rewards as returned, what the loss trains on, and passes,
+"""``pipeline.learner.batch.score``: the rewards as returned, what the loss trains on, and passes,
 each checked against numbers worked out by hand."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from scalerl.pipeline.batch import prepare_batch, score
-from scalerl.pipeline.rules import BatchRules
+from scalerl.pipeline.learner.batch import prepare_batch, score
+from scalerl.pipeline.learner.rules import BatchRules
 from scalerl.types import Completion, Group
 
 RULES = BatchRules(reward_form="as_is", truncation_is_failure=False, pass_threshold=1.0, length_control="none",

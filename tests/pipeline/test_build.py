@@ -45,3 +45,19 @@ def test_device_resolution():
     assert auto == ("cuda" if torch.cuda.is_available() else "cpu")
     assert build.learner_dtype(load_config("scalerl", ["model.dtype=bfloat16"])) == "float32"  # masters
     assert build.step_rules(load_config("scalerl", ["model.dtype=bfloat16"])).autocast == "bfloat16"
+
+
+def test_the_step_rules_keep_no_default_of_their_own():
+    """The config owns every default: the rules a learner steps by repeat none of them (the
+    step rules once wrote 8 a second time), and the builder sets every field from the config."""
+    import dataclasses
+
+    from scalerl.pipeline import build
+    from scalerl.pipeline.learner.rules import BatchRules, OptimRules, StepRules
+
+    for rules in (BatchRules, StepRules, OptimRules):
+        assert [f.name for f in dataclasses.fields(rules)
+                if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING] == []
+    cfg = load_config("scalerl", ["optim.micro_batch=7", "model.fp32_head_trainer=false"])
+    step = build.step_rules(cfg)
+    assert (step.micro_batch, step.fp32_head, step.temperature) == (7, False, cfg.sampling.temperature)

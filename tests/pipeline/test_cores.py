@@ -1,4 +1,4 @@
-"""The rule that splits a run's cores between its roles (``scalerl.pipeline.cores``)."""
+"""The rule that splits a run's cores between its roles (``scalerl.pipeline.plan.cores``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 from scalerl.config import load_config
 from scalerl.experiments.runners import auto_parallel, need, with_cores
-from scalerl.pipeline.cores import split_cores
 from scalerl.pipeline.plan import build_plan
+from scalerl.pipeline.plan.cores import split_cores
 
 
 @pytest.mark.parametrize(("cores", "generators", "learner"), [(1, 1, 1), (2, 1, 1), (3, 1, 2), (4, 2, 2), (16, 8, 8)])

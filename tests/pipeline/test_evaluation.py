@@ -94,7 +94,7 @@ def test_drain_waits_for_every_outstanding_evaluation_and_keeps_the_traffic_movi
 
 def test_a_generator_evaluates_the_snapshot_it_was_sent_as_the_learner_would(warm_model_dir):
     from scalerl.models import load_pretrained
-    from scalerl.pipeline.backends.local import LocalBackend
+    from scalerl.pipeline.generators.local import LocalBackend
 
     cfg = load_config("scalerl", run_overrides(warm_model_dir, **{"eval.num_prompts": 8, "eval.k": 2}))
     model, tokenizer = load_pretrained(warm_model_dir)

@@ -209,7 +209,7 @@ def test_an_unwritable_path_is_one_sentence(run, tmp_path, capsys, where):
 def test_safetensors_io_errors_read_as_a_full_disk():
     from safetensors import SafetensorError
 
-    from scalerl.pipeline.export import write_failure
+    from scalerl.pipeline.commands.export import write_failure
 
     err = SafetensorError("Error while serializing: I/O error: No space left on device (os error 28) at path \"x\"")
     assert "no space is left" in write_failure(Path("out"), err)

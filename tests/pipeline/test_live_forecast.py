@@ -15,7 +15,7 @@ from scalerl.cli import main
 from scalerl.config import load_config
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_records
-from scalerl.pipeline.report import final_report
+from scalerl.pipeline.commands.report import final_report
 from scalerl.pipeline.run import train
 
 FIELDS = ("forecast_A", "forecast_A_lo", "forecast_A_hi", "forecast_identified", "forecast_final",
@@ -211,7 +211,7 @@ def test_live_forecast_adds_the_forecast_under_forecast_prior_runs(tmp_path):
 
 def test_forecast_prior_runs_pointing_nowhere_is_one_sentence_before_the_run(tmp_path):
     from scalerl.config import ConfigError
-    from scalerl.pipeline.preflight import check_prior_runs
+    from scalerl.pipeline.commands.preflight import check_prior_runs
 
     cfg = load_config("scalerl", [f"forecast.prior_runs={tmp_path / 'nowhere'}"])
     with pytest.raises(ConfigError) as err:
@@ -225,7 +225,7 @@ def test_the_fit_to_half_check_forecasts_the_end_from_the_first_half():
     from scalerl.config import load_config
     from scalerl.fit.law import sigmoid
     from scalerl.fit.readers.core import Curve
-    from scalerl.pipeline.report import _half_check
+    from scalerl.pipeline.commands.report import _half_check
 
     c = np.linspace(0.0, 1.0, 41)
     y = sigmoid(c, 0.7, 1.8, 0.3, 0.2) + 0.01 * np.sin(37 * c)  # a sigmoid, its bend in the first half

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scalerl.pipeline.placement import gpu_plan
+from scalerl.pipeline.plan.gpus import gpu_plan
 
 
 @pytest.mark.parametrize("gpus, ranks, gens, learner, generators, devices", [
@@ -21,7 +21,7 @@ def test_the_learner_keeps_the_first_gpus_and_generators_take_the_rest(gpus, ran
 
 
 def test_a_learner_and_vllm_that_cannot_share_a_gpu_are_one_sentence():
-    from scalerl.pipeline.placement import shared_gpu_problem
+    from scalerl.pipeline.plan.gpus import shared_gpu_problem
 
     gib = 2**30
     # 1B parameters: 16 GiB of learner state; vLLM at 0.4 of 141 GiB is 56.4 GiB: fits

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from scalerl.config import load_config
 from scalerl.config.runtime import task_spec
-from scalerl.pipeline import preflight
+from scalerl.pipeline.commands import preflight
 
 
 def test_a_built_in_generated_task_is_checked_on_its_first_prompts_only(monkeypatch):

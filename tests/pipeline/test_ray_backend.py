@@ -20,8 +20,8 @@ from scalerl.config import ConfigError, load_config  # noqa: E402
 from scalerl.data.tasks.spec import TaskSpec  # noqa: E402
 from scalerl.metrics import read_records  # noqa: E402
 from scalerl.models import build_model, build_task_tokenizer, save_pretrained  # noqa: E402
-from scalerl.pipeline.actor import ActorSpec  # noqa: E402
-from scalerl.pipeline.backends.ray import RayBackend  # noqa: E402
+from scalerl.pipeline.generators.actor import ActorSpec  # noqa: E402
+from scalerl.pipeline.generators.ray import RayBackend  # noqa: E402
 from scalerl.pipeline.plan import build_plan  # noqa: E402
 from scalerl.pipeline.restarts import GeneratorsFailed  # noqa: E402
 from scalerl.pipeline.run import train  # noqa: E402
@@ -167,7 +167,7 @@ class TestOneGeneratorActor:
         backend.submit([PromptAssignment(seq=1, prompt_id=0, epoch=0, min_version=3)])
         (group,), _ = _collect_one(backend)
         # the chunk waited for version 3 and every token was sampled by it, not the saved model
-        assert group.min_version == 3 and group.seq == 1 and len(group.completions) == 4
+        assert group.oldest_version == 3 and group.seq == 1 and len(group.completions) == 4
         assert all(set(c.versions.tolist()) == {3} for c in group.completions)
 
         # versions published while a chunk decodes may be pulled between decode steps. Whether

@@ -19,7 +19,7 @@ from scalerl.checkpoint import load_checkpoint
 from scalerl.compute import ComputeMeter
 from scalerl.metrics import JsonlSink, read_records, truncate_after
 from scalerl.pipeline.evaluation import OrderedRecords
-from scalerl.pipeline.run import checkpoint
+from scalerl.pipeline.steps import checkpoint
 from scalerl.types import EvalResult
 
 STEPS = 10
@@ -143,6 +143,43 @@ def test_a_truncated_newest_checkpoint_resumes_from_the_older_one(nano_dir, tmp_
     assert load_checkpoint(tmp_path)[1]["step"] == 6
 
 
+def _pickled_modules(path: Path) -> set[str]:
+    """The modules whose classes or functions ``path`` (a ``torch.save`` file) names."""
+    import pickle
+    from types import SimpleNamespace as Module
+
+    found: set[str] = set()
+
+    class Recording(pickle.Unpickler):
+        def find_class(self, module, name):
+            found.add(module)
+            return super().find_class(module, name)
+
+    torch.load(path, map_location="cpu", weights_only=False,
+               pickle_module=Module(Unpickler=Recording, load=pickle.load, __name__="pickle"))
+    return found
+
+
+def test_a_checkpoint_names_no_module_that_can_move(nano_dir, tmp_path):
+    """A checkpoint is tensors, numpy arrays, plain containers and the wire records of
+    ``scalerl.types`` (queued groups, undelivered prompts): it names no class of
+    ``scalerl.pipeline``, so moving the pipeline's modules (issue 40) cannot break a resume.
+    (A checkpoint written before that move, by the code of ``main`` then, was resumed by hand
+    with the moved code: step 3 -> 5, the log contiguous.)"""
+    from scalerl.config import load_config
+    from scalerl.pipeline.run import train
+
+    cfg = load_config("scalerl", [f"{k}={v}" for k, v in {
+        "model.base": nano_dir, "pipeline.backend": "inprocess", "train.steps": 2,
+        "train.checkpoint_every": 2, "eval.every": 2, "eval.num_prompts": 1, "eval.k": 1,
+        "pipeline.prompts_per_step": 1, "pipeline.generations": 2, "length.control": "none",
+        "sampling.max_new_tokens": 4, "forecast.enabled": "false", "log.progress": "false",
+        "log.tensorboard": "false"}.items()])
+    train(cfg, tmp_path, log=lambda _: None)
+    ours = {m for m in _pickled_modules(tmp_path / "checkpoint" / "state.pt") if m.split(".")[0] == "scalerl"}
+    assert ours <= {"scalerl.types"}
+
+
 class _LaggingEvaluation:
     """Evaluations on a 'generator' that come back when the test delivers them; each submit
     returns the weight snapshot it evaluates, as ``GeneratorEvaluation`` does."""
@@ -167,11 +204,13 @@ class _LaggingEvaluation:
         self.out.append(EvalResult(step, step, {"val_pass_rate": float(weights[0]) / 100}, 10, 0.1, 1))
 
 
-def _roles(step: int):
-    """Stand-ins for the learner, prompt pool and scheduler: ``checkpoint`` only reads their state."""
+def _parts(run: Path, step: int, meter, records):
+    """The run's parts ``checkpoint`` reads: stand-ins for the learner, prompt pool and
+    scheduler (only their state is read), the real meter and records, no export."""
     state = lambda: {"step": step}  # noqa: E731
-    return (SimpleNamespace(state_dict=state, version=step), SimpleNamespace(state_dict=state),
-            SimpleNamespace(state_dict=state))
+    return SimpleNamespace(start=SimpleNamespace(run_dir=run), learner=SimpleNamespace(state_dict=state, version=step),
+                           pool=SimpleNamespace(state_dict=state), scheduler=SimpleNamespace(state_dict=state),
+                           compute=meter, records=records, export=lambda state: None)
 
 
 def _drive(run: Path, records: OrderedRecords, evaluation, meter, steps: range, lag: int, sink) -> None:
@@ -184,7 +223,7 @@ def _drive(run: Path, records: OrderedRecords, evaluation, meter, steps: range, 
         for record in records.ready():
             sink.write(record)
         if step % 3 == 0:
-            checkpoint(run, "test", step, *_roles(step), meter, records, export=lambda state: None)
+            checkpoint(_parts(run, step, meter, records), "test", step)
 
 
 def test_checkpoints_keep_pace_while_evaluations_lag_and_resume_logs_each_step_once(tmp_path):

@@ -1,4 +1,4 @@
-"""The shared-prompt learner forward (``pipeline.packing``) against the plain prompt+completion
+"""The shared-prompt learner forward (``pipeline.learner.packing``) against the plain prompt+completion
 path: same logits, same loss, same gradient on every parameter; honest token counts; and
 micro-batches that keep a prompt's rows together."""
 
@@ -13,8 +13,8 @@ from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool
 from scalerl.models import build_model, build_task_tokenizer
 from scalerl.pipeline import build
-from scalerl.pipeline.packing import forward_slots, micro_batches, shared_prompt_logits
-from scalerl.pipeline.train_step import _micro_batch_logits
+from scalerl.pipeline.learner.packing import forward_slots, micro_batches, shared_prompt_logits
+from scalerl.pipeline.learner.train_step import _micro_batch_logits
 from scalerl.types import Completion, Group
 
 TOKENIZER = build_task_tokenizer()

@@ -85,8 +85,8 @@ def test_a_lora_run_samples_with_the_merged_adapters(warm_model_dir, tmp_path):
 
 
 def test_the_config_s_vllm_options_reach_vllm_llm(nano_dir):
-    from scalerl.pipeline.actor import build_engine
     from scalerl.pipeline.build import actor_spec
+    from scalerl.pipeline.generators.actor import build_engine
     from scalerl.pipeline.plan import build_plan
 
     cfg = load_config("scalerl", [f"model.base={nano_dir}", *VLLM_SMALL[:-1], "rollout.vllm.gpu_memory_utilization=0.3",

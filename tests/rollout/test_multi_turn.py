@@ -159,7 +159,7 @@ def test_weights_swapped_mid_trajectory_stamp_each_token_and_the_lag_bound_holds
     # mid-turn, not only between turns: a second turn holds tokens of both versions
     assert any(set(c.versions[c.turns[2].start : c.turns[2].end].tolist()) == {0, 1} for c in group.completions)
     scored = Group(0, group.completions, group.rewards, start_version=0)
-    assert scored.min_version == 0 and staleness(scored, 1) == 1
+    assert scored.oldest_version == 0 and staleness(scored, 1) == 1
     policy = LagPolicy("pipeline-rl", 1, 1)
     assert policy.admits(scored, learner_version=1) and not policy.admits(scored, learner_version=2)
 

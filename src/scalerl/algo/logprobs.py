@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import torch
 
+FP32_HEAD = True
+"""§2.4: the LM head in float32, the paper's choice and every layer's default (the trainer's
+``forward_logits``, both engines, a generator's spec); the config's ``model.fp32_head_trainer``
+and ``model.fp32_head_generator`` say the same (``tests/algo/test_logprobs.py`` holds them
+equal), and a run passes the config's value everywhere."""
+
 
 def lm_head_logits(
     hidden: torch.Tensor,  # (..., H) final hidden states
     weight: torch.Tensor,  # (V, H) LM-head (or tied embedding) matrix
     bias: torch.Tensor | None = None,  # (V,)
     *,
-    fp32: bool = True,
+    fp32: bool = FP32_HEAD,
 ) -> torch.Tensor:  # (..., V)
     """``logits = hidden @ weight.T + bias``, in float32 when ``fp32`` else in hidden's dtype.
 

@@ -1,5 +1,5 @@
 """The ``learner`` section: how many processes the learner spans and how its weights travel
-(``scalerl.pipeline.learner_rank``, ``scalerl.pipeline.learner_group``)."""
+(``scalerl.pipeline.learner.rank``, ``scalerl.pipeline.learner.group``)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ class PipelineConfig(_Frozen):
     ``scalerl.pipeline.backends.BACKENDS``; what each can do is checked by the run plan."""
     num_generators: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     """Generator roles (processes or actors); ``auto``: half the cores with ``local``
-    (``scalerl.pipeline.cores``, printed at start), 1 otherwise."""
+    (``scalerl.pipeline.plan.cores``, printed at start), 1 otherwise."""
     generator_threads: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     """torch threads of each generator; ``auto``: 1."""
     prompts_per_step: int = Field(8, ge=1)

@@ -4,7 +4,7 @@ A task is built in every process that scores (``scalerl.data.tasks.spec.TaskSpec
 task factory or reward function is checked when the config loads, so a missing file or name is
 one sentence before anything is written. A user's reward function runs under a time limit
 (``reward_timeout_s``, ``scalerl.user_code``); prompts too long for the model's context are
-refused before training or cut (``long_prompts``, ``scalerl.pipeline.preflight``).
+refused before training or cut (``long_prompts``, ``scalerl.pipeline.commands.preflight``).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ class TrainConfig(_Frozen):
     torch's seeding both accept (-1 and 2^70 failed there, after the run folder was written)."""
     threads: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     """torch threads of the learner; ``auto``: the cores the generators leave
-    (``scalerl.pipeline.cores``: 1 on two cores, so the two roles overlap)."""
+    (``scalerl.pipeline.plan.cores``: 1 on two cores, so the two roles overlap)."""
     cores: int | None = Field(None, ge=1)
     """Cores this run splits between its roles; None: the CPUs this process may run on."""
     stop_if_ceiling_below: float | None = Field(None, gt=0, le=1)

@@ -55,7 +55,7 @@ class OptimConfig(_Frozen):
     """Completions per forward/backward micro-batch; gradients accumulate over the batch."""
     micro_batch_tokens: int | None = Field(2048, ge=1)
     """On the CPU with ``shared_prompt``, also cap a micro-batch's forwarded token positions
-    (padding included; ``pipeline.packing.forward_slots``), so long completions go in smaller
+    (padding included; ``pipeline.learner.packing.forward_slots``), so long completions go in smaller
     micro-batches and activations stay cache-sized (a GPU ignores it); None: rows only."""
     shared_prompt: bool = True
     """Learner forward runs each distinct prompt once per micro-batch (its KV cache shared by

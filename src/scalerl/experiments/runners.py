@@ -1,6 +1,6 @@
 """Several sweep points at once: ``scalerl train`` subprocesses, or Ray tasks.
 
-A point needs at least the cores of its smallest role split (``scalerl.pipeline.cores``, by
+A point needs at least the cores of its smallest role split (``scalerl.pipeline.plan.cores``, by
 where its backend's generators run: two for a ``local`` point left on ``auto``, one learner +
 one generator; one for ``inprocess`` and ``ray``). :func:`auto_parallel` fits as many points as the machine's cores allow, and
 each point gets an equal share as its ``train.cores``, which its own split then divides
@@ -24,7 +24,7 @@ Todo = tuple[str, Path, Config, bool]  # label, run dir, config, resume
 def need(cfg: Config) -> int:
     """Cores one point needs at the smallest split its config allows."""
     from scalerl.pipeline.backends import backend_class
-    from scalerl.pipeline.cores import split_cores
+    from scalerl.pipeline.plan.cores import split_cores
 
     where = backend_class(cfg.pipeline.backend).capabilities.generators
     split = split_cores(where, cfg.train.cores or (2 if where == "processes" else 1), cfg.pipeline.num_generators,
@@ -35,7 +35,7 @@ def need(cfg: Config) -> int:
 
 def auto_parallel(configs: Sequence[Config], cores: int | None = None) -> int:
     """Points at once so that every role of every point has a core: ``cores // need``."""
-    from scalerl.pipeline.cores import available_cores
+    from scalerl.pipeline.plan.cores import available_cores
 
     cores = cores or available_cores()
     return max(1, cores // max((need(c) for c in configs), default=1))
@@ -64,7 +64,7 @@ def _command(run_dir: Path, cfg: Config, resume: bool) -> list[str]:
 def run_in_subprocesses(todo: Sequence[Todo], parallel: int, log: Callable[[str], None]) -> None:
     """Train ``todo`` as ``scalerl train`` subprocesses, ``parallel`` at a time, each on an
     equal share of the cores."""
-    from scalerl.pipeline.cores import available_cores
+    from scalerl.pipeline.plan.cores import available_cores
 
     share = max(1, available_cores() // parallel)
 

@@ -1,9 +1,9 @@
 """Build tiny causal LMs from presets and load local Hugging Face ones (the SFT warm-up of a
 built model is a training stage: ``scalerl.pipeline.sft``)."""
 
+from scalerl.data.tasks.tokenizer import build_task_tokenizer
 from scalerl.models.build import PRESETS, build_model, count_parameters
 from scalerl.models.load import load_pretrained, save_pretrained
-from scalerl.models.tokenizer import build_task_tokenizer
 
 __all__ = [
     "PRESETS",

@@ -22,7 +22,7 @@ template the run rendered its prompts with, and the generation config (whose
   never renamed away (only a folder is replaced).
 - ``scalerl export`` also writes ``scalerl-export.json`` (:data:`EXPORT_MARKER`): the run it
   came from and the entries it wrote, so a later export recognises its own output and
-  replaces only that (``scalerl.pipeline.export_target``).
+  replaces only that (``scalerl.pipeline.commands.export_target``).
 """
 
 from __future__ import annotations

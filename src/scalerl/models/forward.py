@@ -17,7 +17,7 @@ import inspect
 
 import torch
 
-from scalerl.algo.logprobs import lm_head_logits
+from scalerl.algo.logprobs import FP32_HEAD, lm_head_logits
 
 
 def body(model: torch.nn.Module) -> torch.nn.Module:
@@ -72,7 +72,7 @@ def forward_logits(
     attention_mask: torch.Tensor | None = None,  # (N, L_past + L)
     position_ids: torch.Tensor | None = None,  # (N, L)
     past_key_values=None,
-    fp32_head: bool = True,
+    fp32_head: bool = FP32_HEAD,
     use_cache: bool = False,
     last_only: bool = False,
 ) -> tuple[torch.Tensor, object]:  # (N, L, V) or (N, 1, V) when last_only; cache

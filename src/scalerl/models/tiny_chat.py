@@ -23,9 +23,9 @@ TURN_MARKERS = ("<|im_start|>", "<|im_end|>")
 def build_chat_model_dir(directory: str | Path, preset: str = "nano", seed: int = 0,
                          extra_words: tuple[str, ...] = ()) -> Path:
     """Write a random ``preset``-sized Qwen2 model with a ChatML tokenizer to ``directory``."""
+    from scalerl.data.tasks.tokenizer import build_task_tokenizer
     from scalerl.models.build import build_model
     from scalerl.models.load import save_pretrained
-    from scalerl.models.tokenizer import build_task_tokenizer
 
     tokenizer = build_task_tokenizer(extra_words=("system", "user", "assistant", *extra_words))
     tokenizer.add_special_tokens({"additional_special_tokens": list(TURN_MARKERS)})

@@ -8,6 +8,7 @@ which the builders take, never decide.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -17,7 +18,9 @@ from scalerl.config.runtime import env_spec, lora_spec, task_spec
 from scalerl.pipeline.backends import Backend, backend_class
 from scalerl.pipeline.context import chat_format
 from scalerl.pipeline.plan import RunPlan
+from scalerl.pipeline.queues import LagPolicy
 from scalerl.pipeline.restarts import GeneratorDeaths
+from scalerl.pipeline.scheduler import Scheduler
 from scalerl.types import SamplingParams
 
 
@@ -42,7 +45,7 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     if (cached / "config.json").is_file():
         return cached
     from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.pipeline.sft import sft_warmup
+    from scalerl.pipeline.sft import engine_pass_rate, sft_warmup
 
     tokenizer = build_task_tokenizer()
     model = build_model(cfg.model.preset, len(tokenizer), arch=cfg.model.arch, seed=cfg.train.seed,
@@ -53,7 +56,8 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     # probe the band the way RL samples (same lengths and interruptions)
     result = sft_warmup(task, model, tokenizer, target_band=tuple(cfg.model.sft.target_band),
                         max_seconds=cfg.model.sft.max_seconds, seed=cfg.train.seed, output_dir=tmp,
-                        sampling_params=sampling_params(cfg), env=env_spec(cfg))
+                        pass_rate_fn=partial(engine_pass_rate, params=sampling_params(cfg), env=env_spec(cfg),
+                                             fp32_head=cfg.model.fp32_head_generator))
     log(f"SFT warm-up: pass rate {result.pass_rate:.3f} after {result.steps} steps, {result.seconds:.0f} s")
     tmp.rename(cached)  # whole directory or nothing: a kill mid-SFT redoes it
     return cached
@@ -128,10 +132,9 @@ def evaluators(cfg: Config, model, tokenizer) -> list:
     """The :func:`eval_specs` evaluators on the learner's own model (``eval.on=learner``),
     decoding on the device the model is on."""
     from scalerl.eval import build_evaluators
-    from scalerl.rollout.torch_engine import TorchEngine
+    from scalerl.rollout.torch_engine import engine_for
 
-    where = next(model.parameters()).device
-    engine = TorchEngine(model, tokenizer, fp32_head=cfg.model.fp32_head_generator, device=where.type)
+    engine = engine_for(model, tokenizer, fp32_head=cfg.model.fp32_head_generator)
     return build_evaluators(eval_specs(cfg), engine, tokenizer)
 
 
@@ -144,9 +147,15 @@ def make_pool(cfg: Config, task):
                       history=c.history)
 
 
+def make_scheduler(cfg: Config, pool) -> Scheduler:
+    """Dispatch over ``pool`` under the lag policy (``pipeline.mode``, ``k``, P prompts a step)."""
+    p = cfg.pipeline
+    return Scheduler(LagPolicy(p.mode, p.k, p.prompts_per_step), pool, p.prompts_per_chunk)
+
+
 def actor_spec(cfg: Config, plan: RunPlan, model_dir: Path, seed: int):
     """Every generator's spec: what it decodes and scores, on the plan's device and threads."""
-    from scalerl.pipeline.actor import ActorSpec
+    from scalerl.pipeline.generators.actor import ActorSpec
 
     return ActorSpec(
         model_dir=str(model_dir), task=task_spec(cfg), chat=chat_format(cfg),
@@ -161,10 +170,10 @@ def actor_spec(cfg: Config, plan: RunPlan, model_dir: Path, seed: int):
 
 def check_gpu_sharing(cfg: Config, plan: RunPlan, n_params: int) -> None:
     """Refuse, in one sentence, a vLLM generator and the learner that the plan puts on one GPU
-    but that cannot share it (``pipeline.placement.shared_gpu_problem``)."""
+    but that cannot share it (``pipeline.plan.gpus.shared_gpu_problem``)."""
     if cfg.rollout.engine != "vllm" or not set(plan.learner_gpus) & set(plan.generator_gpus):
         return
-    from scalerl.pipeline.placement import shared_gpu_problem
+    from scalerl.pipeline.plan.gpus import shared_gpu_problem
 
     vllm = cfg.rollout.vllm
     problem = shared_gpu_problem(torch.cuda.get_device_properties(0).total_memory, n_params,
@@ -245,8 +254,8 @@ def exporter(cfg: Config, run_dir: Path, model: torch.nn.Module, tokenizer):
 
 
 def batch_rules(cfg: Config):
-    """What ``prepare_batch`` decides with (``pipeline.rules``)."""
-    from scalerl.pipeline.rules import BatchRules
+    """What ``prepare_batch`` decides with (``pipeline.learner.rules``)."""
+    from scalerl.pipeline.learner.rules import BatchRules
 
     length, adv = cfg.length, cfg.advantages
     return BatchRules(reward_form=cfg.reward_form, truncation_is_failure=cfg.truncation_fails,
@@ -258,8 +267,8 @@ def batch_rules(cfg: Config):
 
 
 def step_rules(cfg: Config):
-    """What ``backward_and_step`` computes with (``pipeline.rules``)."""
-    from scalerl.pipeline.rules import StepRules
+    """What ``backward_and_step`` computes with (``pipeline.learner.rules``)."""
+    from scalerl.pipeline.learner.rules import StepRules
 
     o, correction = cfg.optim, cfg.loss.is_correction
     return StepRules(loss=cfg.loss.name, loss_hparams=cfg.loss.hparams(), correction_mode=correction.mode,
@@ -270,8 +279,8 @@ def step_rules(cfg: Config):
 
 
 def learner_rules(cfg: Config, pad_id: int):
-    """Every rule a learner steps by (``pipeline.rules``)."""
-    from scalerl.pipeline.rules import LearnerRules, OptimRules
+    """Every rule a learner steps by (``pipeline.learner.rules``)."""
+    from scalerl.pipeline.learner.rules import LearnerRules, OptimRules
 
     o = cfg.optim
     optim = OptimRules(lr=o.lr, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay,
@@ -282,12 +291,12 @@ def learner_rules(cfg: Config, pad_id: int):
 
 def make_learner(cfg: Config, plan: RunPlan, model_dir: Path, log=print):
     """``(learner, tokenizer)``: the model in this process (``learner.world_size = 1``), or a
-    :class:`~scalerl.pipeline.learner_group.ShardedLearner` whose ranks start with
+    :class:`~scalerl.pipeline.learner.group.ShardedLearner` whose ranks start with
     ``learner.start(sink)`` once the backend's sink exists (a CPU copy of the model stays here
     for evaluation and export); on the plan's devices, threads and nodes. ``log`` says the
     layers LoRA adapts."""
     from scalerl.compute import matmul_peak
-    from scalerl.pipeline.learner import Learner
+    from scalerl.pipeline.learner.role import Learner
 
     world = plan.learner_ranks
     model, tokenizer = load_model(cfg, model_dir, device_name="cpu" if world > 1 else plan.device, log=log)
@@ -295,8 +304,8 @@ def make_learner(cfg: Config, plan: RunPlan, model_dir: Path, log=print):
     bucket = cfg.learner.sync_bucket_mb << 20
     if world == 1:
         return Learner(model, rules, bucket), tokenizer
-    from scalerl.pipeline.learner_group import ShardedLearner, free_port
-    from scalerl.pipeline.learner_rank import RankSpec
+    from scalerl.pipeline.learner.group import ShardedLearner, free_port
+    from scalerl.pipeline.learner.rank import RankSpec
 
     kind = plan.device
     spec = RankSpec(model_dir=str(model_dir), rules=rules, strategy=cfg.learner.strategy, world=world, device=kind,

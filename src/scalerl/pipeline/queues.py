@@ -29,7 +29,7 @@ MODES = ("pipeline-rl", "ppo-off-policy", "sync")
 
 def staleness(group: Group, learner_version: int) -> int:
     """``learner_version − min_t version_t`` over all tokens of the group's completions."""
-    return learner_version - group.min_version
+    return learner_version - group.oldest_version
 
 
 class LagPolicy:

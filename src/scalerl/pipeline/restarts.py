@@ -11,7 +11,7 @@ learner steps (a generator that dies again and again on the same prompt would ot
 loop forever) raise :class:`GeneratorsFailed`.
 
 A learner rank holds a shard of the model and optimiser, which no replacement could
-rebuild mid-run, so its death stops the run (``learner_group.RankFailed``).
+rebuild mid-run, so its death stops the run (``learner.rank.RankFailed``).
 
 A role whose cluster node left (``ray``) is not replaced elsewhere behind the plan's back:
 :class:`NodeLost` names the node and stops the run; a resume plans again for the nodes left.

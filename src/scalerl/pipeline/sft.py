@@ -25,9 +25,10 @@ from pathlib import Path
 
 import torch
 
+from scalerl.algo.logprobs import FP32_HEAD
 from scalerl.data.tasks.base import Example, Task
 from scalerl.rollout.rollout import build_rollout
-from scalerl.rollout.torch_engine import TorchEngine
+from scalerl.rollout.torch_engine import engine_for
 from scalerl.rollout.validate import validate
 from scalerl.types import SamplingParams
 
@@ -109,7 +110,7 @@ def generate_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: 
 
 
 def engine_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: int = 0,
-                     params=None, env=None) -> float:
+                     params=None, env=None, fp32_head: bool = FP32_HEAD) -> float:
     """Pass rate of one completion per prompt via ``scalerl.rollout`` (the RL generator's path).
 
     ``params`` (``SamplingParams``) lets the caller measure under its RL length control
@@ -124,8 +125,7 @@ def engine_pass_rate(model, tokenizer, task: Task, num_prompts: int, *, seed: in
         params = SamplingParams(max_new_tokens=_answer_budget(tokenizer, task, examples),
                                 temperature=1.0)
     params = dataclasses.replace(params, seed=seed)
-    device = next(model.parameters()).device
-    engine = TorchEngine(model, tokenizer, seed=seed, device=device)  # fresh: weights changed
+    engine = engine_for(model, tokenizer, fp32_head=fp32_head, seed=seed)  # fresh: weights changed
     rollout = None if env is None else build_rollout(task, tokenizer, None, env)
     return validate(engine, task, params=params, k=1, num_prompts=num_prompts, rollout=rollout).mean_at_k
 

@@ -1,6 +1,6 @@
 """The rollout seam: one example in, G scored trajectories out, on any generation engine.
 
-A :class:`Rollout` is what the generator role (``pipeline.actor``) and validation
+A :class:`Rollout` is what the generator role (``pipeline.generators.actor``) and validation
 (``rollout.validate``) call; neither knows whether a trajectory has one turn or several.
 
 - :class:`SingleTurn` (the default): the task's prompt rendered once

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from scalerl.algo.logprobs import lm_head_logits
+from scalerl.algo.logprobs import FP32_HEAD, lm_head_logits
 from scalerl.models.forward import forward_logits
 from scalerl.rollout import fast_decode
 from scalerl.rollout.engine import OnStep
@@ -93,7 +93,7 @@ class TorchEngine:
         model: torch.nn.Module,
         tokenizer,
         *,
-        fp32_head: bool = True,
+        fp32_head: bool = FP32_HEAD,
         device: str | torch.device = "cpu",
         seed: int = 0,
         version: int = 0,
@@ -400,6 +400,16 @@ class _Decode:
                 )
             )
         return out
+
+
+def engine_for(model: torch.nn.Module, tokenizer, *, fp32_head: bool, device=None, seed: int = 0,
+               version: int = 0) -> TorchEngine:
+    """The one way a role builds a :class:`TorchEngine` over a model it holds: a generator
+    (``pipeline.generators.actor``), the learner's evaluators and the SFT warm-up's probe.
+    ``fp32_head`` has no default here: each passes its config's (``model.fp32_head_generator``).
+    On ``device``, else where the model already is."""
+    where = next(model.parameters()).device if device is None else device
+    return TorchEngine(model, tokenizer, fp32_head=fp32_head, device=where, seed=seed, version=version)
 
 
 def _as_set(value) -> set:

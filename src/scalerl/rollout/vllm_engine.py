@@ -58,6 +58,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from scalerl.algo.logprobs import FP32_HEAD
 from scalerl.rollout.engine import OnStep
 from scalerl.rollout.interrupt import interruption_points
 from scalerl.rollout.sampling import _SEED_MIX
@@ -136,7 +137,7 @@ class VLLMEngine:
         self,
         model: str,
         *,
-        fp32_head: bool = False,
+        fp32_head: bool = FP32_HEAD,
         dtype: str = "bfloat16",
         seed: int = 0,
         version: int = 0,

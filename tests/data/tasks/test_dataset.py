@@ -150,7 +150,7 @@ def test_a_row_with_only_a_prompt_gets_no_invented_answer(tmp_path):
 
 def test_preflight_refuses_a_row_without_a_column_a_reward_function_names(tmp_path):
     from scalerl.config import ConfigError
-    from scalerl.pipeline.preflight import _check_named_columns
+    from scalerl.pipeline.commands.preflight import _check_named_columns
 
     rows = [{"prompt": f"q{i}", "answer": str(i)} for i in range(8)]
     rows[5] = {"prompt": "q5", "level": 2}

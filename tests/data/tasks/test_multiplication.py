@@ -1,7 +1,7 @@
 from scalerl.data.tasks import get_task
 from scalerl.data.tasks.addition import AdditionTask
 from scalerl.data.tasks.multiplication import MultiplicationTask, scratchpad
-from scalerl.models.tokenizer import build_task_tokenizer
+from scalerl.data.tasks.tokenizer import build_task_tokenizer
 
 
 def test_scratchpad_by_hand():

@@ -14,7 +14,7 @@ order of the digest (§4.2, §2.10), each a switch of the config:
 5. the loss-token mask (forced interruption tokens are out through ``Completion.loss_mask``)
    and the aggregation weights on the FULL batch (prompt / sample / token average, §2.5).
 
-Each switch is a field of :class:`~scalerl.pipeline.rules.BatchRules`. Every learner rank runs
+Each switch is a field of :class:`~scalerl.pipeline.learner.rules.BatchRules`. Every learner rank runs
 this on the whole batch (it is cheap and deterministic), so batch-level normalisation and the
 filters see every group, and the full-batch weights make the ranks' gradients sum exactly.
 
@@ -39,8 +39,8 @@ from scalerl.data.filters import (
 )
 from scalerl.data.tasks.base import in_form, passes
 from scalerl.data.tasks.user_reward import reward_part_metrics
+from scalerl.pipeline.learner.rules import BatchRules
 from scalerl.pipeline.queues import staleness
-from scalerl.pipeline.rules import BatchRules
 from scalerl.rollout.trajectory import trajectory_metrics
 from scalerl.types import Completion, Group
 

@@ -2,7 +2,7 @@
 
 Topology on one machine (digest §4.3 at toy scale): the main process is the learner (and the
 driver: curriculum, queue policy, eval, checkpoints); each generator is a
-``torch.multiprocessing`` process (``spawn``) running an :class:`~scalerl.pipeline.actor.Actor`
+``torch.multiprocessing`` process (``spawn``) running an :class:`~scalerl.pipeline.generators.actor.Actor`
 with ``torch.set_num_threads(threads)``, so on two cores learner and generator overlap.
 
 - each generator has its own inbox (an ``mp.Queue`` of assignment chunks and
@@ -39,8 +39,8 @@ from multiprocessing.connection import wait
 import torch
 import torch.multiprocessing as mp
 
-from scalerl.pipeline.actor import ActorSpec, build_actor
 from scalerl.pipeline.backends import Capabilities
+from scalerl.pipeline.generators.actor import ActorSpec, build_actor
 from scalerl.pipeline.plan import RunPlan
 from scalerl.pipeline.restarts import GeneratorDeaths, describe_exit
 from scalerl.pipeline.stop import children_ignore_stop_signals

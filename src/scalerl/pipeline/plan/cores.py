@@ -93,5 +93,5 @@ def split_cores(where: str, cores: int | None = None, generators: int | str = "a
         learner = max(1, cores - gens * g_threads) if learner_threads == "auto" else int(learner_threads)
     how = f"auto: {', '.join(auto)}" if auto else "all set by the config"
     gen = "in the learner's process" if where == "in_learner" else f"{gens} generator(s) x {g_threads} thread(s)"
-    rule = f"cores: {cores} -> learner {learner} thread(s) + {gen} ({how}; rule: scalerl.pipeline.cores)"
+    rule = f"cores: {cores} -> learner {learner} thread(s) + {gen} ({how}; rule: scalerl.pipeline.plan.cores)"
     return CoreSplit(cores, gens, g_threads, learner, rule)

@@ -5,7 +5,7 @@
 
 Torch is imported inside the handler only, so ``scalerl fit`` works without it. A bad
 recipe, override, flag or run folder prints one sentence and exits with code 2, before
-anything is built or written (``scalerl.pipeline.preflight``); so do a run directory whose
+anything is built or written (``scalerl.pipeline.commands.preflight``); so do a run directory whose
 ``config.yaml`` or checkpoints do not load and a disk that fills up during the run.
 SIGTERM or SIGINT stops the run after the step under way with a checkpoint, one sentence and
 exit code 143 or 130 (a second one exits at once; ``scalerl.pipeline.stop``). A learner rank
@@ -62,7 +62,7 @@ def _folder(text: str) -> Path:
 
 def _config(args: argparse.Namespace):
     from scalerl.config import DEFAULT_RECIPE, ConfigError, load_config
-    from scalerl.pipeline.preflight import check_path
+    from scalerl.pipeline.commands.preflight import check_path
 
     if args.resume is None:
         return load_config(args.recipe or DEFAULT_RECIPE, args.overrides)
@@ -86,7 +86,7 @@ def _config(args: argparse.Namespace):
 def _prepare(args: argparse.Namespace):
     """``(config, run folder)`` once every check before the run has passed."""
     from scalerl.config import ConfigError
-    from scalerl.pipeline import preflight
+    from scalerl.pipeline.commands import preflight
 
     cfg = _config(args)
     run_dir = args.resume or args.out or Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -128,8 +128,8 @@ def _handle(args: argparse.Namespace) -> int:
     except ConfigError as err:
         return _fail(err)
     from scalerl.checkpoint import CheckpointError
-    from scalerl.pipeline.learner_rank import RankFailed, SyncTimeout
-    from scalerl.pipeline.report import final_report
+    from scalerl.pipeline.commands.report import final_report
+    from scalerl.pipeline.learner.rank import RankFailed, SyncTimeout
     from scalerl.pipeline.restarts import GeneratorsFailed, NodeLost, failure_sentence
     from scalerl.pipeline.run import train
     from scalerl.pipeline.stop import Stopped

@@ -13,7 +13,7 @@ the run's starting model and wraps it by ``learner.strategy``:
 
 A step (:meth:`LearnerRank.step`): every rank prepares the whole batch (deterministic, so
 batch-level statistics see every group), trains its rows (``train_step.rank_rows``) and
-joins the collective optimiser step; it returns its :class:`~scalerl.pipeline.train_step.StepPart`.
+joins the collective optimiser step; it returns its :class:`~scalerl.pipeline.learner.train_step.StepPart`.
 
 A publish (:meth:`LearnerRank.publish`): every rank gathers the same bucket of full tensors
 (FSDP2's ``full_tensor``, a collective), then rank 0 writes it into the backend's sink — never
@@ -40,9 +40,9 @@ import torch.distributed as dist
 
 from scalerl.models.forward import Forward
 from scalerl.models.lora import is_lora, published_parameters
-from scalerl.pipeline.batch import prepare_batch
-from scalerl.pipeline.rules import LearnerRules
-from scalerl.pipeline.train_step import Shard, train_part
+from scalerl.pipeline.learner.batch import prepare_batch
+from scalerl.pipeline.learner.rules import LearnerRules
+from scalerl.pipeline.learner.train_step import Shard, train_part
 
 STRATEGIES = ("fsdp2", "ddp")
 """Data-parallel strategies (``learner.strategy``)."""
@@ -133,7 +133,7 @@ class LearnerRank:
         o = spec.rules.optim
         trainable = [p for p in self.wrapped.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
-        from scalerl.pipeline.learner import warmup_then_constant
+        from scalerl.pipeline.learner.role import warmup_then_constant
 
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_then_constant(o.warmup_steps))
         self.scaler = torch.amp.GradScaler(device.type) if spec.rules.float16 else None

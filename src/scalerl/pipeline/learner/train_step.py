@@ -1,4 +1,4 @@
-"""One learner step: :func:`~scalerl.pipeline.batch.prepare_batch`, then :func:`backward_and_step`.
+"""One learner step: :func:`~scalerl.pipeline.learner.batch.prepare_batch`, then :func:`backward_and_step`.
 
 :func:`backward_and_step` runs the live rows of a prepared batch in micro-batches: trainer
 log-probs through ``forward_logits(..., fp32_head)`` (§2.4) at the sampling temperature,
@@ -9,7 +9,7 @@ grad-norm clipping (and float16 loss scaling), and the LR schedule advances. No 
 entropy. Loss metrics combine across micro-batches as each loss declares
 (``LossOutput.reductions``: min, max, or a token-weighted mean).
 
-The forward is ``pipeline.packing``'s by default (``optim.shared_prompt``): each distinct
+The forward is ``pipeline.learner.packing``'s by default (``optim.shared_prompt``): each distinct
 prompt runs once per micro-batch, on micro-batches ordered to share prompts or to bucket
 lengths, whichever forwards fewer tokens; the plain prompt+completion forward (rows in
 batch order) stays as the reference. ``step_trained_tokens`` counts the real (non-padding)
@@ -18,7 +18,7 @@ work done: on the shared path a prompt counts once per micro-batch it appears in
 completion's last token (never an input) not at all. ``step_padded_tokens`` adds the padding:
 the slots paid for.
 
-Data parallelism (``pipeline.learner_rank``): rank ``r`` of ``W`` runs the live rows of every
+Data parallelism (``pipeline.learner.rank``): rank ``r`` of ``W`` runs the live rows of every
 ``W``-th group (:func:`rank_rows`). The aggregation weights were fixed on the full batch, so
 the loss is a sum over rows and ``Σ_r ∇L_r = ∇L``; the ranks' gradients are summed (the loss
 is scaled by ``W`` because FSDP2 and DDP average). Every rank runs as many micro-batches as
@@ -39,9 +39,9 @@ from scalerl.algo.logprobs import token_logprobs
 from scalerl.algo.losses import get_loss
 from scalerl.algo.mismatch import corrected_loss, mismatch_metrics, mismatch_sums
 from scalerl.models.forward import Forward, forward_logits
-from scalerl.pipeline.batch import Batch, pad
-from scalerl.pipeline.packing import micro_batches, shared_prompt_logits
-from scalerl.pipeline.rules import StepRules
+from scalerl.pipeline.learner.batch import Batch, pad
+from scalerl.pipeline.learner.packing import micro_batches, shared_prompt_logits
+from scalerl.pipeline.learner.rules import StepRules
 
 _PICK = {"min": min, "max": max}
 

@@ -1,12 +1,12 @@
 """The driver's handle on a data-parallel learner: ``learner.world_size`` ranks elsewhere.
 
-:class:`ShardedLearner` is a :class:`~scalerl.pipeline.learner.LearnerRole`. Each call goes
-to every rank (:class:`~scalerl.pipeline.learner_rank.LearnerRank`) and waits for all of
+:class:`ShardedLearner` is a :class:`~scalerl.pipeline.learner.role.LearnerRole`. Each call goes
+to every rank (:class:`~scalerl.pipeline.learner.rank.LearnerRank`) and waits for all of
 them; ranks run as spawned local processes (``local`` and ``inprocess`` backends) or as Ray
 actors in a placement group (``ray``), one transport interface for both:
 
 - ``step``: every rank trains its rows; the driver merges their
-  :class:`~scalerl.pipeline.train_step.StepPart`\\ s into the step's metrics, plus
+  :class:`~scalerl.pipeline.learner.train_step.StepPart`\\ s into the step's metrics, plus
   ``learner_rank_busy_s_max``/``_min``.
 - ``publish``: every rank gathers bucket after bucket; rank 0 writes them into the backend's
   sink. The sync has ``learner.sync_timeout_s``: when it runs out, :class:`SyncTimeout` names
@@ -25,11 +25,11 @@ from typing import Any
 
 import torch
 
-from scalerl.pipeline.learner import Published, StepResult, rate_metrics
-from scalerl.pipeline.learner_rank import LearnerRank, RankFailed, RankSpec, SyncTimeout
+from scalerl.pipeline.learner.rank import LearnerRank, RankFailed, RankSpec, SyncTimeout
+from scalerl.pipeline.learner.role import Published, StepResult, rate_metrics
+from scalerl.pipeline.learner.train_step import step_metrics
 from scalerl.pipeline.restarts import describe_exit
 from scalerl.pipeline.stop import children_ignore_stop_signals
-from scalerl.pipeline.train_step import step_metrics
 
 
 def _last_line(text: str) -> str:
@@ -156,7 +156,7 @@ class _ProcessRanks:
 
 
 class ShardedLearner:
-    """``world_size`` learner ranks behind the :class:`~scalerl.pipeline.learner.LearnerRole`
+    """``world_size`` learner ranks behind the :class:`~scalerl.pipeline.learner.role.LearnerRole`
     interface (module doc). ``template``: a CPU model of the run's architecture, the driver's
     evaluation and export copy."""
 
@@ -181,7 +181,7 @@ class ShardedLearner:
         self._driver_sink = None if getattr(sink, "crosses_processes", False) else sink
         shared = sink if self._driver_sink is None else None
         if self.transport == "ray":
-            from scalerl.pipeline.backends.ray_learner import RayRanks
+            from scalerl.pipeline.learner.ray_ranks import RayRanks
 
             self.ranks = RayRanks(self.spec, shared, self.nodes)
         else:

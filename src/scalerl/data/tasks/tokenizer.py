@@ -1,5 +1,9 @@
 """A small word-and-character tokenizer for the built-in tasks, in Hugging Face format.
 
+It lives with the tasks whose text it encodes (issue 40: it sat in ``models/`` and reached
+into ``data/`` for the calculator's tags); ``scalerl.models`` re-exports
+:func:`build_task_tokenizer` for the models it builds.
+
 Built with the ``tokenizers`` library and wrapped as ``PreTrainedTokenizerFast`` so it saves
 next to the model and ``AutoTokenizer.from_pretrained(dir)`` loads it back.
 

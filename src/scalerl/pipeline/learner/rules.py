@@ -1,12 +1,13 @@
 """The rules a learner step follows, frozen once per run: what the step path reads of the config.
 
-:class:`BatchRules` is everything :func:`~scalerl.pipeline.batch.prepare_batch` decides with
+:class:`BatchRules` is everything :func:`~scalerl.pipeline.learner.batch.prepare_batch` decides with
 (reward form, the failure rule, the pass threshold, length control, filters, advantage normalisation,
-aggregation); :class:`StepRules` everything :func:`~scalerl.pipeline.train_step.backward_and_step`
+aggregation); :class:`StepRules` everything :func:`~scalerl.pipeline.learner.train_step.backward_and_step`
 computes with (the loss and its hyperparameters, the IS correction, the sampling temperature,
 micro-batching, the FP32 head, clipping). Both are plain picklable values, built by
 ``pipeline.build`` from the validated config, so a learner rank in another process or on
-another node steps by exactly the driver's rules without the config.
+another node steps by exactly the driver's rules without the config. No field has a default:
+the config's are the only ones (``config/``), and ``build.step_rules`` sets every field.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class BatchRules:
-    """From groups to advantages, masks and aggregation weights (``pipeline.batch``)."""
+    """From groups to advantages, masks and aggregation weights (``pipeline.learner.batch``)."""
 
     reward_form: str  # data.tasks.base.REWARD_FORMS: "as_is" | "pm1" (task.reward, auto decided)
     truncation_is_failure: bool  # a completion cut by max_new_tokens trains as a failure (reward 0 as returned)
@@ -34,19 +35,19 @@ class BatchRules:
 
 @dataclass(frozen=True)
 class StepRules:
-    """Forward, loss and optimiser step of a prepared batch (``pipeline.train_step``)."""
+    """Forward, loss and optimiser step of a prepared batch (``pipeline.learner.train_step``)."""
 
     loss: str  # registered loss name (algo.losses)
     loss_hparams: dict[str, Any] = field(hash=False)  # the selected loss's own keyword arguments
-    correction_mode: str = "none"  # IS correction (algo.mismatch): none | tis | mis | seq_mask
-    correction_band: dict[str, float] = field(default_factory=dict, hash=False)  # its cap/low
-    temperature: float = 1.0  # log-probs of softmax(logits / τ), as the generator sampled
-    fp32_head: bool = True  # §2.4: the trainer's LM head in float32
-    micro_batch: int = 64  # completions per forward/backward
-    micro_batch_tokens: int | None = 2048  # CPU token cap of a shared-prompt micro-batch
-    shared_prompt: bool = True  # each distinct prompt forwarded once per micro-batch
-    grad_clip: float | None = 1.0  # max global gradient norm; None: no clipping
-    autocast: str | None = None  # "bfloat16" | "float16": the forward's compute dtype over float32 masters
+    correction_mode: str  # IS correction (algo.mismatch): none | tis | mis | seq_mask
+    correction_band: dict[str, float] = field(hash=False)  # its cap/low/high
+    temperature: float  # log-probs of softmax(logits / τ), as the generator sampled
+    fp32_head: bool  # §2.4: the trainer's LM head in float32
+    micro_batch: int  # completions per forward/backward
+    micro_batch_tokens: int | None  # CPU token cap of a shared-prompt micro-batch
+    shared_prompt: bool  # each distinct prompt forwarded once per micro-batch
+    grad_clip: float | None  # max global gradient norm; None: no clipping
+    autocast: str | None  # "bfloat16" | "float16": the forward's compute dtype over float32 masters
 
     @property
     def autocast_dtype(self):

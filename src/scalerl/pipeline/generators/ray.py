@@ -4,8 +4,8 @@ Same roles, same queue policy as the ``local`` backend (digest §2.2, §4.3); on
 changes, so one run scales from ``ray.init()`` on a laptop to a cluster:
 
 - **Generators** are ``GeneratorActor``s, thin ``@ray.remote`` wrappers around
-  :class:`~scalerl.pipeline.actor.Actor` (built by ``build_actor`` from the same picklable
-  :class:`~scalerl.pipeline.actor.ActorSpec`). ``submit(chunk)`` calls ``run_batch`` on the
+  :class:`~scalerl.pipeline.generators.actor.Actor` (built by ``build_actor`` from the same picklable
+  :class:`~scalerl.pipeline.generators.actor.ActorSpec`). ``submit(chunk)`` calls ``run_batch`` on the
   least-loaded actor and keeps the returned ``ObjectRef``; ``collect`` streams back whichever
   chunks have finished (``ray.wait``), in completion order, so the learner starts on the first
   full batch while other chunks are still decoding.
@@ -27,7 +27,7 @@ changes, so one run scales from ``ray.init()`` on a laptop to a cluster:
   resubmit the lost calls.
 
 Placement comes from the run plan (``scalerl.pipeline.plan``): the learner is the driver
-process (or ranks on the nodes the plan chose, ``ray_learner``); each generator actor is pinned
+process (or ranks on the nodes the plan chose, ``learner.ray_ranks``); each generator actor is pinned
 to the node the plan chose for it and reserves ``pipeline.generator_threads`` CPUs and its
 share of a GPU there (``plan.gpus_per_generator``). Joining the cluster, and what a lost node
 does, is ``ray_cluster``'s.
@@ -43,9 +43,9 @@ import numpy as np
 import ray
 import torch
 
-from scalerl.pipeline.actor import ActorSpec, build_actor
+from scalerl.pipeline import ray_cluster as cluster
 from scalerl.pipeline.backends import Capabilities
-from scalerl.pipeline.backends import ray_cluster as cluster
+from scalerl.pipeline.generators.actor import ActorSpec, build_actor
 from scalerl.pipeline.plan import Node, RunPlan
 from scalerl.pipeline.restarts import GeneratorDeaths
 from scalerl.pipeline.weights import WeightLayout

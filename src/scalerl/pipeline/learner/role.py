@@ -7,8 +7,8 @@ optimiser steps; the weights after step ``v`` are policy version ``v``.
 The driver (``pipeline/run.py``) sees a learner only through :class:`LearnerRole`: step on
 groups, publish a version into a sink, a model to evaluate, the state to checkpoint. Two
 implementations: :class:`Learner`, the model in the driver's own process (``learner.world_size
-= 1``), and :class:`~scalerl.pipeline.learner_group.ShardedLearner`, ``world_size`` ranks in
-other processes or Ray actors (``pipeline.learner_rank``).
+= 1``), and :class:`~scalerl.pipeline.learner.group.ShardedLearner`, ``world_size`` ranks in
+other processes or Ray actors (``pipeline.learner.rank``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from scalerl.compute import matmul_peak
 from scalerl.models.build import count_parameters
 from scalerl.models.forward import Forward
 from scalerl.models.lora import is_lora, published_parameters
-from scalerl.pipeline.batch import prepare_batch
-from scalerl.pipeline.rules import LearnerRules
-from scalerl.pipeline.train_step import step_metrics, train_part
+from scalerl.pipeline.learner.batch import prepare_batch
+from scalerl.pipeline.learner.rules import LearnerRules
+from scalerl.pipeline.learner.train_step import step_metrics, train_part
 from scalerl.pipeline.weights import WeightLayout, weight_buckets
 
 

@@ -1,6 +1,6 @@
 """Learner ranks as Ray actors on the run plan's nodes (``learner.world_size > 1`` on ``ray``).
 
-The same :class:`~scalerl.pipeline.learner_rank.LearnerRank` as the local processes, behind
+The same :class:`~scalerl.pipeline.learner.rank.LearnerRank` as the local processes, behind
 the transport interface ``ShardedLearner`` calls (``call``/``gather``/``sync_progress``/
 ``kill``/``close``). Each rank actor is pinned to the node the plan chose
 (``plan.rank_nodes``: the driver's node first) and reserves its CPUs there, and a GPU when the
@@ -19,8 +19,8 @@ from typing import Any
 
 import ray
 
-from scalerl.pipeline.backends import ray_cluster as cluster
-from scalerl.pipeline.learner_rank import LearnerRank, RankFailed, RankSpec
+from scalerl.pipeline import ray_cluster as cluster
+from scalerl.pipeline.learner.rank import LearnerRank, RankFailed, RankSpec
 
 PLACEMENT_TIMEOUT_S = 60.0
 

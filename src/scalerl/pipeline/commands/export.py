@@ -10,7 +10,7 @@ handler only; every bad input is one sentence and exit code 2.
 
 ``--out`` is never destroyed: it must be a new path or an earlier export of this run, and
 anything else (the run, its inputs, a user's folder or file) is refused before anything is
-read (``scalerl.pipeline.export_target``). The export is written beside it and renamed into
+read (``scalerl.pipeline.commands.export_target``). The export is written beside it and renamed into
 place, so a full disk or an unwritable path is one sentence and leaves nothing behind.
 """
 
@@ -86,7 +86,7 @@ def export_run(run_dir: Path, out: Path | None = None, *, merge: bool = False, d
     from scalerl.config import ConfigError, load_config
     from scalerl.models.export import write_model_dir
     from scalerl.pipeline.build import load_model, saved_template
-    from scalerl.pipeline.export_target import OWN_MODEL, check_target, marker
+    from scalerl.pipeline.commands.export_target import OWN_MODEL, check_target, marker
 
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml in it).")

@@ -91,7 +91,7 @@ def check_prompts(cfg: Config, task) -> None:
 
     if cfg.model.base is None:
         _check_built_model_format(cfg)
-        from scalerl.models.tokenizer import build_task_tokenizer
+        from scalerl.data.tasks.tokenizer import build_task_tokenizer
 
         tokenizer = build_task_tokenizer()
     else:

@@ -2,8 +2,8 @@
 
 :func:`build_plan` is the one place that decides placement. It reads the validated config,
 the chosen backend's :class:`~scalerl.pipeline.backends.Capabilities` (never its name) and
-what it probes — this machine's cores (``scalerl.pipeline.cores``) and CUDA devices
-(``scalerl.pipeline.placement``), or a Ray cluster's live nodes — and returns a frozen,
+what it probes — this machine's cores (``scalerl.pipeline.plan.cores``) and CUDA devices
+(``scalerl.pipeline.plan.gpus``), or a Ray cluster's live nodes — and returns a frozen,
 picklable :class:`RunPlan`:
 
 - the device (``train.device`` resolved: ``auto`` is ``cuda`` when a GPU is visible);
@@ -35,8 +35,8 @@ from typing import Any
 
 from scalerl.config import Config, ConfigError
 from scalerl.pipeline.backends import Capabilities, backend_class
-from scalerl.pipeline.cores import split_cores
-from scalerl.pipeline.placement import gpu_plan
+from scalerl.pipeline.plan.cores import split_cores
+from scalerl.pipeline.plan.gpus import gpu_plan
 
 
 @dataclass(frozen=True)

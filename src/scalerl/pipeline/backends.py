@@ -1,6 +1,6 @@
 """Transports between the learner (the driver process) and the generator roles, in one table.
 
-Every backend is built from an :class:`~scalerl.pipeline.actor.ActorSpec`, the weight
+Every backend is built from an :class:`~scalerl.pipeline.generators.actor.ActorSpec`, the weight
 layout the learner publishes (:class:`~scalerl.pipeline.weights.WeightLayout`) and the run
 plan (:class:`~scalerl.pipeline.plan.RunPlan`), never from a model; it satisfies
 :class:`Backend` and declares what it can do in :class:`Capabilities`, which the plan reads.
@@ -20,9 +20,9 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 from scalerl.types import EvalRequest, EvalResult, Group, PromptAssignment
 
 BACKENDS: dict[str, str] = {
-    "local": "scalerl.pipeline.backends.local:LocalBackend",
-    "inprocess": "scalerl.pipeline.backends.inprocess:InProcessBackend",
-    "ray": "scalerl.pipeline.backends.ray:RayBackend",
+    "local": "scalerl.pipeline.generators.local:LocalBackend",
+    "inprocess": "scalerl.pipeline.generators.inprocess:InProcessBackend",
+    "ray": "scalerl.pipeline.generators.ray:RayBackend",
 }
 """Backend name (``pipeline.backend``) -> ``module:Class``, imported only when chosen (Ray is
 an extra)."""
@@ -40,7 +40,7 @@ class Capabilities:
     """Its generators evaluate weight snapshots between chunks (:class:`EvaluatingBackend`):
     ``eval.on=generator`` needs it, and ``auto`` chooses it."""
     ranks: Literal["processes", "ray"]
-    """How the ranks of a data-parallel learner run (``learner_group``)."""
+    """How the ranks of a data-parallel learner run (``learner.group``)."""
     weights: str
     """The weight transport, in words (``plan.json``)."""
 

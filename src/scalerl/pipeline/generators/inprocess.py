@@ -11,8 +11,8 @@ import os
 import socket
 from collections import deque
 
-from scalerl.pipeline.actor import ActorSpec, build_actor
 from scalerl.pipeline.backends import Capabilities
+from scalerl.pipeline.generators.actor import ActorSpec, build_actor
 from scalerl.pipeline.plan import RunPlan
 from scalerl.pipeline.weights import InProcessWeights, WeightLayout
 from scalerl.types import Group, PromptAssignment

@@ -5,7 +5,7 @@ weights at least as new as the assignment asks (``min_version``: the sync and
 PPO-off-policy rounds start from the learner's latest policy), then hands all P_chunk
 examples to its rollout (``scalerl.rollout.rollout``: one engine call for every P_chunk × G
 completion, or one per turn with an environment); the rewards leave as returned (the
-learner's ``pipeline.batch`` decides what it trains on). Between decode steps the engine calls ``on_step``; the actor
+learner's ``pipeline.learner.batch`` decides what it trains on). Between decode steps the engine calls ``on_step``; the actor
 polls its :class:`WeightSource` there and, if the learner published, swaps the weights in
 flight (PipelineRL: the KV cache of sequences in flight is kept). Every token records the
 version that sampled it, so the learner can measure staleness per token.
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scalerl.algo.logprobs import FP32_HEAD
 from scalerl.data.tasks.spec import TaskSpec
 from scalerl.eval import build_evaluators, evaluate
 from scalerl.models.chat import ChatFormat
@@ -152,7 +153,7 @@ class ActorSpec:
     """Where the engine decodes: ``cpu`` or ``cuda`` (``cuda:N``)."""
     dtype: str = "float32"
     """Parameter dtype of the model body."""
-    fp32_head: bool = True
+    fp32_head: bool = FP32_HEAD
     """LM head (and its softmax) in float32."""
     seed: int = 0
     """Base seed; generator ``index`` samples with :meth:`seed_for` so generators differ."""
@@ -179,11 +180,11 @@ def build_engine(spec: ActorSpec, index: int = 0):
     if spec.engine != "torch":
         raise ValueError(f"unknown engine {spec.engine!r}; valid: {', '.join(ENGINES)}")
     from scalerl.models import load_pretrained
-    from scalerl.rollout.torch_engine import TorchEngine
+    from scalerl.rollout.torch_engine import engine_for
 
     model, tokenizer = load_pretrained(spec.model_dir, spec.dtype)
-    engine = TorchEngine(model, tokenizer, fp32_head=spec.fp32_head, device=spec.device,
-                         seed=spec.seed_for(index), version=-1)
+    engine = engine_for(model, tokenizer, fp32_head=spec.fp32_head, device=spec.device,
+                        seed=spec.seed_for(index), version=-1)
     return engine, tokenizer
 
 

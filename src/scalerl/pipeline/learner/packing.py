@@ -29,7 +29,7 @@ import torch
 
 from scalerl.algo.logprobs import lm_head_logits
 from scalerl.models.forward import forward_hidden, head_params
-from scalerl.pipeline.batch import pad
+from scalerl.pipeline.learner.batch import pad
 from scalerl.types import Completion
 
 
