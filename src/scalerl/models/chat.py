@@ -19,6 +19,7 @@ and the sampled ones, and nothing is ever re-tokenised from text.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -130,7 +131,11 @@ class PromptRenderer:
     def _encode(self, text: str, first: bool = True) -> list[int]:
         """``text``'s ids as the model gets them (a plain prompt with the tokenizer's special
         tokens, which a chat template writes itself); ``first=False``: a later chunk, without them."""
-        return self.tokenizer.encode(text, add_special_tokens=first and not self.chat)
+        if first and not self.chat:
+            return self.tokenizer.encode(text)  # as it always was: a task tokenizer takes no options
+        if "add_special_tokens" not in inspect.signature(self.tokenizer.encode).parameters:
+            return self.tokenizer.encode(text)  # a task tokenizer: no special tokens to leave out
+        return self.tokenizer.encode(text, add_special_tokens=False)
 
     def _render(self, prompt: Prompt) -> tuple[str, list[int]]:
         text = self._render_text(prompt)
