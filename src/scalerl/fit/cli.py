@@ -96,7 +96,7 @@ def _add_curve_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="M",
         help="a ceiling is identified when A's interval is within ±M; two ceilings are equal "
-        "within M (paper: 0.02)",
+        f"within M (default {FitOptions.margin}, the paper's)",
     )
     p.add_argument(
         "--no-budget",
