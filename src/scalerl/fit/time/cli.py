@@ -29,7 +29,15 @@ from scalerl.fit.cli import _guard, _r0, options_from
 from scalerl.fit.errors import CurveError
 from scalerl.fit.outputs import check_outputs
 from scalerl.fit.predictive import HORIZON
-from scalerl.fit.readers import RUN_LOG, Columns, expand_paths, load_runs
+from scalerl.fit.readers import (
+    RUN_LOG,
+    Columns,
+    expand_paths,
+    is_tensorboard,
+    load_runs,
+    read_jsonl,
+    suffixes,
+)
 from scalerl.fit.time.answer import Plan, make_plan, split_hours
 from scalerl.fit.time.crossing import WINDOW
 from scalerl.fit.time.throughput import RoleTimes, role_times
@@ -37,9 +45,6 @@ from scalerl.fit.time.timing import clock_from_records, clock_from_speeds, read_
 from scalerl.metric_names import LEARNER_BUSY, LEARNER_WORLD_SIZE, WALL
 
 __all__ = ["plan_command", "register"]
-
-_JSONL = (".jsonl", ".ndjson", ".json")
-
 
 def register(subparsers) -> None:
     """Add ``plan`` to the ``scalerl`` command."""
@@ -92,7 +97,7 @@ def _log_of(run: Path) -> tuple[Path, Path | None]:
         return run, None
     if (run / RUN_LOG).is_file():
         return run / RUN_LOG, run / "config.yaml"
-    if any("tfevents" in p.name for p in run.iterdir()):
+    if is_tensorboard(run):
         return run, None
     raise CurveError(f"{run} is a folder without metrics.jsonl (not a scalerl run folder).")
 
@@ -126,7 +131,7 @@ def _inputs(args: argparse.Namespace):
     if len(curves) != 1:
         raise CurveError(f"{log} holds {len(curves)} runs; plan one at a time (split the log, or pick a run).")
     curve = curves[0]
-    records = read_records(log) if log.is_file() and log.suffix.lower() in _JSONL else []
+    records = read_records(log) if log.is_file() and log.suffix.lower() in suffixes(read_jsonl) else []
     if args.speeds is not None:
         return curve, clock_from_speeds(args.speeds), _roles_of(args.speeds)
     if not any(WALL in r for r in records):
