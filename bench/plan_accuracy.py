@@ -26,7 +26,7 @@ Protocol, per run and cut (the first 25% and 50% of the run's compute, x <= cut)
   target; its hours are interpolated linearly between that evaluation and the one before on
   the smoothed values. A target the smoothed curve had already reached inside the cut is
   left out (counted as "already reached").
-* **Plan**: ``scalerl.fit.plan.make_plan`` on the cut curve and the clock of the records
+* **Plan**: ``scalerl.fit.time.answer.make_plan`` on the cut curve and the clock of the records
   inside the cut (``timing.clock_from_records``), with ``FitOptions()``: what
   ``scalerl plan RUN --target R`` does with no other flag. **With the prior**: the planner's
   ``--prior-runs`` path (``prior_runs.load_prior``) over the other runs of the same family,
@@ -58,10 +58,10 @@ import numpy as np
 
 from scalerl.fit import FitOptions
 from scalerl.fit.errors import CurveError, CurveWarning
-from scalerl.fit.plan import make_plan
 from scalerl.fit.prior_runs import load_prior
 from scalerl.fit.readers import Columns, load_runs
-from scalerl.fit.timing import clock_from_records, read_records, trailing_mean
+from scalerl.fit.time.answer import make_plan
+from scalerl.fit.time.timing import clock_from_records, read_records, trailing_mean
 
 DATA = Path(__file__).resolve().parent / "data"
 CUTS = (0.25, 0.5)

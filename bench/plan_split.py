@@ -9,7 +9,7 @@ generators and the learner, for every lag bound in ``--ks`` (``0`` is ``pipeline
 on-policy). Each run is a fresh process; the timed window is ``--steps`` optimiser steps after
 ``--warmup`` untimed ones (evaluations only at step 0 and after the window).
 
-The model (``scalerl.fit.throughput``) is built from **one** of those runs, the reference
+The model (``scalerl.fit.time.throughput``) is built from **one** of those runs, the reference
 (``--reference-k``, the default k of ``pipeline.k``), exactly as ``scalerl plan`` builds it: the
 run's step records up to the window's end (``role_times``). It then predicts the steps per
 hour and mean staleness of every other run, which is compared with what that run measured
@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _workload import Workload, parallel_scaling, save_base_model, scalerl_overrides  # noqa: E402
 from throughput import in_fresh_process, parse_shape, shape_name  # noqa: E402
 
-from scalerl.fit.throughput import predict, role_times  # noqa: E402
+from scalerl.fit.time.throughput import predict, role_times  # noqa: E402
 
 DEFAULT_SHAPES = "nano:2x8@128,nano:16x8@256"
 

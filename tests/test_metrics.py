@@ -82,7 +82,7 @@ def test_tensorboard_events_are_read_back_and_a_full_disk_raises_on_the_callers_
 
 
 def test_an_old_run_s_renamed_keys_are_read_under_their_current_names_and_kept_so_on_resume(tmp_path):
-    from scalerl.metrics import RENAMED
+    from scalerl.metric_names import RENAMED
 
     path = tmp_path / "metrics.jsonl"
     sink = JsonlSink(path)
@@ -101,8 +101,23 @@ def test_an_old_run_s_renamed_keys_are_read_under_their_current_names_and_kept_s
 def test_the_glossary_check_fails_on_a_key_without_its_line():
     from glossary import undocumented
 
-    from scalerl.metrics import RENAMED
+    from scalerl.metric_names import RENAMED
 
     assert undocumented({"step", "val_pass_at_4_stderr", "reward/format", "downstream_len", "new_key"}) == ["new_key"]
     assert undocumented(RENAMED) == sorted(RENAMED)  # the old names are no current key
     assert undocumented(RENAMED.values()) == []
+
+
+def test_every_key_of_the_one_metric_names_table_is_a_documented_current_key():
+    """``scalerl.metric_names`` is what the trainer writes and ``fit`` reads: each key has its
+    line in ``docs/METRICS.md``, and an old name of ``RENAMED`` is none of them."""
+    from glossary import undocumented
+
+    from scalerl import metric_names
+
+    keys = [v for k, v in vars(metric_names).items() if k.isupper() and isinstance(v, str)]
+    keys += list(metric_names.GENERATOR_TIMES.values())
+    assert "learner_busy_s" in keys and "generator_stall_s" in keys
+    assert undocumented(keys) == []
+    assert not set(metric_names.RENAMED) & set(keys)
+    assert all(metric_names.old_name(new) == old for old, new in metric_names.RENAMED.items())

@@ -91,6 +91,7 @@ FORBIDDEN = {
     "scalerl.fit": ("scalerl.",),  # nothing of the package but fit itself (and its bundled curves)
     "scalerl.algo": ("scalerl.",),
     "scalerl.types": ("scalerl.",),
+    "scalerl.metric_names": ("scalerl.",),  # the metric keys the trainer writes and fit reads
     "scalerl.plugins": ("scalerl.",),  # the plug-in loader, the user's code bounded, the console:
     "scalerl.user_code": ("scalerl.",),  # leaves that every layer may use
     "scalerl.progress": ("scalerl.",),
@@ -106,6 +107,8 @@ FORBIDDEN = {
 }
 """Layer → the module prefixes it must never import (its own package excepted)."""
 ALLOWED = {("scalerl.fit.demo", "scalerl.examples"),  # the bundled demo curves: data, not code
+           # the trainer's metric keys, one table both sides import: plain strings, a leaf
+           ("scalerl.fit", "scalerl.metric_names"),
            # the one module of the config that needs runtime code: tasks, reward functions,
            # environments, vLLM's presence, LoRA's spec; still never the pipeline, cli or experiments
            ("scalerl.config.runtime", "scalerl.data"), ("scalerl.config.runtime", "scalerl.rollout"),
@@ -171,5 +174,11 @@ def test_the_pipeline_roles_never_import_each_other_and_the_commands_sit_on_top(
 def test_the_document_the_rules_cite_exists_and_names_the_rooms():
     text = DESIGN.read_text(encoding="utf-8")
     assert "## The layout and its arrows" in text
-    for room in ("learner/", "generators/", "commands/", "plan/", "config/runtime.py", "live_forecast"):
+    for room in ("learner/", "generators/", "commands/", "plan/", "config/runtime.py", "live_forecast",
+                 "fit/time/", "metric_names"):
         assert room in text, room
+
+
+def test_one_module_is_named_plan():
+    """``pipeline/plan/`` is the run plan; the time-to-target answer is ``fit/time/answer.py``."""
+    assert [m for m in _graph() if m.rpartition(".")[2] == "plan"] == ["scalerl.pipeline.plan"]

@@ -17,7 +17,7 @@ from scalerl.fit.errors import EXIT_BAD_INPUT
 # module path of each command group; each exposes ``register(subparsers)``
 _COMMAND_MODULES = (
     "scalerl.fit.cli",
-    "scalerl.fit.plan_cli",
+    "scalerl.fit.time.cli",
     "scalerl.pipeline.commands.train",
     "scalerl.pipeline.commands.export",
     "scalerl.experiments.cli",

@@ -27,6 +27,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from scalerl.metric_names import COMPUTE, TOTAL_GEN_TOKENS, TOTAL_TRAINED_TOKENS, WALL
+
 RATE_WINDOW = 10
 """Steps :class:`TokenRates` averages over: long enough to span several bursts of arriving
 groups, short enough to follow a change of pace within a minute of a tiny run."""
@@ -71,11 +73,11 @@ class ComputeMeter:
     def snapshot(self) -> dict[str, float]:
         """The record fields every metrics line carries."""
         return {
-            "compute_gpu_hours": self.device_hours,
+            COMPUTE: self.device_hours,
             "flops": self.flops,
-            "wall_s": self.wall_s,
-            "total_gen_tokens": self.gen_tokens,
-            "total_trained_tokens": self.train_tokens,
+            WALL: self.wall_s,
+            TOTAL_GEN_TOKENS: self.gen_tokens,
+            TOTAL_TRAINED_TOKENS: self.train_tokens,
         }
 
     def state_dict(self) -> dict[str, float]:
@@ -108,8 +110,8 @@ class TokenRates:
         then = self._snapshots[0]
         dt = max(current["wall_s"] - then["wall_s"], 1e-9)
         return {
-            "gen_tokens_per_s": (current["total_gen_tokens"] - then["total_gen_tokens"]) / dt,
-            "trained_tokens_per_s": (current["total_trained_tokens"] - then["total_trained_tokens"]) / dt,
+            "gen_tokens_per_s": (current[TOTAL_GEN_TOKENS] - then[TOTAL_GEN_TOKENS]) / dt,
+            "trained_tokens_per_s": (current[TOTAL_TRAINED_TOKENS] - then[TOTAL_TRAINED_TOKENS]) / dt,
         }
 
 

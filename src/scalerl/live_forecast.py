@@ -16,8 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from scalerl.config import Config
-
-X, WALL = "compute_gpu_hours", "wall_s"
+from scalerl.metric_names import COMPUTE, VAL_PASS_RATE, WALL
 
 
 class LiveForecast:
@@ -28,9 +27,9 @@ class LiveForecast:
         self.cfg = cfg.forecast
         self.train = cfg.train
         self.y = cfg.fitted_metric  # forecast.metric: val_pass_rate or val_reward_mean
-        self.points: list[tuple[float, float]] = [(float(r[X]), float(r[self.y])) for r in past
+        self.points: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[self.y])) for r in past
                                                   if r.get(self.y) is not None]
-        self.clock: list[tuple[float, float]] = [(float(r[X]), float(r[WALL])) for r in past if r.get(WALL) is not None]
+        self.clock: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[WALL])) for r in past if r.get(WALL) is not None]
         self._step = int(past[-1]["step"]) if past else 0
         self._start: tuple[float, int, float] | None = None  # (compute, step, time) of this session
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast")
@@ -47,13 +46,13 @@ class LiveForecast:
 
     def observe(self, record: dict[str, Any]) -> None:
         """Take a metrics record; an evaluation (step, compute, pass rate) triggers a refit."""
-        if self._start is None and record.get(X) is not None:
-            self._start = (float(record[X]), int(record["step"]), time.monotonic())
-        if record.get(X) is not None and record.get(WALL) is not None:
-            self.clock.append((float(record[X]), float(record[WALL])))  # compute -> hours for the time to target
+        if self._start is None and record.get(COMPUTE) is not None:
+            self._start = (float(record[COMPUTE]), int(record["step"]), time.monotonic())
+        if record.get(COMPUTE) is not None and record.get(WALL) is not None:
+            self.clock.append((float(record[COMPUTE]), float(record[WALL])))  # compute -> hours for the time to target
         if not self.cfg.enabled or record.get(self.y) is None:
             return
-        self.points.append((float(record[X]), float(record[self.y])))
+        self.points.append((float(record[COMPUTE]), float(record[self.y])))
         self._step = int(record["step"])
         if self._pending is not None and not self._pending.done():
             self._stale = True
@@ -152,15 +151,15 @@ def _fit(compute: list[float], reward: list[float], budget: float, step: int, cf
     from scalerl.fit.readers import Columns
 
     options = FitOptions(r0="first", min_compute=cfg.min_compute, level=cfg.level, margin=cfg.margin,
-                         bounded=y == "val_pass_rate")
+                         bounded=y == VAL_PASS_RATE)
     head = {"forecast_step": step, "forecast_metric": y}
     try:
         if cfg.prior_runs is not None and "learned" not in prior:
-            prior["learned"] = load_prior(cfg.prior_runs, options, Columns(x=X, y=y), what="forecast.prior_runs")
+            prior["learned"] = load_prior(cfg.prior_runs, options, Columns(x=COMPUTE, y=y), what="forecast.prior_runs")
         fields = live_forecast(compute, reward, budget=budget, target=cfg.target, options=options,
                                prior=prior.get("learned"))  # fmt: skip
         if cfg.target is not None:  # hours to the target and P(reaching it by the run's end)
-            from scalerl.fit.plan import live_time_to_target
+            from scalerl.fit.time.answer import live_time_to_target
 
             try:
                 fields |= live_time_to_target(compute, reward, clock, target=cfg.target, budget=budget,

@@ -4,9 +4,10 @@ progress display is ``scalerl.progress``.
 ``RUN_DIR/metrics.jsonl`` holds one JSON object per optimiser step (step 0 is the evaluation
 of the starting policy, R0). Every record carries ``step``, ``compute_gpu_hours`` and
 ``flops``; evaluation steps add ``val_pass_rate``. ``docs/METRICS.md`` says what every key
-counts, in which unit. Keys renamed since (:data:`RENAMED`) are read under their current
-names: :func:`read_records` renames them in the records it returns. ``scalerl fit RUN_DIR/metrics.jsonl``
-reads it as it is (``scalerl.fit.readers`` picks x = ``compute_gpu_hours``, y = ``val_pass_rate``
+counts, in which unit; ``scalerl.metric_names`` is the one table of the keys the trainer
+writes and ``fit`` reads. Keys renamed since (``metric_names.RENAMED``) are read under their
+current names: :func:`read_records` renames them in the records it returns. ``scalerl fit
+RUN_DIR/metrics.jsonl`` reads it as it is (``scalerl.fit.readers`` picks x = ``compute_gpu_hours``, y = ``val_pass_rate``
 and skips records without a validation value).
 
 Crash safety: each record is written with a single ``os.write`` on an ``O_APPEND`` descriptor
@@ -24,23 +25,9 @@ import os
 import socket
 import time
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
-RENAMED = MappingProxyType({
-    "gen_tokens": "total_gen_tokens",
-    "train_tokens": "total_trained_tokens",
-    "trained_tokens": "step_trained_tokens",
-    "padded_tokens": "step_padded_tokens",
-    "train_tokens_per_s": "trained_tokens_per_s",
-})
-"""Metric keys renamed (issue 29: ``train_tokens`` was cumulative and ``trained_tokens`` per
-step), old name -> current name. Runs written before keep their old keys on disk."""
-
-
-def current_names(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with every key of :data:`RENAMED` under its current name."""
-    return {RENAMED.get(key, key): value for key, value in record.items()}
+from scalerl.metric_names import current_names
 
 
 def _clean(value: Any) -> Any:
@@ -67,7 +54,7 @@ class JsonlSink:
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     """All whole JSON records of a metrics file (a torn trailing line is skipped), with the
-    keys of :data:`RENAMED` under their current names (so a resumed old run's file, which
+    keys of ``metric_names.RENAMED`` under their current names (so a resumed old run's file, which
     :func:`truncate_after` rewrites from these, continues under one set of names)."""
     records = []
     if not Path(path).exists():

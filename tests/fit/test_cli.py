@@ -224,7 +224,7 @@ def test_subprocess_bad_input_has_no_traceback_and_fit_imports_no_torch(tmp_path
     )
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"scalerl fit: error: {bad} line 2: 'reward' is inf; NaN and inf are not allowed.\n"  # fmt: skip
-    probe = "import sys, scalerl.fit.cli, scalerl.fit.plot; print(sorted({'torch', 'matplotlib'} & set(sys.modules)))"  # fmt: skip
+    probe = "import sys, scalerl.fit.cli, scalerl.fit.plot, scalerl.fit.time.cli; print(sorted({'torch', 'matplotlib'} & set(sys.modules)))"  # fmt: skip
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"  # fit never needs torch; matplotlib only when plotting
 

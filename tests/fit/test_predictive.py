@@ -12,15 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scalerl.cli import main
-from scalerl.fit.crossing import crossing
 from scalerl.fit.law import sigmoid
 from scalerl.fit.options import FitOptions
-from scalerl.fit.plan import make_plan
 from scalerl.fit.readers.core import Curve
 from scalerl.fit.rise import rise
-from scalerl.fit.timing import Clock, clock_from_records, time_to_target
+from scalerl.fit.time.answer import make_plan
+from scalerl.fit.time.crossing import crossing
+from scalerl.fit.time.timing import Clock, clock_from_records, time_to_target
 
-from .test_plan_cli import _run_folder
+from .time.test_plan_cli import _run_folder
 
 STEP_S, DEVICES = 60.0, 2
 

@@ -78,9 +78,11 @@ class ForecastConfig(_Frozen):
     target: float | None = Field(None, gt=0, le=1)
     """A value of ``metric`` to forecast the compute for (``forecast_compute_to_target``)."""
     level: float = Field(0.95, gt=0, lt=1)
-    """Coverage of every forecast interval."""
+    """Coverage of every forecast interval (``scalerl.fit.options.LEVEL``, which this equals:
+    the schema imports nothing of ``fit``, so a test holds the two together)."""
     margin: float = Field(0.02, ge=0)
-    """A ceiling is identified when A's interval is within ±margin (paper: 0.02, §1.4)."""
+    """A ceiling is identified when A's interval is within ±margin (paper: 0.02, §1.4;
+    ``scalerl.fit.options.MARGIN``, held equal by the same test)."""
     prior_runs: str | None = None
     """Finished runs (a folder, a log file or a glob) to learn a prior for Eq. 1 from; each
     forecast then also logs ``forecast_prior_*``, its forecast under that prior, as

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from scalerl.fit.compare import compare_runs, loo_table
+from scalerl.fit.options import MARGIN, FitOptions
 from scalerl.fit.readers import Curve, read_jsonl
 
 
@@ -35,7 +36,7 @@ def pooled_curve(name: str, metrics_files: Sequence[Path], *, x: str | None = No
 
 
 def write_report(runs: dict[str, list[Path]], out: Path, *, x: str | None = None,
-                 margin: float = 0.02, baseline: str | None = "scalerl") -> list[Path]:
+                 margin: float = MARGIN, baseline: str | None = "scalerl") -> list[Path]:
     """Compare the recipes in ``runs`` (name -> its seeds' run dirs); write
     ``out/report.md`` (+ figures), ``out/report.html`` and ``out/comparison.json``.
 
@@ -47,8 +48,6 @@ def write_report(runs: dict[str, list[Path]], out: Path, *, x: str | None = None
     from scalerl.fit import report
 
     curves = [pooled_curve(name, [Path(d) / "metrics.jsonl" for d in dirs], x=x) for name, dirs in runs.items()]
-    from scalerl.fit.options import FitOptions
-
     comparison = compare_runs(curves, options=FitOptions(margin=margin))
     base = baseline if baseline in runs else None
     loo = loo_table(curves, baseline=base) if base else None

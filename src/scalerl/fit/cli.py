@@ -33,7 +33,7 @@ from scalerl.fit.pooling import joint_fit
 from scalerl.fit.posterior import PriorForecast, forecast_with_prior
 from scalerl.fit.prior_answer import ALONE, prior_answer
 from scalerl.fit.prior_runs import load_prior
-from scalerl.fit.readers import Columns, Curve, expand_paths, load_runs
+from scalerl.fit.readers import FORMATS, Columns, Curve, expand_paths, load_runs
 from scalerl.fit.resample import PooledFit, pooled_fit
 
 
@@ -50,7 +50,7 @@ def _r0(text: str) -> float | str:
 
 def _add_curve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "runs", nargs="+", metavar="RUN", help="CSV, JSONL, W&B CSV or TensorBoard logs (globs ok)"
+        "runs", nargs="+", metavar="RUN", help=f"{FORMATS}; globs ok"
     )
     p.add_argument(
         "--x", help="compute column (default: compute, gpu_hours, compute_gpu_hours, ...)"
@@ -96,7 +96,7 @@ def _add_curve_options(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="M",
         help="a ceiling is identified when A's interval is within ±M; two ceilings are equal "
-        "within M (paper: 0.02)",
+        f"within M (default {FitOptions.margin}, the paper's)",
     )
     p.add_argument(
         "--no-budget",

@@ -16,7 +16,16 @@ import numpy as np
 from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import B_BOUNDS, MAX_POINTS, FitResult, fit_sigmoid
 
-__all__ = ["FitOptions"]
+__all__ = ["LEVEL", "MARGIN", "FitOptions"]
+
+LEVEL = 0.95
+"""The coverage every interval claims, unless asked otherwise: the one default of ``level``
+(``FitOptions``, the plots, the prior's forecast, the rise test; the config's
+``forecast.level`` mirrors it, which a test holds, as the config imports nothing of ``fit``)."""
+MARGIN = 0.02
+"""The half-width within which a ceiling counts as identified and two ceilings as equal (the
+paper's ±0.02 from three ScaleRL seeds, §1.4): the one default of ``margin`` (mirrored by the
+config's ``forecast.margin``, held by the same test)."""
 
 
 @dataclass(frozen=True)
@@ -24,9 +33,9 @@ class FitOptions:
     """Arguments of ``fit_sigmoid`` (see it for each one's meaning) plus the reporting
     level and margin.
 
-    ``level`` is the coverage every interval claims (0.95). ``margin`` is the half-width
-    within which a ceiling counts as identified and two ceilings count as equal (the
-    paper's ±0.02 from three ScaleRL seeds, §1.4).
+    ``level`` is the coverage every interval claims (:data:`LEVEL`). ``margin`` is the
+    half-width within which a ceiling counts as identified and two ceilings count as equal
+    (:data:`MARGIN`).
     """
 
     r0: float | str | None = None
@@ -39,8 +48,8 @@ class FitOptions:
     b_bounds: tuple[float, float] = B_BOUNDS
     c_mid_bounds: tuple[float, float] | None = None
     max_points: int | None = MAX_POINTS
-    level: float = 0.95
-    margin: float = 0.02
+    level: float = LEVEL
+    margin: float = MARGIN
 
     def __post_init__(self) -> None:
         for name in ("r0", "level", "margin", "min_compute", "max_points"):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scalerl.fit import law
+from scalerl.fit.options import LEVEL
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -76,7 +77,7 @@ def plot_fit(
     annotate_asymptote: bool = True,
     legend_extras: bool = True,
     predictive: Band | None = None,
-    level: float = 0.95,
+    level: float = LEVEL,
     weight: float = 1.0,
 ) -> Axes:
     """One run: points, Eq. 1 solid over the fitted range and dashed beyond, A dotted.

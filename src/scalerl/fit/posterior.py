@@ -50,7 +50,7 @@ from scalerl.fit import law
 from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import B_BOUNDS, FitResult
 from scalerl.fit.noise import estimate_noise
-from scalerl.fit.options import FitOptions
+from scalerl.fit.options import LEVEL, FitOptions
 from scalerl.fit.prior import MIN_RUNS, FinishedRun, Prior
 
 __all__ = ["PriorForecast", "forecast_with_prior"]
@@ -248,7 +248,7 @@ class PriorForecast:
     calibration: PriorCalibration | None = None
     bounded: bool = True
     fit_until: float | None = None  # the last compute the forecast saw
-    level: float = 0.95
+    level: float = LEVEL
     left_out: tuple[str, ...] = ()  # "name: why" of each run left out of the prior or its calibration
 
     def predict(self, C) -> np.ndarray:

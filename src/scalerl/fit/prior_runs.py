@@ -2,7 +2,7 @@
 ``forecast.prior_runs``).
 
 ``DIR_OR_GLOB`` is a glob pattern, a log file, a TensorBoard folder, or a folder of runs:
-every log file beneath it (``.csv``, ``.tsv``, ``.jsonl``, ``.ndjson``) and every folder
+every log file beneath it (``readers.FOLDER_SUFFIXES``: every format but ``.json``) and every folder
 holding TensorBoard event files. A path that does not exist, or a pattern that matches
 nothing, is bad input (one sentence naming the flag or field). A file beneath a folder that
 holds no curve (a run's ``samples.jsonl``, say) is skipped: a run folder holds more than
@@ -24,11 +24,16 @@ import numpy as np
 from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.options import FitOptions
 from scalerl.fit.prior import Prior, learn_prior
-from scalerl.fit.readers import Columns, Curve, read_curves
+from scalerl.fit.readers import (
+    FOLDER_SUFFIXES,
+    TENSORBOARD,
+    Columns,
+    Curve,
+    is_tensorboard,
+    read_curves,
+)
 
 __all__ = ["find_prior_files", "load_prior"]
-
-LOG_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson")
 
 
 def find_prior_files(spec: str, *, what: str = "--prior-runs") -> list[Path]:
@@ -41,12 +46,13 @@ def find_prior_files(spec: str, *, what: str = "--prior-runs") -> list[Path]:
     path = Path(spec)
     if not path.exists():
         raise CurveError(f"{what} {spec}: no such file or folder.")
-    if path.is_file() or any("tfevents" in p.name for p in path.iterdir()):
+    if path.is_file() or is_tensorboard(path):
         return [path]
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in LOG_SUFFIXES)
-    folders = sorted({p.parent for p in path.rglob("*tfevents*") if p.is_file()})
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in FOLDER_SUFFIXES)
+    folders = sorted({p.parent for p in path.rglob(f"*{TENSORBOARD}*") if p.is_file()})
     if not files and not folders:
-        raise CurveError(f"{what} {spec}: the folder holds no log file (.csv, .tsv, .jsonl) or TensorBoard events.")
+        raise CurveError(f"{what} {spec}: the folder holds no log file ({', '.join(FOLDER_SUFFIXES)}) or "
+                         "TensorBoard events.")
     return files + folders
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from scalerl.fit import plot
 from scalerl.fit.compare import Comparison, ExtrapolationScore, LooTable, RunFit
 from scalerl.fit.errors import CurveError
+from scalerl.fit.options import LEVEL
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def ceiling_sentences(runs: Sequence[RunFit]) -> tuple[str, ...]:
 
 
 BANDS = (
-    "Intervals are at 95% unless stated: A's is the profile-likelihood range that fits as well as "
+    f"Intervals are at {LEVEL:.0%} unless stated: A's is the profile-likelihood range that fits as well as "
     "the best fit (AR(1) evaluation noise); the band on the expected curve is where Eq. 1 lies if "
     "the law holds; the predictive interval holds one future evaluation, calibrated on the run's "
     "own earlier forecasts."

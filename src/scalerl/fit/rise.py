@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from scalerl.fit.options import LEVEL
+
 __all__ = ["Rise", "flat_band", "rise"]
 
 MIN_POINTS = 6  # fewer evaluations cannot tell a rise from noise: a rise is assumed
@@ -51,7 +53,7 @@ class Rise:
                 "sigma": self.sigma, "message": self.message}  # fmt: skip
 
 
-def rise(reward, *, rho: float, level: float = 0.95) -> Rise:
+def rise(reward, *, rho: float, level: float = LEVEL) -> Rise:
     """The evidence of a rise in ``reward`` (n,), in evaluation order (module docstring)."""
     y = np.asarray(reward, dtype=float)
     n = y.size

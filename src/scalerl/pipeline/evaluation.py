@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scalerl.metrics import current_names
+from scalerl.metric_names import LEARNER_EVAL, current_names
 from scalerl.types import EvalRequest, EvalResult
 
 EVAL_ON = ("auto", "generator", "learner")
@@ -131,7 +131,7 @@ class OrderedRecords:
             weights = self.evaluation.submit(record["step"], version, model)
             if weights is not None:
                 self.snapshots[record["step"]] = (version, weights)
-            record["learner_eval_s"] = time.perf_counter() - start
+            record[LEARNER_EVAL] = time.perf_counter() - start
 
     def logged_through(self, step: int) -> bool:
         """Whether every record up to ``step`` has been released."""

@@ -30,6 +30,7 @@ from scalerl.checkpoint import (
 from scalerl.compute import ComputeMeter, TokenRates
 from scalerl.config import Config, dump_config
 from scalerl.live_forecast import LiveForecast
+from scalerl.metric_names import GENERATOR_TIMES, LEARNER_BUSY, PUBLISH, SYNC
 from scalerl.pipeline.evaluation import OrderedRecords
 from scalerl.pipeline.learner.role import LearnerRole
 from scalerl.pipeline.overlap import OverlapMonitor
@@ -148,10 +149,10 @@ def advance(parts: RunParts, got) -> dict[str, Any]:
     metrics = learn(parts, *got)
     parts.compute.add_training(metrics["step_trained_tokens"])
     start = time.perf_counter()
-    sync = {"sync_s": 0.0, "sync_bytes": 0}
+    sync = {SYNC: 0.0, "sync_bytes": 0}
     if parts.scheduler.policy.publish_after_step(parts.scheduler.outstanding):
         sync = publish(parts.learner, parts.backend)
-    return {"version": parts.learner.version, "learner_wait_s": got[1], "publish_s": time.perf_counter() - start,
+    return {"version": parts.learner.version, "learner_wait_s": got[1], PUBLISH: time.perf_counter() - start,
             **sync, "refused_stale": parts.scheduler.refused, "generator_restarts": parts.backend.restarts,
             **metrics}
 
@@ -165,8 +166,8 @@ def learn(parts: RunParts, batch, waited: float) -> dict[str, Any]:
     roles = generator_times(batch)
     # a generator's evaluations are its work too: without them a step that waited on one
     # would read as a lost overlap
-    stats, warning = parts.overlap.observe(waited + metrics["learner_busy_s"], metrics["learner_cpu_s"],
-                                           roles["generator_cpu_s"] + roles["generator_eval_cpu_s"])
+    stats, warning = parts.overlap.observe(waited + metrics[LEARNER_BUSY], metrics["learner_cpu_s"],
+                                           roles[GENERATOR_TIMES["cpu_s"]] + roles[GENERATOR_TIMES["eval_cpu_s"]])
     if warning:
         parts.log(warning)
     return metrics | stats | roles | {"pool_live": int(parts.pool.live_size)}
@@ -176,7 +177,7 @@ def publish(learner: LearnerRole, backend) -> dict[str, Any]:
     """Sync the learner's current version into the backend's sink and announce it."""
     published = learner.publish(backend.sink)
     backend.announce(learner.version, published.handle)
-    return {"sync_s": published.seconds, "sync_bytes": published.bytes}
+    return {SYNC: published.seconds, "sync_bytes": published.bytes}
 
 
 def generator_times(batch) -> dict[str, float]:
@@ -184,8 +185,7 @@ def generator_times(batch) -> dict[str, float]:
     the mean seconds a group spent between leaving its generator and reaching the driver, and
     how many samples the task could not grade (``reward_errors``: each scored 0) or an
     environment's failure ended (``env_errors``: each scored 0)."""
-    keys = ("cpu_s", "eval_cpu_s", "stall_s", "swap_s", "idle_s")
-    out = {f"generator_{k}": sum(getattr(g.times, k) for g in batch) for k in keys}
+    out = {key: sum(getattr(g.times, field) for g in batch) for field, key in GENERATOR_TIMES.items()}
     transit = [g.times.received_at - g.times.sent_at for g in batch
                if g.times.sent_at is not None and g.times.received_at is not None]
     return out | {"group_transit_s": sum(transit) / len(transit) if transit else 0.0,

@@ -343,3 +343,22 @@ def test_the_suffix_table_names_every_format_the_old_io_read():
 
     assert READERS == {".csv": read_csv, ".tsv": read_csv, ".jsonl": read_jsonl, ".ndjson": read_jsonl,
                        ".json": read_jsonl}  # fmt: skip
+
+
+def test_every_list_of_formats_is_read_off_the_one_table(tmp_path):
+    """``READERS`` is the one list of log formats: the unknown-format sentence, ``scalerl fit``'s
+    help, ``--prior-runs``' folder walk and ``scalerl plan``'s step records all follow it."""
+    from scalerl.fit.prior_runs import find_prior_files
+    from scalerl.fit.readers import FOLDER_SUFFIXES, FORMATS, READERS, read_jsonl, suffixes
+
+    bad = tmp_path / "x.txt"
+    bad.write_text("a,b\n")
+    with pytest.raises(CurveError, match="unknown format") as info:
+        read_curves(bad)
+    assert all(s in str(info.value) for s in READERS) and FORMATS in str(info.value)
+    assert set(FOLDER_SUFFIXES) == set(READERS) - {".json"}  # beside a run's logs, .json is no log
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CurveError, match="holds no log file") as info:
+        find_prior_files(str(tmp_path / "empty"))
+    assert all(s in str(info.value) for s in FOLDER_SUFFIXES)
+    assert set(suffixes(read_jsonl)) == {".jsonl", ".ndjson", ".json"} and suffixes() == tuple(READERS)

@@ -11,7 +11,7 @@ Formats, picked by file name:
   ``__MIN`` / ``__MAX`` companions): one curve per run; the ``__MIN`` / ``__MAX`` columns
   (W&B's bucketing envelope) are ignored; the x column is the unprefixed one (``Step`` or
   the chart's x metric).
-- ``*.jsonl`` / ``*.ndjson`` (``jsonl``): one JSON object per line, as ``scalerl train`` writes them
+- ``*.jsonl`` / ``*.ndjson`` / ``*.json`` (``jsonl``): one JSON object per line, as ``scalerl train`` writes them
   (``{"step": 10, "compute_gpu_hours": 0.01, "flops": ..., "val_pass_rate": 0.31}``).
   Records without the reward field (training-step records) are skipped.
 - a ``scalerl train`` run folder: its ``metrics.jsonl`` (its ``tb/`` mirrors the same records).
@@ -45,8 +45,9 @@ from scalerl.fit.readers.csvlog import read_csv
 from scalerl.fit.readers.jsonl import read_jsonl
 from scalerl.fit.readers.tensorboard import read_tensorboard
 
-__all__ = ["COMPUTE_COLUMNS", "READERS", "REWARD_COLUMNS", "RUN_LOG", "STEP_COLUMNS", "Columns", "Curve", "expand_paths",
-           "load_runs", "read_curves", "read_jsonl"]  # fmt: skip
+__all__ = ["COMPUTE_COLUMNS", "FOLDER_SUFFIXES", "FORMATS", "READERS", "REWARD_COLUMNS", "RUN_LOG", "STEP_COLUMNS",
+           "Columns", "Curve", "expand_paths", "is_tensorboard", "load_runs", "read_curves", "read_jsonl",
+           "suffixes"]  # fmt: skip
 
 READERS: dict[str, Callable[[Path, Columns], list[Curve]]] = {
     ".csv": read_csv,
@@ -55,16 +56,36 @@ READERS: dict[str, Callable[[Path, Columns], list[Curve]]] = {
     ".ndjson": read_jsonl,
     ".json": read_jsonl,
 }
-"""File suffix (lower case) -> reader. TensorBoard logs go by name (``*tfevents*``, or a
-folder holding such files), not by suffix."""
+"""File suffix (lower case) -> reader: the one list of log formats. TensorBoard logs go by
+name (``*tfevents*``, or a folder holding such files), not by suffix. Every other list of
+formats (the messages below, ``--prior-runs``' folder walk, ``scalerl plan``'s step records,
+``scalerl fit``'s help) is derived from it."""
 RUN_LOG = "metrics.jsonl"
 """A run folder (``scalerl train --out``) is read from this log, as ``scalerl plan`` reads it."""
+TENSORBOARD = "tfevents"
+"""What a TensorBoard event file's name holds."""
 
 
-def _is_tensorboard(path: Path) -> bool:
+def suffixes(reader: Callable | None = None) -> tuple[str, ...]:
+    """The suffixes :data:`READERS` sends to ``reader`` (every suffix when None)."""
+    return tuple(s for s, r in READERS.items() if reader is None or r is reader)
+
+
+FOLDER_SUFFIXES = tuple(s for s in READERS if s != ".json")
+"""The files a walk through a folder of runs reads (``--prior-runs DIR``): every format but
+``.json``, which beside a run's logs names what is no log (``plan.json``, a ``--json``
+output); a ``.json`` log named on its own is read."""
+FORMATS = (f"a log file ({', '.join(READERS)}; a .csv may be a W&B chart export), a scalerl run folder "
+           f"({RUN_LOG}), or TensorBoard event files (*{TENSORBOARD}*, or a folder of them)")
+"""The formats :func:`read_curves` reads, in words, for a help text or a message."""
+
+
+def is_tensorboard(path: Path) -> bool:
+    """A TensorBoard event file, or a folder holding one."""
+    path = Path(path)
     if path.is_dir():
-        return any("tfevents" in p.name for p in path.iterdir())
-    return "tfevents" in path.name
+        return any(TENSORBOARD in p.name for p in path.iterdir())
+    return TENSORBOARD in path.name
 
 
 def read_curves(path: str | Path, columns: Columns | None = None, **fields) -> list[Curve]:
@@ -78,9 +99,9 @@ def read_curves(path: str | Path, columns: Columns | None = None, **fields) -> l
         raise CurveError(f"{path} does not exist.")
     if path.is_dir() and (path / RUN_LOG).is_file():  # a run folder: its tb/ mirrors this log
         return read_jsonl(path / RUN_LOG, columns)
-    if path.is_dir() and not _is_tensorboard(path) and (path / "tb").is_dir() and _is_tensorboard(path / "tb"):
+    if path.is_dir() and not is_tensorboard(path) and (path / "tb").is_dir() and is_tensorboard(path / "tb"):
         path = path / "tb"
-    if _is_tensorboard(path):
+    if is_tensorboard(path):
         return read_tensorboard(path, columns)
     if path.is_dir():
         raise CurveError(f"{path} is a directory without {RUN_LOG} (a scalerl run folder) or TensorBoard event files.")
@@ -88,10 +109,7 @@ def read_curves(path: str | Path, columns: Columns | None = None, **fields) -> l
         raise CurveError(f"{path} is empty.")
     reader = READERS.get(path.suffix.lower())
     if reader is None:
-        raise CurveError(
-            f"{path} has an unknown format; use .csv (plain or W&B export), .jsonl, or a "
-            "TensorBoard event file or directory."
-        )
+        raise CurveError(f"{path} has an unknown format; use {FORMATS}.")
     return reader(path, columns)
 
 

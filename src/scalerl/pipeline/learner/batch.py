@@ -39,6 +39,7 @@ from scalerl.data.filters import (
 )
 from scalerl.data.tasks.base import in_form, passes
 from scalerl.data.tasks.user_reward import reward_part_metrics
+from scalerl.metric_names import STALENESS_HIST
 from scalerl.pipeline.learner.rules import BatchRules
 from scalerl.pipeline.queues import staleness
 from scalerl.rollout.trajectory import trajectory_metrics
@@ -148,7 +149,7 @@ def prepare_batch(groups: list[Group], rules: BatchRules, learner_version: int, 
         "effective_batch": eff.kept_completions / max(1, eff.total_completions),
         "staleness_mean": float(np.mean(stale)),
         "staleness_max": int(max(stale)),
-        "staleness_hist": {str(s): stale.count(s) for s in sorted(set(stale))},
+        STALENESS_HIST: {str(s): stale.count(s) for s in sorted(set(stale))},
         # completions whose tokens came from more than one policy version (in-flight swaps)
         "inflight_frac": float(np.mean([c.num_tokens > 0 and c.versions.max() > c.versions.min()
                                         for c in completions])),

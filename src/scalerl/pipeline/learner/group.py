@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from scalerl.metric_names import LEARNER_BUSY, LEARNER_WORLD_SIZE
 from scalerl.pipeline.learner.rank import LearnerRank, RankFailed, RankSpec, SyncTimeout
 from scalerl.pipeline.learner.role import Published, StepResult, rate_metrics
 from scalerl.pipeline.learner.train_step import step_metrics
@@ -196,8 +197,8 @@ class ShardedLearner:
         replies = self._all("step", groups, self.version)
         metrics = step_metrics(replies[0]["batch_metrics"], [r["part"] for r in replies])
         busy = [r["busy_s"] for r in replies]
-        metrics |= {"learner_busy_s": time.perf_counter() - start, "learner_cpu_s": sum(r["cpu_s"] for r in replies),
-                    "learner_world_size": self.spec.world, "learner_rank_busy_s_max": max(busy),
+        metrics |= {LEARNER_BUSY: time.perf_counter() - start, "learner_cpu_s": sum(r["cpu_s"] for r in replies),
+                    LEARNER_WORLD_SIZE: self.spec.world, "learner_rank_busy_s_max": max(busy),
                     "learner_rank_busy_s_min": min(busy),
                     **rate_metrics(self.num_params, metrics["step_trained_tokens"], max(busy), self.peak_flop_s)}
         self.version += 1

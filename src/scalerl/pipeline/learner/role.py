@@ -20,6 +20,7 @@ import torch
 
 from scalerl.checkpoint import to_cpu
 from scalerl.compute import matmul_peak
+from scalerl.metric_names import LEARNER_BUSY, LEARNER_WORLD_SIZE
 from scalerl.models.build import count_parameters
 from scalerl.models.forward import Forward
 from scalerl.models.lora import is_lora, published_parameters
@@ -136,7 +137,7 @@ class Learner:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         busy = time.perf_counter() - start
-        metrics |= {"learner_busy_s": busy, "learner_cpu_s": time.process_time() - cpu, "learner_world_size": 1,
+        metrics |= {LEARNER_BUSY: busy, "learner_cpu_s": time.process_time() - cpu, LEARNER_WORLD_SIZE: 1,
                     **rate_metrics(self.num_params, metrics["step_trained_tokens"], busy, self.peak_flop_s)}
         self.version += 1
         return StepResult(metrics, batch.pass_rates)

@@ -8,13 +8,13 @@ import pytest
 from scipy import stats
 
 from scalerl.fit import law
-from scalerl.fit.crossing import crossing
 from scalerl.fit.options import FitOptions
-from scalerl.fit.plan import forecast_draws
 from scalerl.fit.predictive import draw
-from scalerl.fit.timing import Clock, time_to_target
+from scalerl.fit.time.answer import forecast_draws
+from scalerl.fit.time.crossing import crossing
+from scalerl.fit.time.timing import Clock, time_to_target
 
-from .conftest import make_curve
+from ..conftest import make_curve
 
 A, B, C_MID, R0 = 0.7, 1.5, 1000.0, 0.3
 Z = float(stats.norm.ppf(0.975))

@@ -12,7 +12,7 @@ import pytest
 from scalerl.cli import main
 from scalerl.fit.law import compute_for_reward, sigmoid
 
-from ._files import write_csv
+from .._files import write_csv
 
 A, B, C_MID, R0 = 0.7, 1.5, 2.0, 0.3
 DEVICES, STEP_S = 4, 90.0  # 4 devices, 90 s a step: 0.1 device-hours a step

@@ -11,7 +11,7 @@ speeds file (``--speeds``, JSON):
                "eval_s": 0.2, "generators": 6, "learner_devices": 2, "k": 8,
                "gen_device_sd": 1.5, "learner_device_sd": 0.4}}  # optional; the sds too
 
-``roles`` (per-step costs, ``scalerl.fit.throughput.RoleTimes``) enables the split advice
+``roles`` (per-step costs, ``scalerl.fit.time.throughput.RoleTimes``) enables the split advice
 for a peer's log; a run folder's step records give them. Bad input is one sentence and
 exit code 2 (``fit.cli``'s guard).
 """
@@ -26,19 +26,25 @@ import numpy as np
 
 from scalerl.fit import report
 from scalerl.fit.cli import _guard, _r0, options_from
-from scalerl.fit.crossing import WINDOW
 from scalerl.fit.errors import CurveError
 from scalerl.fit.outputs import check_outputs
-from scalerl.fit.plan import Plan, make_plan, split_hours
 from scalerl.fit.predictive import HORIZON
-from scalerl.fit.readers import RUN_LOG, Columns, expand_paths, load_runs
-from scalerl.fit.throughput import RoleTimes, role_times
-from scalerl.fit.timing import clock_from_records, clock_from_speeds, read_records
+from scalerl.fit.readers import (
+    RUN_LOG,
+    Columns,
+    expand_paths,
+    is_tensorboard,
+    load_runs,
+    read_jsonl,
+    suffixes,
+)
+from scalerl.fit.time.answer import Plan, make_plan, split_hours
+from scalerl.fit.time.crossing import WINDOW
+from scalerl.fit.time.throughput import RoleTimes, role_times
+from scalerl.fit.time.timing import clock_from_records, clock_from_speeds, read_records
+from scalerl.metric_names import LEARNER_BUSY, LEARNER_WORLD_SIZE, WALL
 
 __all__ = ["plan_command", "register"]
-
-_JSONL = (".jsonl", ".ndjson", ".json")
-
 
 def register(subparsers) -> None:
     """Add ``plan`` to the ``scalerl`` command."""
@@ -91,7 +97,7 @@ def _log_of(run: Path) -> tuple[Path, Path | None]:
         return run, None
     if (run / RUN_LOG).is_file():
         return run / RUN_LOG, run / "config.yaml"
-    if any("tfevents" in p.name for p in run.iterdir()):
+    if is_tensorboard(run):
         return run, None
     raise CurveError(f"{run} is a folder without metrics.jsonl (not a scalerl run folder).")
 
@@ -125,17 +131,17 @@ def _inputs(args: argparse.Namespace):
     if len(curves) != 1:
         raise CurveError(f"{log} holds {len(curves)} runs; plan one at a time (split the log, or pick a run).")
     curve = curves[0]
-    records = read_records(log) if log.is_file() and log.suffix.lower() in _JSONL else []
+    records = read_records(log) if log.is_file() and log.suffix.lower() in suffixes(read_jsonl) else []
     if args.speeds is not None:
         return curve, clock_from_speeds(args.speeds), _roles_of(args.speeds)
-    if not any("wall_s" in r for r in records):
-        raise CurveError(f"{log} has no wall time (wall_s) to turn compute into hours; give its speeds with "
+    if not any(WALL in r for r in records):
+        raise CurveError(f"{log} has no wall time ({WALL}) to turn compute into hours; give its speeds with "
                          "--speeds FILE (see scalerl plan --help).")  # fmt: skip
     clock = clock_from_records(records, str(log), x=curve.x)
     k = _run_k(config)
-    if k is None or not any("learner_busy_s" in r for r in records):
+    if k is None or not any(LEARNER_BUSY in r for r in records):
         return curve, clock, None
-    ranks = max(int(r.get("learner_world_size", 1)) for r in records if "learner_busy_s" in r)
+    ranks = max(int(r.get(LEARNER_WORLD_SIZE, 1)) for r in records if LEARNER_BUSY in r)
     generators = args.generators if args.generators is not None else max(int(round(clock.devices)) - ranks, 1)
     return curve, clock, role_times(records, generators=generators, learner_devices=ranks, k=k, source=str(log))
 
@@ -249,7 +255,7 @@ def plan_command(args: argparse.Namespace) -> int:
         console.print(f"wrote {report.write_json(args.json, plan.to_dict())}", markup=False)
     if args.plot or args.html:
         from scalerl.fit import plot
-        from scalerl.fit.plan_plot import plot_plan
+        from scalerl.fit.time.plot import plot_plan
 
         png = plot.png_bytes(plot_plan(plan))
         if args.plot:

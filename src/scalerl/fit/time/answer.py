@@ -18,21 +18,22 @@ import numpy as np
 
 from scalerl.fit import law
 from scalerl.fit.calibrate import assess
-from scalerl.fit.crossing import WINDOW, Crossing, crossing
 from scalerl.fit.fitting import FitResult
 from scalerl.fit.forecast import horizon_for
 from scalerl.fit.options import FitOptions
 from scalerl.fit.predictive import HORIZON, Predictive, draw
 from scalerl.fit.readers import Curve
 from scalerl.fit.rise import flat_band, rise
-from scalerl.fit.throughput import RoleTimes, Split, predict, recommend, splits
-from scalerl.fit.timing import (
+from scalerl.fit.time.crossing import WINDOW, Crossing, crossing
+from scalerl.fit.time.throughput import RoleTimes, Split, predict, recommend, splits
+from scalerl.fit.time.timing import (
     Clock,
     TimeToTarget,
     already_reached,
     compute_for_hours,
     time_to_target,
 )
+from scalerl.metric_names import COMPUTE, VAL_PASS_RATE, WALL
 
 __all__ = ["Plan", "forecast_draws", "horizon", "live_time_to_target", "make_plan", "split_hours"]
 
@@ -154,12 +155,12 @@ def live_time_to_target(compute, reward, clock_points, *, target: float, budget:
     ``clock_points``: (compute, wall_s) of the run's records so far. ``scalerl plan`` on the
     records up to ``forecast_step`` with ``--target <target> --budget-compute <forecast_budget>
     --r0 first`` reproduces them."""
-    from scalerl.fit.timing import clock_from_records
+    from scalerl.fit.time.timing import clock_from_records
 
-    records = [{"compute_gpu_hours": c, "wall_s": t} for c, t in clock_points]
+    records = [{COMPUTE: c, WALL: t} for c, t in clock_points]
     clock = clock_from_records(records, "the run's records")
     curve = Curve("live", np.asarray(compute, dtype=float), np.asarray(reward, dtype=float), "live",
-                  "compute_gpu_hours", "val_pass_rate")  # fmt: skip
+                  COMPUTE, VAL_PASS_RATE)  # fmt: skip
     answer = make_plan(curve, clock, target, options, budget_compute=budget).answer
     med, lo, hi = (float(h) if np.isfinite(h) else None for h in answer.hours)
     return {"forecast_time_to_target_h": med, "forecast_time_to_target_h_lo": lo,

@@ -52,6 +52,20 @@ import numpy as np
 from scipy import stats
 
 from scalerl.fit.errors import CurveError
+from scalerl.metric_names import (
+    GENERATOR_IDLE,
+    GENERATOR_STALL,
+    LEARNER_BUSY,
+    LEARNER_EVAL,
+    PUBLISH,
+    STALENESS_HIST,
+    STEP,
+    SYNC,
+    TOTAL_GEN_TOKENS,
+    TOTAL_TRAINED_TOKENS,
+    WALL,
+    old_name,
+)
 
 __all__ = ["RoleTimes", "Split", "expected_max", "predict", "recommend", "role_times", "splits"]
 
@@ -170,21 +184,23 @@ def recommend(options: list[Split]) -> Split:
     return min(options, key=lambda s: (round(s.step_s, 12), s.generators + s.learner_devices, s.mean_staleness))
 
 
-def _total(record: dict, key: str, old: str) -> float:
+def _total(record: dict, key: str) -> float:
     """A cumulative token count under its current name, or the name runs before issue 29
-    wrote (``scalerl.metrics.RENAMED``; ``fit`` reads logs without the trainer's package)."""
-    return float(record.get(key, record.get(old, 0)) or 0)
+    wrote (``scalerl.metric_names.RENAMED``: ``fit`` reads logs as written, not through the
+    trainer's ``metrics.read_records``)."""
+    return float(record.get(key, record.get(old_name(key), 0)) or 0)
 
 
 def role_times(records: list[dict], *, generators: int, learner_devices: int, k: int, source: str) -> RoleTimes:
-    """``RoleTimes`` from a run's metrics records (step records carry ``learner_busy_s``)."""
-    steps = [r for r in records if isinstance(r.get("learner_busy_s"), int | float) and isinstance(
-        r.get("wall_s"), int | float)]  # fmt: skip
+    """``RoleTimes`` from a run's metrics records (step records carry ``learner_busy_s``); the
+    keys are the trainer's own (``scalerl.metric_names``)."""
+    steps = [r for r in records if isinstance(r.get(LEARNER_BUSY), int | float) and isinstance(
+        r.get(WALL), int | float)]  # fmt: skip
     if len(steps) < 2:
-        raise CurveError(f"{source} has {len(steps)} step records with role times (learner_busy_s, wall_s); "
+        raise CurveError(f"{source} has {len(steps)} step records with role times ({LEARNER_BUSY}, {WALL}); "
                          "the throughput model needs at least 2.")  # fmt: skip
     steps = steps[min(len(steps) // 2, len(steps) - 2):]  # the recent half, at least two
-    prev = [r for r in records if isinstance(r.get("wall_s"), int | float)]
+    prev = [r for r in records if isinstance(r.get(WALL), int | float)]
     walls = {id(r): i for i, r in enumerate(prev)}
     dt, gen, toks, trained = [], [], [], []
     for r in steps:
@@ -192,24 +208,23 @@ def role_times(records: list[dict], *, generators: int, learner_devices: int, k:
         if i == 0:
             continue
         before = prev[i - 1]
-        d = float(r["wall_s"]) - float(before["wall_s"])
+        d = float(r[WALL]) - float(before[WALL])
         dt.append(d)
-        waiting = float(r.get("generator_stall_s") or 0.0) + float(r.get("generator_idle_s") or 0.0)
+        waiting = float(r.get(GENERATOR_STALL) or 0.0) + float(r.get(GENERATOR_IDLE) or 0.0)
         gen.append(max(generators * d - waiting, 0.0))
-        toks.append(_total(r, "total_gen_tokens", "gen_tokens") - _total(before, "total_gen_tokens", "gen_tokens"))
-        trained.append(_total(r, "total_trained_tokens", "train_tokens")
-                       - _total(before, "total_trained_tokens", "train_tokens"))
+        toks.append(_total(r, TOTAL_GEN_TOKENS) - _total(before, TOTAL_GEN_TOKENS))
+        trained.append(_total(r, TOTAL_TRAINED_TOKENS) - _total(before, TOTAL_TRAINED_TOKENS))
     hist: dict[int, float] = {}
     for r in steps:
-        for lag, n in (r.get("staleness_hist") or {}).items():
+        for lag, n in (r.get(STALENESS_HIST) or {}).items():
             hist[int(lag)] = hist.get(int(lag), 0.0) + float(n)
     total = sum(hist.values())
-    evals = sum(float(r.get("learner_eval_s") or 0.0) for r in records if r.get("step", 0) >= steps[0].get("step", 0))
-    busy = [float(r["learner_busy_s"]) * learner_devices for r in steps]
+    evals = sum(float(r.get(LEARNER_EVAL) or 0.0) for r in records if r.get(STEP, 0) >= steps[0].get(STEP, 0))
+    busy = [float(r[LEARNER_BUSY]) * learner_devices for r in steps]
     return RoleTimes(
         gen_device_s=float(np.median(gen)),
-        learner_device_s=float(np.median([float(r["learner_busy_s"]) for r in steps])) * learner_devices,
-        sync_s=float(np.median([float(r.get("publish_s") or r.get("sync_s") or 0.0) for r in steps])),
+        learner_device_s=float(np.median([float(r[LEARNER_BUSY]) for r in steps])) * learner_devices,
+        sync_s=float(np.median([float(r.get(PUBLISH) or r.get(SYNC) or 0.0) for r in steps])),
         eval_s=evals / len(steps), generators=generators, learner_devices=learner_devices, k=k,
         gen_tokens=float(np.median(toks)), train_tokens=float(np.median(trained)),
         measured_step_s=float(np.mean(dt)),

@@ -7,7 +7,14 @@ import pytest
 from scipy import stats
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.throughput import RoleTimes, expected_max, predict, recommend, role_times, splits
+from scalerl.fit.time.throughput import (
+    RoleTimes,
+    expected_max,
+    predict,
+    recommend,
+    role_times,
+    splits,
+)
 
 # 6 generator-seconds and 4 learner-device-seconds a step, 0.5 s sync, 0.5 s evaluation
 TIMES = RoleTimes(gen_device_s=6.0, learner_device_s=4.0, sync_s=0.5, eval_s=0.5, generators=2,

@@ -16,7 +16,7 @@ without wall time takes ``s`` (and optionally its sd) from a speeds file; its ho
 from compute 0. Device-hours are ``devices x hours``; a run's devices are its compute per
 wall hour (``compute_gpu_hours`` is itself devices x hours, ``scalerl.compute``).
 
-**Time to target.** Each draw ``C*_j`` of the crossing (``scalerl.fit.crossing``: the draws
+**Time to target.** Each draw ``C*_j`` of the crossing (``scalerl.fit.time.crossing``: the draws
 of ``scalerl.fit.predictive``) goes through the clock at its own rate ``s_j`` (the clock's
 spread, drawn with a fixed seed): hours are those draws' median and ``(1 -/+ level) / 2``
 quantiles (``inf`` when the quantile falls where the target is never reached), device-hours
@@ -33,15 +33,15 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.fit.crossing import Crossing
 from scalerl.fit.errors import CurveError
+from scalerl.fit.time.crossing import Crossing
+from scalerl.metric_names import COMPUTE, WALL
 
 __all__ = ["BLOCKS", "Clock", "TimeToTarget", "clock_from_records", "clock_from_speeds", "compute_for_hours",
            "read_records", "time_to_target"]  # fmt: skip
 
 BLOCKS = 4
 MIN_TIMED = 3  # timed records needed beyond the first: a rate and a spread
-WALL, COMPUTE = "wall_s", "compute_gpu_hours"
 
 
 @dataclass(frozen=True, eq=False)
