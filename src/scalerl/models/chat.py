@@ -133,7 +133,8 @@ class PromptRenderer:
         tokens, which a chat template writes itself); ``first=False``: a later chunk, without them."""
         if first and not self.chat:
             return self.tokenizer.encode(text)  # as it always was: a task tokenizer takes no options
-        if "add_special_tokens" not in inspect.signature(self.tokenizer.encode).parameters:
+        params = inspect.signature(self.tokenizer.encode).parameters.values()
+        if not any(p.name == "add_special_tokens" or p.kind is p.VAR_KEYWORD for p in params):
             return self.tokenizer.encode(text)  # a task tokenizer: no special tokens to leave out
         return self.tokenizer.encode(text, add_special_tokens=False)
 
