@@ -30,25 +30,13 @@ from scalerl.config import Config
 from scalerl.config.runtime import task_spec
 from scalerl.live_forecast import LiveForecast
 from scalerl.metrics import read_evaluations, truncate_after
-from scalerl.pipeline import build, time_limit
+from scalerl.pipeline import build, steps, time_limit
 from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
 from scalerl.pipeline.leftovers import stopped_at_end
 from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.plan import RunPlan, build_plan, write_plan
 from scalerl.pipeline.reward_notes import check_first_batch, describe_rewards
-from scalerl.pipeline.steps import (
-    LoopRules,
-    RunParts,
-    Start,
-    advance,
-    checkpoint,
-    next_batch,
-    publish,
-    restore,
-    start_run,
-    with_compute,
-    write_released,
-)
+from scalerl.pipeline.steps import LoopRules, RunParts, Start
 from scalerl.pipeline.stop import Stopping, on_signals
 from scalerl.user_code import shown_once_per_run
 
@@ -58,7 +46,7 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
 
     Raises :class:`~scalerl.pipeline.stop.Stopped` when SIGTERM or SIGINT ended the run."""
     plan = build_plan(cfg)  # first: a plan the machine or cluster cannot serve is one sentence
-    start = start_run(cfg, Path(run_dir), resume, log)
+    start = steps.start_run(cfg, Path(run_dir), resume, log)
     if start.state and (line := time_limit.spent(cfg.train.max_minutes, start.state["compute"]["wall_s"])):
         log(line)  # before anything is built: the checkpoint stays as it is
         return {}
@@ -79,10 +67,9 @@ def _build(cfg: Config, plan: RunPlan, start: Start, stopping: Stopping, closing
     torch.set_num_threads(plan.learner_threads)
     torch.manual_seed(cfg.train.seed)
     task = task_spec(cfg).build()
-    if (line := build.validation_line(cfg, task)) is not None:
-        log(line)
-    if (line := getattr(task, "columns_note", None)) is not None:  # a dataset's partial columns
-        log(line)
+    for line in (build.validation_line(cfg, task), getattr(task, "columns_note", None)):  # a dataset's columns
+        if line is not None:
+            log(line)
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
     learner, tokenizer = build.make_learner(cfg, plan, model_dir, log)
     pool = build.make_pool(cfg, task)
@@ -101,7 +88,7 @@ def _build(cfg: Config, plan: RunPlan, start: Start, stopping: Stopping, closing
     compute = ComputeMeter(plan.devices, learner.num_params)
     records = OrderedRecords(evaluation, compute)
     if start.state is not None:
-        restore(start.state, {"learner": learner, "pool": pool, "scheduler": scheduler, "compute": compute,
+        steps.restore(start.state, {"learner": learner, "pool": pool, "scheduler": scheduler, "compute": compute,
                               "records": records})
         log(f"resumed {run_dir} at step {start.step} (policy version {learner.version})")
     if start.resume:  # the records past the checkpoint's log (all of them, without one) are redone
@@ -125,7 +112,7 @@ def _loop(parts: RunParts, rules: LoopRules) -> tuple[int, dict[str, Any]]:
     learner, records, stopping = parts.learner, parts.records, parts.stopping
     step, record = parts.start.step, {}
     rates = TokenRates(parts.compute.snapshot())
-    publish(learner, parts.backend)
+    steps.publish(learner, parts.backend)
     if parts.start.state is None:  # R0
         records.add({"step": 0, **parts.compute.snapshot()}, evaluate=True, learner=learner)
     deadline = time_limit.deadline(rules.max_minutes, parts.compute.wall_s)  # the whole run's, resumes included
@@ -133,26 +120,26 @@ def _loop(parts: RunParts, rules: LoopRules) -> tuple[int, dict[str, Any]]:
     parts.forecaster.set_deadline(deadline)  # the budget a forecast's P(reach) is read at
     stopping.arm()
     while step < rules.steps:
-        got = next_batch(parts)  # None: a signal came while waiting for groups; no state changed
+        got = steps.next_batch(parts)  # None: a signal came while waiting for groups; no state changed
         done = False
         if got is not None:
             if step == parts.start.step:
                 parts.first_batch(got[0])
             step += 1
-            record = {"step": step} | advance(parts, got)
+            record = {"step": step} | steps.advance(parts, got)
             done = step == rules.steps or (deadline is not None and time.monotonic() > deadline)
-            with_compute(record, parts.compute, rates)
+            steps.with_compute(record, parts.compute, rates)
             records.add(record, evaluate=step % rules.eval_every == 0 or done, learner=learner)
         last = done or stopping.requested
         if stopping.requested and records.pending:  # first with the evaluations still out:
-            checkpoint(parts, rules.recipe, step)  # a kill while waiting loses nothing
+            steps.checkpoint(parts, rules.recipe, step)  # a kill while waiting loses nothing
         until = time.monotonic() + rules.stop_wait_s if stopping.requested else None  # a stop waits so long
-        stop = write_released(parts, drain=last, final=step if done else None, until=until)
+        stop = steps.write_released(parts, drain=last, final=step if done else None, until=until)
         if stopping.requested and records.pending:
             parts.log(f"{records.pending} evaluation(s) still running after train.stop_wait_s="
                       f"{rules.stop_wait_s:g} s are left to the checkpoint: a resume runs them again.")
         if last or stop or step % rules.checkpoint_every == 0:  # at once, however far evaluations lag
-            checkpoint(parts, rules.recipe, step)
+            steps.checkpoint(parts, rules.recipe, step)
         if stop:
             parts.log(stop)
         if last or stop:
