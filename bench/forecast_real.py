@@ -344,14 +344,15 @@ def _print(title: str, header: tuple, rows: list[tuple], markdown: bool) -> None
 
 
 def _scaling() -> str:
-    """Two copies of one numpy workload, serial and on two processes: the machine's parallel
-    scaling at this moment (2.0 on two idle cores)."""
+    """Two copies of one single-threaded workload, serial and on two processes: the machine's
+    parallel scaling at this moment (2.0 on two idle cores). Pure Python, so BLAS threads
+    cannot oversubscribe the cores and read as a busy machine."""
     import multiprocessing as mp
 
     def work(_=None):
-        a = np.random.default_rng(0).standard_normal((300, 300))
-        for _ in range(60):
-            a = np.tanh(a @ a.T / 300.0)
+        x = 0
+        for i in range(3_000_000):
+            x = (x + i * i) % 1_000_003
 
     t = time.perf_counter()
     work(), work()
