@@ -14,7 +14,7 @@ evaluations inside the cut, **the run itself never in its own prior**:
 * **Final value.** The 95% predictive interval of one evaluation at the run's last compute
   against its last evaluation: coverage, median width, median |error| of the centre.
   Methods side by side:
-  - ``sigmoid``: the default (``plan.forecast_draws``: the fit's band, calibrated by its
+  - ``sigmoid``: the default (``fit.time.answer.forecast_draws``: the fit's band, calibrated by its
     rolling-origin factors, one per side, at the extrapolation ratio asked, with the run's
     AR(1) noise); ``sigmoid, one k``: the same with the one symmetric factor it had before;
   - ``sigmoid+prior``: the same under the prior learned from the run's siblings (the other
