@@ -21,7 +21,7 @@ import pytest
 
 from scalerl.data.asserts import parse_assert
 from scalerl.data.sandbox import SandboxLimits
-from scalerl.data.sandbox_ns import isolation
+from scalerl.data.sandbox.ns import isolation
 from scalerl.data.tasks.code import _same_output, run_tests
 
 # serial: these tests run sandboxed programs, and some scan and kill the machine's marked

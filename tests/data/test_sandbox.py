@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 
 from scalerl.data.sandbox import SandboxLimits, run_cases, run_python
-from scalerl.data.sandbox_ns import isolation
+from scalerl.data.sandbox.ns import isolation
 
 FAST = SandboxLimits(timeout_s=2.0)
 NS = pytest.mark.skipif(not isolation().namespaces, reason=f"no kernel namespaces: {isolation().missing}")
@@ -154,7 +154,7 @@ def test_program_cannot_disable_the_audit_hook():
 @pytest.mark.skipif(os.geteuid() != 0, reason="privilege drop needs root")
 def test_runs_as_an_unprivileged_uid_when_trainer_is_root():
     # a leased uid of its own (sandbox_uids), or nobody where the pool cannot be used
-    from scalerl.data.sandbox_uids import LEASED
+    from scalerl.data.sandbox.uids import LEASED
 
     r = run_python("import os\nprint(os.getuid(), os.getgid())")
     uid, gid = map(int, r.stdout.split())
@@ -206,7 +206,7 @@ def test_a_chain_whose_trainer_is_gone_before_the_death_signal_stops_itself():
     # that started it: here it is told to expect another pid, as if that trainer had died
     import subprocess
 
-    from scalerl.data.sandbox_ns import ns_argv, python_path
+    from scalerl.data.sandbox.ns import ns_argv, python_path
 
     def run(parent):
         argv = ns_argv(user_namespace=isolation().user_namespace, disk_mb=1, parent=parent,

@@ -39,7 +39,7 @@ from test_sandbox_escapes import (
 
 from scalerl.data import sandbox
 from scalerl.data.sandbox import SandboxLimits
-from scalerl.data.sandbox_fallback import fallback_python
+from scalerl.data.sandbox.fallback import fallback_python
 
 # the stacks the audit hook is part of (the kernel layer alone lets these attacks through)
 HOOK_LAYERS = pytest.mark.parametrize("layer", [
@@ -336,7 +336,7 @@ def test_a_thread_moving_the_working_directory_cannot_redirect_a_path(layer):
 
 def _hook_module():
     """``sandbox_hook``'s functions, loaded as a module of their own (nothing runs)."""
-    path = Path(sandbox.__file__).with_name("sandbox_hook.py")
+    path = Path(sandbox.__file__).with_name("hook.py")
     spec = importlib.util.spec_from_file_location("sandbox_hook_under_test", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

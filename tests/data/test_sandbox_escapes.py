@@ -37,8 +37,8 @@ from pathlib import Path
 import pytest
 
 from scalerl.data.sandbox import SandboxLimits, run_python
-from scalerl.data.sandbox_fallback import disk_caps
-from scalerl.data.sandbox_ns import isolation, work_inodes
+from scalerl.data.sandbox.fallback import disk_caps
+from scalerl.data.sandbox.ns import isolation, work_inodes
 from scalerl.data.tasks.base import Example
 from scalerl.data.tasks.code import code_reward, normalize_tests
 
@@ -371,7 +371,7 @@ def _trainer_files() -> list[Path]:
     import scalerl.data.sandbox
     import scalerl.data.tasks.code
     files = [Path(m.__file__) for m in (scalerl.data.asserts, scalerl.data.sandbox, scalerl.data.tasks.code)]
-    files += [Path(scalerl.data.sandbox.__file__).with_name(name) for name in ("sandbox_boot.py", "sandbox_hook.py")]
+    files += [Path(scalerl.data.sandbox.__file__).with_name(name) for name in ("boot.py", "hook.py")]
     files += [Path(installed.__file__), Path(textwrap.__file__)]
     return [f.resolve() for f in files]
 
@@ -461,7 +461,7 @@ def test_a_killed_trainer_takes_its_programs_with_it(tmp_path, namespaces):
     # armed before it: the program outlived a kill -9 as nobody until it was armed after.
     script = tmp_path / "trainer.py"
     script.write_text("from scalerl.data.sandbox import SandboxLimits, run_python\n"
-                      "from scalerl.data.sandbox_ns import isolation\n"
+                      "from scalerl.data.sandbox.ns import isolation\n"
                       "isolation()\nprint('probed', flush=True)\n"
                       "run_python('import time\\ntime.sleep(120)', "
                       f"limits=SandboxLimits(timeout_s=120, namespaces={namespaces}))\n")

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 import scalerl.data.sandbox as sandbox
-import scalerl.data.sandbox_ns as sandbox_ns
-import scalerl.data.sandbox_uids as sandbox_uids
+import scalerl.data.sandbox.ns as sandbox_ns
+import scalerl.data.sandbox.uids as sandbox_uids
 import scalerl.data.tasks.code as code
 from scalerl.data.sandbox import SandboxLimits, run_python
-from scalerl.data.sandbox_fallback import (
+from scalerl.data.sandbox.fallback import (
     PREFIX,
     _pid_namespace,
     _start_time,
@@ -72,7 +72,7 @@ def test_work_folders_of_dead_trainers_are_swept_and_live_ones_kept(tmp_path):
 
 def test_without_proc_nothing_is_swept(tmp_path, monkeypatch):
     # every owner would read as namespace 0: no trainer could be told alive or gone
-    import scalerl.data.sandbox_fallback as fallback
+    import scalerl.data.sandbox.fallback as fallback
 
     monkeypatch.setattr(fallback, "_pid_namespace", lambda: 0)
     folder = _workdir(tmp_path, _dead_pid(), 1, pidns=0)
@@ -325,7 +325,7 @@ def test_a_private_root_owned_pool_folder_is_used_without_a_warning(tmp_path, mo
 AS_USER_TRAINER = r'''
 import json, os, subprocess, sys, tempfile
 from scalerl.data.sandbox import SandboxLimits, run_python
-from scalerl.data.sandbox_ns import isolation
+from scalerl.data.sandbox.ns import isolation
 namespaces = sys.argv[1] == "ns"
 sibling = subprocess.Popen(["sleep", "60"])   # this user's: a kill target for the fallback's uid
 outside = tempfile.mkdtemp(prefix="scalerl-user-outside-")   # this user may write it
@@ -364,7 +364,7 @@ def _unprivileged_python() -> tuple[list[str], str]:
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
     if drop and shutil.which("setpriv") is None:
         pytest.skip("needs setpriv to run a trainer as nobody")
-    src = str(Path(sandbox_ns.__file__).parents[2])
+    src = str(Path(sandbox_ns.__file__).parents[3])
     for python in dict.fromkeys([os.path.realpath(sys.executable), shutil.which("python3") or "", "/usr/bin/python3"]):
         if not python:
             continue
@@ -384,7 +384,7 @@ def test_an_unprivileged_trainer_is_neither_killed_nor_written_through_its_progr
     from test_sandbox_boot import FIND_SIGNALLERS, _signal_attempts
 
     drop, python = _unprivileged_python()
-    script = f"import sys\nsys.path.insert(0, {str(Path(sandbox_ns.__file__).parents[2])!r})\n" + AS_USER_TRAINER
+    script = f"import sys\nsys.path.insert(0, {str(Path(sandbox_ns.__file__).parents[3])!r})\n" + AS_USER_TRAINER
     signals = FIND_SIGNALLERS + _signal_attempts("found", "PIDS")
     r = subprocess.run([*drop, python, "-I", "-c", script, layer], input=signals, capture_output=True,
                        text=True, timeout=120, cwd="/")

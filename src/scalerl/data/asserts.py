@@ -43,7 +43,7 @@ from scalerl.data.results import CostError, Meter, WireError, canonical, is_numb
 WRAPPERS = frozenset({"set", "frozenset", "sorted", "list", "tuple", "dict", "len", "abs", "str",
                       "int", "float", "bool", "sum", "min", "max"})
 """Builtins the sandboxed child may apply to a call's result before sending it back
-(``sandbox_boot._WRAPPERS`` holds the child's saved references, by the same names)."""
+(``sandbox.boot._WRAPPERS`` holds the child's saved references, by the same names)."""
 
 _OPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not"}
 FORMS = "`assert f(literals) == literal` (or !=, is, not, math.isclose, abs(f(...) - x) < tol)"

@@ -21,7 +21,7 @@ trainer never evaluates the text and never hashes what it holds:
 A channel that breaks the grammar anywhere was written by the program, not by the harness,
 so the whole run counts as failed and the caller is told why (``reward_errors``).
 
-Wire grammar (``sandbox_boot._plain_repr`` writes it)::
+Wire grammar (``sandbox.boot._plain_repr`` writes it)::
 
     null | true | false | INT | FLOAT | "str"
     ["l", v...]  list            ["t", v...]  tuple

@@ -29,8 +29,8 @@ from pathlib import Path
 from scalerl.data.asserts import AssertFormError, parse_assert
 from scalerl.data.results import CostError, Meter, shorten
 from scalerl.data.sandbox import DEFAULT_LIMITS, SandboxLimits, run_cases, run_python
-from scalerl.data.sandbox_ns import isolation
-from scalerl.data.sandbox_uids import pool_warning
+from scalerl.data.sandbox.ns import isolation
+from scalerl.data.sandbox.uids import pool_warning
 from scalerl.data.tasks.base import Example, RewardFn, strip_thinking
 from scalerl.data.tasks.records import FileTask, prompt_field
 
@@ -154,7 +154,7 @@ def _announce_isolation() -> None:
 
 def isolation_lines() -> list[str]:
     """The run log's lines on the sandbox: its strongest layer, then, where programs would run
-    as pool uids but the pool is refused (``sandbox_uids``), one warning sentence."""
+    as pool uids but the pool is refused (``sandbox.uids``), one warning sentence."""
     layer = isolation()
     uses_pool = not (layer.namespaces and layer.user_namespace)
     warning = pool_warning() if uses_pool else None

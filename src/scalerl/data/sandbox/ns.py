@@ -19,7 +19,7 @@ Each sandboxed program runs as PID 1 of its own PID namespace, so every descenda
           prlimit --as --cpu --fsize --nofile --nproc --core   (the rlimit layer)
             python -I -S -B -c BOOT
 
-``U`` is, when the trainer is root, a uid of the program's own (``sandbox_uids``: its process
+``U`` is, when the trainer is root, a uid of the program's own (``sandbox.uids``: its process
 budget is not shared with other programs; ``nobody`` where no pool uid is free). Without
 root, ``--user --map-root-user`` gives an unprivileged user namespace, and the program keeps
 the trainer's uid with no capabilities; there ``--keep-groups`` replaces ``--clear-groups``,

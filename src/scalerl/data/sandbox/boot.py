@@ -14,10 +14,10 @@ no audit event, installs an audit hook (PEP 578), and runs the untrusted program
   process never sees an expected value, so rebinding builtins, a permissive ``__eq__`` or a
   forged line can at best claim a value, never a pass.
 
-The audit hook and the seal (``sandbox_hook.py``, whose text ``sandbox.py`` ships ahead of
+The audit hook and the seal (``sandbox/hook.py``, whose text ``sandbox/__init__.py`` ships ahead of
 this one) say what the program may touch.
 
-Never import this module in the trainer; ``sandbox.py`` ships its source text.
+Never import this module in the trainer; ``sandbox/__init__.py`` ships its source text.
 """
 
 # The harness's own references, saved before the program runs: a program may rebind builtins

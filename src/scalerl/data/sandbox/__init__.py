@@ -6,22 +6,22 @@ any secret: the child only runs the program and reports its stdout, its exit sta
 function tests, the plain-data results of calls the trainer chose (``scalerl.data.asserts``).
 The trainer compares.
 
-Layers, outermost first (``sandbox_ns.isolation()`` says which the machine allows, and the
+Layers, outermost first (``sandbox.ns.isolation()`` says which the machine allows, and the
 run log names it):
 
-1. kernel namespaces (``sandbox_ns``): own PID namespace (descendants die with the program),
+1. kernel namespaces (``sandbox.ns``): own PID namespace (descendants die with the program),
    mount namespace (a read-only minimal root, a size-capped writable tmpfs, no /proc, no
    project files), network namespace, ``nobody`` or no capabilities, and parent-death
    signals so a killed trainer takes its programs with it;
 2. resource limits: address space, CPU seconds, file size (stdout, stderr and results are
    size-capped memfds), open files, processes, no core dumps;
-3. ``python -I -S -B`` with a bare environment, and an audit hook (``sandbox_hook.py``) that
+3. ``python -I -S -B`` with a bare environment, and an audit hook (``sandbox/hook.py``) that
    blocks sockets (but unconnectable AF_UNIX ones, for asyncio), new processes, ctypes,
    native code but the standard extensions, crafted bytecode, and file access outside the
    work directory (with the routes no audit event reports, such as ``os.mkfifo``, removed
    before the program runs).
 
-Without namespaces (``sandbox_fallback``), layers 2–3 hold, plus a new process group killed
+Without namespaces (``sandbox.fallback``), layers 2–3 hold, plus a new process group killed
 as a whole, a work folder per run that is swept if its trainer died, a disk cap of file size
 times file count, and as root a private network namespace (best effort) and ``nobody``; the
 run log's one warning says what stays uncontained. This is defence in depth for reward
@@ -43,12 +43,12 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.data.results import decode_results
-from scalerl.data.sandbox_fallback import disk_caps, fallback_python, make_workdir, preexec
-from scalerl.data.sandbox_ns import NOBODY, isolation, ns_argv, python_path
-from scalerl.data.sandbox_uids import lease_uid
+from scalerl.data.sandbox.fallback import disk_caps, fallback_python, make_workdir, preexec
+from scalerl.data.sandbox.ns import NOBODY, isolation, ns_argv, python_path
+from scalerl.data.sandbox.uids import lease_uid
 
 _BOOT = "# scalerl-sandbox\n" + "".join(  # the audit hook, then the harness that installs it
-    Path(__file__).with_name(name).read_text() for name in ("sandbox_hook.py", "sandbox_boot.py"))
+    Path(__file__).with_name(name).read_text() for name in ("hook.py", "boot.py"))
 _ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8", "SCALERL_SANDBOX": "1"}
 
 
@@ -66,12 +66,12 @@ class SandboxLimits:
     disk_mb: int = 64
     """Size of the program's writable directory: a tmpfs with kernel namespaces; without them,
     a file-size rlimit of ``min(max_output_bytes, disk_mb)`` times a cap on the number of
-    new files and folders the program creates (``sandbox_fallback.disk_caps``)."""
+    new files and folders the program creates (``sandbox.fallback.disk_caps``)."""
     max_processes: int = 64
     parallel: int = 0
     """Runs of one completion at once; 0 means one per CPU core."""
     namespaces: bool = True
-    """Use kernel namespaces when the machine allows them (see ``sandbox_ns``)."""
+    """Use kernel namespaces when the machine allows them (see ``sandbox.ns``)."""
     audit_hook: bool = True
     """The inner Python layer. Off only to test the kernel layer on its own."""
 

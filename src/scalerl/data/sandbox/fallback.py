@@ -12,7 +12,7 @@ supplies what stands in for them:
   or rewriting a file counts nothing, and deleting one gives no slot back):
   ``max_files * file_size <= disk_mb``;
 - the set-up between fork and exec: rlimits, as root a private network namespace (best
-  effort) and a uid of the program's own (``sandbox_uids``; ``nobody`` where none is
+  effort) and a uid of the program's own (``sandbox.uids``; ``nobody`` where none is
   free), then the parent-death signal, which a uid change would have cleared;
 - an interpreter that the dropped user can execute.
 """
@@ -31,8 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scalerl.data.sandbox_ns import NOBODY
-from scalerl.data.sandbox_uids import LEASED
+from scalerl.data.sandbox.ns import NOBODY
+from scalerl.data.sandbox.uids import LEASED
 
 CLONE_NEWNET, PR_SET_PDEATHSIG = 0x40000000, 1
 PREFIX = "scalerl-sbx-"
@@ -127,7 +127,7 @@ def preexec(rlimits: dict[int, int], workdir: str, root: bool, uid: int = NOBODY
     The parent-death signal is armed *after* the uid change, because the kernel clears it on
     one (armed before, a root trainer's ``kill -9`` left its program running as ``nobody``);
     the parent is checked once it is armed, since a trainer that died before that sends
-    nothing. As root, ``uid`` is the program's own (``sandbox_uids``), or ``nobody``; a
+    nothing. As root, ``uid`` is the program's own (``sandbox.uids``), or ``nobody``; a
     leased uid is first cleared of any process a former holder left (one that got out of
     its process group past the Python layer), so it starts with its whole process budget."""
     limits = list(rlimits.items())

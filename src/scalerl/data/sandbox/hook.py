@@ -1,7 +1,7 @@
-"""The audit-hook layer run INSIDE the sandboxed interpreter, ahead of ``sandbox_boot.py``.
+"""The audit-hook layer run INSIDE the sandboxed interpreter, ahead of ``sandbox/boot.py``.
 
-``sandbox.py`` ships this file's text followed by ``sandbox_boot.py``'s as one ``python -c``
-program; ``sandbox_boot._main`` calls ``_seal``, ``_audit_config`` and installs ``_hook``.
+``sandbox/__init__.py`` ships this file's text followed by ``sandbox/boot.py``'s as one ``python -c``
+program; ``sandbox.boot._main`` calls ``_seal``, ``_audit_config`` and installs ``_hook``.
 A file of its own because it is one concept (what a program may touch) and the harness that
 runs calls and encodes results is another.
 
@@ -30,10 +30,10 @@ What the Python layer enforces (``_seal`` before the program, ``_hook`` while it
   does without ``ssl``), ``types.coroutine`` may set its flag on a compiled code object, and
   AF_UNIX sockets (its self-pipe) may be made but never bound, connected or addressed.
 
-It is an inner layer: the kernel namespaces around this process (``sandbox_ns.py``) are
+It is an inner layer: the kernel namespaces around this process (``sandbox/ns.py``) are
 what contain a program that gets past it, e.g. through a bug in the interpreter itself.
 
-Never import this module in the trainer; ``sandbox.py`` ships its source text.
+Never import this module in the trainer; ``sandbox/__init__.py`` ships its source text.
 """
 
 _BLOCKED_EVENTS = (
