@@ -55,9 +55,7 @@ MAX_EVALS = 1000  # a longer schedule is thinned to this many evaluations (fewer
 class Predictive:
     """The draws (module docstring). Arrays: ``u`` (n,), ``schedule`` (t,), ``evals`` (n, t)."""
 
-    centre: object  # C -> the expected curve's centre
-    lo: object  # C -> the band's lower edge at ``level`` (conformal factor applied)
-    hi: object  # C -> its upper edge
+    edges: object  # C -> (centre, lower edge, upper edge) of the band at ``level`` (conformal factor applied)
     u: np.ndarray  # (n,) the draws' place in the curve family
     schedule: np.ndarray  # (t,) compute of the future evaluations, increasing, in (now, horizon]
     evals: np.ndarray  # (n, t) the draws' evaluations
@@ -71,8 +69,7 @@ class Predictive:
     def curves(self, C) -> np.ndarray:
         """``mu_j(C)``: (n, m) for C (m,)."""
         C = np.atleast_1d(np.asarray(C, dtype=float))
-        mid = np.asarray(self.centre(C), dtype=float).reshape(-1)
-        lo, hi = (np.asarray(f(C), dtype=float).reshape(-1) for f in (self.lo, self.hi))
+        mid, lo, hi = self.edges(C)
         z = float(stats.norm.ppf((1.0 + self.level) / 2.0))
         down, up = np.maximum(mid - lo, 0.0) / z, np.maximum(hi - mid, 0.0) / z
         u = self.u[:, None]
@@ -159,12 +156,12 @@ def draw(centre, band, *, observed_compute, observed, sigma: float, rho: float, 
     schedule = now + spacing * np.arange(1, max(n_evals, 1) + 1)
     rng = np.random.default_rng(seed)
     u = rng.permutation(stats.norm.ppf((np.arange(n) + 0.5) / n))
-    pred = Predictive(lambda C: widened(C)[0], lambda C: widened(C)[1], lambda C: widened(C)[2], u, schedule,
+    pred = Predictive(widened, u, schedule,
                       np.empty((n, 0)), y, float(sigma), float(rho), float(level), now, float(horizon))  # fmt: skip
     mu = pred.curves(schedule)  # (n, t)
     last = y[-1] - pred.curves(np.array([now]))[:, 0]  # (n,) each draw's residual now
     shocks = rng.standard_normal(mu.shape) * sigma * np.sqrt(max(1.0 - rho**2, 0.0))
     shocks[:, 0] += rho * last
     noise = signal.lfilter([1.0], [1.0, -rho], shocks, axis=1)  # e_t = rho e_{t-1} + shock_t
-    return Predictive(pred.centre, pred.lo, pred.hi, u, schedule, mu + noise, y, float(sigma), float(rho),
+    return Predictive(widened, u, schedule, mu + noise, y, float(sigma), float(rho),
                       float(level), now, float(horizon))  # fmt: skip
