@@ -69,6 +69,9 @@ class PromptRenderer:
         self.tokenizer, self.fmt = tokenizer, fmt
         self.template = template_text(fmt, tokenizer)
         self._cache: dict[Any, np.ndarray] = {}  # prompt -> (L,) int32 ids
+        params = inspect.signature(tokenizer.encode).parameters.values()
+        # a task tokenizer takes no options and has no special tokens to leave out
+        self._options = any(p.name == "add_special_tokens" or p.kind is p.VAR_KEYWORD for p in params)
 
     @property
     def chat(self) -> bool:
@@ -133,9 +136,8 @@ class PromptRenderer:
         tokens, which a chat template writes itself); ``first=False``: a later chunk, without them."""
         if first and not self.chat:
             return self.tokenizer.encode(text)  # as it always was: a task tokenizer takes no options
-        params = inspect.signature(self.tokenizer.encode).parameters.values()
-        if not any(p.name == "add_special_tokens" or p.kind is p.VAR_KEYWORD for p in params):
-            return self.tokenizer.encode(text)  # a task tokenizer: no special tokens to leave out
+        if not self._options:
+            return self.tokenizer.encode(text)
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     def _render(self, prompt: Prompt) -> tuple[str, list[int]]:
