@@ -44,9 +44,11 @@ from _workload import (  # noqa: E402
 
 
 def trl_trainer(work: Workload, model_dir: Path, out_dir: Path, *, steps: int, seed: int = 0,
-                callbacks=(), first_example: int = 0):
+                callbacks=(), first_example: int = 0, loss: str = "cispo"):
     """TRL's ``GRPOTrainer`` on ``work``: ``steps`` optimiser steps of P prompts x G completions
-    of the addition task (examples from ``first_example`` on), CISPO with eps_max 5, no KL."""
+    of the addition task (examples from ``first_example`` on), no KL, a constant learning rate.
+    ``loss="cispo"``: CISPO with eps_max 5 (scalerl's recipe); ``loss="dapo"``: TRL's default
+    loss, the clipped surrogate with its default symmetric clip 0.2 and token aggregation."""
     from datasets import Dataset
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -71,7 +73,8 @@ def trl_trainer(work: Workload, model_dir: Path, out_dir: Path, *, steps: int, s
         gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
         max_completion_length=work.max_new_tokens, temperature=work.temperature, top_p=1.0,
         max_steps=steps, learning_rate=work.lr, lr_scheduler_type="constant",
-        beta=0.0, loss_type="cispo", epsilon_high=5.0, gradient_checkpointing=False,
+        beta=0.0, gradient_checkpointing=False,
+        **({"loss_type": "cispo", "epsilon_high": 5.0} if loss == "cispo" else {"loss_type": loss}),
     )
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
                           processing_class=tokenizer, callbacks=list(callbacks))

@@ -55,6 +55,7 @@ class Family:
     steps: int
     runs: tuple[tuple[int, float], ...]  # (seed, lr)
     sets: tuple[str, ...] = ()  # extra --set KEY=VALUE for scalerl runs
+    trl_args: tuple[str, ...] = ()  # extra trl_one.py options for TRL runs
 
     def run_name(self, seed: int, lr: float) -> str:
         return f"s{seed}_lr{lr:g}"
@@ -63,6 +64,14 @@ class Family:
 def _grid(seeds, lrs) -> tuple[tuple[int, float], ...]:
     return tuple((s, lr) for lr in lrs for s in seeds)
 
+
+# The SFT-warmed nano model the TRL runs start from (bench/trl_runs.py's sft_base), and the
+# TRL runs' workload (P 2 x G 8, 32 new tokens, 512 validation prompts every 40 steps, the addition
+# task's own 1-3 digits where scalerl's config defaults to 1-2), so that scalerl's trl-grpo recipe
+# runs exactly what TRL's GRPOTrainer does with its defaults (issue 37).
+TRL_BASE = Path.home() / ".cache" / "scalerl-bench" / "trl-base-nano"
+TRL_WORKLOAD = (f"model.base={TRL_BASE}", "pipeline.prompts_per_step=2", "pipeline.generations=8",
+                "sampling.max_new_tokens=32", "eval.every=40", "eval.num_prompts=512", "task.knobs.max_digits=3")
 
 FAMILIES = (
     Family("scalerl-addition", "scalerl", "addition", 1200, _grid((0, 1, 2), (5e-5, 1e-4, 2e-4))),
@@ -73,6 +82,9 @@ FAMILIES = (
     Family("trl-grpo-addition", "trl", "addition", 1000, _grid((0, 1, 2), (5e-5, 1e-4))),
     Family("scalerl-sync-addition", "scalerl", "addition", 1200, _grid((0, 1, 2), (1e-4, 2e-4)),
            ("pipeline.mode=sync",)),
+    Family("trl-defaults-addition", "trl", "addition", 1000, _grid((0, 1, 2), (5e-5,)),
+           trl_args=("--loss", "dapo", "--eval-like-scalerl", "32")),
+    Family("scalerl-trl-grpo-addition", "trl-grpo", "addition", 1000, _grid((0, 1, 2), (5e-5,)), TRL_WORKLOAD),
 )
 
 
@@ -134,7 +146,7 @@ def trl_run(family: Family, seed: int, lr: float) -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="scalerl-corpus-trl-") as scratch:
         out = Path(scratch) / "rows.jsonl"
         cmd = [str(ROOT / ".venv/bin/python"), str(HERE / "trl_one.py"), "--seed", str(seed), "--lr", str(lr),
-               "--steps", str(family.steps), "--out", str(out)]  # fmt: skip
+               "--steps", str(family.steps), "--out", str(out), *family.trl_args]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")

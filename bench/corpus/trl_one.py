@@ -1,7 +1,7 @@
 """One TRL ``GRPOTrainer`` run for the corpus (``make.py`` runs it in a subprocess).
 
 The trainer and the evaluation are ``bench/trl_runs.py``'s (from the SFT-warmed nano model,
-P 2 x G 8 of the addition task, CISPO, no KL, constant LR; one completion per validation
+P 2 x G 8 of the addition task, CISPO or TRL's default loss (``--loss``), no KL, constant LR; one completion per validation
 prompt at temperature 1 through ``scalerl.rollout``), on both of this machine's cores.
 Each evaluation writes one row in the corpus format (``make.py``): the device-hours are this
 machine's cores x wall hours, as ``scalerl train`` counts them on a CPU, and ``train_reward``
@@ -38,6 +38,11 @@ def main() -> int:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--lr", type=float, required=True)
     ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--loss", choices=("cispo", "dapo"), default="cispo",
+                    help="cispo: CISPO eps_max 5 (scalerl's loss); dapo: TRL GRPOConfig's default loss")
+    ap.add_argument("--eval-like-scalerl", type=int, default=None, metavar="MAX_NEW_TOKENS",
+                    help="validate as `scalerl train` does with this sampling.max_new_tokens and no FP32 head "
+                         "(the trl-grpo recipe); default: the SFT warm-up's measure, room for the longest answer")
     ap.add_argument("--eval-every", type=int, default=40)
     ap.add_argument("--eval-prompts", type=int, default=512)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -50,11 +55,16 @@ def main() -> int:
 
     from scalerl.data.tasks import get_task
     from scalerl.pipeline.sft import engine_pass_rate
+    from scalerl.types import SamplingParams
 
     torch.set_num_threads(args.threads)
     base = sft_base(args.cache, "nano")
     work = Workload("nano", 2, 8, 32, lr=args.lr)
     task = get_task("addition")
+    like_scalerl = {}
+    if args.eval_like_scalerl is not None:
+        like_scalerl = {"params": SamplingParams(max_new_tokens=args.eval_like_scalerl, temperature=1.0),
+                        "fp32_head": False}
     t0 = time.perf_counter()
     rows: list[dict] = []
 
@@ -62,7 +72,7 @@ def main() -> int:
         def evaluate(self, state, model, tokenizer) -> None:
             was_training = model.training
             model.eval()
-            rate = engine_pass_rate(model, tokenizer, task, args.eval_prompts, seed=1234)
+            rate = engine_pass_rate(model, tokenizer, task, args.eval_prompts, seed=1234, **like_scalerl)
             model.train(was_training)
             recent = [h for h in state.log_history[-args.eval_every:] if "reward" in h]
             mean = lambda key: (sum(h[key] for h in recent if key in h) / max(1, sum(key in h for h in recent))  # noqa: E731
@@ -81,7 +91,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="scalerl-trl-") as scratch:
         trainer = trl_trainer(work, base, Path(scratch), steps=args.steps, seed=args.seed,
-                              callbacks=[Evaluate()], first_example=args.seed * work.prompts * args.steps)
+                              callbacks=[Evaluate()], first_example=args.seed * work.prompts * args.steps,
+                              loss=args.loss)
         trainer.train()
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return 0
