@@ -70,6 +70,13 @@ def register(subparsers) -> None:
     p.add_argument("--runner", choices=["local", "ray"], help="local subprocesses or Ray tasks; overrides the spec")
     p.add_argument("--x", help="compute axis of the fits (default compute_gpu_hours; 'flops' is hardware-free)")
     p.add_argument("--report-only", action="store_true", help="skip training; compare the runs in OUT")
+    p.add_argument("--replay", nargs="+", type=Path, metavar="RUN",
+                   help="train nothing: apply the adaptive policy to finished runs (files, run folders, or "
+                        "folders of runs) and say what it would have stopped, kept and saved")
+    p.add_argument("--budget", type=float, help="compute per point the study is judged at (--replay)")
+    p.add_argument("--first-rung", type=float, help="compute of the first decision (default: budget / 8)")
+    p.add_argument("--threshold", type=float, help="stop a point below this P(best at the budget) (default 0.05)")
+    p.add_argument("--json", type=Path, help="write the decisions here (--replay; decisions.json's fields)")
     p.set_defaults(func=handle)
     r = subparsers.add_parser("report", help="the study report of a sweep or any folder of runs",
                               description=REPORT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -129,6 +136,8 @@ def handle(args: argparse.Namespace) -> int:
     from scalerl.experiments.sweep import claim_folder, run_sweep
     from scalerl.fit.errors import CurveError
 
+    if args.replay:
+        return handle_replay(args)
     out = args.out or Path("runs") / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         variants, spec = _plan(args, out)
@@ -165,6 +174,33 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     for path in written:
         print(f"wrote {path}")
+    return 0
+
+
+def handle_replay(args: argparse.Namespace) -> int:
+    """``--replay``: the policy on finished runs (``scalerl.experiments.replay``)."""
+    from scalerl.experiments.replay import describe, replay_curves, write_json
+    from scalerl.fit.choose import THRESHOLD, replay
+    from scalerl.fit.errors import CurveError
+
+    try:
+        if args.spec is not None:
+            raise CurveError("--replay reads finished runs; give them without a spec")
+        if args.budget is None or not args.budget > 0:
+            raise CurveError("--replay needs --budget, a positive compute per point to judge the runs at")
+        threshold = THRESHOLD if args.threshold is None else args.threshold
+        if not 0 < threshold < 1:
+            raise CurveError(f"--threshold must lie in (0, 1), got {threshold:g}")
+        curves = replay_curves(args.replay, x=args.x)
+        decided = replay(curves, args.budget, first_rung=args.first_rung, threshold=threshold).to_dict()
+        if args.json is not None:
+            write_json(decided, args.json)
+    except (CurveError, OSError) as err:
+        print(f"scalerl sweep: {str(err).rstrip('.')}.", file=sys.stderr)
+        return 2
+    print("\n".join(describe(decided)))
+    if args.json is not None:
+        print(f"wrote {args.json}")
     return 0
 
 

@@ -1,0 +1,205 @@
+"""Studies that choose: which points of a study can still be the best at a compute budget.
+
+The paper's lesson for recipe choice (digest §5, Table 1): a point that leads early can be
+overtaken later (bs512, A 0.605 at C_mid 2818, against bs2048, A 0.645 at C_mid 10909), so a
+study must not stop points by their current value. It stops them by their forecast at the
+budget ``C_b``, read from each point's one predictive distribution (``predictive``, built by
+``time.answer.forecast_draws``: the fit's calibrated band, or the flat band of a run with no
+rise): the draws ``mu_ij`` of point ``i``'s expected curve at ``C_b``.
+
+Points are independent runs, so the chance that point ``i`` is the best at the budget is
+
+    P_i = P(mu_i > max_{l != i} mu_l) ~= mean_j [ mu_{i, pi_i(j)} = max_l mu_{l, pi_l(j)} ]
+
+with each point's draws paired in its own random order ``pi_i`` (the draws of one point are
+stratified quantiles in one fixed order; pairing them in that order would make all points
+move together). At each **rung** (compute ``first_rung``, then ``eta`` times that, ..., and
+the budget), the survivors are cut to the rung, forecast at the budget, and those with
+``P_i < threshold`` are stopped; the leader never is. At the budget itself the same rule reads
+the band of each survivor's value there: the survivors still above the threshold are **tied**,
+within what the forecast can resolve, and are reported as a tie, never broken by noise.
+
+``replay`` applies the policy to finished runs (any trainer's logs that ``scalerl fit``
+reads): which points it would have stopped and when, the winner it would have kept, and the
+compute it would have used, beside the full study's own winner and ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scalerl.fit.errors import CurveError
+from scalerl.fit.options import FitOptions
+from scalerl.fit.readers import Curve
+
+__all__ = ["THRESHOLD", "Decisions", "Standing", "p_best", "replay", "rungs", "standing"]
+
+THRESHOLD = 0.05
+"""A point is stopped when P(it is the best at the budget) falls below this."""
+ETA = 2.0
+"""Each rung is this many times the compute of the one before (successive halving's eta)."""
+FIRST_RUNG = 1.0 / 8.0
+"""The first rung as a fraction of the budget, when none is given."""
+MIN_EVALS = 6
+"""Evaluations a point needs at a rung before its forecast is read (the live forecast's
+``forecast.min_points``); a point with fewer is kept: nothing can be said about it yet."""
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One point's forecast at the budget, read at a rung."""
+
+    point: str
+    at_compute: float  # the compute its data reaches at this rung
+    draws: np.ndarray = field(repr=False)  # (n,) its expected curve at the budget, mu_j(C_b)
+    source: str  # "fit" or "flat" (no rise detected)
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.draws))
+
+    def interval(self, level: float) -> tuple[float, float]:
+        tail = (1.0 - level) / 2.0
+        lo, hi = np.quantile(self.draws, [tail, 1.0 - tail])
+        return float(lo), float(hi)
+
+    def forecast(self, level: float) -> dict:
+        lo, hi = self.interval(level)
+        return {"median": self.median, "lo": lo, "hi": hi}
+
+
+def standing(curve: Curve, budget: float, options: FitOptions) -> Standing:
+    """``curve``'s forecast at ``budget`` from its one predictive distribution (the data past
+    the budget, if any, is not read: the question is the value at the budget)."""
+    from scalerl.fit.time.answer import forecast_draws
+
+    seen = curve.head(budget)
+    if len(seen) < MIN_EVALS:
+        raise CurveError(f"{curve.source}: {len(seen)} evaluation(s) up to compute {budget:.4g}; "
+                         f"a forecast needs {MIN_EVALS}.")  # fmt: skip
+    fit = options.fit(seen.compute, seen.reward, source=seen.source)
+    end = max(budget, float(seen.compute[-1]))
+    pred, source, _, _ = forecast_draws(fit, options, None, end, budget=budget)
+    return Standing(curve.name, float(seen.compute[-1]), pred.curves(np.array([budget]))[:, 0], source)
+
+
+def p_best(standings: Sequence[Standing], seed: int = 0) -> dict[str, float]:
+    """P(each point is the best at the budget): its draws against the others', each point's
+    draws in an independent random order (module docstring). Ties between draws (two flat
+    runs at one value) are shared."""
+    if len(standings) == 1:
+        return {standings[0].point: 1.0}
+    rng = np.random.default_rng(seed)
+    n = min(s.draws.size for s in standings)
+    joint = np.stack([rng.permutation(s.draws)[:n] for s in standings])  # (points, n)
+    top = joint == joint.max(axis=0, keepdims=True)
+    share = top / top.sum(axis=0, keepdims=True)
+    return {s.point: float(p) for s, p in zip(standings, share.mean(axis=1))}
+
+
+def rungs(budget: float, first_rung: float | None = None, eta: float = ETA) -> list[float]:
+    """The computes a study decides at: ``first_rung``, ``eta`` times it, ..., then ``budget``."""
+    first = budget * FIRST_RUNG if first_rung is None else float(first_rung)
+    if not 0 < first <= budget:
+        raise CurveError(f"the first rung ({first:.4g}) must be a positive compute no larger than the budget "
+                         f"({budget:.4g}).")  # fmt: skip
+    out = [first]
+    while out[-1] * eta < budget * (1 - 1e-9):
+        out.append(out[-1] * eta)
+    if out[-1] < budget:
+        out.append(budget)
+    return out
+
+
+@dataclass
+class Decisions:
+    """What a study decided (``decisions.json``; ``scalerl sweep --replay --json``)."""
+
+    budget: float
+    threshold: float
+    rungs: list[float]
+    winner: str | list[str] = ""
+    compute_used: float = 0.0
+    compute_full: float = 0.0
+    stopped: list[dict] = field(default_factory=list)
+    rounds: list[dict] = field(default_factory=list)  # per rung: each survivor's forecast and P(best)
+    full: dict = field(default_factory=dict)  # the full study: its winner and ranking at the budget
+
+    def to_dict(self) -> dict:
+        return {"winner": self.winner, "compute_used": self.compute_used, "compute_full": self.compute_full,
+                "fraction_used": self.compute_used / self.compute_full if self.compute_full else None,
+                "budget": self.budget, "threshold": self.threshold, "rungs": self.rungs,
+                "stopped": self.stopped, "rounds": self.rounds, "full": self.full}  # fmt: skip
+
+
+def decide(
+    standings: Sequence[Standing], threshold: float, level: float
+) -> tuple[dict[str, float], list[dict]]:
+    """(P(best) of every point, the ones to stop): below ``threshold``, never the leader."""
+    p = p_best(standings)
+    leader = max(p, key=p.get)
+    best = next(s for s in standings if s.point == leader)
+    stop = []
+    for s in standings:
+        if s.point == leader or p[s.point] >= threshold:
+            continue
+        f, lead = s.forecast(level), best.forecast(level)
+        stop.append({"point": s.point, "at_compute": s.at_compute, "forecast": f, "p_best": p[s.point],
+                     "reason": f"P(best at the budget) = {p[s.point]:.3f} < {threshold:g}: forecast "
+                               f"{f['median']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}] against the leader {leader}'s "
+                               f"{lead['median']:.3f} [{lead['lo']:.3f}, {lead['hi']:.3f}]"
+                               + (" (no rise detected)" if s.source == "flat" else "")})  # fmt: skip
+    return p, stop
+
+
+def tied(p: Mapping[str, float], threshold: float) -> str | list[str]:
+    """The winner: the one point left above the threshold, or the tied set, leader first."""
+    left = sorted((k for k, v in p.items() if v >= threshold), key=lambda k: -p[k])
+    return left[0] if len(left) == 1 else left
+
+
+def replay(
+    curves: Sequence[Curve],
+    budget: float,
+    *,
+    first_rung: float | None = None,
+    eta: float = ETA,
+    threshold: float = THRESHOLD,
+    options: FitOptions | None = None,
+) -> Decisions:
+    """The policy on finished runs (module docstring); each must reach ``budget``."""
+    options = options or FitOptions()
+    short = [c for c in curves if float(c.compute[-1]) < budget * (1 - 1e-9)]
+    if short:
+        raise CurveError(f"{short[0].source} ends at compute {float(short[0].compute[-1]):.4g}, before the "
+                         f"budget {budget:.4g}: a replay needs every run to reach the budget.")  # fmt: skip
+    out = Decisions(budget, threshold, rungs(budget, first_rung, eta))
+    alive = {c.name: c for c in curves}
+    spent = {c.name: 0.0 for c in curves}
+    p: dict[str, float] = {}
+    for rung in out.rungs:
+        cut = {name: c.head(rung) for name, c in alive.items()}
+        spent.update({name: float(c.compute[-1]) for name, c in cut.items() if len(c)})
+        ready = [standing(c, budget, options) for c in cut.values() if len(c) >= MIN_EVALS]
+        if len(ready) < 2:
+            continue
+        p, stop = decide(ready, threshold, options.level)
+        out.rounds.append({"at_compute": rung, "forecasts": {s.point: s.forecast(options.level) | {"p_best": p[s.point]}
+                                                             for s in ready}})  # fmt: skip
+        if rung >= budget:  # the points that reached the budget ran their whole way: this is the verdict
+            break
+        out.stopped.extend(stop)
+        for s in stop:
+            del alive[s["point"]]
+    out.winner = tied({k: p.get(k, 1.0) for k in alive}, threshold) if len(alive) > 1 else next(iter(alive))
+    out.compute_used = float(sum(spent.values()))
+    out.compute_full = float(sum(float(c.head(budget).compute[-1]) for c in curves))
+    everyone = [standing(c, budget, options) for c in curves]
+    p_all = p_best(everyone)
+    out.full = {"winner": tied(p_all, threshold),
+                "ranking": [{"point": s.point, **s.forecast(options.level), "p_best": p_all[s.point]}
+                            for s in sorted(everyone, key=lambda s: -s.median)]}  # fmt: skip
+    return out

@@ -1,0 +1,74 @@
+"""``scalerl sweep --replay``: the adaptive policy on finished runs, from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scalerl.fit import law
+
+
+def _write_run(path, A: float, seed: int, end: float = 1.0, n: int = 40) -> None:
+    """A ``scalerl train`` run folder whose validation follows Eq. 1 with noise."""
+    path.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    with (path / "metrics.jsonl").open("w") as f:
+        for i, c in enumerate(np.linspace(end / n, end, n)):
+            val = float(np.clip(law.sigmoid(c, A, 1.5, 0.2, 0.0) + rng.normal(0, 0.01), 0, 1))
+            f.write(json.dumps({"step": i, "compute_gpu_hours": float(c), "val_pass_rate": val}) + "\n")
+
+
+@pytest.fixture
+def study(tmp_path):
+    """A sweep folder of three points: one clearly best, two behind."""
+    root = tmp_path / "sweep"
+    for name, A, seed in (("lr=1e-4/seed0", 0.8, 0), ("lr=1e-5/seed0", 0.3, 1), ("lr=3e-5/seed0", 0.5, 2)):
+        _write_run(root / name, A, seed)
+    return root
+
+
+def test_replay_names_the_winner_and_writes_every_decision(study, tmp_path, cli_here):
+    out = tmp_path / "decisions.json"
+    done = cli_here("sweep", "--replay", str(study), "--budget", "1.0", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    d = json.loads(out.read_text())
+    assert d["winner"] == "lr=1e-4/seed0" and d["full"]["winner"] == "lr=1e-4/seed0"
+    assert {s["point"] for s in d["stopped"]} == {"lr=1e-5/seed0", "lr=3e-5/seed0"}
+    for s in d["stopped"]:
+        assert set(s) == {"point", "at_compute", "forecast", "p_best", "reason"}
+        assert s["forecast"]["lo"] <= s["forecast"]["median"] <= s["forecast"]["hi"] and s["p_best"] < 0.05
+    assert d["compute_used"] < 0.6 * d["compute_full"] and d["compute_full"] == pytest.approx(3.0)
+    assert "winner: lr=1e-4/seed0" in done.stdout and f"wrote {out}" in done.stdout
+
+
+def test_replay_takes_run_folders_and_log_files_by_name(tmp_path, cli_here):
+    _write_run(tmp_path / "a", 0.8, 0)
+    _write_run(tmp_path / "b", 0.79, 1)
+    (tmp_path / "b.jsonl").write_text((tmp_path / "b" / "metrics.jsonl").read_text())
+    done = cli_here("sweep", "--replay", str(tmp_path / "a"), str(tmp_path / "b.jsonl"), "--budget", "1")
+    assert done.returncode == 0, done.stderr
+    assert "a: " in done.stdout and "b: " in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--budget", "1"], "holds no runs"),  # an empty folder
+        ([], "--replay needs --budget"),
+        (["--budget", "1", "--first-rung", "2"], "the first rung (2) must be a positive compute no larger than the budget (1)"),
+        (["--budget", "5"], "before the budget 5: a replay needs every run to reach the budget"),
+        (["--budget", "1", "--threshold", "1.5"], "--threshold must lie in (0, 1)"),
+    ],
+)
+def test_bad_replays_are_one_sentence_with_exit_2(study, tmp_path, cli_here, args, says):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    where = empty if says == "holds no runs" else study
+    out = tmp_path / "d.json"
+    out.write_text("kept")
+    done = cli_here("sweep", "--replay", str(where), *args, "--json", str(out))
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert out.read_text() == "kept"  # nothing written is lost
