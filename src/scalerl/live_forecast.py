@@ -26,6 +26,8 @@ class LiveForecast:
         """``past``: the evaluation records a resumed run already has."""
         self.cfg = cfg.forecast
         self.train = cfg.train
+        self.lr = cfg.optim.lr
+        self._said_no_rise = False  # the not-learning line is said once per session
         self.y = cfg.fitted_metric  # forecast.metric: val_pass_rate or val_reward_mean
         self.points: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[self.y])) for r in past
                                                   if r.get(self.y) is not None]
@@ -104,6 +106,24 @@ class LiveForecast:
                 return self.poll(wait=True)
         fields, self._ready = self._ready or {}, None
         return fields
+
+    def no_rise(self, fields: dict[str, Any]) -> str | None:
+        """The not-learning line, once: the forecast of ``fields`` finds no rise in the
+        validation after ``train.no_rise_after`` of the run's budget (``scalerl.fit.rise``)."""
+        if fields.get("forecast_rise") is not False or self._said_no_rise:
+            return None
+        done = fields["forecast_fit_until"] / fields["forecast_budget"]
+        if done < self.train.no_rise_after:
+            return None
+        self._said_no_rise = True
+        z = fields.get("forecast_rise_z")
+        return (f"not learning: after {100 * done:.0f}% of the run's budget, {self.y} shows no rise (the last third "
+                f"of its evaluations reads {fields['forecast_rise_last']:.3f} against {fields['forecast_rise_first']:.3f} "
+                f"in the first third, {0.0 if z is None else z:+.1f} sd of their noise); what usually helps is the "
+                f"learning rate (optim.lr = {self.lr:g}: a curve that never moves often needs a larger one, one that "
+                "rises and falls a smaller one), or the reward's signal on this task (near a pass rate of 0 or 1 few "
+                "groups have a spread of rewards to learn from)"
+                + ("." if self.train.stop_if_no_rise else "; train.stop_if_no_rise=true stops such a run."))  # fmt: skip
 
     def stop_reason(self, fields: dict[str, Any]) -> str | None:
         """One sentence when the forecast says the run cannot reach what it is for."""

@@ -98,6 +98,41 @@ def test_early_stop_fires_on_a_run_built_to_plateau_low(warm_model_dir, tmp_path
     assert "stopping early" in capsys.readouterr().out
 
 
+def test_a_run_that_does_not_learn_says_so_and_stop_if_no_rise_stops_it(warm_model_dir, tmp_path, monkeypatch,
+                                                                      capsys):
+    """Real training; the validation is replaced by a flat one (0.12 with noise, seeded), as a
+    learning rate too small to move the model gives. The live forecast finds no rise once 30%
+    of the budget is read, and ``train.stop_if_no_rise`` stops the run there."""
+    rng = np.random.default_rng(0)
+
+    def flat(evaluators, stop=None):
+        return {"val_pass_rate": 0.12 + rng.normal(0, 0.01)}, 1000, ()
+
+    monkeypatch.setattr(scalerl.eval, "run_evaluators", flat)  # eval.on=learner: in this process
+    cfg = small_run(warm_model_dir, **{"train.steps": 60, "eval.every": 2, "train.stop_if_no_rise": True,
+                                       "eval.on": "learner"})  # fmt: skip
+    train(cfg, tmp_path)
+    records = read_records(tmp_path / "metrics.jsonl")
+    last = records[-1]
+    assert last["step"] < 60 and last["stopped_early"].startswith("stopping early: not learning: after ")
+    assert last["forecast_rise"] is False and last["forecast_fit_until"] >= 0.3 * last["forecast_budget"]
+    assert "optim.lr = " in last["stopped_early"] and "stopping early: not learning" in capsys.readouterr().out
+
+
+def test_the_not_learning_line_waits_for_its_fraction_and_is_said_once():
+    cfg = load_config("scalerl", ["train.no_rise_after=0.5"])
+    live = LiveForecast(cfg)
+    flat = {"forecast_rise": False, "forecast_rise_z": -0.4, "forecast_rise_first": 0.125,
+            "forecast_rise_last": 0.121, "forecast_budget": 10.0}  # fmt: skip
+    assert live.no_rise(flat | {"forecast_fit_until": 4.9}) is None  # before half the budget
+    assert live.no_rise(flat | {"forecast_rise": True, "forecast_fit_until": 6.0}) is None  # rising
+    line = live.no_rise(flat | {"forecast_fit_until": 6.0})
+    assert line.startswith("not learning: after 60% of the run's budget, val_pass_rate shows no rise")
+    assert "reads 0.121 against 0.125 in the first third, -0.4 sd" in line and "train.stop_if_no_rise=true" in line
+    assert live.no_rise(flat | {"forecast_fit_until": 7.0}) is None  # once
+    live.close()
+
+
 def test_stop_rules_never_stop_on_an_unidentified_ceiling():
     cfg = load_config("scalerl", ["train.stop_if_ceiling_below=0.6", "forecast.target=0.7",
                                   "train.stop_if_target_unreachable=true"])  # fmt: skip

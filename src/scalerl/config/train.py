@@ -59,6 +59,14 @@ class TrainConfig(_Frozen):
     stop_if_target_unreachable: bool = False
     """Stop early once the live forecast identifies the ceiling and its whole interval lies
     below ``forecast.target``."""
+    no_rise_after: float = Field(0.3, gt=0, le=1)
+    """Once the live forecast has read this fraction of the run's budget (``forecast_fit_until
+    / forecast_budget``) and its validation shows no rise (``scalerl.fit.rise``: the last third
+    of the evaluations against the first, in sd of their noise), the run says so in one line,
+    with the evidence and what usually helps (the learning rate, or the reward's signal on the
+    task); once per session."""
+    stop_if_no_rise: bool = False
+    """Stop early (after a checkpoint) on that finding, instead of only saying it."""
     stop_if_p_reach_below: float | None = Field(None, gt=0, lt=1)
     """Stop early once the live forecast gives less than this probability that the expected
     curve reaches ``forecast.target`` within the run's budget (the compute at ``train.steps``

@@ -20,6 +20,7 @@ from scalerl.fit.errors import CurveError, validate_curve
 from scalerl.fit.fitting import FitResult, Problem, fit_problem
 from scalerl.fit.options import FitOptions
 from scalerl.fit.resample import BootstrapResult
+from scalerl.fit.rise import rise
 from scalerl.fit.uncertainty import Uncertainty, model_uncertainty
 
 __all__ = [
@@ -387,6 +388,9 @@ def live_forecast(
         "forecast_final_hi": final.pred_hi,
         "forecast_verdict": unc.verdict,
     }
+    evidence = rise(fit.reward, rho=unc.noise.rho, level=options.level)  # is the run learning at all?
+    fields |= {"forecast_rise": evidence.detected, "forecast_rise_z": evidence.z if np.isfinite(evidence.z) else None,
+               "forecast_rise_first": evidence.first, "forecast_rise_last": evidence.last}  # fmt: skip
     if target is not None:
         reach = compute_to_reach(fit, target, unc)
         fields["forecast_compute_to_target"] = reach.compute if reach.reachable else None

@@ -210,6 +210,10 @@ def write_released(parts: RunParts, *, drain: bool, final: int | None, until: fl
         parts.forecaster.observe(record)
         record.update(parts.forecaster.poll(wait=record["step"] == final))
         reason = parts.forecaster.stop_reason(record) if stop is None else None
+        if (note := parts.forecaster.no_rise(record)) and parts.forecaster.train.stop_if_no_rise:
+            reason = reason or f"stopping early: {note}"
+        elif note:
+            parts.log(note)
         if reason:
             record["stopped_early"] = stop = reason
         parts.logger.write(record)
