@@ -63,8 +63,8 @@ class LiveForecast:
         self._submit()
 
     def budget(self) -> float:
-        """Compute the run will have spent when it ends: at ``train.steps``, or at the
-        ``train.max_minutes`` deadline (:meth:`set_deadline`) if that comes first, at this
+        """Compute the run will have spent when it ends: at ``train.steps``, at
+        ``train.max_compute``, or at the ``train.max_minutes`` deadline (:meth:`set_deadline`) if that comes first, at this
         session's rate so far."""
         compute, step = self.points[-1][0], self._step
         if self._start is None or step <= self._start[1]:
@@ -76,6 +76,8 @@ class LiveForecast:
             now = time.monotonic()
             elapsed, left = max(now - t0, 1e-9), max(self.deadline - now, 0.0)
             budget = min(budget, compute + (compute - c0) / elapsed * left)
+        if self.train.max_compute is not None:
+            budget = min(budget, max(self.train.max_compute, compute))
         return float(budget)
 
     def _submit(self) -> None:

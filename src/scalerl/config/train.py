@@ -38,6 +38,11 @@ class TrainConfig(_Frozen):
     (the SFT warm-up is not counted); None trains for all ``steps``. The whole run's minutes:
     a ``--resume`` gets what the earlier sessions left (the records' ``wall_s`` is the clock,
     ``scalerl.pipeline.time_limit``), so extending a run takes a larger limit too."""
+    max_compute: float | None = Field(None, gt=0)
+    """Stop RL (after a final eval and checkpoint) at the first step whose compute
+    (``compute_gpu_hours``, the whole run's, resumes included) reaches this; None: no limit.
+    ``scalerl sweep --adaptive`` trains its points rung by rung with it, and a ``--resume``
+    with a larger value goes on."""
     checkpoint_every: int = Field(50, ge=1)
     """Write an atomic checkpoint every this many steps (and at the end)."""
     stop_wait_s: float = Field(30.0, ge=0)

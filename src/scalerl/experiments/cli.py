@@ -70,10 +70,13 @@ def register(subparsers) -> None:
     p.add_argument("--runner", choices=["local", "ray"], help="local subprocesses or Ray tasks; overrides the spec")
     p.add_argument("--x", help="compute axis of the fits (default compute_gpu_hours; 'flops' is hardware-free)")
     p.add_argument("--report-only", action="store_true", help="skip training; compare the runs in OUT")
+    p.add_argument("--adaptive", action="store_true",
+                   help="train rung by rung and stop the points whose forecast says they cannot be the best at "
+                        "the budget (the spec's adaptive section, or --budget); decisions in OUT/decisions.json")
     p.add_argument("--replay", nargs="+", type=Path, metavar="RUN",
                    help="train nothing: apply the adaptive policy to finished runs (files, run folders, or "
                         "folders of runs) and say what it would have stopped, kept and saved")
-    p.add_argument("--budget", type=float, help="compute per point the study is judged at (--replay)")
+    p.add_argument("--budget", type=float, help="compute per point the study is judged at (--adaptive, --replay)")
     p.add_argument("--first-rung", type=float, help="compute of the first decision (default: budget / 8)")
     p.add_argument("--threshold", type=float, help="stop a point below this P(best at the budget) (default 0.05)")
     p.add_argument("--json", type=Path, help="write the decisions here (--replay; decisions.json's fields)")
@@ -121,6 +124,31 @@ def _parallel(args, spec, variants) -> int:
     return int(value)
 
 
+def _adaptive(args, spec):
+    """The adaptive study's settings (the spec's section, the flags over it), or None."""
+    from dataclasses import replace
+
+    from scalerl.config import ConfigError
+    from scalerl.experiments.adaptive import Adaptive
+
+    if not args.adaptive:
+        if args.budget is not None or args.first_rung is not None or args.threshold is not None:
+            raise ConfigError("--budget, --first-rung and --threshold go with --adaptive or --replay")
+        return None
+    held = spec.adaptive if spec is not None else None
+    if held is None and args.budget is None:
+        raise ConfigError("--adaptive needs a compute budget per point: 'adaptive: {budget: C}' in the spec, "
+                          "or --budget C")
+    got = replace(held or Adaptive(args.budget), **{k: v for k, v in (("budget", args.budget), (
+        "first_rung", args.first_rung), ("threshold", args.threshold)) if v is not None})  # fmt: skip
+    if not got.budget > 0 or (got.threshold is not None and not 0 < got.threshold < 1):
+        raise ConfigError("--adaptive needs a positive --budget and a --threshold in (0, 1)")
+    if got.first_rung is not None and not 0 < got.first_rung <= got.budget:
+        raise ConfigError(f"the first rung ({got.first_rung:g}) must be a positive compute no larger than the "
+                          f"budget ({got.budget:g})")
+    return got
+
+
 def _record(args, spec, variants) -> dict:
     """What the sweep folder remembers, to refuse mixing points of another sweep."""
     if spec is not None:
@@ -143,6 +171,7 @@ def handle(args: argparse.Namespace) -> int:
         variants, spec = _plan(args, out)
         parallel = _parallel(args, spec, variants)
         runner = args.runner or (spec.runner if spec else "local")
+        adaptive = _adaptive(args, spec)
         claim_folder(out, _record(args, spec, variants))
     except ConfigError as err:
         print(f"scalerl sweep: {err}", file=sys.stderr)
@@ -150,13 +179,19 @@ def handle(args: argparse.Namespace) -> int:
     if not args.report_only:
         from scalerl.checkpoint import CheckpointError  # torch: only when training
 
-        print(f"scalerl sweep: {len(variants)} point(s), {parallel} at a time ({runner})")
+        print(f"scalerl sweep: {len(variants)} point(s), {parallel} at a time ({runner})"
+              + (f", adaptive: judged at {adaptive.budget:g} compute per point" if adaptive else ""))
         try:
-            run_sweep(variants, out, parallel=parallel, runner=runner)
+            if adaptive is not None:
+                from scalerl.experiments.adaptive import run_adaptive
+
+                run_adaptive(variants, out, adaptive, parallel=parallel, runner=runner, x=args.x)
+            else:
+                run_sweep(variants, out, parallel=parallel, runner=runner)
         except PointFailed as err:
             print(f"scalerl sweep: {err}", file=sys.stderr)
             return 1
-        except (ConfigError, CheckpointError) as err:  # in-process points: a run's own bad input
+        except (ConfigError, CheckpointError, CurveError) as err:  # a run's own bad input, a log unreadable
             print(f"scalerl sweep: {err}", file=sys.stderr)
             return 2
     runs: dict[str, list[Path]] = {}

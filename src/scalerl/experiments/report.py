@@ -45,6 +45,7 @@ def write_report(runs: dict[str, list[Path]], out: Path, *, x: str | None = None
     """
     from dataclasses import replace
 
+    from scalerl.experiments.decisions_report import decisions_section
     from scalerl.fit import report
 
     curves = [pooled_curve(name, [Path(d) / "metrics.jsonl" for d in dirs], x=x) for name, dirs in runs.items()]
@@ -53,6 +54,9 @@ def write_report(runs: dict[str, list[Path]], out: Path, *, x: str | None = None
     loo = loo_table(curves, baseline=base) if base else None
     figures = report.comparison_figures(comparison, loo if loo is not None else loo_table(curves))
     rep = replace(report.comparison_report(comparison, loo=loo), title="scalerl sweep", figures=tuple(figures))
+    if section := decisions_section(out, x):  # an adaptive study's decisions come first
+        rep = replace(rep, paragraphs=(section[0], *rep.paragraphs), tables=(section[1], *rep.tables),
+                      figures=(section[2], *rep.figures))
     written = report.write_markdown(out / "report.md", rep)
     written.append(report.write(out / "report.html", report.to_html(rep)))
     data = comparison.to_dict() | ({"loo": loo.to_dict()} if loo is not None else {})

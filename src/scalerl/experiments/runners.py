@@ -53,8 +53,9 @@ class PointFailed(RuntimeError):
 
 
 def _command(run_dir: Path, cfg: Config, resume: bool) -> list[str]:
-    if resume:
-        return [sys.executable, "-m", "scalerl", "train", "--resume", str(run_dir)]
+    if resume:  # the run's own config.yaml, but for the compute it may go on to (an adaptive sweep's rung)
+        limit = [] if cfg.train.max_compute is None else ["--set", f"train.max_compute={cfg.train.max_compute!r}"]
+        return [sys.executable, "-m", "scalerl", "train", "--resume", str(run_dir), *limit]
     run_dir.mkdir(parents=True, exist_ok=True)
     recipe = run_dir / "point.yaml"  # the point's whole config, validated once more by train
     recipe.write_text(dump_config(cfg))

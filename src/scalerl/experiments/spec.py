@@ -14,6 +14,10 @@ A spec, every key but ``recipes`` optional::
       model: [nano, micro]      # model preset (model size)
     parallel: auto              # points trained at once ("auto": as the machine's cores allow)
     runner: local               # local subprocesses, or ray (Ray schedules the points)
+    adaptive:                   # with `scalerl sweep --adaptive`: stop the points that cannot win
+      budget: 0.05              # compute per point (compute_gpu_hours) the study is judged at
+      first_rung: 0.00625       # the first decision (default budget / 8); then x eta (2) up to the budget
+      threshold: 0.05           # stop a point once P(it is the best at the budget) falls below this
 
 Each point trains into ``OUT/<recipe>/<axis>=<value>,.../seed<k>`` (``OUT/<recipe>/seed<k>``
 without axes). Every mistake is one :class:`~scalerl.config.ConfigError` sentence naming the
@@ -33,6 +37,7 @@ import yaml
 
 from scalerl.config import Config, ConfigError, load_config
 from scalerl.config.yaml_io import load_yaml
+from scalerl.experiments.adaptive import ADAPTIVE_KEYS, Adaptive
 from scalerl.experiments.sweep import Variant, check_model, config_reason
 
 
@@ -82,7 +87,7 @@ AXES: dict[str, Axis] = {
     "generations": Axis("completions per prompt at a fixed total batch", int, _generations),
     "model": Axis("model size preset", str, lambda v, base: [f"model.preset={v}"], _model_preset),
 }
-KEYS = ("name", "recipes", "seeds", "set", "axes", "parallel", "runner")
+KEYS = ("name", "recipes", "seeds", "set", "axes", "parallel", "runner", "adaptive")
 RUNNERS = ("local", "ray")
 
 
@@ -98,6 +103,8 @@ class SweepSpec:
     source: str
     axis_at: tuple[tuple[str, str], ...] = ()
     """``(axis, "FILE line N, 'axes.NAME'")``: where each axis is written, for messages."""
+    adaptive: Adaptive | None = None
+    """The ``adaptive`` section: how ``--adaptive`` decides (``scalerl.experiments.adaptive``)."""
 
     def at(self, axis: str) -> str:
         """Where ``axis`` is written in the spec (file, line and key)."""
@@ -205,7 +212,34 @@ def load_spec(path: str | Path) -> SweepSpec:
                         for k, v in sets.items()),
         axes=tuple((k, tuple(v)) for k, v in axes.items()),
         parallel=None if parallel == "auto" else parallel, runner=runner, source=str(path),
-        axis_at=tuple((k, at("axes", k)) for k in axes))
+        axis_at=tuple((k, at("axes", k)) for k in axes), adaptive=_adaptive(data.get("adaptive"), at))
+
+
+def _adaptive(data, at: Callable[..., str]) -> Adaptive | None:
+    """The ``adaptive`` section, checked: a positive budget, a first rung within it, a
+    threshold in (0, 1) and a rung factor above 1."""
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{at('adaptive')}: give a mapping with at least 'budget'")
+    unknown = [k for k in data if k not in ADAPTIVE_KEYS]
+    if unknown:
+        raise ConfigError(f"{at('adaptive', str(unknown[0]))}: unknown key; adaptive has {', '.join(ADAPTIVE_KEYS)}")
+    if "budget" not in data:
+        raise ConfigError(f"{at('adaptive')}: give 'budget', the compute per point the study is judged at")
+    for key, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{at('adaptive', key)}: {key} must be a number; got {value!r}")
+    got = dict(data)
+    checks = {"budget": (lambda v: v > 0, "a positive compute"),
+              "first_rung": (lambda v: 0 < v <= got["budget"], f"a positive compute no larger than the budget ({got['budget']:g})"),
+              "threshold": (lambda v: 0 < v < 1, "a probability in (0, 1)"),
+              "eta": (lambda v: v > 1, "a factor above 1")}  # fmt: skip
+    for key, value in got.items():
+        ok, what = checks[key]
+        if not ok(value):
+            raise ConfigError(f"{at('adaptive', key)}: {key} must be {what}; got {value!r}")
+    return Adaptive(**{k: float(v) for k, v in got.items()})
 
 
 def points(spec: SweepSpec, out: Path, extra: tuple[str, ...] = ()) -> list[Variant]:

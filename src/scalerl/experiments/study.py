@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scalerl.experiments.decisions_report import decisions_section
 from scalerl.experiments.report import pooled_curve
 from scalerl.fit import plot, report
 from scalerl.fit.compare import RunFit, compare_runs, fit_run, loo_table
@@ -220,6 +221,10 @@ def study_report(root: Path, x: str | None = None, y: str | None = None, pooled:
     paragraphs.insert(0, f"{len(points)} point(s), {sum(len(p.runs) for p in points)} run(s) under {root}. "
                          f"Fit-to-half: {covered} of {checked} checkable run(s) covered by their predictive "
                          f"interval ({len(half) - checked} too short to check).")
+    if section := decisions_section(root, x):  # an adaptive study's decisions come first
+        paragraphs.insert(0, section[0])
+        tables.insert(0, section[1])
+        figures.insert(0, section[2])
     return report.Report(f"scalerl report: {root.name}", tuple(paragraphs), tuple(tables), tuple(figures))
 
 

@@ -148,6 +148,14 @@ def run_sweep(variants: Sequence[Variant], out: Path, *, train: Callable | None 
         resume = _has_checkpoint(v.run_dir)
         _set_aside_orphan_metrics(v.run_dir, resume, log)
         todo.append((label, v.run_dir, shared_base(v.config, out, log), resume))
+    execute(todo, parallel=parallel, runner=runner, train=train, log=log)
+    return [v.run_dir for v in variants]
+
+
+def execute(todo, *, parallel: int, runner: str, train: Callable | None = None,
+            log: Callable[[str], None] = print) -> None:
+    """Train ``todo`` (``runners.Todo``: label, run dir, config, resume): on Ray, as
+    ``parallel`` subprocesses at a time, or one by one in this process."""
     if runner == "ray":
         from scalerl.experiments.runners import run_on_ray
 
@@ -162,7 +170,6 @@ def run_sweep(variants: Sequence[Variant], out: Path, *, train: Callable | None 
         for label, run_dir, cfg, resume in todo:
             log(f"{label}: {'resuming' if resume else 'training'} in {run_dir}")
             train(cfg, run_dir, resume=resume, log=log)
-    return [v.run_dir for v in variants]
 
 
 def _has_checkpoint(run_dir: Path) -> bool:

@@ -35,7 +35,7 @@ from scalerl.fit.errors import CurveError
 from scalerl.fit.options import FitOptions
 from scalerl.fit.readers import Curve
 
-__all__ = ["THRESHOLD", "Decisions", "Standing", "p_best", "replay", "rungs", "standing"]
+__all__ = ["THRESHOLD", "Decisions", "Standing", "Study", "p_best", "replay", "rungs", "standing"]
 
 THRESHOLD = 0.05
 """A point is stopped when P(it is the best at the budget) falls below this."""
@@ -135,9 +135,7 @@ class Decisions:
                 "stopped": self.stopped, "rounds": self.rounds, "full": self.full}  # fmt: skip
 
 
-def decide(
-    standings: Sequence[Standing], threshold: float, level: float
-) -> tuple[dict[str, float], list[dict]]:
+def decide(standings: Sequence[Standing], threshold: float, level: float) -> tuple[dict[str, float], list[dict]]:
     """(P(best) of every point, the ones to stop): below ``threshold``, never the leader."""
     p = p_best(standings)
     leader = max(p, key=p.get)
@@ -161,45 +159,69 @@ def tied(p: Mapping[str, float], threshold: float) -> str | list[str]:
     return left[0] if len(left) == 1 else left
 
 
-def replay(
-    curves: Sequence[Curve],
-    budget: float,
-    *,
-    first_rung: float | None = None,
-    eta: float = ETA,
-    threshold: float = THRESHOLD,
-    options: FitOptions | None = None,
-) -> Decisions:
+class Study:
+    """The policy's state over a study: the points still running and each one's compute.
+
+    ``step(rung, curves)`` decides at a rung from each running point's curve up to it;
+    ``finish`` names the winner. ``replay`` drives it over finished runs, and ``scalerl sweep
+    --adaptive`` (``scalerl.experiments.adaptive``) over runs it trains rung by rung."""
+
+    def __init__(self, points: Sequence[str], budget: float, *, first_rung: float | None = None, eta: float = ETA,
+                 threshold: float = THRESHOLD, options: FitOptions | None = None) -> None:  # fmt: skip
+        self.options = options or FitOptions()
+        self.decisions = Decisions(budget, threshold, rungs(budget, first_rung, eta))
+        self.alive = list(points)
+        self.spent = dict.fromkeys(points, 0.0)
+        self.p: dict[str, float] = {}  # P(best) at the latest round
+
+    def step(self, rung: float, curves: Mapping[str, Curve]) -> list[dict]:
+        """Decide at ``rung`` from ``curves`` (each running point's, up to the rung); the
+        points stopped, as ``decisions.json`` lists them. At the budget nothing is stopped:
+        the survivors ran their whole way, and their P(best) there is the verdict."""
+        d = self.decisions
+        for name in self.alive:
+            if name in curves and len(curves[name]):
+                self.spent[name] = float(curves[name].compute[-1])
+        ready = [standing(curves[n], d.budget, self.options) for n in self.alive
+                 if n in curves and len(curves[n]) >= MIN_EVALS]  # fmt: skip
+        if len(ready) < 2:
+            return []
+        self.p, stop = decide(ready, d.threshold, self.options.level)
+        level = self.options.level
+        d.rounds.append({"at_compute": rung, "forecasts": {s.point: s.forecast(level) | {"p_best": self.p[s.point]}
+                                                           for s in ready}})  # fmt: skip
+        if rung >= d.budget:
+            return []
+        d.stopped.extend(stop)
+        gone = {s["point"] for s in stop}
+        self.alive = [n for n in self.alive if n not in gone]
+        return stop
+
+    def finish(self) -> Decisions:
+        """The winner (one point, or the tied set) and the compute the study used."""
+        d = self.decisions
+        alive = {n: self.p.get(n, 1.0) for n in self.alive}
+        d.winner = tied(alive, d.threshold) if len(alive) > 1 else self.alive[0]
+        d.compute_used = float(sum(self.spent.values()))
+        return d
+
+
+def replay(curves: Sequence[Curve], budget: float, *, first_rung: float | None = None, eta: float = ETA,
+           threshold: float = THRESHOLD, options: FitOptions | None = None) -> Decisions:
     """The policy on finished runs (module docstring); each must reach ``budget``."""
-    options = options or FitOptions()
     short = [c for c in curves if float(c.compute[-1]) < budget * (1 - 1e-9)]
     if short:
         raise CurveError(f"{short[0].source} ends at compute {float(short[0].compute[-1]):.4g}, before the "
                          f"budget {budget:.4g}: a replay needs every run to reach the budget.")  # fmt: skip
-    out = Decisions(budget, threshold, rungs(budget, first_rung, eta))
-    alive = {c.name: c for c in curves}
-    spent = {c.name: 0.0 for c in curves}
-    p: dict[str, float] = {}
-    for rung in out.rungs:
-        cut = {name: c.head(rung) for name, c in alive.items()}
-        spent.update({name: float(c.compute[-1]) for name, c in cut.items() if len(c)})
-        ready = [standing(c, budget, options) for c in cut.values() if len(c) >= MIN_EVALS]
-        if len(ready) < 2:
-            continue
-        p, stop = decide(ready, threshold, options.level)
-        out.rounds.append({"at_compute": rung, "forecasts": {s.point: s.forecast(options.level) | {"p_best": p[s.point]}
-                                                             for s in ready}})  # fmt: skip
-        if rung >= budget:  # the points that reached the budget ran their whole way: this is the verdict
-            break
-        out.stopped.extend(stop)
-        for s in stop:
-            del alive[s["point"]]
-    out.winner = tied({k: p.get(k, 1.0) for k in alive}, threshold) if len(alive) > 1 else next(iter(alive))
-    out.compute_used = float(sum(spent.values()))
+    by_name = {c.name: c for c in curves}
+    study = Study(list(by_name), budget, first_rung=first_rung, eta=eta, threshold=threshold, options=options)
+    for rung in study.decisions.rungs:
+        study.step(rung, {n: by_name[n].head(rung) for n in study.alive})
+    out = study.finish()
     out.compute_full = float(sum(float(c.head(budget).compute[-1]) for c in curves))
-    everyone = [standing(c, budget, options) for c in curves]
+    everyone = [standing(c, budget, study.options) for c in curves]
     p_all = p_best(everyone)
     out.full = {"winner": tied(p_all, threshold),
-                "ranking": [{"point": s.point, **s.forecast(options.level), "p_best": p_all[s.point]}
+                "ranking": [{"point": s.point, **s.forecast(study.options.level), "p_best": p_all[s.point]}
                             for s in sorted(everyone, key=lambda s: -s.median)]}  # fmt: skip
     return out

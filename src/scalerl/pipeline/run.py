@@ -29,6 +29,7 @@ from scalerl.compute import ComputeMeter, TokenRates
 from scalerl.config import Config
 from scalerl.config.runtime import task_spec
 from scalerl.live_forecast import LiveForecast
+from scalerl.metric_names import COMPUTE
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build, steps, time_limit
 from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
@@ -127,8 +128,8 @@ def _loop(parts: RunParts, rules: LoopRules) -> tuple[int, dict[str, Any]]:
                 parts.first_batch(got[0])
             step += 1
             record = {"step": step} | steps.advance(parts, got)
-            done = step == rules.steps or (deadline is not None and time.monotonic() > deadline)
             steps.with_compute(record, parts.compute, rates)
+            done = rules.ends(step, record[COMPUTE], deadline)
             records.add(record, evaluate=step % rules.eval_every == 0 or done, learner=learner)
         last = done or stopping.requested
         if stopping.requested and records.pending:  # first with the evaluations still out:

@@ -82,11 +82,18 @@ class LoopRules:
     checkpoint_every: int
     stop_wait_s: float
     max_minutes: float | None
+    max_compute: float | None
 
     @classmethod
     def of(cls, cfg: Config) -> LoopRules:
         return cls(cfg.name, cfg.train.steps, cfg.eval.every, cfg.train.checkpoint_every,
-                   cfg.train.stop_wait_s, cfg.train.max_minutes)
+                   cfg.train.stop_wait_s, cfg.train.max_minutes, cfg.train.max_compute)
+
+    def ends(self, step: int, compute: float, deadline: float | None) -> bool:
+        """Whether ``step`` (its record's ``compute``) is the run's last: ``train.steps``, the
+        ``train.max_minutes`` deadline (``time.monotonic()``) or ``train.max_compute``."""
+        return (step == self.steps or (deadline is not None and time.monotonic() > deadline)
+                or (self.max_compute is not None and compute >= self.max_compute))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,112 @@
+"""``scalerl sweep SPEC --adaptive``: a study that stops the points that cannot win.
+
+Every point trains to the first rung (``train.max_compute`` = the rung's compute), then the
+policy of ``scalerl.fit.choose`` reads each running point's forecast at the budget and stops
+the points whose P(best at the budget) fell below the threshold. The survivors resume to the
+next rung, and so on up to the budget. On ``local`` the points of a rung run ``parallel`` at a
+time, so a stopped point frees its cores for the survivors; on ``ray`` each point asks Ray for
+its CPUs.
+
+``OUT/decisions.json`` is written atomically after every rung (``scalerl.fit.choose.Decisions``:
+the winner, the compute used against the study run to the end, and each stopped point with
+its forecast at the budget, its P(best) and the reason), so a killed study keeps what it
+decided. A rerun continues: a point stopped before stays stopped, and a point already past a
+rung is not trained again.
+
+A point is one (recipe, axis values, seed): seeds are not pooled, so a study of several seeds
+per setting keeps each seed's run, and seeds of one setting end tied.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ADAPTIVE_KEYS = ("budget", "first_rung", "threshold", "eta")
+"""The keys of a spec's ``adaptive`` section (``Adaptive``'s fields)."""
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """How an adaptive study decides (the spec's ``adaptive`` section)."""
+
+    budget: float  # compute per point (the fits' x, compute_gpu_hours) the study is judged at
+    first_rung: float | None = None  # None: budget / 8
+    threshold: float | None = None  # None: scalerl.fit.choose.THRESHOLD
+    eta: float | None = None  # None: scalerl.fit.choose.ETA
+
+
+def point_name(run_dir: Path, out: Path) -> str:
+    """A point's name: its run folder under the sweep folder (``scalerl/lr=1e-4/seed0``)."""
+    return run_dir.relative_to(out).as_posix()
+
+
+def _curve(run_dir: Path, name: str, x: str | None):
+    """The point's validation curve so far; None before its first evaluation. A log that
+    cannot be read is one ``CurveError`` sentence naming it."""
+    import dataclasses
+
+    from scalerl.fit.readers import read_jsonl
+    from scalerl.metric_names import VAL_PASS_RATE
+    from scalerl.metrics import read_records
+
+    metrics = run_dir / "metrics.jsonl"
+    if not metrics.is_file() or not any(r.get(VAL_PASS_RATE) is not None for r in read_records(metrics)):
+        return None
+    (curve,) = read_jsonl(metrics, x=x)
+    return dataclasses.replace(curve, name=name)
+
+
+def _upto(curve, rung: float):
+    """The curve as the rung saw it: up to its first evaluation at or past the rung (a run
+    stopped by ``train.max_compute`` ends just past it), so a rerun decides as before."""
+    import numpy as np
+
+    i = min(int(np.searchsorted(curve.compute, rung * (1 - 1e-9))), len(curve) - 1)
+    return curve.head(float(curve.compute[i]))
+
+
+def _previous(out: Path) -> set[str]:
+    """The points an earlier session of this study stopped (its ``decisions.json``)."""
+    path = out / "decisions.json"
+    if not path.is_file():
+        return set()
+    try:
+        return {s["point"] for s in json.loads(path.read_text()).get("stopped", [])}
+    except (OSError, ValueError, TypeError, KeyError):
+        return set()
+
+
+def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel: int, runner: str,
+                 x: str | None = None, train: Callable | None = None, log: Callable[[str], None] = print):
+    """Train ``variants`` (``sweep.Variant``) rung by rung, stopping the points that cannot win;
+    returns the ``Decisions``, also written to ``OUT/decisions.json``."""
+    from scalerl.experiments.replay import write_json
+    from scalerl.experiments.sweep import _has_checkpoint, execute, is_finished, shared_base
+    from scalerl.fit.choose import ETA, THRESHOLD, Study
+
+    threshold = THRESHOLD if adaptive.threshold is None else adaptive.threshold
+    by_name = {point_name(v.run_dir, out): v for v in variants}
+    study = Study(list(by_name), adaptive.budget, first_rung=adaptive.first_rung,
+                  eta=ETA if adaptive.eta is None else adaptive.eta, threshold=threshold)  # fmt: skip
+    earlier = _previous(out)
+    for rung in study.decisions.rungs:
+        todo = []
+        for name in study.alive:
+            v = by_name[name]
+            curve = _curve(v.run_dir, name, x)
+            if name in earlier or is_finished(v.run_dir, v.config.train.steps) or (
+                    curve is not None and float(curve.compute[-1]) >= rung):
+                continue
+            cfg = v.config.model_copy(update={"train": v.config.train.model_copy(update={"max_compute": rung})})
+            todo.append((f"{name} to compute {rung:.4g}", v.run_dir, shared_base(cfg, out, log),
+                         _has_checkpoint(v.run_dir)))  # fmt: skip
+        execute(todo, parallel=parallel, runner=runner, train=train, log=log)
+        curves = {n: c for n in study.alive if (c := _curve(by_name[n].run_dir, n, x)) is not None}
+        for stop in study.step(rung, {n: _upto(c, rung) for n, c in curves.items()}):
+            log(f"stopped {stop['point']} at compute {stop['at_compute']:.4g}: {stop['reason']}")
+        study.decisions.compute_full = adaptive.budget * len(by_name)
+        write_json(study.finish().to_dict(), out / "decisions.json")
+    return study.finish()

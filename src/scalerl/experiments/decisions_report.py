@@ -1,0 +1,76 @@
+"""An adaptive study's decisions in its reports: what was stopped, when and why, and each
+point's curve with its forecast at the budget from the moment it was stopped.
+
+Read from ``OUT/decisions.json`` (``scalerl.experiments.adaptive``) beside the runs' own
+``metrics.jsonl``; a folder without it gets nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scalerl.fit import report
+
+
+def _winner(d: dict) -> str:
+    w = d.get("winner")
+    return w if isinstance(w, str) else "tied: " + ", ".join(w or [])
+
+
+def decisions_section(out: Path, x: str | None = None) -> tuple[str, report.Table, report.Figure] | None:
+    """(a paragraph, the table of stopped points, the figure), or None without decisions."""
+    path = Path(out) / "decisions.json"
+    if not path.is_file():
+        return None
+    try:
+        d = json.loads(path.read_text())
+        stopped = list(d["stopped"])
+        budget = float(d["budget"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # a torn or foreign file: the rest of the report stands
+    used = d.get("fraction_used")
+    text = (f"Adaptive study: judged at {budget:.4g} compute per point, stopping a point once P(best at the "
+            f"budget) < {d.get('threshold')}. Winner: {_winner(d)}. {len(stopped)} point(s) stopped early; the study "
+            f"used {d.get('compute_used', 0):.4g} of {d.get('compute_full', 0):.4g} compute"
+            + (f" ({100 * used:.0f}%)." if used is not None else "."))  # fmt: skip
+    rows = tuple((s["point"], f"{s['at_compute']:.4g}",
+                  f"{s['forecast']['median']:.3f} [{s['forecast']['lo']:.3f}, {s['forecast']['hi']:.3f}]",
+                  f"{s['p_best']:.3f}", s["reason"]) for s in stopped)  # fmt: skip
+    table = report.Table("Points stopped early, each with its forecast at the budget when it was stopped",
+                         ("point", "stopped at compute", "forecast at the budget", "P(best)", "reason"), rows)
+    return text, table, _figure(out, d, x)
+
+
+def _figure(out: Path, d: dict, x: str | None) -> report.Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from scalerl.fit import plot
+    from scalerl.fit.errors import CurveError
+    from scalerl.fit.readers import read_jsonl
+
+    fig = Figure(figsize=(9, 4.5))  # never pyplot: no global figure registry to leak into
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    budget = float(d["budget"])
+    stops = {s["point"]: s for s in d["stopped"]}
+    for i, metrics in enumerate(sorted(Path(out).rglob("metrics.jsonl"))):
+        name = metrics.parent.relative_to(out).as_posix()
+        try:
+            (curve,) = read_jsonl(metrics, x=x)
+        except (CurveError, ValueError):
+            continue
+        color = f"C{i % 10}"
+        ax.plot(curve.compute, curve.reward, "-", color=color, lw=1.2, label=name)
+        if name in stops:
+            s, f = stops[name], stops[name]["forecast"]
+            ax.axvline(s["at_compute"], color=color, ls=":", lw=0.8)
+            ax.errorbar([budget], [f["median"]], yerr=[[f["median"] - f["lo"]], [f["hi"] - f["median"]]],
+                        fmt="x", color=color, capsize=4)  # fmt: skip
+    ax.axvline(budget, color="k", lw=0.8)
+    ax.set_xlabel(x or "compute_gpu_hours")
+    ax.set_ylabel("validation")
+    ax.set_title("curves; a stopped point: its stop (dotted) and its forecast at the budget (x, interval)")
+    ax.legend(fontsize=7)
+    return report.Figure("the study's decisions", plot.png_bytes(fig), "decisions.png")

@@ -1,0 +1,125 @@
+"""``scalerl sweep --adaptive``: rung by rung, stopping the points that cannot win.
+
+The rung loop is driven here with a stand-in trainer that writes each point's curve (Eq. 1
+with noise) up to ``train.max_compute`` and resumes where it stopped, so the decisions are
+checked exactly; the trainer's own ``train.max_compute`` and its resume are tested with real
+training in ``tests/pipeline/test_max_compute.py``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scalerl.experiments.adaptive import Adaptive, run_adaptive
+from scalerl.experiments.spec import load_spec, points
+from scalerl.fit import law
+from scalerl.metric_names import COMPUTE, VAL_PASS_RATE
+
+CEILING = {2: 0.8, 3: 0.3, 4: 0.5}  # prompts per step -> the point's ceiling A
+STEP = 0.01  # compute per evaluation
+
+
+def fake_train(calls):
+    """Append evaluations every ``STEP`` of compute up to ``cfg.train.max_compute`` (it writes
+    no checkpoint, so every call is a fresh start to the sweep; what it had is kept)."""
+
+    def train(cfg, run_dir, resume=False, log=print):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        metrics = run_dir / "metrics.jsonl"
+        have = [json.loads(x) for x in metrics.read_text().splitlines()] if metrics.exists() else []
+        calls.append((run_dir.parent.name, cfg.train.max_compute))
+        a = CEILING[cfg.pipeline.prompts_per_step]
+        rng = np.random.default_rng(len(have) + 100 * cfg.pipeline.prompts_per_step)
+        with metrics.open("a") as f:
+            i = len(have)
+            while True:
+                c = STEP * (i + 1)
+                val = float(np.clip(law.sigmoid(c, a, 1.5, 0.2, 0.0) + rng.normal(0, 0.01), 0.0, 1.0))
+                f.write(json.dumps({"step": i, COMPUTE: c, VAL_PASS_RATE: val}) + "\n")
+                i += 1
+                if c >= cfg.train.max_compute - 1e-12:
+                    break
+
+    return train
+
+
+@pytest.fixture
+def study(tmp_path, warm_model_dir):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"recipes: [scalerl]\nseeds: [0]\nset:\n  model.base: {warm_model_dir}\n  train.steps: 1000\n"
+                    "axes:\n  batch: [2, 3, 4]\nadaptive:\n  budget: 0.64\n  first_rung: 0.08\n")  # fmt: skip
+    loaded = load_spec(spec)
+    return loaded, points(loaded, tmp_path / "out"), tmp_path / "out"
+
+
+def test_the_points_that_cannot_win_stop_at_a_rung_and_the_rest_go_on(study):
+    spec, variants, out = study
+    assert spec.adaptive == Adaptive(budget=0.64, first_rung=0.08)
+    calls = []
+    d = run_adaptive(variants, out, spec.adaptive, parallel=1, runner="local", train=fake_train(calls),
+                     log=lambda *_: None).to_dict()  # fmt: skip
+    assert d["rungs"] == pytest.approx([0.08, 0.16, 0.32, 0.64])
+    assert d["winner"] == "scalerl/batch=2/seed0"
+    stopped = {s["point"]: s for s in d["stopped"]}
+    assert set(stopped) == {"scalerl/batch=3/seed0", "scalerl/batch=4/seed0"}
+    # each rung trains only the points still running, each up to the rung
+    for name, limit in calls:
+        point = f"scalerl/{name}/seed0"
+        assert point not in stopped or limit <= stopped[point]["at_compute"] + 1e-9
+    assert ("batch=2", 0.64) in calls and sum(n == "batch=2" for n, _ in calls) == 4
+    assert d["compute_full"] == pytest.approx(3 * 0.64)
+    assert d["compute_used"] == pytest.approx(0.64 + sum(s["at_compute"] for s in d["stopped"]))
+    assert d["compute_used"] < 0.6 * d["compute_full"]
+    on_disk = json.loads((out / "decisions.json").read_text())
+    assert on_disk["winner"] == d["winner"] and on_disk["stopped"] == d["stopped"]
+
+
+def test_a_rerun_trains_nothing_and_decides_the_same(study):
+    spec, variants, out = study
+    first = run_adaptive(variants, out, spec.adaptive, parallel=1, runner="local", train=fake_train([]),
+                         log=lambda *_: None).to_dict()  # fmt: skip
+    calls = []
+    again = run_adaptive(variants, out, spec.adaptive, parallel=1, runner="local", train=fake_train(calls),
+                         log=lambda *_: None).to_dict()  # fmt: skip
+    assert calls == [] and again["winner"] == first["winner"] and again["stopped"] == first["stopped"]
+
+
+def test_the_report_shows_the_decisions(study, cli_here):
+    spec, variants, out = study
+    run_adaptive(variants, out, spec.adaptive, parallel=1, runner="local", train=fake_train([]), log=lambda *_: None)
+    done = cli_here("report", str(out))
+    assert done.returncode == 0, done.stderr
+    md = (out / "study.md").read_text()
+    assert "Adaptive study: judged at 0.64 compute per point" in md and "Winner: scalerl/batch=2/seed0" in md
+    assert "**Points stopped early" in md and "decisions.png)" in md and "P(best at the budget)" in md
+
+
+@pytest.mark.parametrize(
+    ("adaptive", "says"),
+    [
+        ("adaptive:\n  first_rung: 0.1\n", "line 4, 'adaptive': give 'budget'"),
+        ("adaptive:\n  budget: 0.1\n  first_rung: 0.2\n", "first_rung must be a positive compute no larger than the budget (0.1)"),
+        ("adaptive:\n  budget: 0.1\n  threshold: 1.5\n", "threshold must be a probability in (0, 1)"),
+        ("adaptive:\n  budget: 0.1\n  rungs: 3\n", "'adaptive.rungs': unknown key"),
+        ("adaptive:\n  budget: fast\n", "budget must be a number"),
+    ],
+)
+def test_a_bad_adaptive_section_is_one_sentence_with_exit_2(tmp_path, cli_here, adaptive, says):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("recipes: [scalerl]\nseeds: [0]\nset: {train.steps: 10}\n" + adaptive)
+    done = cli_here("sweep", str(spec), "--adaptive", "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and says in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_adaptive_without_a_budget_is_refused_before_anything_trains(tmp_path, cli_here):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("recipes: [scalerl]\nseeds: [0]\nset: {train.steps: 10}\n")
+    done = cli_here("sweep", str(spec), "--adaptive", "--out", str(tmp_path / "out"))
+    assert done.returncode == 2 and "--adaptive needs a compute budget per point" in done.stderr
+    below = cli_here("sweep", str(spec), "--adaptive", "--budget", "0.1", "--first-rung", "0.5", "--out",
+                     str(tmp_path / "out"))  # fmt: skip
+    assert below.returncode == 2 and "the first rung (0.5) must be a positive compute no larger than the budget" \
+        in below.stderr  # fmt: skip
