@@ -114,7 +114,10 @@ def forecast_draws(fit: FitResult, options: FitOptions, prior, end: float, targe
         from scalerl.fit.posterior import forecast_with_prior
 
         learned, why, n_runs = prior
-        pf = forecast_with_prior(fit, fit_until=last, budget=max(2.0 * last, *reach, min(end, 10.0 * last)),
+        # the prior is calibrated at the extrapolation asked (its finished runs cut at fit_until / budget):
+        # the compute asked about, or the target's crossing; the horizon only when neither is known
+        asked = max(reach) if reach else min(end, 10.0 * last)
+        pf = forecast_with_prior(fit, fit_until=last, budget=max(2.0 * last, asked),
                                  prior=learned, options=options, n_runs=n_runs, why_none=why)  # fmt: skip
         if pf.used:
             return draw(pf.predict, pf.band, sigma=sigma, rho=rho, **kw), "prior", pf.reason, evidence
