@@ -82,9 +82,9 @@ FAMILIES = (
     Family("trl-grpo-addition", "trl", "addition", 1000, _grid((0, 1, 2), (5e-5, 1e-4))),
     Family("scalerl-sync-addition", "scalerl", "addition", 1200, _grid((0, 1, 2), (1e-4, 2e-4)),
            ("pipeline.mode=sync",)),
-    Family("trl-defaults-addition", "trl", "addition", 1000, _grid((0, 1, 2), (5e-5, 2e-4)),
+    Family("trl-defaults-addition", "trl", "addition", 1000, _grid((0, 1, 2), (5e-5,)),
            trl_args=("--loss", "dapo", "--eval-like-scalerl", "32")),
-    Family("scalerl-trl-grpo-addition", "trl-grpo", "addition", 1000, _grid((0, 1, 2), (5e-5, 2e-4)), TRL_WORKLOAD),
+    Family("scalerl-trl-grpo-addition", "trl-grpo", "addition", 1000, _grid((0, 1, 2), (5e-5,)), TRL_WORKLOAD),
 )
 
 
