@@ -222,3 +222,13 @@ def test_the_fit_to_half_column_gives_a_rising_run_its_verdict(tmp_path, cli_her
     tables = _tables((tmp_path / "out" / "study.md").read_text())
     half = next(t for t in tables if t[0][0] == "run" and "forecast at the end" in t[0])
     assert len(half) == 2 + 2 and all(row[-1] in ("covered", "NOT covered") for row in half[2:]), half
+
+
+def test_the_lr_axis_sets_the_learning_rate_and_reads_1e_4_as_a_number(tmp_path):
+    # YAML 1.1 reads 1e-4 (no dot) as a string; the axis takes it as the number it means
+    spec = load_spec(_spec(tmp_path, "recipes: [scalerl]\naxes:\n  lr: [1e-4, 3.0e-5]\n"))
+    pts = points(spec, tmp_path / "out")
+    assert [(p.run_dir.parent.name, p.config.optim.lr) for p in pts] == [("lr=0.0001", 1e-4), ("lr=3e-05", 3e-5)]
+    for bad, says in (("[fast]", "each lr value must be a number; got 'fast'"), ("[0]", "must be positive")):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            load_spec(_spec(tmp_path, f"recipes: [scalerl]\naxes:\n  lr: {bad}\n"))

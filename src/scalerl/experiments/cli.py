@@ -35,6 +35,7 @@ A spec (every key but recipes optional):
     length: [48, 80]          # the generation budget, interruptions scaled alike
     generations: [4, 8]       # completions per prompt at a fixed total batch
     model: [nano, micro]      # model size preset
+    lr: [1.0e-5, 1.0e-4]      # peak learning rate (optim.lr)
   parallel: auto              # points trained at once (auto: as the cores allow)
   runner: local               # local subprocesses, or ray
 

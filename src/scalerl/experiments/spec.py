@@ -12,6 +12,7 @@ A spec, every key but ``recipes`` optional::
       length: [48, 80]          # the generation budget, with the interruption range scaled alike
       generations: [4, 8]       # completions per prompt at a fixed total batch
       model: [nano, micro]      # model preset (model size)
+      lr: [1.0e-5, 1.0e-4]      # the peak learning rate (optim.lr)
     parallel: auto              # points trained at once ("auto": as the machine's cores allow)
     runner: local               # local subprocesses, or ray (Ray schedules the points)
     adaptive:                   # with `scalerl sweep --adaptive`: stop the points that cannot win
@@ -86,6 +87,8 @@ AXES: dict[str, Axis] = {
     "length": Axis("generation budget in tokens, interruption range scaled alike", int, _length),
     "generations": Axis("completions per prompt at a fixed total batch", int, _generations),
     "model": Axis("model size preset", str, lambda v, base: [f"model.preset={v}"], _model_preset),
+    "lr": Axis("peak learning rate (optim.lr)", float, lambda v, base: [f"optim.lr={float(v)!r}"],
+               lambda v: None if v > 0 else f"a learning rate must be positive, got {v!r}"),
 }
 KEYS = ("name", "recipes", "seeds", "set", "axes", "parallel", "runner", "adaptive")
 RUNNERS = ("local", "ray")
@@ -134,9 +137,16 @@ def _lines(text: str) -> dict[tuple[str, ...], int]:
 
 
 def _typed(where: str, value, kind: type, what: str):
-    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if kind is float and isinstance(value, str):  # YAML 1.1 reads 1e-4 (no dot) as a string
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    ok = isinstance(value, (int, float) if kind is float else kind) and not isinstance(value, bool) or (
+        kind is str and isinstance(value, str))
     if not ok:
-        raise ConfigError(f"{where}: {what} must be {'an integer' if kind is int else 'a string'}; got {value!r}")
+        names = {int: "an integer", float: "a number", str: "a string"}
+        raise ConfigError(f"{where}: {what} must be {names[kind]}; got {value!r}")
     return value
 
 
@@ -188,8 +198,8 @@ def load_spec(path: str | Path) -> SweepSpec:
             raise ConfigError(f"{at('axes', str(name))}: unknown axis {name!r}; known axes: {', '.join(AXES)}")
         if not isinstance(values, list) or not values:
             raise ConfigError(f"{at('axes', name)}: the grid is empty; give a non-empty list of values")
+        axes[name] = values = [_typed(at("axes", name), v, AXES[name].kind, f"each {name} value") for v in values]
         for v in values:
-            _typed(at("axes", name), v, AXES[name].kind, f"each {name} value")
             why = AXES[name].check(v)
             if why:
                 raise ConfigError(f"{at('axes', name)}: {why}")
