@@ -59,15 +59,6 @@ def _curve(run_dir: Path, name: str, x: str | None):
     return dataclasses.replace(curve, name=name)
 
 
-def _upto(curve, rung: float):
-    """The curve as the rung saw it: up to its first evaluation at or past the rung (a run
-    stopped by ``train.max_compute`` ends just past it), so a rerun decides as before."""
-    import numpy as np
-
-    i = min(int(np.searchsorted(curve.compute, rung * (1 - 1e-9))), len(curve) - 1)
-    return curve.head(float(curve.compute[i]))
-
-
 def _previous(out: Path) -> set[str]:
     """The points an earlier session of this study stopped (its ``decisions.json``)."""
     path = out / "decisions.json"
@@ -85,7 +76,7 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
     returns the ``Decisions``, also written to ``OUT/decisions.json``."""
     from scalerl.experiments.replay import write_json
     from scalerl.experiments.sweep import _has_checkpoint, execute, is_finished, shared_base
-    from scalerl.fit.choose import ETA, THRESHOLD, Study
+    from scalerl.fit.choose import ETA, THRESHOLD, Study, through
 
     threshold = THRESHOLD if adaptive.threshold is None else adaptive.threshold
     by_name = {point_name(v.run_dir, out): v for v in variants}
@@ -105,7 +96,7 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
                          _has_checkpoint(v.run_dir)))  # fmt: skip
         execute(todo, parallel=parallel, runner=runner, train=train, log=log)
         curves = {n: c for n in study.alive if (c := _curve(by_name[n].run_dir, n, x)) is not None}
-        for stop in study.step(rung, {n: _upto(c, rung) for n, c in curves.items()}):
+        for stop in study.step(rung, {n: through(c, rung) for n, c in curves.items()}):
             log(f"stopped {stop['point']} at compute {stop['at_compute']:.4g}: {stop['reason']}")
         study.decisions.compute_full = adaptive.budget * len(by_name)
         write_json(study.finish().to_dict(), out / "decisions.json")

@@ -71,12 +71,19 @@ class Standing:
         return {"median": self.median, "lo": lo, "hi": hi}
 
 
+def through(curve: Curve, compute: float) -> Curve:
+    """The curve up to its first evaluation at or past ``compute``: a run stopped there by
+    ``train.max_compute`` ends at the first step past it, and its last evaluation belongs to it."""
+    i = min(int(np.searchsorted(curve.compute, compute * (1 - 1e-9))), len(curve) - 1)
+    return curve.head(float(curve.compute[i])) if len(curve) else curve
+
+
 def standing(curve: Curve, budget: float, options: FitOptions) -> Standing:
     """``curve``'s forecast at ``budget`` from its one predictive distribution (the data past
-    the budget, if any, is not read: the question is the value at the budget)."""
+    the budget's evaluation, if any, is not read: the question is the value at the budget)."""
     from scalerl.fit.time.answer import forecast_draws
 
-    seen = curve.head(budget)
+    seen = through(curve, budget)
     if len(seen) < MIN_EVALS:
         raise CurveError(f"{curve.source}: {len(seen)} evaluation(s) up to compute {budget:.4g}; "
                          f"a forecast needs {MIN_EVALS}.")  # fmt: skip
@@ -183,7 +190,7 @@ class Study:
             if name in curves and len(curves[name]):
                 self.spent[name] = float(curves[name].compute[-1])
         ready = [standing(curves[n], d.budget, self.options) for n in self.alive
-                 if n in curves and len(curves[n]) >= MIN_EVALS]  # fmt: skip
+                 if n in curves and len(through(curves[n], d.budget)) >= MIN_EVALS]  # fmt: skip
         if len(ready) < 2:
             return []
         self.p, stop = decide(ready, d.threshold, self.options.level)
@@ -219,7 +226,7 @@ def replay(curves: Sequence[Curve], budget: float, *, first_rung: float | None =
         study.step(rung, {n: by_name[n].head(rung) for n in study.alive})
     out = study.finish()
     out.compute_full = float(sum(float(c.head(budget).compute[-1]) for c in curves))
-    everyone = [standing(c, budget, study.options) for c in curves]
+    everyone = [standing(c.head(budget), budget, study.options) for c in curves]
     p_all = p_best(everyone)
     out.full = {"winner": tied(p_all, threshold),
                 "ranking": [{"point": s.point, **s.forecast(study.options.level), "p_best": p_all[s.point]}
