@@ -23,6 +23,9 @@ evaluations inside the cut, **the run itself never in its own prior**:
     method on the least-squares covariance, plus the evaluation noise;
   - ``stack``: the two laws' predictive distributions mixed with pseudo-BMA weights, each
     law's Gaussian log score on the last third of the cut when fitted on the first two;
+  - ``training reward``: a signal beyond the validation curve: the sigmoid fitted to the dense
+    training reward (the corpus rows' mean since the evaluation before), its draws at the
+    final compute plus the validation's offset from it over the cut's last third;
   - ``last value``: no law, the mean of the last 5 evaluations and its noise: the baseline a
     forecast has to beat on width and coverage both.
 * **Time to target** (``plan``'s answer, read as the mean of 5 evaluations): targets at 60,
@@ -73,7 +76,7 @@ WINDOW = 5
 REACH_STEPS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 LEVEL = 0.95
 Z = float(stats.norm.ppf(0.975))
-METHODS = ("sigmoid", "sigmoid, one k", "sigmoid+prior", "power law", "stack", "last value")
+METHODS = ("sigmoid", "sigmoid, one k", "sigmoid+prior", "power law", "stack", "training reward", "last value")
 VARIANTS = ("sigmoid", "sigmoid, one k", "sigmoid+prior")  # the plan answers scored: (prior?, sided?)
 SETTINGS = {"sigmoid": (False, True), "sigmoid, one k": (False, False), "sigmoid+prior": (True, True)}
 MIN_POINTS = 6
@@ -89,14 +92,16 @@ class Run:
     x: np.ndarray  # (n,) compute of the evaluations
     y: np.ndarray  # (n,) validation pass rate
     wall_s: np.ndarray  # (n,) seconds since the start
+    train: np.ndarray  # (n,) mean training reward since the evaluation before (nan: not logged)
 
 
 def _run(family: str, path: Path, siblings: str, x: str, wall: str | None) -> Run:
     recs = [r for r in read_records(path) if isinstance(r.get("val_pass_rate"), int | float)]
     xs = np.array([float(r[x]) for r in recs])
     w = np.array([float(r[wall]) for r in recs]) if wall else xs * 3600.0 / 2.0
+    t = np.array([float(r["train_reward"]) if isinstance(r.get("train_reward"), int | float) else np.nan for r in recs])
     return Run(family, path.stem, path, siblings, Columns(x=x, y="val_pass_rate"), xs,
-               np.array([float(r["val_pass_rate"]) for r in recs]), w)  # fmt: skip
+               np.array([float(r["val_pass_rate"]) for r in recs]), w, t)  # fmt: skip
 
 
 def runs(quick: bool) -> list[Run]:
@@ -205,10 +210,33 @@ def final_cases(run: Run, frac: float, options: FitOptions, prior) -> list[Final
         add("stack", *np.quantile(mix, [0.025, 0.5, 0.975]))
     except (CurveError, np.linalg.LinAlgError, ValueError) as err:
         print(f"  {run.name} cut {frac:.0%}: power law: {err}", file=sys.stderr)
+    try:
+        if (trained := _train_reward_draws(run, k, C, options)) is not None:
+            add("training reward", *np.quantile(trained, [0.025, 0.5, 0.975]))
+    except (CurveError, np.linalg.LinAlgError, ValueError) as err:
+        print(f"  {run.name} cut {frac:.0%}: training reward: {err}", file=sys.stderr)
     last = y[-WINDOW:]
     half = Z * sigma * np.sqrt(1.0 + 1.0 / last.size)
     add("last value", last.mean() - half, last.mean(), last.mean() + half)
     return out
+
+
+def _train_reward_draws(run: Run, k: np.ndarray, C: float, options: FitOptions) -> np.ndarray | None:
+    """A signal beyond the validation curve: the dense training reward (each row the mean of
+    the steps since the evaluation before, ~40 steps x P x G samples) shares the curve's shape.
+    Its sigmoid's draws at C, plus the validation's offset from it over the cut's last third
+    (mean, and the offset's own spread as the noise of one evaluation). None where the run's
+    records have no training reward (the older families)."""
+    ok = k & np.isfinite(run.train)
+    if ok.sum() < MIN_POINTS:
+        return None
+    fit = options.fit(run.x[ok], run.train[ok])
+    pred, *_ = forecast_draws(fit, options, None, max(10.0 * float(run.x[ok][-1]), C), None, C)
+    tail = np.flatnonzero(ok)[-max(int(ok.sum()) // 3, 3):]
+    gap = run.y[tail] - run.train[tail]
+    rng = np.random.default_rng(2)
+    mu = pred.curves(np.array([C]))[:, 0]
+    return mu + gap.mean() + rng.standard_normal(mu.size) * gap.std(ddof=1) * np.sqrt(1.0 + 1.0 / gap.size)
 
 
 # --- time to target and P(reach), read off plan's own draws -----------------------------------------------
