@@ -21,11 +21,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-
-ADAPTIVE_KEYS = ("budget", "first_rung", "threshold", "eta")
-"""The keys of a spec's ``adaptive`` section (``Adaptive``'s fields)."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +33,10 @@ class Adaptive:
     first_rung: float | None = None  # None: budget / 8
     threshold: float | None = None  # None: scalerl.fit.choose.THRESHOLD
     eta: float | None = None  # None: scalerl.fit.choose.ETA
+
+
+ADAPTIVE_KEYS = tuple(f.name for f in fields(Adaptive))
+"""The keys of a spec's ``adaptive`` section: ``Adaptive``'s fields."""
 
 
 def point_name(run_dir: Path, out: Path) -> str:
