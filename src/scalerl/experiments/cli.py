@@ -44,6 +44,16 @@ and unfinished ones resume, so rerunning the same command continues the sweep. O
 its spec (OUT/sweep.yaml) and refuses points of a different one. At the end OUT/report.md,
 report.html and comparison.json hold the fits and verdicts. Bad input prints one sentence and
 exits with code 2.
+
+Studies that choose:
+
+  scalerl sweep SPEC.yaml --adaptive --out runs/lr    # spec: adaptive: {budget: 0.05}
+  scalerl sweep --replay runs/lr-full --budget 0.05 --json decisions.json
+
+--adaptive trains every point to a first rung (budget / 8), forecasts each at the budget and
+stops the points whose P(best at the budget) fell below 5%; the rest go on, doubling, to the
+budget (OUT/decisions.json: winner or tie, compute used, every stop and why). --replay applies
+the same policy to finished runs of any trainer and trains nothing.
 """
 
 REPORT_HELP = """The study report of a sweep, or of any folder of runs.
