@@ -194,7 +194,6 @@ def detail(found: Found) -> dict:
     forecast ahead of it, the training curves, where the roles ran, the config and the resume
     command."""
     records = read_jsonl(found.path / "metrics.jsonl")
-    cfg = _config(found.path)
     evals = [r for r in records if _number(r.get(VAL_PASS_RATE)) is not None and _number(r.get(COMPUTE)) is not None]
     compute = [float(r[COMPUTE]) for r in evals]
     val = [float(r[VAL_PASS_RATE]) for r in evals]
