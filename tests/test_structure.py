@@ -103,12 +103,15 @@ FORBIDDEN = {
     "scalerl.eval": ABOVE_ALL,
     "scalerl.compute": ABOVE_ALL,
     "scalerl.metrics": ABOVE_ALL,
+    "scalerl.forecast_figure": ("scalerl.",),  # a leaf: records in, a PNG out (metric_names allowed below)
     "scalerl.checkpoint": ABOVE_ALL,
+    # the live page reads run folders and the law: never the trainer, the config or the CLI's commands
+    "scalerl.serve": ("scalerl.pipeline", "scalerl.experiments", "scalerl.config", *TRAINER),
 }
 """Layer → the module prefixes it must never import (its own package excepted)."""
 ALLOWED = {("scalerl.fit.demo", "scalerl.examples"),  # the bundled demo curves: data, not code
            # the trainer's metric keys, one table both sides import: plain strings, a leaf
-           ("scalerl.fit", "scalerl.metric_names"),
+           ("scalerl.fit", "scalerl.metric_names"), ("scalerl.forecast_figure", "scalerl.metric_names"),
            # the one module of the config that needs runtime code: tasks, reward functions,
            # environments, vLLM's presence, LoRA's spec; still never the pipeline, cli or experiments
            ("scalerl.config.runtime", "scalerl.data"), ("scalerl.config.runtime", "scalerl.rollout"),

@@ -21,6 +21,7 @@ _COMMAND_MODULES = (
     "scalerl.pipeline.commands.train",
     "scalerl.pipeline.commands.export",
     "scalerl.experiments.cli",
+    "scalerl.serve.cli",
 )
 
 

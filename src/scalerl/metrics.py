@@ -18,6 +18,7 @@ atomically without the records past the checkpoint's step, so steps stay contigu
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import math
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scalerl.forecast_figure import ForecastFigure, png_size
 from scalerl.metric_names import current_names
 
 
@@ -108,6 +110,7 @@ class TensorBoardSink:
         directory.mkdir(parents=True, exist_ok=True)
         name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{next(self._serial)}"
         self._file = open(directory / name, "wb")  # noqa: SIM115 - closed by close()
+        self.figure = ForecastFigure()
         self._records = RecordWriter(self._file)
         self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
         if start_step:
@@ -120,6 +123,11 @@ class TensorBoardSink:
 
         values = [Summary.Value(tag=key, simple_value=float(value)) for key, value in record.items()
                   if key != "step" and isinstance(value, int | float) and not isinstance(value, bool)]
+        png = self.figure.observe(record)
+        if png is not None:  # the live forecast's picture, on the Images tab
+            width, height = png_size(png)
+            values.append(Summary.Value(tag="forecast", image=Summary.Image(
+                height=height, width=width, colorspace=4, encoded_image_string=png)))
         self._write(Event(wall_time=time.time(), step=int(record["step"]), summary=Summary(value=values)))
 
     def write_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
@@ -151,9 +159,17 @@ class WandbSink:
         except ImportError as err:
             raise RuntimeError("log.wandb is true but wandb is not installed (pip install 'scalerl[wandb]').") from err
         self.run = wandb.init(project=project, name=name, config=config, dir=str(run_dir), resume="allow")
+        self.wandb = wandb
+        self.figure = ForecastFigure()
 
     def write(self, record: dict[str, Any]) -> None:
-        self.run.log({k: v for k, v in record.items() if k != "step"}, step=int(record["step"]))
+        logged = {k: v for k, v in record.items() if k != "step"}
+        png = self.figure.observe(record)
+        if png is not None:  # the live forecast's picture
+            from PIL import Image
+
+            logged["forecast"] = self.wandb.Image(Image.open(io.BytesIO(png)))
+        self.run.log(logged, step=int(record["step"]))
 
     def close(self) -> None:
         self.run.finish()

@@ -1,0 +1,63 @@
+"""The live forecast as a picture, for where users already look (TensorBoard's Images tab, W&B).
+
+After each evaluation the live forecast (``live_forecast``) adds ``forecast_*`` fields to a
+record; :class:`ForecastFigure` keeps the run's evaluations as the records pass and draws,
+on each record that carries a forecast, the validation so far, the forecast of the final
+value at the run's budget with its 95% predictive interval, and the plausible range of the
+ceiling A. Drawn with matplotlib's Agg canvas (never pyplot), small, once per forecast.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any
+
+from scalerl.metric_names import COMPUTE, VAL_PASS_RATE
+
+
+class ForecastFigure:
+    """Evaluations in, a PNG out for every record that carries a forecast."""
+
+    def __init__(self, metric: str = VAL_PASS_RATE) -> None:
+        self.metric = metric
+        self.points: list[tuple[float, float]] = []
+
+    def observe(self, record: dict[str, Any]) -> bytes | None:
+        """Keep the record's evaluation; the figure's PNG when the record has a forecast."""
+        if isinstance(record.get(self.metric), int | float) and isinstance(record.get(COMPUTE), int | float):
+            self.points.append((float(record[COMPUTE]), float(record[self.metric])))
+        needed = ("forecast_final", "forecast_final_lo", "forecast_final_hi", "forecast_budget")
+        if not self.points or not all(isinstance(record.get(k), int | float) for k in needed):
+            return None
+        return self._draw(record)
+
+    def _draw(self, r: dict[str, Any]) -> bytes:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(5.0, 3.2), dpi=80)
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
+        c, y = zip(*self.points)
+        ax.plot(c, y, "o-", ms=3, lw=1, label=self.metric)
+        mid, lo, hi, budget = r["forecast_final"], r["forecast_final_lo"], r["forecast_final_hi"], r["forecast_budget"]
+        ax.plot([c[-1], budget], [y[-1], mid], "--", color="C1", lw=1)
+        ax.errorbar([budget], [mid], yerr=[[mid - lo], [hi - mid]], fmt="s", color="C1", capsize=4,
+                    label="forecast at the budget (95%)")  # fmt: skip
+        if isinstance(r.get("forecast_A_lo"), int | float) and isinstance(r.get("forecast_A_hi"), int | float):
+            ax.axhspan(r["forecast_A_lo"], r["forecast_A_hi"], color="C2", alpha=0.15, label="ceiling A, plausible")
+        ax.set_xlabel(COMPUTE)
+        ax.set_ylabel(self.metric)
+        ax.set_title(f"step {r.get('forecast_step', r.get('step'))}: {mid:.3f} [{lo:.3f}, {hi:.3f}] at {budget:.3g}",
+                     fontsize=9)  # fmt: skip
+        ax.legend(fontsize=7, loc="lower right")
+        fig.tight_layout()
+        out = io.BytesIO()
+        fig.savefig(out, format="png")
+        return out.getvalue()
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk."""
+    return struct.unpack(">II", png[16:24])

@@ -1,0 +1,69 @@
+"""scalerl.serve.app: the JSON endpoints and pages, through Starlette's test client; the CLI's refusals."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from serve_runs import write_run
+from starlette.testclient import TestClient
+
+from scalerl.serve.app import build_app
+
+
+@pytest.fixture
+def client(tmp_path):
+    write_run(tmp_path / "sweep" / "scalerl" / "lr=1e-4" / "seed0", upto=60)
+    write_run(tmp_path / "sweep" / "scalerl" / "lr=1e-5" / "seed0", upto=40)
+    (tmp_path / "sweep" / "sweep.yaml").write_text("name: lr\n")
+    return TestClient(build_app([tmp_path / "sweep"]))
+
+
+def test_the_runs_list_and_a_runs_data(client):
+    d = client.get("/api/runs").json()
+    assert [r["id"] for r in d["runs"]] == ["0/scalerl/lr=1e-4/seed0", "0/scalerl/lr=1e-5/seed0"]
+    assert [s["id"] for s in d["studies"]] == ["0"]
+    run = client.get("/api/run/0/scalerl/lr=1e-4/seed0").json()
+    assert run["state"] == "finished" and len(run["validation"]["value"]) == 13 and run["band"]["median"]
+    hits = client.get("/api/run/0/scalerl/lr=1e-4/seed0/samples", params={"q": "40+2"}).json()
+    assert [h["prompt"] for h in hits] == ["add 40+2 ="]
+    study = client.get("/api/study/0").json()
+    assert len(study["curves"]) == 2
+
+
+def test_pages_load_their_scripts_from_this_server_only(client):
+    for url in ("/", "/run/0/scalerl/lr=1e-4/seed0", "/study/0"):
+        page = client.get(url)
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        assert "http://" not in page.text and "https://" not in page.text  # no CDN: works offline
+    js = client.get("/static/plotly.min.js")
+    assert js.status_code == 200 and len(js.content) > 1_000_000 and b"plotly" in js.content[:2000].lower()
+    assert client.get("/static/app.js").status_code == 200
+
+
+def test_nothing_outside_the_served_folders_is_reachable(client):
+    assert client.get("/api/run/0/../../etc").status_code == 404
+    assert client.get("/api/run/7/anything").status_code == 404
+    assert client.get("/static/..%2Fapp.py").status_code == 404
+    assert client.get("/api/run/0/scalerl/lr=1e-4/seed0/samples", params={"limit": "lots"}).status_code == 400
+
+
+def test_bad_input_is_one_sentence_with_exit_2(tmp_path, cli_here):
+    missing = cli_here("serve", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "is not a folder" in missing.stderr and len(missing.stderr.splitlines()) == 1
+    host = cli_here("serve", str(tmp_path), "--host", "localhost:80")
+    assert host.returncode == 2 and "is not an IP address" in host.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = cli_here("serve", str(tmp_path), "--port", str(taken.getsockname()[1]))
+    assert busy.returncode == 2 and "choose another --port" in busy.stderr
+
+
+def test_picked_runs_are_compared_with_the_papers_table_and_verdict(client):
+    d = client.get("/api/compare", params={"runs": "0/scalerl/lr=1e-4/seed0,0/scalerl/lr=1e-5/seed0"}).json()
+    assert list(d["curves"]) == ["0/scalerl/lr=1e-4/seed0", "0/scalerl/lr=1e-5/seed0"]
+    assert {f["run"] for f in d["fits"]} == set(d["curves"]) and {"A", "B", "C_mid", "verdict"} <= set(d["fits"][0])
+    assert "decided_by" in d["verdict"] and isinstance(d["verdict"]["reasons"], list)
+    assert client.get("/api/compare", params={"runs": "0/nope"}).status_code == 404
+    assert client.get("/compare", params={"runs": "0/scalerl/lr=1e-4/seed0"}).status_code == 200
