@@ -149,3 +149,23 @@ def test_every_forecast_goes_to_tensorboard_as_an_image(tmp_path):
     assert png.size == (images[-1].width, images[-1].height) == (400, 256)
     (curve,) = read_curves(tmp_path / "tb")
     assert len(curve.reward) == 8
+
+
+def test_the_wandb_sink_logs_every_forecast_as_an_image(tmp_path, monkeypatch):
+    """``wandb`` stood in by a module that records what it is given (W&B needs an account)."""
+    import sys
+    import types
+
+    from scalerl.metrics import WandbSink
+
+    logged = []
+    fake = types.ModuleType("wandb")
+    fake.init = lambda **kw: types.SimpleNamespace(log=lambda data, step: logged.append((step, data)), finish=lambda: None)
+    fake.Image = lambda image: ("image", image.size)
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    sink = WandbSink("p", "n", {}, tmp_path)
+    sink.write({"step": 1, "compute_gpu_hours": 0.1, "val_pass_rate": 0.2})
+    sink.write({"step": 2, "compute_gpu_hours": 0.2, "val_pass_rate": 0.3, "forecast_step": 2, "forecast_final": 0.6,
+                "forecast_final_lo": 0.5, "forecast_final_hi": 0.7, "forecast_budget": 1.0})  # fmt: skip
+    assert "forecast" not in logged[0][1] and logged[0][1]["val_pass_rate"] == 0.2
+    assert logged[1][0] == 2 and logged[1][1]["forecast"] == ("image", (400, 256))
