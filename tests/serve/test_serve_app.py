@@ -67,3 +67,13 @@ def test_picked_runs_are_compared_with_the_papers_table_and_verdict(client):
     assert "decided_by" in d["verdict"] and isinstance(d["verdict"]["reasons"], list)
     assert client.get("/api/compare", params={"runs": "0/nope"}).status_code == 404
     assert client.get("/compare", params={"runs": "0/scalerl/lr=1e-4/seed0"}).status_code == 200
+
+
+def test_a_folder_with_no_runs_yet_is_said_in_one_line_and_served(tmp_path, cli_here, monkeypatch):
+    import uvicorn
+
+    served = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append(kw["port"]))
+    done = cli_here("serve", str(tmp_path), "--port", "8799")
+    assert done.returncode == 0 and served == [8799]
+    assert f"{tmp_path} holds no runs yet (no metrics.jsonl below it); they appear as they start." in done.stdout

@@ -92,3 +92,16 @@ def test_a_torn_last_line_is_skipped_as_a_writer_leaves_it(tmp_path):
     with (run / "metrics.jsonl").open("a") as f:
         f.write('{"step": 21, "val_pass_r')
     assert data.summary(found)["step"] == 20
+
+
+def test_a_resumed_run_reads_as_one_curve_and_the_cache_follows_the_log(tmp_path):
+    run, found = _one(tmp_path, upto=30, steps=60)
+    first = data.detail(found)
+    with (run / "metrics.jsonl").open("a") as f:  # a resume appends the steps after its checkpoint
+        for step in range(31, 41):
+            f.write(json.dumps({"step": step, "compute_gpu_hours": 0.001 * (step + 1), "wall_s": 1.8 * step,
+                                **({"val_pass_rate": 0.55} if step % 5 == 0 else {})}) + "\n")  # fmt: skip
+    again = data.detail(found)
+    assert again["step"] == 40 and again["validation"]["step"][-2:] == [35, 40]
+    assert len(again["validation"]["value"]) == len(first["validation"]["value"]) + 2
+    assert again["band"]["compute"][0] > first["band"]["compute"][0]  # refitted on the new evaluations

@@ -65,8 +65,32 @@ def discover(roots: Sequence[Path]) -> list[Found]:
     return out
 
 
+_CACHE: dict[tuple, object] = {}
+_CACHE_MAX = 512
+
+
+def cached(path: Path, key: str, make):
+    """``make()``, remembered until ``path`` changes (its size or modification time): a page
+    polls every few seconds, and a run's log changes once an evaluation."""
+    try:
+        st = path.stat()
+        stamp = (str(path), key, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return make()
+    if stamp not in _CACHE:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.pop(next(iter(_CACHE)))  # the oldest entry
+        _CACHE[stamp] = make()
+    return _CACHE[stamp]
+
+
 def read_jsonl(path: Path) -> list[dict]:
-    """The whole lines of a JSONL file a writer may be appending to (a torn last line is skipped)."""
+    """The whole lines of a JSONL file a writer may be appending to (a torn last line is
+    skipped); read once per change of the file."""
+    return cached(path, "lines", lambda: _read_jsonl(path))
+
+
+def _read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         return []
     out = []
@@ -210,7 +234,8 @@ def detail(found: Found) -> dict:
     config = (found.path / "config.yaml").read_text() if (found.path / "config.yaml").is_file() else ""
     return head | {
         "validation": {"compute": compute, "hours": hours, "value": val, "step": [r["step"] for r in evals]},
-        "band": forecast_band(compute, val, head["forecast"]["budget"], head["target"]),
+        "band": cached(found.path / "metrics.jsonl", "band",
+                       lambda: forecast_band(compute, val, head["forecast"]["budget"], head["target"])),
         "training": {k: _series(records, k) for k in keys},
         "plan": placed, "config": config, "resume": f"scalerl train --resume {found.path}",
     }  # fmt: skip
@@ -256,9 +281,14 @@ def compare(picked: dict[str, Found]) -> dict:
         c, y = [float(x[COMPUTE]) for x in evals], [float(x[VAL_PASS_RATE]) for x in evals]
         curves[name] = {"id": r.id, "compute": c, "value": y}
         curve = Curve(name, np.asarray(c), np.asarray(y), name)
-        try:
-            run = fit_run(curve, options=options)
-        except (CurveError, ValueError, np.linalg.LinAlgError):
+        def fitted_run(curve=curve):
+            try:
+                return fit_run(curve, options=options)
+            except (CurveError, ValueError, np.linalg.LinAlgError):
+                return None
+
+        run = cached(r.path / "metrics.jsonl", f"fit {name}", fitted_run)
+        if run is None:
             continue
         fitted.append(curve)
         row = {"run": name}
