@@ -101,7 +101,7 @@ def test_a_resumed_run_reads_as_one_curve_and_the_cache_follows_the_log(tmp_path
         for step in range(31, 41):
             f.write(json.dumps({"step": step, "compute_gpu_hours": 0.001 * (step + 1), "wall_s": 1.8 * step,
                                 **({"val_pass_rate": 0.55} if step % 5 == 0 else {})}) + "\n")  # fmt: skip
-    again = data.detail(found)
+    again = data.detail(found, wait=True)
     assert again["step"] == 40 and again["validation"]["step"][-2:] == [35, 40]
     assert len(again["validation"]["value"]) == len(first["validation"]["value"]) + 2
     assert again["band"]["compute"][0] > first["band"]["compute"][0]  # refitted on the new evaluations

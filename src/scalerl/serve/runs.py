@@ -169,36 +169,45 @@ def _series(records: list[dict], key: str) -> dict:
     return {"step": [p[0] for p in pts], "value": [p[1] for p in pts]}
 
 
+BAND_POINTS = 200
+"""A curve is fitted from at most this many evaluations (consecutive means, ``fit_sigmoid``'s
+binning): a page's band needs the shape, and a 1000-evaluation fit took 15 s here."""
+GRID = 40  # the band's compute points ahead of the data
+
+
 def forecast_band(compute: list[float], reward: list[float], budget: float | None, target: float | None) -> dict:
     """The forecast ahead of the data, from the one predictive distribution ``scalerl plan``
-    reads (``fit.time.answer.forecast_draws``): its median and band on a grid from the last
-    evaluation to the budget (2x the compute so far without one), and the compute at which
-    the target is crossed (median and interval) when one is set. Empty when the curve cannot
-    be fitted yet."""
+    reads (``fit.time.answer.forecast_draws``): the draws of the expected curve on a grid from
+    the last evaluation to the budget (2x the compute so far without one), their median and
+    95% band, and with a target the compute at which the draws' curves first reach it
+    (median and interval; null where beyond the grid). Empty when the curve is too short."""
     import numpy as np
 
     from scalerl.fit.errors import CurveError
     from scalerl.fit.options import FitOptions
     from scalerl.fit.time.answer import forecast_draws
-    from scalerl.fit.time.crossing import crossing
 
     if len(compute) < 6:
         return {}
     last = float(compute[-1])
     end = max(float(budget or 0.0), 2.0 * last)
-    options = FitOptions(r0="first")
-    grid = np.linspace(last, end, 40)
+    options = FitOptions(r0="first", max_points=BAND_POINTS)
+    grid = np.linspace(last, end, GRID)
     try:
         fit = options.fit(np.asarray(compute), np.asarray(reward))
-        pred, source, _, evidence = forecast_draws(fit, options, None, end, target, end)
+        pred, source, _, evidence = forecast_draws(fit, options, None, end, None, end)
+        mu = pred.curves(grid)  # (draws, GRID): one projection of the band serves every number below
     except (CurveError, ValueError, np.linalg.LinAlgError) as err:
         return _flat(np.asarray(reward), grid, options.level, str(err))
-    lo, hi = pred.band(grid)
-    out = {"compute": grid.tolist(), "median": pred.median(grid).tolist(), "lo": lo.tolist(), "hi": hi.tolist(),
+    tail = (1.0 - options.level) / 2.0
+    lo, mid, hi = np.quantile(mu, [tail, 0.5, 1.0 - tail], axis=0)
+    out = {"compute": grid.tolist(), "median": mid.tolist(), "lo": lo.tolist(), "hi": hi.tolist(),
            "source": source, "rise": evidence.message}  # fmt: skip
     if target is not None:
-        cross = crossing(pred, target, 0)
-        out["crossing"] = {k: (float(v) if np.isfinite(v) else None) for k, v in zip(("median", "lo", "hi"), cross.interval)}
+        hit = mu >= target
+        at = np.where(hit.any(axis=1), grid[np.argmax(hit, axis=1)], np.inf)
+        q = np.quantile(at, [0.5, tail, 1.0 - tail], method="inverted_cdf")
+        out["crossing"] = {k: (float(v) if np.isfinite(v) else None) for k, v in zip(("median", "lo", "hi"), q)}
     return out
 
 
@@ -213,7 +222,41 @@ def _flat(reward, grid, level: float, why: str) -> dict:
             "hi": list(map(float, hi)), "source": "flat", "rise": f"forecast flat: {why}"}  # fmt: skip
 
 
-def detail(found: Found) -> dict:
+_POOL = None
+_LATEST: dict[str, tuple[tuple, dict]] = {}  # log -> (its stamp, the newest band fitted for it)
+_RUNNING: dict[str, tuple[tuple, object]] = {}  # log -> (the stamp being fitted, its future)
+
+
+def band(log: Path, make, wait: bool = False) -> dict:
+    """The band for ``log`` as it is now, fitted in one background thread: a poll never waits
+    for a fit. While the newest evaluations are being fitted, the band of the ones before is
+    returned, marked ``"stale": true``; a run seen for the first time (or ``wait``) waits for
+    its first."""
+    global _POOL
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        st = log.stat()
+    except OSError:
+        return make()
+    key, stamp = str(log), (st.st_mtime_ns, st.st_size)
+    latest = _LATEST.get(key)
+    if latest is not None and latest[0] == stamp:
+        return latest[1]
+    running = _RUNNING.get(key)
+    if running is None or running[0] != stamp and running[1].done():
+        _POOL = _POOL or ThreadPoolExecutor(max_workers=1, thread_name_prefix="serve-fit")
+        running = _RUNNING[key] = (stamp, _POOL.submit(make))
+    if wait or latest is None:
+        running[1].result()
+    if running[1].done():
+        _LATEST[key] = (running[0], running[1].result())
+        if running[0] == stamp:
+            return _LATEST[key][1]
+    return _LATEST[key][1] | {"stale": True}
+
+
+def detail(found: Found, wait: bool = False) -> dict:
     """Everything a run's page draws: the validation curve against compute and hours with the
     forecast ahead of it, the training curves, where the roles ran, the config and the resume
     command."""
@@ -234,8 +277,8 @@ def detail(found: Found) -> dict:
     config = (found.path / "config.yaml").read_text() if (found.path / "config.yaml").is_file() else ""
     return head | {
         "validation": {"compute": compute, "hours": hours, "value": val, "step": [r["step"] for r in evals]},
-        "band": cached(found.path / "metrics.jsonl", "band",
-                       lambda: forecast_band(compute, val, head["forecast"]["budget"], head["target"])),
+        "band": band(found.path / "metrics.jsonl", lambda: forecast_band(compute, val, head["forecast"]["budget"],
+                                                                           head["target"]), wait),
         "training": {k: _series(records, k) for k in keys},
         "plan": placed, "config": config, "resume": f"scalerl train --resume {found.path}",
     }  # fmt: skip
