@@ -46,7 +46,7 @@ def _train(model_dir, out) -> subprocess.Popen:
             "pipeline.backend": "inprocess", "pipeline.prompts_per_step": 2, "pipeline.generations": 4,
             "sampling.max_new_tokens": 48, "length.interrupt_range": "[30, 36]", "optim.lr": 2e-4,
             "train.steps": 400, "train.max_minutes": "null", "eval.every": 2, "eval.num_prompts": 32, "eval.k": 1,
-            "forecast.min_points": 6, "forecast.target": 0.9, "log.tensorboard": "false", "log.progress": "false"}  # fmt: skip
+            "forecast.enabled": "false", "log.tensorboard": "false", "log.progress": "false"}  # fmt: skip
     args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
     return subprocess.Popen([sys.executable, "-m", "scalerl", "train", "--recipe", "scalerl", "--out", str(out), *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -74,7 +74,8 @@ def test_a_training_runs_page_draws_the_band_and_updates_without_a_reload(served
             page.wait_for_function(f"Number(document.getElementById('validation').dataset.points) > {seen}",
                                    timeout=WAIT_MS)  # fmt: skip
             assert page.evaluate("window.notReloaded === true")  # the new evaluation came without a reload
-            assert page.locator("#head .state-running").count() == 1
+            # running, or finished by now on a fast machine: a state, whichever the race gave
+            assert page.locator("#head .state-running, #head .state-finished").count() == 1
             page.screenshot(path=str(root / "run.png"), full_page=False)
             page.goto(url)
             page.wait_for_selector("#runs tbody tr")

@@ -243,17 +243,21 @@ def band(log: Path, make, wait: bool = False) -> dict:
     latest = _LATEST.get(key)
     if latest is not None and latest[0] == stamp:
         return latest[1]
-    running = _RUNNING.get(key)
-    if running is None or running[0] != stamp and running[1].done():
+    running = _RUNNING.pop(key, None)
+    if running is not None and running[1].done():  # keep what the last fit found, whatever came since
+        latest = _LATEST[key] = (running[0], running[1].result())
+        running = None
+        if latest[0] == stamp:
+            return latest[1]
+    if running is None:
         _POOL = _POOL or ThreadPoolExecutor(max_workers=1, thread_name_prefix="serve-fit")
-        running = _RUNNING[key] = (stamp, _POOL.submit(make))
+        running = (stamp, _POOL.submit(make))
+    _RUNNING[key] = running
     if wait or latest is None:
-        running[1].result()
-    if running[1].done():
-        _LATEST[key] = (running[0], running[1].result())
-        if running[0] == stamp:
-            return _LATEST[key][1]
-    return _LATEST[key][1] | {"stale": True}
+        latest = _LATEST[key] = (running[0], running[1].result())
+        del _RUNNING[key]
+        return latest[1] if latest[0] == stamp else latest[1] | {"stale": True}
+    return latest[1] | {"stale": True}
 
 
 def detail(found: Found, wait: bool = False) -> dict:
