@@ -68,9 +68,7 @@ def main() -> int:
             write_run(root / f"run{i:02d}", args.evals)
         rid = "0/run00"
         for r in range(args.repeats):
-            data._CACHE.clear()  # cold: nothing read, nothing fitted
-            data._LATEST.clear()
-            data._RUNNING.clear()
+            data.shutdown()  # cold: nothing read, nothing fitted
             client = TestClient(build_app([root]))
             t = time.perf_counter()
             for url in ("/", "/api/runs", f"/run/{rid}", f"/api/run/{rid}"):

@@ -83,6 +83,7 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
     by_name = {point_name(v.run_dir, out): v for v in variants}
     study = Study(list(by_name), adaptive.budget, first_rung=adaptive.first_rung,
                   eta=ETA if adaptive.eta is None else adaptive.eta, threshold=threshold)  # fmt: skip
+    study.decisions.compute_full = adaptive.budget * len(by_name)  # the same study run to the end
     earlier = _previous(out)
     for rung in study.decisions.rungs:
         todo = []
@@ -99,6 +100,5 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
         curves = {n: c for n in study.alive if (c := _curve(by_name[n].run_dir, n, x)) is not None}
         for stop in study.step(rung, {n: through(c, rung) for n, c in curves.items()}):
             log(f"stopped {stop['point']} at compute {stop['at_compute']:.4g}: {stop['reason']}")
-        study.decisions.compute_full = adaptive.budget * len(by_name)
         write_json(study.finish().to_dict(), out / "decisions.json")
     return study.finish()

@@ -142,8 +142,7 @@ def _typed(where: str, value, kind: type, what: str):
             value = float(value)
         except ValueError:
             pass
-    ok = isinstance(value, (int, float) if kind is float else kind) and not isinstance(value, bool) or (
-        kind is str and isinstance(value, str))
+    ok = isinstance(value, (int, float) if kind is float else kind) and not isinstance(value, bool)
     if not ok:
         names = {int: "an integer", float: "a number", str: "a string"}
         raise ConfigError(f"{where}: {what} must be {names[kind]}; got {value!r}")

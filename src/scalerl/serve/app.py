@@ -16,6 +16,7 @@ reads outside them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,7 +107,12 @@ def build_app(roots: Sequence[Path]) -> Starlette:
             raise HTTPException(404, "no such file")
         return FileResponse(path)
 
-    return Starlette(routes=[
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        data.shutdown()  # the fitting thread ends with the server
+
+    return Starlette(lifespan=lifespan, routes=[
         Route("/", page("index.html")),
         Route("/run/{rid:path}", page("run.html")),
         Route("/study/{sid:path}", page("study.html")),

@@ -60,7 +60,7 @@ def discover(roots: Sequence[Path]) -> list[Found]:
             out.append(Found(f"{i}/{run.relative_to(root).as_posix()}", run, "run"))
         studies = {root} if runs and ((root / "sweep.yaml").is_file() or len(runs) > 1) else set()
         studies |= {p.parent for p in root.rglob("sweep.yaml")}
-        out += [Found(f"{i}/{s.relative_to(root).as_posix()}".rstrip("/.") or f"{i}", s, "study")
+        out += [Found(f"{i}" if s == root else f"{i}/{s.relative_to(root).as_posix()}", s, "study")
                 for s in sorted(studies)]  # fmt: skip
     return out
 
@@ -258,6 +258,17 @@ def band(log: Path, make, wait: bool = False) -> dict:
         del _RUNNING[key]
         return latest[1] if latest[0] == stamp else latest[1] | {"stale": True}
     return latest[1] | {"stale": True}
+
+
+def shutdown() -> None:
+    """Stop the fitting thread and forget every band and read (the server's shutdown; tests)."""
+    global _POOL
+    if _POOL is not None:
+        _POOL.shutdown(wait=True, cancel_futures=True)
+        _POOL = None
+    _LATEST.clear()
+    _RUNNING.clear()
+    _CACHE.clear()
 
 
 def detail(found: Found, wait: bool = False) -> dict:
