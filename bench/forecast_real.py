@@ -23,9 +23,11 @@ evaluations inside the cut, **the run itself never in its own prior**:
     method on the least-squares covariance, plus the evaluation noise;
   - ``stack``: the two laws' predictive distributions mixed with pseudo-BMA weights, each
     law's Gaussian log score on the last third of the cut when fitted on the first two;
-  - ``training reward``: a signal beyond the validation curve: the sigmoid fitted to the dense
-    training reward (the corpus rows' mean since the evaluation before), its draws at the
-    final compute plus the validation's offset from it over the cut's last third;
+  - ``training reward``: the default where a log has it (``fit.companion``, as ``plan`` and the
+    trainer's live forecast use it): the sigmoid fitted to the dense training reward (the
+    corpus rows' mean since the evaluation before), its calibrated draws plus the
+    validation's offset from it over the cut's last third; where a run has none (the older
+    families) or its training reward shows no rise, what ``forecast_draws`` falls back to;
   - ``last value``: no law, the mean of the last 5 evaluations and its noise: the baseline a
     forecast has to beat on width and coverage both.
 * **Time to target** (``plan``'s answer, read as the mean of 5 evaluations): targets at 60,
@@ -60,6 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan_accuracy import smooth, targets  # noqa: E402
 
 from scalerl.fit import FitOptions, fit_power_law  # noqa: E402
+from scalerl.fit.companion import Companion  # noqa: E402
 from scalerl.fit.errors import CurveError, CurveWarning  # noqa: E402
 from scalerl.fit.law import power_law  # noqa: E402
 from scalerl.fit.prior_runs import load_prior  # noqa: E402
@@ -77,8 +80,9 @@ REACH_STEPS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 LEVEL = 0.95
 Z = float(stats.norm.ppf(0.975))
 METHODS = ("sigmoid", "sigmoid, one k", "sigmoid+prior", "power law", "stack", "training reward", "last value")
-VARIANTS = ("sigmoid", "sigmoid, one k", "sigmoid+prior")  # the plan answers scored: (prior?, sided?)
-SETTINGS = {"sigmoid": (False, True), "sigmoid, one k": (False, False), "sigmoid+prior": (True, True)}
+VARIANTS = ("sigmoid", "sigmoid, one k", "sigmoid+prior", "training reward")  # the plan answers scored
+SETTINGS = {"sigmoid": (False, True, False), "sigmoid, one k": (False, False, False),
+            "sigmoid+prior": (True, True, False), "training reward": (False, True, True)}  # (prior? sided? companion?)
 MIN_POINTS = 6
 
 
@@ -93,6 +97,10 @@ class Run:
     y: np.ndarray  # (n,) validation pass rate
     wall_s: np.ndarray  # (n,) seconds since the start
     train: np.ndarray  # (n,) mean training reward since the evaluation before (nan: not logged)
+
+    def companion(self, k: np.ndarray) -> Companion:
+        """The training reward of the evaluations ``k`` (already one bin per evaluation)."""
+        return Companion.of(self.x[k], self.y[k], self.x[k], self.train[k], "train_reward")
 
 
 def _run(family: str, path: Path, siblings: str, x: str, wall: str | None) -> Run:
@@ -193,9 +201,9 @@ def final_cases(run: Run, frac: float, options: FitOptions, prior) -> list[Final
 
     draws = {}
     for method in VARIANTS:
-        with_prior, sided = SETTINGS[method]
+        with_prior, sided, comp = SETTINGS[method]
         pred, source, *_ = forecast_draws(fit, options, prior if with_prior else None, max(10.0 * float(x[-1]), C),
-                                          None, C, sided=sided)  # fmt: skip
+                                          None, C, sided=sided, companion=run.companion(k) if comp else None)  # fmt: skip
         mu = pred.curves(np.array([C]))[:, 0] + np.random.default_rng(0).standard_normal(pred.u.size) * pred.sigma
         draws[method] = mu
         add(method, *np.quantile(mu, [0.025, 0.5, 0.975]), source=source)
@@ -210,33 +218,10 @@ def final_cases(run: Run, frac: float, options: FitOptions, prior) -> list[Final
         add("stack", *np.quantile(mix, [0.025, 0.5, 0.975]))
     except (CurveError, np.linalg.LinAlgError, ValueError) as err:
         print(f"  {run.name} cut {frac:.0%}: power law: {err}", file=sys.stderr)
-    try:
-        if (trained := _train_reward_draws(run, k, C, options)) is not None:
-            add("training reward", *np.quantile(trained, [0.025, 0.5, 0.975]))
-    except (CurveError, np.linalg.LinAlgError, ValueError) as err:
-        print(f"  {run.name} cut {frac:.0%}: training reward: {err}", file=sys.stderr)
     last = y[-WINDOW:]
     half = Z * sigma * np.sqrt(1.0 + 1.0 / last.size)
     add("last value", last.mean() - half, last.mean(), last.mean() + half)
     return out
-
-
-def _train_reward_draws(run: Run, k: np.ndarray, C: float, options: FitOptions) -> np.ndarray | None:
-    """A signal beyond the validation curve: the dense training reward (each row the mean of
-    the steps since the evaluation before, ~40 steps x P x G samples) shares the curve's shape.
-    Its sigmoid's draws at C, plus the validation's offset from it over the cut's last third
-    (mean, and the offset's own spread as the noise of one evaluation). None where the run's
-    records have no training reward (the older families)."""
-    ok = k & np.isfinite(run.train)
-    if ok.sum() < MIN_POINTS:
-        return None
-    fit = options.fit(run.x[ok], run.train[ok])
-    pred, *_ = forecast_draws(fit, options, None, max(10.0 * float(run.x[ok][-1]), C), None, C)
-    tail = np.flatnonzero(ok)[-max(int(ok.sum()) // 3, 3):]
-    gap = run.y[tail] - run.train[tail]
-    rng = np.random.default_rng(2)
-    mu = pred.curves(np.array([C]))[:, 0]
-    return mu + gap.mean() + rng.standard_normal(mu.size) * gap.std(ddof=1) * np.sqrt(1.0 + 1.0 / gap.size)
 
 
 # --- time to target and P(reach), read off plan's own draws -----------------------------------------------
@@ -268,10 +253,11 @@ class Reach:
     reached: bool
 
 
-def _draws(fit, clock, options, prior, target, C_final, variant):
-    with_prior, sided = SETTINGS[variant]
+def _draws(fit, clock, options, prior, target, C_final, variant, companion):
+    with_prior, sided, comp = SETTINGS[variant]
     end = horizon(fit, clock, None, C_final)
-    return forecast_draws(fit, options, prior if with_prior else None, end, target, C_final, sided=sided)[0]
+    return forecast_draws(fit, options, prior if with_prior else None, end, target, C_final, sided=sided,
+                          companion=companion if comp else None)[0]  # fmt: skip
 
 
 def timed_cases(run: Run, frac: float, options: FitOptions, prior, variant: str):
@@ -283,7 +269,7 @@ def timed_cases(run: Run, frac: float, options: FitOptions, prior, variant: str)
     timed, reach = [], []
     goals, _ = targets(run, cut)
     for target, _f, actual in goals:
-        pred = _draws(fit, clock, options, prior, target, C, variant)
+        pred = _draws(fit, clock, options, prior, target, C, variant, run.companion(k))
         t = time_to_target(crossing(pred, target, WINDOW), clock)
         timed.append(Timed(run.family, run.name, frac, variant, target, actual, t.hours))
     s = smooth(run.y)
@@ -292,7 +278,7 @@ def timed_cases(run: Run, frac: float, options: FitOptions, prior, variant: str)
         target = float(s[i_cut] + d)
         if target >= 1.0 or (s[: i_cut + 1] >= target).any():
             continue
-        pred = _draws(fit, clock, options, prior, target, C, variant)
+        pred = _draws(fit, clock, options, prior, target, C, variant, run.companion(k))
         p = time_to_target(crossing(pred, target, WINDOW), clock, budget_compute=C).p_reach
         reach.append(Reach(run.family, run.name, frac, variant, target, float(p), bool((s[i_cut + 1:] >= target).any())))
     return timed, reach
@@ -312,8 +298,9 @@ def final_table(cases: list[Final]) -> list[tuple]:
             for method in METHODS:
                 sel = [c for c in cases if c.cut == frac and c.method == method and fam in ("all", c.family)]
                 if sel:
-                    used = sum(c.source == "prior" for c in sel)
-                    rows.append((f"{frac:.0%}", fam, method + (f" ({used} used it)" if "prior" in method else ""),
+                    used = sum(c.source in ("prior", "training reward") for c in sel)
+                    named = "prior" in method or method == "training reward"
+                    rows.append((f"{frac:.0%}", fam, method + (f" ({used} used it)" if named else ""),
                                  len(sel), f"{np.mean([c.covered for c in sel]):.1%}",
                                  f"{np.median([c.hi - c.lo for c in sel]):.3f}",
                                  f"{np.median([abs(c.mid - c.actual) for c in sel]):.3f}"))  # fmt: skip

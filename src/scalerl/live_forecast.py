@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from scalerl.config import Config
-from scalerl.metric_names import COMPUTE, VAL_PASS_RATE, WALL
+from scalerl.metric_names import COMPUTE, TRAIN_REWARD, VAL_PASS_RATE, WALL
 
 
 class LiveForecast:
@@ -32,6 +32,8 @@ class LiveForecast:
         self.points: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[self.y])) for r in past
                                                   if r.get(self.y) is not None]
         self.clock: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[WALL])) for r in past if r.get(WALL) is not None]
+        self.trained: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[TRAIN_REWARD])) for r in past
+                                                   if r.get(TRAIN_REWARD) is not None and r.get(COMPUTE) is not None]
         self._step = int(past[-1]["step"]) if past else 0
         self._start: tuple[float, int, float] | None = None  # (compute, step, time) of this session
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forecast")
@@ -52,6 +54,8 @@ class LiveForecast:
             self._start = (float(record[COMPUTE]), int(record["step"]), time.monotonic())
         if record.get(COMPUTE) is not None and record.get(WALL) is not None:
             self.clock.append((float(record[COMPUTE]), float(record[WALL])))  # compute -> hours for the time to target
+        if record.get(COMPUTE) is not None and record.get(TRAIN_REWARD) is not None:
+            self.trained.append((float(record[COMPUTE]), float(record[TRAIN_REWARD])))  # the forecast's companion
         if not self.cfg.enabled or record.get(self.y) is None:
             return
         self.points.append((float(record[COMPUTE]), float(record[self.y])))
@@ -86,7 +90,7 @@ class LiveForecast:
         compute, reward = zip(*self.points)
         self._pending = self._pool.submit(
             _fit, list(compute), list(reward), self.budget(), self._step, self.cfg, self._prior, self.y,
-            list(self.clock)
+            list(self.clock), list(self.trained)
         )
         self._stale = False
 
@@ -157,14 +161,15 @@ class LiveForecast:
 
 
 def _fit(compute: list[float], reward: list[float], budget: float, step: int, cfg, prior: dict,
-         y: str, clock: list[tuple[float, float]] = ()) -> dict[str, Any]:
+         y: str, clock: list[tuple[float, float]] = (), trained: list[tuple[float, float]] = ()) -> dict[str, Any]:
     """Runs in the forecast thread; a curve the law cannot fit yet gives a reason, not a crash.
 
     Any other failure is logged as ``forecast_error`` too: the forecast is a diagnostic, and
     a bug in it must never end a training run hours in. ``prior`` caches the prior of
     ``forecast.prior_runs`` (learned at the first forecast; the one worker thread is its
     only user). ``y`` is the fitted column (``forecast.metric``), logged as ``forecast_metric``;
-    a mean reward is not bounded to [0, 1] as a pass rate is.
+    a mean reward is not bounded to [0, 1] as a pass rate is. ``trained``: (compute,
+    ``reward_mean``) of the step records, the time to target's companion (``fit.companion``).
     """
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import live_forecast
@@ -181,11 +186,13 @@ def _fit(compute: list[float], reward: list[float], budget: float, step: int, cf
         fields = live_forecast(compute, reward, budget=budget, target=cfg.target, options=options,
                                prior=prior.get("learned"))  # fmt: skip
         if cfg.target is not None:  # hours to the target and P(reaching it by the run's end)
+            from scalerl.fit.companion import Companion
             from scalerl.fit.time.answer import live_time_to_target
 
+            companion = Companion.of(compute, reward, *zip(*trained), TRAIN_REWARD) if trained else None
             try:
                 fields |= live_time_to_target(compute, reward, clock, target=cfg.target, budget=budget,
-                                              options=options)  # fmt: skip
+                                              options=options, companion=companion)  # fmt: skip
             except CurveError as err:  # too few timed records yet: the rest of the forecast stands
                 fields["forecast_time_to_target_error"] = str(err)
     except CurveError as err:

@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["COMPUTE", "GENERATOR_IDLE", "GENERATOR_STALL", "GENERATOR_TIMES", "LEARNER_BUSY", "LEARNER_EVAL",
            "LEARNER_WORLD_SIZE", "PUBLISH", "RENAMED", "STALENESS_HIST", "STEP", "SYNC", "TOTAL_GEN_TOKENS",
-           "TOTAL_TRAINED_TOKENS", "VAL_PASS_RATE", "WALL", "current_names", "old_name"]  # fmt: skip
+           "TOTAL_TRAINED_TOKENS", "TRAIN_REWARD", "VAL_PASS_RATE", "WALL", "current_names", "old_name"]  # fmt: skip
 
 # every record
 STEP = "step"
@@ -23,6 +23,7 @@ COMPUTE = "compute_gpu_hours"  # device-hours so far: the law's x
 WALL = "wall_s"  # seconds since the run started: the clock of the time to target
 # evaluation records
 VAL_PASS_RATE = "val_pass_rate"  # the law's y
+TRAIN_REWARD = "reward_mean"  # a step's mean training reward: the forecast's companion (fit.companion)
 # step records: the learner's role times
 LEARNER_BUSY = "learner_busy_s"  # its step's seconds (only step records carry it)
 LEARNER_WORLD_SIZE = "learner_world_size"  # its ranks

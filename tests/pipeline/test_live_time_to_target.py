@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from scalerl.config import ConfigError, load_config
+from scalerl.fit.companion import Companion
 from scalerl.fit.law import sigmoid
 from scalerl.fit.options import FitOptions
+from scalerl.fit.time.answer import live_time_to_target
 from scalerl.live_forecast import LiveForecast, _fit
 
 
@@ -60,3 +62,23 @@ def test_observe_keeps_every_records_compute_and_wall_time():
     assert live.clock == [(0.0, 0.5), (0.01, 18.0)]
     assert FitOptions().level == cfg.forecast.level
     live.close()
+
+
+def test_the_training_reward_is_collected_and_followed():
+    cfg = load_config("scalerl", ["forecast.enabled=false"])
+    live = LiveForecast(cfg, past=[{"step": 1, "compute_gpu_hours": 0.01, "wall_s": 18.0, "reward_mean": 0.25}])
+    live.observe({"step": 2, "compute_gpu_hours": 0.02, "wall_s": 36.0, "reward_mean": 0.5})
+    live.observe({"step": 3, "compute_gpu_hours": 0.03, "wall_s": 54.0})  # a step that logged no reward
+    assert live.trained == [(0.01, 0.25), (0.02, 0.5)]
+    live.close()
+    # a run whose training reward (dense, GAP above) rises with its evaluations: the hours follow it
+    compute, reward, clock = _run()
+    trained = [(c, float(sigmoid(c, 0.7, 1.5, 2.0, 0.3)) + 0.05) for c, _ in clock[1:]]
+    cfg = load_config("scalerl", ["forecast.target=0.67"])
+    options = FitOptions(r0="first", min_compute=cfg.forecast.min_compute, level=cfg.forecast.level,
+                         margin=cfg.forecast.margin)  # fmt: skip
+    fields = _fit(list(compute), list(reward), 20.0, 300, cfg.forecast, {}, "val_pass_rate", clock, trained)
+    companion = Companion.of(compute, reward, *zip(*trained), "reward_mean")
+    want = live_time_to_target(compute, reward, clock, target=0.67, budget=20.0, options=options, companion=companion)
+    alone = live_time_to_target(compute, reward, clock, target=0.67, budget=20.0, options=options)
+    assert {k: fields[k] for k in want} == want and want != alone

@@ -39,11 +39,13 @@ class Rise:
     z: float  # d / SE(d)
     sigma: float  # the model-free evaluation noise
     m_last: int
+    of: str = ""  # the signal, where not the validation (a companion's training reward)
 
     @property
     def message(self) -> str:
         if self.detected:
-            return f"rise detected: {self.first:.3f} -> {self.last:.3f} ({self.z:.1f} sd of noise)"
+            where = f" in {self.of}" if self.of else ""
+            return f"rise detected{where}: {self.first:.3f} -> {self.last:.3f} ({self.z:.1f} sd of noise)"
         return (f"no rise detected: the last third of the evaluations reads {self.last:.3f} against "
                 f"{self.first:.3f} in the first third, {self.z:+.1f} sd of their noise, so no crossing time "
                 f"is given")  # fmt: skip

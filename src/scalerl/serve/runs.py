@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalerl.metric_names import COMPUTE, VAL_PASS_RATE, WALL
+from scalerl.metric_names import COMPUTE, TRAIN_REWARD, VAL_PASS_RATE, WALL
 
 LIVE_S = 120.0
 """A run whose ``metrics.jsonl`` changed this recently counts as running."""
@@ -175,14 +175,18 @@ binning): a page's band needs the shape, and a 1000-evaluation fit took 15 s her
 GRID = 40  # the band's compute points ahead of the data
 
 
-def forecast_band(compute: list[float], reward: list[float], budget: float | None, target: float | None) -> dict:
+def forecast_band(compute: list[float], reward: list[float], budget: float | None, target: float | None,
+                  trained: list[tuple[float, float]] = ()) -> dict:
     """The forecast ahead of the data, from the one predictive distribution ``scalerl plan``
     reads (``fit.time.answer.forecast_draws``): the draws of the expected curve on a grid from
     the last evaluation to the budget (2x the compute so far without one), their median and
     95% band, and with a target the compute at which the draws' curves first reach it
-    (median and interval; null where beyond the grid). Empty when the curve is too short."""
+    (median and interval; null where beyond the grid). Empty when the curve is too short.
+    ``trained``: (compute, ``reward_mean``) of the step records, the companion the draws
+    follow where it fits (``fit.companion``)."""
     import numpy as np
 
+    from scalerl.fit.companion import Companion
     from scalerl.fit.errors import CurveError
     from scalerl.fit.options import FitOptions
     from scalerl.fit.time.answer import forecast_draws
@@ -195,7 +199,8 @@ def forecast_band(compute: list[float], reward: list[float], budget: float | Non
     grid = np.linspace(last, end, GRID)
     try:
         fit = options.fit(np.asarray(compute), np.asarray(reward))
-        pred, source, _, evidence = forecast_draws(fit, options, None, end, None, end)
+        companion = Companion.of(compute, reward, *zip(*trained), TRAIN_REWARD) if trained else None
+        pred, source, _, evidence = forecast_draws(fit, options, None, end, None, end, companion=companion)
         mu = pred.curves(grid)  # (draws, GRID): one projection of the band serves every number below
     except (CurveError, ValueError, np.linalg.LinAlgError) as err:
         return _flat(np.asarray(reward), grid, options.level, str(err))
@@ -280,6 +285,8 @@ def detail(found: Found, wait: bool = False) -> dict:
     compute = [float(r[COMPUTE]) for r in evals]
     val = [float(r[VAL_PASS_RATE]) for r in evals]
     hours = [(_number(r.get(WALL)) or 0.0) / 3600.0 for r in evals]
+    trained = [(float(r[COMPUTE]), float(r[TRAIN_REWARD])) for r in records
+               if _number(r.get(TRAIN_REWARD)) is not None and _number(r.get(COMPUTE)) is not None]
     head = summary(found)
     keys = [k for k in TRAINING if any(k in r for r in records)]
     keys += sorted({k for r in records for k in r if k.startswith("reward_") and k not in NOT_FUNCTIONS
@@ -293,7 +300,7 @@ def detail(found: Found, wait: bool = False) -> dict:
     return head | {
         "validation": {"compute": compute, "hours": hours, "value": val, "step": [r["step"] for r in evals]},
         "band": band(found.path / "metrics.jsonl", lambda: forecast_band(compute, val, head["forecast"]["budget"],
-                                                                           head["target"]), wait),
+                                                                           head["target"], trained), wait),
         "training": {k: _series(records, k) for k in keys},
         "plan": placed, "config": config, "resume": f"scalerl train --resume {found.path}",
     }  # fmt: skip

@@ -40,12 +40,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.readers.core import COMPUTE_COLUMNS, REWARD_COLUMNS, STEP_COLUMNS, Columns, Curve
+from scalerl.fit.readers.core import (
+    COMPUTE_COLUMNS,
+    REWARD_COLUMNS,
+    STEP_COLUMNS,
+    TRAIN_REWARD_COLUMNS,
+    Columns,
+    Curve,
+)
 from scalerl.fit.readers.csvlog import read_csv
 from scalerl.fit.readers.jsonl import read_jsonl
 from scalerl.fit.readers.tensorboard import read_tensorboard
 
-__all__ = ["COMPUTE_COLUMNS", "FOLDER_SUFFIXES", "FORMATS", "READERS", "REWARD_COLUMNS", "RUN_LOG", "STEP_COLUMNS",
+__all__ = ["COMPUTE_COLUMNS", "FOLDER_SUFFIXES", "FORMATS", "READERS", "REWARD_COLUMNS", "RUN_LOG", "STEP_COLUMNS", "TRAIN_REWARD_COLUMNS",
            "Columns", "Curve", "expand_paths", "is_tensorboard", "load_runs", "read_curves", "read_jsonl",
            "suffixes"]  # fmt: skip
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from scalerl.fit.errors import CurveError
 
-__all__ = ["COMPUTE_COLUMNS", "REWARD_COLUMNS", "RUN_COLUMNS", "STEP_COLUMNS", "Choice", "Columns", "Curve",
+__all__ = ["COMPUTE_COLUMNS", "REWARD_COLUMNS", "RUN_COLUMNS", "STEP_COLUMNS", "TRAIN_REWARD_COLUMNS", "Choice", "Columns", "Curve",
            "build", "empty", "find_column", "run_name"]  # fmt: skip
 
 COMPUTE_COLUMNS = ("compute", "gpu_hours", "compute_gpu_hours", "gpu_hour", "compute_gpu_h")
@@ -39,6 +39,10 @@ REWARD_COLUMNS = (
     "validation_pass_rate",
     "reward",
 )
+TRAIN_REWARD_COLUMNS = ("train_reward", "reward_mean", "train/reward", "train_reward_mean", "reward")
+"""The training reward (the validation curve's companion, ``fit.companion``): the corpus's
+and TRL's per-evaluation name, ``scalerl train``'s step records', a TensorBoard tag, and
+TRL's own ``reward`` (used only where it is not the validation's column)."""
 STEP_COLUMNS = ("step", "global_step", "_step", "steps", "iteration")
 RUN_COLUMNS = ("run", "run_name")
 GENERIC_STEMS = ("metrics", "log", "logs", "progress", "history", "scalars", "eval")

@@ -26,11 +26,13 @@ import numpy as np
 
 from scalerl.fit import report
 from scalerl.fit.cli import _guard, _r0, options_from
+from scalerl.fit.companion import Companion, read_companion
 from scalerl.fit.errors import CurveError
 from scalerl.fit.outputs import check_outputs
 from scalerl.fit.predictive import HORIZON
 from scalerl.fit.readers import (
     RUN_LOG,
+    TRAIN_REWARD_COLUMNS,
     Columns,
     expand_paths,
     is_tensorboard,
@@ -69,6 +71,9 @@ def register(subparsers) -> None:
     p.add_argument("--method", choices=("fast", "paper"), default=None, help="as scalerl fit")
     p.add_argument("--level", type=float, default=None, metavar="P", help="coverage of every interval")
     p.add_argument("--margin", type=float, default=None, metavar="M", help="as scalerl fit")
+    p.add_argument("--train-reward", metavar="COLUMN|none", default=None,
+                   help="the training reward the forecast follows where the log has one (default: the first of "
+                        f"{', '.join(TRAIN_REWARD_COLUMNS)} present; none: the validation curve alone)")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the plan as JSON")
     p.add_argument("--plot", type=Path, metavar="FILE", help="write the figure as PNG")
     p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
@@ -122,6 +127,14 @@ def _roles_of(speeds: Path) -> RoleTimes | None:
     except (TypeError, ValueError) as err:
         raise CurveError(f"{speeds}: roles must hold numbers gen_device_s, learner_device_s, sync_s, eval_s, "
                          f"generators, learner_devices and k ({err}).") from None  # fmt: skip
+
+
+def _companion(args: argparse.Namespace, log: Path, curve) -> Companion | None:
+    """The training reward the forecast follows (``fit.companion``), or None (``--train-reward none``,
+    or a log without one)."""
+    if args.train_reward is not None and args.train_reward.lower() == "none":
+        return None
+    return read_companion(log, curve, Columns(x=args.x, y=args.y), train=args.train_reward)
 
 
 def _inputs(args: argparse.Namespace):
@@ -199,7 +212,9 @@ def _sentences(plan: Plan) -> list[str]:
         within = " and ".join(f"{v:g} {u}" for v, u in ((a.budget_hours, "hours"), (a.budget_compute, "compute"))
                               if v is not None)  # fmt: skip
         out.append(f"P(reaching {t:g} within {within}) = {a.p_reach:.3f}.")
-    source = {"prior": "the prior", "flat": "the run's flat level (no rise)"}.get(plan.source, "the fit")
+    source = {"prior": "the prior", "flat": "the run's flat level (no rise)",
+              "training reward": f"the training reward's fit ({plan.companion_column}) and the validation's offset "
+                                 "from it"}.get(plan.source, "the fit")  # fmt: skip
     out.append(f"intervals from: {source}" + (f" ({plan.prior_reason})." if plan.prior_reason else "."))
     if plan.times is not None:
         m, cur, best = plan.times, plan.current, plan.best
@@ -235,6 +250,7 @@ def plan_command(args: argparse.Namespace) -> int:
     inside = [f for p in inputs if p.is_dir() for f in p.iterdir()]
     check_outputs([*inputs, *inside], {"--json": args.json, "--plot": args.plot, "--html": args.html})
     curve, clock, times = _inputs(args)
+    companion = _companion(args, _log_of(Path(args.run))[0], curve)
     prior = None
     if args.prior_runs is not None:
         from scalerl.fit.prior_runs import load_prior
@@ -243,7 +259,7 @@ def plan_command(args: argparse.Namespace) -> int:
                            exclude=tuple(str(p) for p in expand_paths([args.run])), forecast=[curve])  # fmt: skip
     plan = make_plan(curve, clock, args.target, options, prior=prior, times=times, devices=args.devices, k=args.k,
                      budget_hours=args.budget_hours, budget_compute=args.budget_compute,
-                     window=args.window)  # fmt: skip
+                     window=args.window, companion=companion)  # fmt: skip
     console = report.console()
     sentences = _sentences(plan)
     for s in sentences:
