@@ -206,3 +206,17 @@ def test_the_served_band_follows_the_training_reward():
     trained = [(r["compute_gpu_hours"], r["reward_mean"]) for r in records if "reward_mean" in r]
     assert forecast_band(compute, val, 4.0, None, trained)["source"] == "training reward"
     assert forecast_band(compute, val, 4.0, None)["source"] == "fit"
+
+
+def test_fit_forecasts_at_a_target_compute_follow_the_training_reward(tmp_path, capsys):
+    run = _run_folder(tmp_path / "run", _steps(250, 10, seed=1))
+    assert main(["fit", str(run), "--target-compute", "5", "--no-budget", "--json", str(tmp_path / "a.json")]) == 0
+    assert "the forecasts follow the training reward (reward_mean)" in capsys.readouterr().out
+    got = json.loads((tmp_path / "a.json").read_text())["runs"][0]
+    assert got["forecasts_from"] == "training reward (reward_mean)"
+    truth = float(sigmoid(5.0, A, B, C_MID, R0)) + GAP
+    (f,) = got["forecasts"]
+    assert f["pred_lo"] <= truth <= f["pred_hi"] and f["lo"] <= f["reward"] <= f["hi"], f
+    assert main(["fit", str(run), "--target-compute", "5", "--no-budget", "--train-reward", "none",
+                 "--json", str(tmp_path / "b.json")]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "b.json").read_text())["runs"][0]["forecasts_from"] == "fit"

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from scalerl.fit import fit_output, forecast, plot, report
+from scalerl.fit.companion import Companion, add_train_reward_option, companion_of
 from scalerl.fit.compare import (
     RunFit,
     compare_runs,
@@ -33,7 +34,13 @@ from scalerl.fit.pooling import joint_fit
 from scalerl.fit.posterior import PriorForecast, forecast_with_prior
 from scalerl.fit.prior_answer import ALONE, prior_answer
 from scalerl.fit.prior_runs import load_prior
-from scalerl.fit.readers import FORMATS, Columns, Curve, expand_paths, load_runs
+from scalerl.fit.readers import (
+    FORMATS,
+    Columns,
+    Curve,
+    expand_paths,
+    load_runs,
+)
 from scalerl.fit.resample import PooledFit, pooled_fit
 
 
@@ -150,6 +157,7 @@ def register(subparsers) -> None:
         help="finished runs to learn a prior from; the forecast under it comes first in every "
         "output, the prior-free fit beside it (needs --fit-frac < 1 or --target-compute)",
     )
+    add_train_reward_option(p)
     p.add_argument("--json", type=Path, metavar="FILE", help="write the fits as JSON")
     p.add_argument("--plot", type=Path, metavar="FILE", help="write the figure as PNG")
     p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
@@ -298,7 +306,8 @@ def _fit_one(curve: Curve, args: argparse.Namespace, options: FitOptions, prior=
     horizon = max(horizon, forecast.horizon_for(float(fit.compute.max()), args.target_compute))
     run = fit_run(curve, options=options, fit=fit, horizon=horizon, budget=not args.no_budget)
     with_prior = None if prior is None else _with_prior(curve, fit, holdout, args, options, prior)
-    outcome = _with_forecasts(run, holdout, args, with_prior)
+    companion = companion_of(args, curve, _columns_of(args)) if args.target_compute else None
+    outcome = _with_forecasts(run, holdout, args, with_prior, companion, options)
     if with_prior is None or not with_prior.used:
         return outcome
     answer = prior_answer(with_prior, fit, margin=options.margin, holdout=holdout, targets=args.target_compute,
@@ -319,10 +328,28 @@ def _with_prior(curve: Curve, fit, holdout, args, options: FitOptions, prior) ->
     )
 
 
-def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace, prior=None) -> FitOutcome:
+def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace, prior=None, companion: Companion | None = None,
+                    options: FitOptions | None = None) -> FitOutcome:
+    """The forecasts at ``--target-compute``: the training reward's (``fit.companion``) where
+    the run has one that fits and rises, else Eq. 1's with the fit's intervals."""
     forecasts = [(c, forecast.predict_at(run.fit, c, run.unc)) for c in args.target_compute]
     reaches = [forecast.compute_to_reach(run.fit, r, run.unc) for r in args.target_reward]
-    return FitOutcome(run, holdout, forecasts, reaches, prior)
+    followed = ""
+    if companion is not None:
+        from scalerl.fit.time.answer import forecast_draws
+
+        ahead = [(c, *forecast_draws(run.fit, options, None, c, None, c, companion=companion)[:2]) for c in args.target_compute]
+        if all(source == "training reward" for _, _, source in ahead):
+            forecasts = [(c, _from_draws(pred, c)) for c, pred, _ in ahead]
+            followed = companion.column
+    return FitOutcome(run, holdout, forecasts, reaches, prior, forecasts_from=followed)
+
+
+def _from_draws(pred, C: float) -> forecast.Forecast:
+    """A forecast at ``C`` read off the predictive draws: their median, band and the interval of one evaluation."""
+    at = np.array([C])
+    (lo, hi), (p_lo, p_hi) = pred.band(at), pred.predictive(at)
+    return forecast.Forecast(float(pred.median(at)[0]), float(lo[0]), float(hi[0]), float(p_lo[0]), float(p_hi[0]))
 
 
 def _pooled(curves: list[Curve], args, options: FitOptions) -> tuple[FitOutcome, PooledFit]:

@@ -21,6 +21,7 @@ value at 95% from half a run, where the validation curve alone reads climbing ru
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from scalerl.fit.errors import CurveError
 from scalerl.fit.readers import Columns, Curve, read_curves
 from scalerl.fit.readers.core import TRAIN_REWARD_COLUMNS, find_column
 
-__all__ = ["MIN_POINTS", "Companion", "align", "read_companion"]
+__all__ = ["MIN_POINTS", "Companion", "add_train_reward_option", "align", "companion_of", "read_companion"]
 
 MIN_POINTS = 6
 """Evaluations with a training reward below which the companion is not used (the sigmoid's
@@ -121,3 +122,21 @@ def read_companion(
         )
         return comp if len(comp) >= MIN_POINTS else None
     return None
+
+
+def add_train_reward_option(p: argparse.ArgumentParser) -> None:
+    """``--train-reward``, shared by ``fit`` and ``plan`` (``fit.companion``)."""
+    p.add_argument("--train-reward", metavar="COLUMN|none", default=None,
+                   help="the training reward the forecast follows where the log has one (default: the first of "
+                        f"{', '.join(TRAIN_REWARD_COLUMNS)} present; none: the validation curve alone)")  # fmt: skip
+
+
+def companion_of(args: argparse.Namespace, curve: Curve, columns: Columns, log: str | Path | None = None
+                 ) -> Companion | None:
+    """The training reward ``curve``'s forecast follows (``fit.companion``), read from ``log``
+    (default: the file ``curve`` came from); None with ``--train-reward none`` or a log
+    without one."""
+    if args.train_reward is not None and args.train_reward.lower() == "none":
+        return None
+    log = Path(curve.source.split(" [")[0]) if log is None else log
+    return read_companion(log, curve, columns, train=args.train_reward)

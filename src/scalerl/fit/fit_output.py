@@ -194,6 +194,9 @@ def verdict_lines(outcomes: Sequence[FitOutcome]) -> list[str]:
             lines.append(f"{run.name}: {alone}{run.unc.calibration.message}.")
         if run.fit.bounds_hit or not run.fit.converged or run.fit.binned_from:
             lines.append(f"note: {run.name}: {run.fit.message}")
+        if o.forecasts_from:
+            lines.append(f"{run.name}: {alone}the forecasts follow the training reward ({o.forecasts_from}): its "
+                         "fit, offset to the validation over the last third of the evaluations.")  # fmt: skip
         if o.prior is not None:
             lines.append(f"prior: {run.name}: {o.prior.reason}.")
         if a is not None:

@@ -28,6 +28,7 @@ class FitOutcome:
     reaches: list[Reach]
     prior: PriorForecast | None = None  # the forecast under --prior-runs (None: not asked)
     answer: PriorAnswer | None = None  # that forecast as reported, when the prior was used
+    forecasts_from: str = ""  # the training reward's column the forecasts follow (fit.companion); "": Eq. 1's fit
 
     def _alone_dict(self) -> dict:
         """The prior-free answer: fit, intervals, forecasts, reaches, hold-out score."""
@@ -40,6 +41,7 @@ class FitOutcome:
             "intervals": {k: list(v) for k, v in run.intervals.items()},
             "uncertainty": run.unc.to_dict(),
             "forecasts": [forecast_dict(c, f) for c, f in self.forecasts],
+            "forecasts_from": f"training reward ({self.forecasts_from})" if self.forecasts_from else "fit",
             "compute_to_reach": [vars(r) for r in self.reaches],
             "holdout": holdout,
         }

@@ -26,13 +26,12 @@ import numpy as np
 
 from scalerl.fit import report
 from scalerl.fit.cli import _guard, _r0, options_from
-from scalerl.fit.companion import Companion, read_companion
+from scalerl.fit.companion import add_train_reward_option, companion_of
 from scalerl.fit.errors import CurveError
 from scalerl.fit.outputs import check_outputs
 from scalerl.fit.predictive import HORIZON
 from scalerl.fit.readers import (
     RUN_LOG,
-    TRAIN_REWARD_COLUMNS,
     Columns,
     expand_paths,
     is_tensorboard,
@@ -71,9 +70,7 @@ def register(subparsers) -> None:
     p.add_argument("--method", choices=("fast", "paper"), default=None, help="as scalerl fit")
     p.add_argument("--level", type=float, default=None, metavar="P", help="coverage of every interval")
     p.add_argument("--margin", type=float, default=None, metavar="M", help="as scalerl fit")
-    p.add_argument("--train-reward", metavar="COLUMN|none", default=None,
-                   help="the training reward the forecast follows where the log has one (default: the first of "
-                        f"{', '.join(TRAIN_REWARD_COLUMNS)} present; none: the validation curve alone)")
+    add_train_reward_option(p)
     p.add_argument("--json", type=Path, metavar="FILE", help="write the plan as JSON")
     p.add_argument("--plot", type=Path, metavar="FILE", help="write the figure as PNG")
     p.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report")
@@ -127,14 +124,6 @@ def _roles_of(speeds: Path) -> RoleTimes | None:
     except (TypeError, ValueError) as err:
         raise CurveError(f"{speeds}: roles must hold numbers gen_device_s, learner_device_s, sync_s, eval_s, "
                          f"generators, learner_devices and k ({err}).") from None  # fmt: skip
-
-
-def _companion(args: argparse.Namespace, log: Path, curve) -> Companion | None:
-    """The training reward the forecast follows (``fit.companion``), or None (``--train-reward none``,
-    or a log without one)."""
-    if args.train_reward is not None and args.train_reward.lower() == "none":
-        return None
-    return read_companion(log, curve, Columns(x=args.x, y=args.y), train=args.train_reward)
 
 
 def _inputs(args: argparse.Namespace):
@@ -250,7 +239,7 @@ def plan_command(args: argparse.Namespace) -> int:
     inside = [f for p in inputs if p.is_dir() for f in p.iterdir()]
     check_outputs([*inputs, *inside], {"--json": args.json, "--plot": args.plot, "--html": args.html})
     curve, clock, times = _inputs(args)
-    companion = _companion(args, _log_of(Path(args.run))[0], curve)
+    companion = companion_of(args, curve, Columns(x=args.x, y=args.y), _log_of(Path(args.run))[0])
     prior = None
     if args.prior_runs is not None:
         from scalerl.fit.prior_runs import load_prior
