@@ -300,11 +300,16 @@ def final_table(cases: list[Final]) -> list[tuple]:
                 if sel:
                     used = sum(c.source in ("prior", "training reward") for c in sel)
                     named = "prior" in method or method == "training reward"
-                    rows.append((f"{frac:.0%}", fam, method + (f" ({used} used it)" if named else ""),
-                                 len(sel), f"{np.mean([c.covered for c in sel]):.1%}",
-                                 f"{np.median([c.hi - c.lo for c in sel]):.3f}",
-                                 f"{np.median([abs(c.mid - c.actual) for c in sel]):.3f}"))  # fmt: skip
+                    rows.append(_final_row(frac, fam, method + (f" ({used} used it)" if named else ""), sel))
+                    own = [c for c in sel if c.source == method]
+                    if method == "training reward" and own and len(own) < len(sel):
+                        rows.append(_final_row(frac, fam, "training reward, where used", own))
     return rows
+
+
+def _final_row(frac: float, fam: str, label: str, sel: list[Final]) -> tuple:
+    return (f"{frac:.0%}", fam, label, len(sel), f"{np.mean([c.covered for c in sel]):.1%}",
+            f"{np.median([c.hi - c.lo for c in sel]):.3f}", f"{np.median([abs(c.mid - c.actual) for c in sel]):.3f}")
 
 
 def timed_table(cases: list[Timed]) -> list[tuple]:
@@ -384,7 +389,13 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="two runs a family")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json", type=Path, help="write every case here")
+    ap.add_argument("--cases", type=Path, help="print the tables of a --json written before (no fitting)")
     args = ap.parse_args()
+    if args.cases is not None:
+        data = json.loads(args.cases.read_text())
+        _tables([Final(**c) for c in data["final"]], [Timed(**{**c, "pred": tuple(c["pred"])}) for c in data["timed"]],
+                [Reach(**c) for c in data["reach"]], args.markdown)  # fmt: skip
+        return 0
     print(_scaling())
     import os
 
@@ -413,19 +424,23 @@ def main() -> int:
     families = sorted({r.family for r in all_runs})
     print(f"{len(all_runs)} runs in {len(families)} families ({', '.join(families)}); "
           f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
-    _print("Final value: 95% predictive interval of the last evaluation", ("cut", "family", "method", "cases",
-           "coverage", "median width", "median |error|"), final_table(finals), args.markdown)  # fmt: skip
-    _print("Time to target (plan, mean of 5 evaluations)", ("method", "cut", "family", "cases", "95% coverage",
-           "hi finite", "median rel. err (hours)"), timed_table(timed), args.markdown)  # fmt: skip
-    rows, bins = reach_table(reach)
-    _print("P(reach within the run's budget): Brier", ("method", "cut", "cases", "base rate", "Brier",
-           "Brier of the base rate"), rows, args.markdown)  # fmt: skip
-    _print("Reliability (both cuts)", ("method", "P bin", "cases", "mean P", "observed", "within 0.10"), bins,
-           args.markdown)  # fmt: skip
+    _tables(finals, timed, reach, args.markdown)
     if args.json:
         args.json.write_text(json.dumps({"final": [asdict(c) for c in finals], "timed": [asdict(c) for c in timed],
                                          "reach": [asdict(c) for c in reach]}, default=float))  # fmt: skip
     return 0
+
+
+def _tables(finals, timed, reach, markdown: bool) -> None:
+    _print("Final value: 95% predictive interval of the last evaluation", ("cut", "family", "method", "cases",
+           "coverage", "median width", "median |error|"), final_table(finals), markdown)  # fmt: skip
+    _print("Time to target (plan, mean of 5 evaluations)", ("method", "cut", "family", "cases", "95% coverage",
+           "hi finite", "median rel. err (hours)"), timed_table(timed), markdown)  # fmt: skip
+    rows, bins = reach_table(reach)
+    _print("P(reach within the run's budget): Brier", ("method", "cut", "cases", "base rate", "Brier",
+           "Brier of the base rate"), rows, markdown)  # fmt: skip
+    _print("Reliability (both cuts)", ("method", "P bin", "cases", "mean P", "observed", "within 0.10"), bins,
+           markdown)  # fmt: skip
 
 
 if __name__ == "__main__":
