@@ -8,14 +8,18 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from scalerl.cli import main
 from scalerl.fit.companion import Companion, align, read_companion
 from scalerl.fit.errors import CurveError
 from scalerl.fit.law import sigmoid
 from scalerl.fit.options import FitOptions
-from scalerl.fit.readers import Columns, read_curves
-from scalerl.fit.time.answer import forecast_draws
+from scalerl.fit.readers import Columns, Curve, read_curves
+from scalerl.fit.time.answer import forecast_draws, make_plan
+from scalerl.fit.time.crossing import crossing
+from scalerl.fit.time.timing import clock_from_records, time_to_target
 from scalerl.serve.runs import forecast_band
 
 from .time.test_plan_cli import _run_folder
@@ -220,3 +224,20 @@ def test_fit_forecasts_at_a_target_compute_follow_the_training_reward(tmp_path, 
     assert main(["fit", str(run), "--target-compute", "5", "--no-budget", "--train-reward", "none",
                  "--json", str(tmp_path / "b.json")]) == 0  # fmt: skip
     assert json.loads((tmp_path / "b.json").read_text())["runs"][0]["forecasts_from"] == "fit"
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), steps=st.integers(60, 200), targets=st.lists(st.floats(0.2, 0.95), min_size=3,
+       max_size=3), budgets=st.lists(st.floats(0.1, 20.0), min_size=4, max_size=4))  # fmt: skip
+def test_the_companions_draws_keep_the_invariants(seed, steps, targets, budgets):
+    """P(within a budget) <= P(at all), never falling as the budget grows, when the draws
+    follow the training reward too (the same draws answer both)."""
+    records = _steps(steps, 10, seed=seed)
+    c, y, comp = _companion(records)
+    curve = Curve("run", c, y, "run", x="compute_gpu_hours", y="val_pass_rate")
+    clock = clock_from_records(records, "run")
+    for target in targets:
+        plan = make_plan(curve, clock, target, FitOptions(), companion=comp)
+        cross = crossing(plan.predictive, target, plan.window)
+        p = [time_to_target(cross, clock, budget_hours=h).p_reach for h in sorted(budgets)]
+        assert all(x <= cross.p_reach + 1e-12 for x in p) and all(np.diff(p) >= -1e-12), (p, cross.p_reach)
