@@ -85,3 +85,29 @@ def test_replay_refuses_a_run_that_ends_before_the_budget():
     curves = [_run("long", 0.7, 1.5, 0.2, 1.0, seed=0), _run("short", 0.7, 1.5, 0.2, 0.5, seed=1)]
     with pytest.raises(CurveError, match=r"short\.jsonl ends at compute 0\.5, before the budget 1"):
         replay(curves, 1.0)
+
+
+def test_a_study_reads_each_points_training_reward(tmp_path):
+    """Each point's forecast follows its own training reward where its log has one, in the
+    replay and through ``scalerl sweep --replay``'s reader."""
+    from scalerl.experiments.replay import replay_companions, replay_curves
+    from scalerl.fit.choose import standing
+    from scalerl.fit.options import FitOptions
+
+    from .test_companion import _companion, _steps
+    from .time.test_plan_cli import _run_folder
+
+    runs = {f"p{seed}": _steps(250, 10, seed=seed) for seed in (1, 2)}
+    curves, companions = [], {}
+    for name, records in runs.items():
+        c, y, comp = _companion(records)
+        curves.append(Curve(name, c, y, name))
+        companions[name] = comp
+    s = standing(curves[0], 5.0, FitOptions(), companions["p1"])
+    assert s.source == "training reward"
+    with_t = replay(curves, 2.5, companions=companions).to_dict()
+    alone = replay(curves, 2.5).to_dict()
+    assert with_t["full"]["ranking"] != alone["full"]["ranking"]  # read off other draws
+    folders = [_run_folder(tmp_path / name, records) for name, records in runs.items()]
+    read = replay_companions(replay_curves(folders))
+    assert set(read) == {"p1", "p2"} and np.allclose(read["p1"].train, companions["p1"].train)

@@ -78,6 +78,8 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
     from scalerl.experiments.replay import write_json
     from scalerl.experiments.sweep import _has_checkpoint, execute, is_finished, shared_base
     from scalerl.fit.choose import ETA, THRESHOLD, Study, through
+    from scalerl.fit.companion import read_companion
+    from scalerl.fit.readers import Columns
 
     threshold = THRESHOLD if adaptive.threshold is None else adaptive.threshold
     by_name = {point_name(v.run_dir, out): v for v in variants}
@@ -98,7 +100,8 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
                          _has_checkpoint(v.run_dir)))  # fmt: skip
         execute(todo, parallel=parallel, runner=runner, train=train, log=log)
         curves = {n: c for n in study.alive if (c := _curve(by_name[n].run_dir, n, x)) is not None}
-        for stop in study.step(rung, {n: through(c, rung) for n, c in curves.items()}):
+        companions = {n: read_companion(by_name[n].run_dir / "metrics.jsonl", c, Columns(x=x)) for n, c in curves.items()}
+        for stop in study.step(rung, {n: through(c, rung) for n, c in curves.items()}, companions):
             log(f"stopped {stop['point']} at compute {stop['at_compute']:.4g}: {stop['reason']}")
         write_json(study.finish().to_dict(), out / "decisions.json")
     return study.finish()

@@ -63,6 +63,15 @@ def replay_curves(paths: Sequence[Path], x: str | None = None, y: str | None = N
     return curves
 
 
+def replay_companions(curves: Sequence[Curve], x: str | None = None) -> dict:
+    """Each run's training reward (``fit.companion``), by name: what its forecast follows where
+    the log has one (None where it has not)."""
+    from scalerl.fit.companion import read_companion
+    from scalerl.fit.readers import Columns
+
+    return {c.name: read_companion(Path(c.source.split(" [")[0]), c, Columns(x=x)) for c in curves}
+
+
 def describe(d: dict) -> list[str]:
     """The decisions as lines a user reads."""
     winner = d["winner"] if isinstance(d["winner"], str) else "tied: " + ", ".join(d["winner"])

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scalerl.fit.companion import Companion
 from scalerl.fit.errors import CurveError
 from scalerl.fit.options import FitOptions
 from scalerl.fit.readers import Curve
@@ -78,9 +79,11 @@ def through(curve: Curve, compute: float) -> Curve:
     return curve.head(float(curve.compute[i])) if len(curve) else curve
 
 
-def standing(curve: Curve, budget: float, options: FitOptions) -> Standing:
+def standing(curve: Curve, budget: float, options: FitOptions, companion: Companion | None = None) -> Standing:
     """``curve``'s forecast at ``budget`` from its one predictive distribution (the data past
-    the budget's evaluation, if any, is not read: the question is the value at the budget)."""
+    the budget's evaluation, if any, is not read: the question is the value at the budget);
+    ``companion``: the run's training reward, which the draws follow where it fits and rises
+    (``fit.companion``; cut where the curve is)."""
     from scalerl.fit.time.answer import forecast_draws
 
     seen = through(curve, budget)
@@ -89,7 +92,7 @@ def standing(curve: Curve, budget: float, options: FitOptions) -> Standing:
                          f"a forecast needs {MIN_EVALS}.")  # fmt: skip
     fit = options.fit(seen.compute, seen.reward, source=seen.source)
     end = max(budget, float(seen.compute[-1]))
-    pred, source, _, _ = forecast_draws(fit, options, None, end, budget=budget)
+    pred, source, _, _ = forecast_draws(fit, options, None, end, budget=budget, companion=companion)
     return Standing(curve.name, float(seen.compute[-1]), pred.curves(np.array([budget]))[:, 0], source)
 
 
@@ -181,15 +184,17 @@ class Study:
         self.spent = dict.fromkeys(points, 0.0)
         self.p: dict[str, float] = {}  # P(best) at the latest round
 
-    def step(self, rung: float, curves: Mapping[str, Curve]) -> list[dict]:
-        """Decide at ``rung`` from ``curves`` (each running point's, up to the rung); the
-        points stopped, as ``decisions.json`` lists them. At the budget nothing is stopped:
-        the survivors ran their whole way, and their P(best) there is the verdict."""
-        d = self.decisions
+    def step(self, rung: float, curves: Mapping[str, Curve],
+             companions: Mapping[str, Companion | None] | None = None) -> list[dict]:
+        """Decide at ``rung`` from ``curves`` (each running point's, up to the rung) and their
+        training rewards (``companions``, by point; none: the validation alone); the points
+        stopped, as ``decisions.json`` lists them. At the budget nothing is stopped: the
+        survivors ran their whole way, and their P(best) there is the verdict."""
+        d, companions = self.decisions, companions or {}
         for name in self.alive:
             if name in curves and len(curves[name]):
                 self.spent[name] = float(curves[name].compute[-1])
-        ready = [standing(curves[n], d.budget, self.options) for n in self.alive
+        ready = [standing(curves[n], d.budget, self.options, companions.get(n)) for n in self.alive
                  if n in curves and len(through(curves[n], d.budget)) >= MIN_EVALS]  # fmt: skip
         if len(ready) < 2:
             return []
@@ -214,19 +219,22 @@ class Study:
 
 
 def replay(curves: Sequence[Curve], budget: float, *, first_rung: float | None = None, eta: float = ETA,
-           threshold: float = THRESHOLD, options: FitOptions | None = None) -> Decisions:
-    """The policy on finished runs (module docstring); each must reach ``budget``."""
+           threshold: float = THRESHOLD, options: FitOptions | None = None,
+           companions: Mapping[str, Companion | None] | None = None) -> Decisions:
+    """The policy on finished runs (module docstring); each must reach ``budget``.
+    ``companions``: each run's training reward by name (``fit.companion``)."""
     short = [c for c in curves if float(c.compute[-1]) < budget * (1 - 1e-9)]
     if short:
         raise CurveError(f"{short[0].source} ends at compute {float(short[0].compute[-1]):.4g}, before the "
                          f"budget {budget:.4g}: a replay needs every run to reach the budget.")  # fmt: skip
     by_name = {c.name: c for c in curves}
     study = Study(list(by_name), budget, first_rung=first_rung, eta=eta, threshold=threshold, options=options)
+    companions = companions or {}
     for rung in study.decisions.rungs:
-        study.step(rung, {n: by_name[n].head(rung) for n in study.alive})
+        study.step(rung, {n: by_name[n].head(rung) for n in study.alive}, companions)
     out = study.finish()
     out.compute_full = float(sum(float(c.head(budget).compute[-1]) for c in curves))
-    everyone = [standing(c.head(budget), budget, study.options) for c in curves]
+    everyone = [standing(c.head(budget), budget, study.options, companions.get(c.name)) for c in curves]
     p_all = p_best(everyone)
     out.full = {"winner": tied(p_all, threshold),
                 "ranking": [{"point": s.point, **s.forecast(study.options.level), "p_best": p_all[s.point]}
