@@ -241,3 +241,14 @@ def test_the_companions_draws_keep_the_invariants(seed, steps, targets, budgets)
         cross = crossing(plan.predictive, target, plan.window)
         p = [time_to_target(cross, clock, budget_hours=h).p_reach for h in sorted(budgets)]
         assert all(x <= cross.p_reach + 1e-12 for x in p) and all(np.diff(p) >= -1e-12), (p, cross.p_reach)
+
+
+def test_the_fit_figure_shows_the_forecasts_the_table_gives(tmp_path, monkeypatch):
+    from .test_prior import _recorded
+
+    run = _run_folder(tmp_path / "run", _steps(250, 10, seed=1))
+    figures = _recorded(monkeypatch, "fit_figure")
+    assert main(["fit", str(run), "--target-compute", "5", "--no-budget", "--plot", str(tmp_path / "f.png")]) == 0
+    (ax,) = figures
+    assert any("following the training reward (reward_mean)" in t for t in ax.get_legend_handles_labels()[1])
+    assert (tmp_path / "f.png").stat().st_size > 0

@@ -223,6 +223,7 @@ def fit_figure(outcomes: Sequence[FitOutcome]):
         if o.answer is None:
             ax = plot.plot_fit(o.run.fit, o.run.curve, unc=o.run.unc)
             ax.set_title(f"{o.run.name}: {y}, sigmoid fit (solid) and extrapolation (dashed)")
+            _followed_forecasts(ax, o)
             return ax
         return _figure_with_prior(o, y)
     fits, curves, bands = {}, {}, {}
@@ -235,6 +236,19 @@ def fit_figure(outcomes: Sequence[FitOutcome]):
             curves[alone] = o.run.curve
         fits[alone], bands[alone] = o.run.fit, o.run.band
     return plot.plot_comparison(fits, curves, bands=bands, title=f"{y}: runs and their sigmoid fits")
+
+
+def _followed_forecasts(ax, o: FitOutcome) -> None:
+    """The forecasts at ``--target-compute`` that follow the training reward, each with its
+    predictive interval: the table's numbers, where the law's own curve says otherwise."""
+    if not o.forecasts_from:
+        return
+    c = [c for c, _ in o.forecasts]
+    v = np.array([f.value for _, f in o.forecasts])
+    err = [v - np.array([f.pred_lo for _, f in o.forecasts]), np.array([f.pred_hi for _, f in o.forecasts]) - v]
+    ax.errorbar(c, v, yerr=err, fmt="D", color="C3", capsize=4,
+                label=f"forecast following the training reward ({o.forecasts_from})")  # fmt: skip
+    ax.legend(loc="lower right", fontsize="small")
 
 
 def _figure_with_prior(o: FitOutcome, y: str):
