@@ -182,7 +182,7 @@ class Final:
     mid: float
     hi: float
     actual: float
-    source: str = ""  # the sigmoid's: "fit", "prior" (the siblings' prior was used) or "flat"
+    source: str = ""  # whose draws: "fit", "prior" (the siblings' prior was used), "training reward" or "flat"
 
     @property
     def covered(self) -> bool:

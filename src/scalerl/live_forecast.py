@@ -189,7 +189,7 @@ def _fit(compute: list[float], reward: list[float], budget: float, step: int, cf
             from scalerl.fit.companion import Companion
             from scalerl.fit.time.answer import live_time_to_target
 
-            companion = Companion.of(compute, reward, *zip(*trained), TRAIN_REWARD) if trained else None
+            companion = Companion.from_points(compute, reward, trained, TRAIN_REWARD)
             try:
                 fields |= live_time_to_target(compute, reward, clock, target=cfg.target, budget=budget,
                                               options=options, companion=companion)  # fmt: skip

@@ -61,7 +61,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     records = []
     if not Path(path).exists():
         return records
-    for line in Path(path).read_text().splitlines():
+    for line in Path(path).read_text(errors="replace").splitlines():
         try:
             record = json.loads(line)
         except json.JSONDecodeError:

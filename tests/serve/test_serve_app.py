@@ -43,6 +43,10 @@ def test_pages_load_their_scripts_from_this_server_only(client):
 
 def test_nothing_outside_the_served_folders_is_reachable(client):
     assert client.get("/api/run/0/../../etc").status_code == 404
+    # the client removes plain dot segments; encoded ones reach the app's own guard
+    escape = client.get("/api/run/0/..%2F..%2Fetc")
+    assert escape.status_code == 404 and "no run '0/../../etc' under the served folders" in escape.text
+    assert client.get("/static/app.py").status_code == 404  # a file beside the pages, not one of them
     assert client.get("/api/run/7/anything").status_code == 404
     assert client.get("/static/..%2Fapp.py").status_code == 404
     assert client.get("/api/run/0/scalerl/lr=1e-4/seed0/samples", params={"limit": "lots"}).status_code == 400

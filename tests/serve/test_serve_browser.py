@@ -38,7 +38,8 @@ def served(tmp_path):
     assert server.started
     yield f"http://127.0.0.1:{port}", tmp_path
     server.should_exit = True
-    thread.join(10)
+    thread.join(30)
+    assert not thread.is_alive()
 
 
 def _train(model_dir, out) -> subprocess.Popen:

@@ -84,6 +84,7 @@ def test_a_sweep_folder_is_a_study_with_its_fits_and_decisions(tmp_path):
     (study,) = [f for f in found if f.kind == "study"]
     s = data.study(study, [f for f in found if f.kind == "run"])
     assert set(s["curves"]) == {"scalerl/lr=1e-4/seed0", "scalerl/lr=1e-5/seed0"} and len(s["fits"]) == 2
+    assert any(r["A"]["lo"] is not None for r in s["fits"])
     assert all(r["A"]["lo"] <= r["A"]["value"] <= r["A"]["hi"] for r in s["fits"] if r["A"]["lo"] is not None)
     assert s["decisions"]["winner"] == "scalerl/lr=1e-4/seed0"
 

@@ -69,7 +69,7 @@ def replay_companions(curves: Sequence[Curve], x: str | None = None) -> dict:
     from scalerl.fit.companion import read_companion
     from scalerl.fit.readers import Columns
 
-    return {c.name: read_companion(Path(c.source.split(" [")[0]), c, Columns(x=x)) for c in curves}
+    return {c.name: read_companion(c.log, c, Columns(x=x)) for c in curves}
 
 
 def describe(d: dict) -> list[str]:

@@ -338,7 +338,8 @@ def _with_forecasts(run: RunFit, holdout, args: argparse.Namespace, prior=None, 
     if companion is not None:
         from scalerl.fit.time.answer import forecast_draws
 
-        ahead = [(c, *forecast_draws(run.fit, options, None, c, None, c, companion=companion)[:2]) for c in args.target_compute]
+        ahead = [(c, *forecast_draws(run.fit, options, None, c, None, c, companion=companion)[:2])
+                 for c in args.target_compute]  # fmt: skip
         if all(source == "training reward" for _, _, source in ahead):
             forecasts = [(c, _from_draws(pred, c)) for c, pred, _ in ahead]
             followed = companion.column

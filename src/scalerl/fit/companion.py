@@ -77,6 +77,11 @@ class Companion:
             column,
         )
 
+    @classmethod
+    def from_points(cls, eval_compute, val, points, column: str) -> Companion | None:
+        """From (compute, training reward) pairs as a live run collects them; None for none."""
+        return cls.of(eval_compute, val, *zip(*points), column) if points else None
+
     def __len__(self) -> int:
         return int(self.compute.size)
 
@@ -138,5 +143,5 @@ def companion_of(args: argparse.Namespace, curve: Curve, columns: Columns, log: 
     without one."""
     if args.train_reward is not None and args.train_reward.lower() == "none":
         return None
-    log = Path(curve.source.split(" [")[0]) if log is None else log
+    log = curve.log if log is None else log
     return read_companion(log, curve, columns, train=args.train_reward)

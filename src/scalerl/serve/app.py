@@ -17,7 +17,6 @@ reads outside them.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
 
+from scalerl.fit.report import json_safe
 from scalerl.serve import runs as data
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -37,17 +37,6 @@ def plotly_js() -> Path:
     import plotly
 
     return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
-
-
-def _clean(value):
-    """JSON without NaN or infinity (a browser's JSON.parse refuses them)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
 
 
 def build_app(roots: Sequence[Path]) -> Starlette:
@@ -69,13 +58,13 @@ def build_app(roots: Sequence[Path]) -> Starlette:
 
     async def api_runs(request: Request):
         found = data.discover(roots)
-        return JSONResponse(_clean({"runs": [data.summary(f) for f in found if f.kind == "run"],
+        return JSONResponse(json_safe({"runs": [data.summary(f) for f in found if f.kind == "run"],
                                     "studies": [{"id": f.id, "folder": str(f.path)} for f in found
                                                 if f.kind == "study"]}))  # fmt: skip
 
     async def api_run(request: Request):
         hit, _ = lookup("run", request.path_params["rid"])
-        return JSONResponse(_clean(data.detail(hit)))
+        return JSONResponse(json_safe(data.detail(hit)))
 
     async def api_samples(request: Request):
         hit, _ = lookup("run", request.path_params["rid"])
@@ -83,11 +72,11 @@ def build_app(roots: Sequence[Path]) -> Starlette:
             limit = max(1, min(int(request.query_params.get("limit", "50")), 1000))
         except ValueError:
             raise HTTPException(400, "limit is a number of samples") from None
-        return JSONResponse(_clean(data.samples(hit, request.query_params.get("q", ""), limit)))
+        return JSONResponse(json_safe(data.samples(hit, request.query_params.get("q", ""), limit)))
 
     async def api_study(request: Request):
         hit, found = lookup("study", request.path_params["sid"])
-        return JSONResponse(_clean(data.study(hit, [f for f in found if f.kind == "run"])))
+        return JSONResponse(json_safe(data.study(hit, [f for f in found if f.kind == "run"])))
 
     async def api_compare(request: Request):
         ids = [i for i in request.query_params.get("runs", "").split(",") if i]
@@ -96,7 +85,7 @@ def build_app(roots: Sequence[Path]) -> Starlette:
         missing = [i for i in ids if i not in by_id]
         if missing or not ids:
             raise HTTPException(404, f"no run {missing[0]!r} under the served folders" if missing else "pick runs")
-        return JSONResponse(_clean(data.compare({i: by_id[i] for i in ids})))
+        return JSONResponse(json_safe(data.compare({i: by_id[i] for i in ids})))
 
     async def static(request: Request):
         name = request.path_params["name"]

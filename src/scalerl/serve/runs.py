@@ -22,15 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalerl.metric_names import COMPUTE, TRAIN_REWARD, VAL_PASS_RATE, WALL
+from scalerl.metrics import read_records
 
 LIVE_S = 120.0
 """A run whose ``metrics.jsonl`` changed this recently counts as running."""
 SKIP = ("_base", "base_model", "checkpoint", "checkpoint.old", "model", "tb")
 """Folders under a study that hold no run of their own."""
-TRAINING = ("reward_mean", "pass_rate", "completion_len", "truncation_rate", "entropy", "staleness_mean",
+TRAINING = (TRAIN_REWARD, "pass_rate", "completion_len", "truncation_rate", "entropy", "staleness_mean",
             "mismatch_kl", "loss", "grad_norm")  # fmt: skip
 """The training curves a run page draws (those its records have), besides each reward function's."""
-NOT_FUNCTIONS = ("reward_mean", "reward_none", "reward_errors")
+NOT_FUNCTIONS = (TRAIN_REWARD, "reward_none", "reward_errors")
 
 
 @dataclass(frozen=True)
@@ -87,21 +88,7 @@ def cached(path: Path, key: str, make):
 def read_jsonl(path: Path) -> list[dict]:
     """The whole lines of a JSONL file a writer may be appending to (a torn last line is
     skipped); read once per change of the file."""
-    return cached(path, "lines", lambda: _read_jsonl(path))
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+    return cached(path, "lines", lambda: read_records(path))
 
 
 def _config(run: Path) -> dict:
@@ -154,7 +141,7 @@ def summary(found: Found, now: float | None = None) -> dict:
     return {
         "id": found.id, "folder": str(found.path), "recipe": cfg.get("name", ""), "state": state(found.path, records, cfg, now),
         "step": last.get("step"), "steps": _section(cfg, "train").get("steps"),
-        "reward": _number(next((r["reward_mean"] for r in reversed(records) if "reward_mean" in r), None)),
+        "reward": _number(next((r[TRAIN_REWARD] for r in reversed(records) if TRAIN_REWARD in r), None)),
         "val": _number(evals[-1][VAL_PASS_RATE]) if evals else None, "val_step": evals[-1]["step"] if evals else None,
         "forecast": {k: _number(fc.get(f"forecast_final{s}")) for k, s in (("median", ""), ("lo", "_lo"), ("hi", "_hi"))}
         | {"budget": _number(fc.get("forecast_budget"))},
@@ -199,7 +186,7 @@ def forecast_band(compute: list[float], reward: list[float], budget: float | Non
     grid = np.linspace(last, end, GRID)
     try:
         fit = options.fit(np.asarray(compute), np.asarray(reward))
-        companion = Companion.of(compute, reward, *zip(*trained), TRAIN_REWARD) if trained else None
+        companion = Companion.from_points(compute, reward, trained, TRAIN_REWARD)
         pred, source, _, evidence = forecast_draws(fit, options, None, end, None, end, companion=companion)
         mu = pred.curves(grid)  # (draws, GRID): one projection of the band serves every number below
     except (CurveError, ValueError, np.linalg.LinAlgError) as err:
@@ -339,7 +326,7 @@ def compare(picked: dict[str, Found]) -> dict:
     from scalerl.fit.readers import Curve
 
     options = FitOptions(r0="first")
-    curves, fits, fitted = {}, [], []
+    curves, fits, fitted, fit_of = {}, [], [], {}
     for name, r in picked.items():
         evals = [x for x in read_jsonl(r.path / "metrics.jsonl")
                  if _number(x.get(VAL_PASS_RATE)) is not None and _number(x.get(COMPUTE)) is not None]  # fmt: skip
@@ -352,10 +339,11 @@ def compare(picked: dict[str, Found]) -> dict:
             except (CurveError, ValueError, np.linalg.LinAlgError):
                 return None
 
-        run = cached(r.path / "metrics.jsonl", f"fit {name}", fitted_run)
+        run = cached(r.path / "metrics.jsonl", "fit", fitted_run)
         if run is None:
             continue
         fitted.append(curve)
+        fit_of[name] = run.fit
         row = {"run": name}
         for p in ("A", "B", "C_mid"):
             lo, hi = run.intervals.get(p, (None, None))
@@ -365,7 +353,7 @@ def compare(picked: dict[str, Found]) -> dict:
     verdict = None
     if len(fitted) >= 2:
         try:
-            verdict = compare_runs(fitted, options=options).verdict.to_dict()
+            verdict = compare_runs(fitted, options=options, fits=fit_of).verdict.to_dict()
         except (CurveError, ValueError, np.linalg.LinAlgError) as err:
             verdict = {"error": str(err)}
     return {"curves": curves, "fits": fits, "verdict": verdict}

@@ -130,7 +130,7 @@ def _unique_names(curves: list[Curve]) -> list[Curve]:
     for name, members in groups.items():
         if len(members) < 2:
             continue
-        folders = [Path(curves[i].source.split(" [")[0]).resolve().parent.parts for i in members]
+        folders = [curves[i].log.resolve().parent.parts for i in members]
         for depth in range(1, max(len(f) for f in folders) + 1):
             labels = ["/".join(f[-depth:] + (name,)) for f in folders]
             if len(set(labels)) == len(labels):

@@ -63,6 +63,11 @@ class Curve:
     def __len__(self) -> int:
         return int(self.compute.shape[0])
 
+    @property
+    def log(self) -> Path:
+        """The file the curve was read from (``source`` less its `` [run]`` suffix)."""
+        return Path(self.source.split(" [")[0])
+
     def head(self, max_compute: float) -> Curve:
         """The points with compute <= ``max_compute`` (a budget prefix)."""
         keep = self.compute <= max_compute

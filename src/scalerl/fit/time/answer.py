@@ -105,11 +105,10 @@ def forecast_draws(fit: FitResult, options: FitOptions, prior, end: float, targe
     reward's, ``fit.companion``), when one is given and its curve fits and rises (the dense
     signal may show a rise the evaluations cannot yet: the Rise returned is then its own);
     the flat run's (``rise.flat_band``), when the evaluations show no rise; the prior-free
-    fit's band, calibrated at
-    the extrapolation ratio of the fit's own crossing of ``target`` or of the ``budget``
-    compute asked about, the further: each side of the band by its own factor
-    (``calibrate``'s ``sides``; ``sided=False``: the one symmetric factor). ``reason`` says
-    why a prior or companion given was not used."""
+    fit's band, calibrated at the extrapolation ratio of the fit's own crossing of ``target``
+    or of the ``budget`` compute asked about, the further: each side of the band by its own
+    factor (``calibrate``'s ``sides``; ``sided=False``: the one symmetric factor).
+    ``reason`` says why a prior or companion given was not used."""
     last = float(fit.compute.max())
     estimate = np.inf if target is None else float(law.compute_for_reward(target, fit.A, fit.B, fit.C_mid, fit.R0))
     reach = [c for c in (estimate, budget or np.inf) if np.isfinite(c) and c > 0]
@@ -146,8 +145,9 @@ def forecast_draws(fit: FitResult, options: FitOptions, prior, end: float, targe
 
 def _companion_draws(comp: Companion, kw: dict, options: FitOptions, end: float, target: float | None,
                      budget: float | None, sided: bool, *, sigma: float, rho: float):
-    """(Predictive or None, why not, the training reward's Rise): the validation forecast as the training reward's
-    calibrated draws plus the offset ``g`` (``fit.companion``): centre ``t(C) + g``, each side
+    """(Predictive or None, why not, the training reward's Rise): the validation forecast as
+    the training reward's calibrated draws plus the offset ``g`` (``fit.companion``): centre
+    ``t(C) + g``, each side
     of the band widened by ``g``'s standard error in quadrature, the noise of one evaluation
     the offsets' spread (never below the validation's own ``sigma``)."""
     from scalerl.fit.errors import CurveError
