@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from scalerl.fit.readers import read_curves
 from scalerl.metrics import JsonlSink, read_records, truncate_after
@@ -169,3 +170,15 @@ def test_the_wandb_sink_logs_every_forecast_as_an_image(tmp_path, monkeypatch):
                 "forecast_final_lo": 0.5, "forecast_final_hi": 0.7, "forecast_budget": 1.0})  # fmt: skip
     assert "forecast" not in logged[0][1] and logged[0][1]["val_pass_rate"] == 0.2
     assert logged[1][0] == 2 and logged[1][1]["forecast"] == ("image", (400, 256))
+
+
+def test_a_forecast_without_matplotlib_is_logged_without_its_picture(monkeypatch):
+    """matplotlib is the ``plots`` extra: a run that lacks it keeps training and logging."""
+    from scalerl.forecast_figure import ForecastFigure
+
+    figure = ForecastFigure()
+    rec = {"compute_gpu_hours": 0.1, "val_pass_rate": 0.3, "forecast_final": 0.6, "forecast_final_lo": 0.5,
+           "forecast_final_hi": 0.7, "forecast_budget": 1.5}  # fmt: skip
+    assert figure.observe(rec)[:8] == b"\x89PNG\r\n\x1a\n"
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import matplotlib.figure now raises ImportError
+    assert figure.observe(rec) is None

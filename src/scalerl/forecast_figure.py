@@ -30,7 +30,10 @@ class ForecastFigure:
         needed = ("forecast_final", "forecast_final_lo", "forecast_final_hi", "forecast_budget")
         if not self.points or not all(isinstance(record.get(k), int | float) for k in needed):
             return None
-        return self._draw(record)
+        try:
+            return self._draw(record)
+        except ImportError:  # matplotlib is the `plots` extra: a run without it logs its scalars, no picture
+            return None
 
     def _draw(self, r: dict[str, Any]) -> bytes:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
