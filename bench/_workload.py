@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from _workload import parallel_scaling  # noqa: E402
 
-from scalerl.metrics import read_records  # noqa: E402
+from scalerl.runfolder import read_records  # noqa: E402
 
 SCALERL = str(ROOT / ".venv/bin/scalerl")
 

@@ -26,7 +26,7 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 sys.path.insert(0, str(Path(__file__).parent))
 from _workload import Workload, add_workload_args, parallel_scaling, run_scalerl, save_base_model  # noqa: E402
 
-from scalerl.metrics import read_records  # noqa: E402
+from scalerl.runfolder import read_records  # noqa: E402
 
 
 def main() -> None:

@@ -66,7 +66,7 @@ from mismatch import measure as measure_mismatch  # noqa: E402
 
 from scalerl.compute import matmul_peak  # noqa: E402
 from scalerl.config import load_config  # noqa: E402
-from scalerl.metrics import read_records  # noqa: E402
+from scalerl.runfolder import read_records  # noqa: E402
 from scalerl.models import build_model, build_task_tokenizer, count_parameters, save_pretrained  # noqa: E402
 from scalerl.pipeline import build  # noqa: E402
 from scalerl.pipeline.learner.batch import prepare_batch  # noqa: E402

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from _workload import parallel_scaling  # noqa: E402
 
-from scalerl.metrics import read_records  # noqa: E402
+from scalerl.runfolder import read_records  # noqa: E402
 
 RECIPES = ("scalerl", "scalerl-tools")
 POLICIES = ("unset", "PASSIVE")

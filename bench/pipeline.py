@@ -35,7 +35,7 @@ from _workload import (  # noqa: E402
     save_base_model,
 )
 
-from scalerl.metrics import read_records  # noqa: E402
+from scalerl.runfolder import read_records  # noqa: E402
 
 MODES = ("sync", "ppo-off-policy", "pipeline-rl")
 

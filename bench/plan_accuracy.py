@@ -58,7 +58,7 @@ import numpy as np
 
 from scalerl.fit import FitOptions
 from scalerl.fit.errors import CurveError, CurveWarning
-from scalerl.fit.prior_runs import load_prior
+from scalerl.fit.prior.runs import load_prior
 from scalerl.fit.readers import Columns, load_runs
 from scalerl.fit.time.answer import make_plan
 from scalerl.fit.time.timing import clock_from_records, read_records, trailing_mean

@@ -83,7 +83,7 @@ def test_tensorboard_events_are_read_back_and_a_full_disk_raises_on_the_callers_
 
 
 def test_an_old_run_s_renamed_keys_are_read_under_their_current_names_and_kept_so_on_resume(tmp_path):
-    from scalerl.metric_names import RENAMED
+    from scalerl.runfolder import RENAMED
 
     path = tmp_path / "metrics.jsonl"
     sink = JsonlSink(path)
@@ -102,7 +102,7 @@ def test_an_old_run_s_renamed_keys_are_read_under_their_current_names_and_kept_s
 def test_the_glossary_check_fails_on_a_key_without_its_line():
     from glossary import undocumented
 
-    from scalerl.metric_names import RENAMED
+    from scalerl.runfolder import RENAMED
 
     assert undocumented({"step", "val_pass_at_4_stderr", "reward/format", "downstream_len", "new_key"}) == ["new_key"]
     assert undocumented(RENAMED) == sorted(RENAMED)  # the old names are no current key
@@ -110,7 +110,7 @@ def test_the_glossary_check_fails_on_a_key_without_its_line():
 
 
 def test_every_key_of_the_one_metric_names_table_is_a_documented_current_key():
-    """``scalerl.metric_names`` is what the trainer writes and ``fit`` reads: each key has its
+    """``scalerl.runfolder`` is what the trainer writes and ``fit`` reads: each key has its
     line in ``docs/METRICS.md``, and an old name of ``RENAMED`` is none of them."""
     from glossary import undocumented
 

@@ -91,7 +91,7 @@ FORBIDDEN = {
     "scalerl.fit": ("scalerl.",),  # nothing of the package but fit itself (and its bundled curves)
     "scalerl.algo": ("scalerl.",),
     "scalerl.types": ("scalerl.",),
-    "scalerl.metric_names": ("scalerl.",),  # the metric keys the trainer writes and fit reads
+    "scalerl.runfolder": ("scalerl.",),  # the metric keys the trainer writes and fit reads
     "scalerl.plugins": ("scalerl.",),  # the plug-in loader, the user's code bounded, the console:
     "scalerl.user_code": ("scalerl.",),  # leaves that every layer may use
     "scalerl.progress": ("scalerl.",),
@@ -109,9 +109,9 @@ FORBIDDEN = {
     "scalerl.serve": ("scalerl.pipeline", "scalerl.experiments", "scalerl.config", *TRAINER),
 }
 """Layer → the module prefixes it must never import (its own package excepted)."""
-ALLOWED = {("scalerl.fit.demo", "scalerl.examples"),  # the bundled demo curves: data, not code
+ALLOWED = {("scalerl.fit.commands.demo", "scalerl.examples"),  # the bundled demo curves: data, not code
            # the trainer's metric keys, one table both sides import: plain strings, a leaf
-           ("scalerl.fit", "scalerl.metric_names"), ("scalerl.forecast_figure", "scalerl.metric_names"),
+           ("scalerl.fit", "scalerl.runfolder"), ("scalerl.forecast_figure", "scalerl.runfolder"),
            # the one module of the config that needs runtime code: tasks, reward functions,
            # environments, vLLM's presence, LoRA's spec; still never the pipeline, cli or experiments
            ("scalerl.config.runtime", "scalerl.data"), ("scalerl.config.runtime", "scalerl.rollout"),

@@ -124,7 +124,7 @@ def compact(records: list[dict]) -> list[dict]:
 
 def scalerl_run(family: Family, seed: int, lr: float) -> list[dict]:
     """``scalerl train`` in a scratch folder; its evaluations, compacted."""
-    from scalerl.metrics import read_records
+    from scalerl.runfolder import read_records
 
     with tempfile.TemporaryDirectory(prefix="scalerl-corpus-") as scratch:
         run_dir = Path(scratch) / "run"

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from scalerl.experiments.study import discover
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 
 
 def _mean(values) -> float:

@@ -16,8 +16,8 @@ from scalerl.fit.errors import EXIT_BAD_INPUT
 
 # module path of each command group; each exposes ``register(subparsers)``
 _COMMAND_MODULES = (
-    "scalerl.fit.cli",
-    "scalerl.fit.time.cli",
+    "scalerl.fit.commands.fit",
+    "scalerl.fit.commands.plan",
     "scalerl.pipeline.commands.train",
     "scalerl.pipeline.commands.export",
     "scalerl.experiments.cli",

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from scalerl.metric_names import COMPUTE, TOTAL_GEN_TOKENS, TOTAL_TRAINED_TOKENS, WALL
+from scalerl.runfolder import COMPUTE, TOTAL_GEN_TOKENS, TOTAL_TRAINED_TOKENS, WALL
 
 RATE_WINDOW = 10
 """Steps :class:`TokenRates` averages over: long enough to span several bursts of arriving

@@ -13,7 +13,8 @@ import io
 import struct
 from typing import Any
 
-from scalerl.metric_names import COMPUTE, VAL_PASS_RATE
+from scalerl.runfolder import COMPUTE, VAL_PASS_RATE
+from scalerl.runfolder import Forecast as K
 
 
 class ForecastFigure:
@@ -27,7 +28,7 @@ class ForecastFigure:
         """Keep the record's evaluation; the figure's PNG when the record has a forecast."""
         if isinstance(record.get(self.metric), int | float) and isinstance(record.get(COMPUTE), int | float):
             self.points.append((float(record[COMPUTE]), float(record[self.metric])))
-        needed = ("forecast_final", "forecast_final_lo", "forecast_final_hi", "forecast_budget")
+        needed = (K.FINAL, K.FINAL_LO, K.FINAL_HI, K.BUDGET)
         if not self.points or not all(isinstance(record.get(k), int | float) for k in needed):
             return None
         try:
@@ -44,15 +45,15 @@ class ForecastFigure:
         ax = fig.subplots()
         c, y = zip(*self.points)
         ax.plot(c, y, "o-", ms=3, lw=1, label=self.metric)
-        mid, lo, hi, budget = r["forecast_final"], r["forecast_final_lo"], r["forecast_final_hi"], r["forecast_budget"]
+        mid, lo, hi, budget = r[K.FINAL], r[K.FINAL_LO], r[K.FINAL_HI], r[K.BUDGET]
         ax.plot([c[-1], budget], [y[-1], mid], "--", color="C1", lw=1)
         ax.errorbar([budget], [mid], yerr=[[mid - lo], [hi - mid]], fmt="s", color="C1", capsize=4,
-                    label="forecast at the budget (95%)")  # fmt: skip
-        if isinstance(r.get("forecast_A_lo"), int | float) and isinstance(r.get("forecast_A_hi"), int | float):
-            ax.axhspan(r["forecast_A_lo"], r["forecast_A_hi"], color="C2", alpha=0.15, label="ceiling A, plausible")
+                    label=f"forecast at the budget (95%; {r.get(K.METHOD, 'fit')})")  # fmt: skip
+        if isinstance(r.get(K.A_LO), int | float) and isinstance(r.get(K.A_HI), int | float):
+            ax.axhspan(r[K.A_LO], r[K.A_HI], color="C2", alpha=0.15, label="ceiling A, plausible")
         ax.set_xlabel(COMPUTE)
         ax.set_ylabel(self.metric)
-        ax.set_title(f"step {r.get('forecast_step', r.get('step'))}: {mid:.3f} [{lo:.3f}, {hi:.3f}] at {budget:.3g}",
+        ax.set_title(f"step {r.get(K.STEP, r.get('step'))}: {mid:.3f} [{lo:.3f}, {hi:.3f}] at {budget:.3g}",
                      fontsize=9)  # fmt: skip
         ax.legend(fontsize=7, loc="lower right")
         fig.tight_layout()

@@ -1,22 +1,27 @@
-"""The live forecast of ``scalerl train``: Eq. 1 refitted on the run so far, off the
-learner's critical path, and the optional early stop it allows.
+"""The live forecast of ``scalerl train``: the run's ``Forecast`` remade after every
+evaluation, off the learner's critical path, and the early stops it allows.
 
-After every evaluation the validation curve so far is handed to one background thread,
-which fits the law and assesses its intervals (``scalerl.fit.forecast.live_forecast``).
-The learner never waits for it: the fields join the first metrics record written after
-the fit finishes, with ``forecast_step`` naming the evaluation they were fitted up to
-(and ``forecast_fit_until`` its compute, so ``scalerl fit --max-compute`` reproduces
-them). Only the run's last record waits, so that a run ends with its latest forecast.
+After every evaluation the run so far (its evaluations, training rewards and clock) is handed
+to one background thread, which makes the one forecast (``fit.forecast.forecast_of``: one fit
+of the validation per evaluation) and turns it into ``forecast_*`` fields
+(``fit.forecast.record``). The learner never waits for it: the fields join the first metrics
+record written after the forecast is made, with ``forecast_step`` naming the evaluation it
+was made at (and ``forecast_fit_until`` its compute, so ``scalerl plan --max-compute``
+reproduces it). Only the run's last record waits, so that a run ends with its latest forecast.
+The first evaluations already carry a forecast: its state (``too_few_evaluations``) says how
+many more it needs and about which step they come.
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from scalerl.config import Config
-from scalerl.metric_names import COMPUTE, TRAIN_REWARD, VAL_PASS_RATE, WALL
+from scalerl.runfolder import COMPUTE, TRAIN_REWARD, VAL_PASS_RATE, WALL
+from scalerl.runfolder import Forecast as K
 
 
 class LiveForecast:
@@ -31,6 +36,7 @@ class LiveForecast:
         self.y = cfg.fitted_metric  # forecast.metric: val_pass_rate or val_reward_mean
         self.points: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[self.y])) for r in past
                                                   if r.get(self.y) is not None]
+        self.steps: list[int] = [int(r["step"]) for r in past if r.get(self.y) is not None]
         self.clock: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[WALL])) for r in past if r.get(WALL) is not None]
         self.trained: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[TRAIN_REWARD])) for r in past
                                                    if r.get(TRAIN_REWARD) is not None and r.get(COMPUTE) is not None]
@@ -60,6 +66,7 @@ class LiveForecast:
             return
         self.points.append((float(record[COMPUTE]), float(record[self.y])))
         self._step = int(record["step"])
+        self.steps.append(self._step)
         if self._pending is not None and not self._pending.done():
             self._stale = True
             return
@@ -85,13 +92,8 @@ class LiveForecast:
         return float(budget)
 
     def _submit(self) -> None:
-        if len(self.points) - 1 < self.cfg.min_points or self._step <= 0:
-            return
-        compute, reward = zip(*self.points)
-        self._pending = self._pool.submit(
-            _fit, list(compute), list(reward), self.budget(), self._step, self.cfg, self._prior, self.y,
-            list(self.clock), list(self.trained)
-        )
+        run = Seen(list(self.points), list(self.trained), list(self.clock), list(self.steps), self.budget(), self._step)
+        self._pending = self._pool.submit(_forecast, run, self.cfg, self._prior, self.y)
         self._stale = False
 
     def _collect(self) -> None:
@@ -115,17 +117,19 @@ class LiveForecast:
 
     def no_rise(self, fields: dict[str, Any]) -> str | None:
         """The not-learning line, once: the forecast of ``fields`` finds no rise in the
-        validation after ``train.no_rise_after`` of the run's budget (``scalerl.fit.rise``)."""
-        if fields.get("forecast_rise") is not False or self._said_no_rise:
+        validation after ``train.no_rise_after`` of the run's budget (``scalerl.fit.forecast.rise``)."""
+        if fields.get(K.STATE) not in ("not_learning", "diverging") or self._said_no_rise:
             return None
-        done = fields["forecast_fit_until"] / fields["forecast_budget"]
+        done = fields[K.CUT] / fields[K.BUDGET]
         if done < self.train.no_rise_after:
             return None
         self._said_no_rise = True
-        z = fields.get("forecast_rise_z")
+        z = fields.get(K.RISE_Z)
         return (f"not learning: after {100 * done:.0f}% of the run's budget, {self.y} shows no rise (the last third "
-                f"of its evaluations reads {fields['forecast_rise_last']:.3f} against {fields['forecast_rise_first']:.3f} "
-                f"in the first third, {0.0 if z is None else z:+.1f} sd of their noise); what usually helps is the "
+                f"of its evaluations reads {fields[K.RISE_LAST]:.3f} against {fields[K.RISE_FIRST]:.3f} "
+                f"in the first third, {0.0 if z is None else z:+.1f} sd of their noise"
+                + (f"; {fields[K.SAID].split('; ')[0]}" if fields[K.STATE] == "diverging" else "")
+                + "); what usually helps is the "
                 f"learning rate (optim.lr = {self.lr:g}: a curve that never moves often needs a larger one, one that "
                 "rises and falls a smaller one), or the reward's signal on this task (near a pass rate of 0 or 1 few "
                 "groups have a spread of rewards to learn from)"
@@ -133,15 +137,15 @@ class LiveForecast:
 
     def stop_reason(self, fields: dict[str, Any]) -> str | None:
         """One sentence when the forecast says the run cannot reach what it is for."""
-        p_floor, p_reach = self.train.stop_if_p_reach_below, fields.get("forecast_p_reach")
+        p_floor, p_reach = self.train.stop_if_p_reach_below, fields.get(K.P_REACH)
         if p_floor is not None and p_reach is not None and p_reach < p_floor:  # carries A's whole interval
             return (
                 f"stopping early: the forecast gives P = {p_reach:.3f} of reaching forecast.target = "
                 f"{self.cfg.target:g} within the run's budget, below train.stop_if_p_reach_below = {p_floor:g}."
             )
-        if not fields.get("forecast_identified"):
+        if not fields.get(K.IDENTIFIED):
             return None  # never on a ceiling the data do not pin down
-        lo, hi = fields["forecast_A_lo"], fields["forecast_A_hi"]
+        lo, hi = fields[K.A_LO], fields[K.A_HI]
         floor = self.train.stop_if_ceiling_below
         if floor is not None and hi < floor:
             return (
@@ -160,43 +164,45 @@ class LiveForecast:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _fit(compute: list[float], reward: list[float], budget: float, step: int, cfg, prior: dict,
-         y: str, clock: list[tuple[float, float]] = (), trained: list[tuple[float, float]] = ()) -> dict[str, Any]:
-    """Runs in the forecast thread; a curve the law cannot fit yet gives a reason, not a crash.
+@dataclass(frozen=True)
+class Seen:
+    """What the run had logged when an evaluation came: (compute, value) of its evaluations and
+    training rewards, (compute, wall seconds) of its records, the evaluations' steps."""
 
-    Any other failure is logged as ``forecast_error`` too: the forecast is a diagnostic, and
-    a bug in it must never end a training run hours in. ``prior`` caches the prior of
-    ``forecast.prior_runs`` (learned at the first forecast; the one worker thread is its
-    only user). ``y`` is the fitted column (``forecast.metric``), logged as ``forecast_metric``;
-    a mean reward is not bounded to [0, 1] as a pass rate is. ``trained``: (compute,
-    ``reward_mean``) of the step records, the time to target's companion (``fit.companion``).
+    points: list[tuple[float, float]]
+    trained: list[tuple[float, float]]
+    clock: list[tuple[float, float]]
+    steps: list[int]
+    budget: float
+    step: int
+
+
+def _forecast(run: Seen, cfg, prior: dict, y: str) -> dict[str, Any]:
+    """Runs in the forecast thread: the run's one forecast, as record fields. A forecast that
+    fails is logged as ``forecast_error``, one sentence: the forecast is a diagnostic, and a
+    bug in it must never end a training run hours in. ``prior`` caches ``forecast.prior_runs``'
+    prior (learned at the first forecast; the one worker thread is its only user). ``y`` is the
+    fitted column (``forecast.metric``); a mean reward is not bounded to [0, 1] as a pass rate is.
     """
     from scalerl.fit.errors import CurveError
-    from scalerl.fit.forecast import live_forecast
+    from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
+    from scalerl.fit.options import MAX_POINTS
+    from scalerl.fit.forecast.record import record_fields
     from scalerl.fit.options import FitOptions
-    from scalerl.fit.prior_runs import load_prior
+    from scalerl.fit.prior.runs import load_prior
     from scalerl.fit.readers import Columns
 
-    options = FitOptions(r0="first", min_compute=cfg.min_compute, level=cfg.level, margin=cfg.margin,
-                         bounded=y == VAL_PASS_RATE)
-    head = {"forecast_step": step, "forecast_metric": y}
+    fit = FitOptions(min_compute=cfg.min_compute, level=cfg.level, margin=cfg.margin,
+                     bounded=y == VAL_PASS_RATE, max_points=MAX_POINTS)  # fmt: skip
+    head = {K.STEP: run.step, K.METRIC: y}
     try:
         if cfg.prior_runs is not None and "learned" not in prior:
-            prior["learned"] = load_prior(cfg.prior_runs, options, Columns(x=COMPUTE, y=y), what="forecast.prior_runs")
-        fields = live_forecast(compute, reward, budget=budget, target=cfg.target, options=options,
-                               prior=prior.get("learned"))  # fmt: skip
-        if cfg.target is not None:  # hours to the target and P(reaching it by the run's end)
-            from scalerl.fit.companion import Companion
-            from scalerl.fit.time.answer import live_time_to_target
-
-            companion = Companion.from_points(compute, reward, trained, TRAIN_REWARD)
-            try:
-                fields |= live_time_to_target(compute, reward, clock, target=cfg.target, budget=budget,
-                                              options=options, companion=companion)  # fmt: skip
-            except CurveError as err:  # too few timed records yet: the rest of the forecast stands
-                fields["forecast_time_to_target_error"] = str(err)
+            prior["learned"] = load_prior(cfg.prior_runs, fit, Columns(x=COMPUTE, y=y), what="forecast.prior_runs")
+        compute, reward = zip(*run.points)
+        log = RunLog.of(compute, reward, train=run.trained, clock=run.clock, steps=run.steps, metric=y)
+        options = ForecastOptions(fit=fit, budget=run.budget, prior=prior.get("learned"))
+        return record_fields(forecast_of(log, options=options), step=run.step, target=cfg.target)
     except CurveError as err:
-        return head | {"forecast_error": str(err)}
+        return head | {K.ERROR: str(err)}
     except Exception as err:  # noqa: BLE001 - see the docstring
-        return head | {"forecast_error": f"{type(err).__name__}: {err}"}
-    return head | fields
+        return head | {K.ERROR: f"{type(err).__name__}: {err}"}

@@ -4,9 +4,9 @@ progress display is ``scalerl.progress``.
 ``RUN_DIR/metrics.jsonl`` holds one JSON object per optimiser step (step 0 is the evaluation
 of the starting policy, R0). Every record carries ``step``, ``compute_gpu_hours`` and
 ``flops``; evaluation steps add ``val_pass_rate``. ``docs/METRICS.md`` says what every key
-counts, in which unit; ``scalerl.metric_names`` is the one table of the keys the trainer
-writes and ``fit`` reads. Keys renamed since (``metric_names.RENAMED``) are read under their
-current names: :func:`read_records` renames them in the records it returns. ``scalerl fit
+counts, in which unit; ``scalerl.runfolder`` is the one table of the keys the trainer
+writes and ``fit`` reads. Keys renamed since (``runfolder.RENAMED``) are read under their
+current names: ``runfolder.read_records``, the one reader, renames them in the records it returns. ``scalerl fit
 RUN_DIR/metrics.jsonl`` reads it as it is (``scalerl.fit.readers`` picks x = ``compute_gpu_hours``, y = ``val_pass_rate``
 and skips records without a validation value).
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.forecast_figure import ForecastFigure, png_size
-from scalerl.metric_names import current_names
+from scalerl.runfolder import VAL_PASS_RATE, read_records
 
 
 def _clean(value: Any) -> Any:
@@ -54,26 +54,9 @@ class JsonlSink:
         os.close(self._fd)
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """All whole JSON records of a metrics file (a torn trailing line is skipped), with the
-    keys of ``metric_names.RENAMED`` under their current names (so a resumed old run's file, which
-    :func:`truncate_after` rewrites from these, continues under one set of names)."""
-    records = []
-    if not Path(path).exists():
-        return records
-    for line in Path(path).read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            records.append(current_names(record))
-    return records
-
-
 def read_evaluations(path: Path) -> list[dict[str, Any]]:
     """The records of a metrics file that carry a validation pass rate, in order."""
-    return [r for r in read_records(path) if r.get("val_pass_rate") is not None]
+    return [r for r in read_records(path) if r.get(VAL_PASS_RATE) is not None]
 
 
 def truncate_after(path: Path, step: int) -> None:

@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from scalerl.runfolder import Forecast
+
 
 class ProgressBar:
     """A rich progress bar: step, train reward, last validation pass rate, ETA."""
@@ -56,7 +58,7 @@ class ProgressBar:
             fields["reward"] = reward_text(record)
         if _finite(record.get("val_pass_rate")):
             fields["val"] = f"{record['val_pass_rate']:.3f}"
-        if record.get("forecast_A") is not None:
+        if record.get(Forecast.STATE) is not None:
             fields["forecast"] = forecast_text(record)
         self.progress.update(self.task, **fields)
 
@@ -80,12 +82,16 @@ def reward_parts(record: dict[str, Any]) -> list[tuple[str, float]]:
 
 def forecast_text(record: dict[str, Any]) -> str:
     """The live forecast in a few characters: A with its interval ("?" when the ceiling is
-    not identified) and the forecast at the run's own budget (its interval is in the record)."""
-    mark = "" if record["forecast_identified"] else "?"
-    return (
-        f"A {record['forecast_A']:.2f}{mark} [{record['forecast_A_lo']:.2f}-{record['forecast_A_hi']:.2f}]"
-        f" end {record['forecast_final']:.2f}"
-    )
+    not identified) and the forecast at the run's own budget (its interval is in the record);
+    a run that is not rising, its state."""
+    state = record.get(Forecast.STATE)
+    parts = [] if state == "rising" else [str(state).replace("_", " ")]
+    if record.get(Forecast.A) is not None:
+        mark = "" if record.get(Forecast.IDENTIFIED) else "?"
+        parts.append(f"A {record[Forecast.A]:.2f}{mark} [{record[Forecast.A_LO]:.2f}-{record[Forecast.A_HI]:.2f}]")
+    if _finite(record.get(Forecast.FINAL)):
+        parts.append(f"end {record[Forecast.FINAL]:.2f}")
+    return " ".join(parts)
 
 
 def duration(seconds: float) -> str:
@@ -120,7 +126,7 @@ class ProgressState:
             self.first = (self.step, float(record["wall_s"]))
         if _finite(record.get("val_pass_rate")):
             self.val = (record["val_pass_rate"], self.step)
-        if record.get("forecast_A") is not None:
+        if record.get(Forecast.STATE) is not None:
             self.forecast = forecast_text(record)
 
     def steps_per_s(self) -> float | None:

@@ -15,7 +15,7 @@ import pytest
 from scalerl.experiments.adaptive import Adaptive, run_adaptive
 from scalerl.experiments.spec import load_spec, points
 from scalerl.fit import law
-from scalerl.metric_names import COMPUTE, VAL_PASS_RATE
+from scalerl.runfolder import COMPUTE, VAL_PASS_RATE
 
 CEILING = {2: 0.8, 3: 0.3, 4: 0.5}  # prompts per step -> the point's ceiling A
 STEP = 0.01  # compute per evaluation

@@ -11,7 +11,7 @@ import torch
 
 from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 from scalerl.models import build_model, build_task_tokenizer, save_pretrained
 from scalerl.pipeline import build
 from scalerl.pipeline.learner.batch import prepare_batch

@@ -11,7 +11,7 @@ import sys
 
 from glossary import undocumented
 
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 
 SETS = {"pipeline.backend": "inprocess", "train.steps": 4, "train.checkpoint_every": 100, "eval.every": 1,
         "eval.k": 2, "pipeline.prompts_per_step": 4, "pipeline.generations": 4, "length.control": "none",

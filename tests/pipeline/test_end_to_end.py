@@ -12,7 +12,7 @@ from glossary import undocumented
 
 from scalerl.config import load_config, recipe_names
 from scalerl.fit.readers import read_curves
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 from scalerl.pipeline.run import train
 
 

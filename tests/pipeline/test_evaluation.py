@@ -13,7 +13,7 @@ from conftest import run_overrides
 
 from scalerl.compute import ComputeMeter
 from scalerl.config import ConfigError, load_config
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 from scalerl.pipeline import build
 from scalerl.pipeline.evaluation import GeneratorEvaluation, LearnerEvaluation, OrderedRecords
 from scalerl.pipeline.plan import build_plan

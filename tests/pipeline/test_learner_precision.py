@@ -11,7 +11,7 @@ import torch
 from conftest import run_overrides
 
 from scalerl.config import load_config
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 from scalerl.pipeline.run import train
 
 

@@ -103,7 +103,7 @@ def test_two_ranks_on_ray_complete_and_resume_with_one(nano_dir, tmp_path):
     import ray
 
     from scalerl.config import load_config
-    from scalerl.metrics import read_records
+    from scalerl.runfolder import read_records
     from scalerl.pipeline.run import train
 
     # one generator and two single-thread ranks reserve three CPUs: logical ones, on two cores

@@ -14,7 +14,7 @@ import scalerl.eval
 from scalerl.cli import main
 from scalerl.config import load_config
 from scalerl.live_forecast import LiveForecast
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 from scalerl.pipeline.commands.report import final_report
 from scalerl.pipeline.run import train
 

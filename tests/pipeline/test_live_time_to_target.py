@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from scalerl.config import ConfigError, load_config
-from scalerl.fit.companion import Companion
+from scalerl.fit.forecast.companion import Companion
 from scalerl.fit.law import sigmoid
 from scalerl.fit.options import FitOptions
 from scalerl.fit.time.answer import live_time_to_target

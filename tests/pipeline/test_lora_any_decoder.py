@@ -11,7 +11,7 @@ from conftest import run_overrides
 
 from scalerl.cli import main
 from scalerl.config import load_config
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 from scalerl.pipeline.run import train
 
 # alternating rewards: every group has a variance to learn from, whatever the random model says

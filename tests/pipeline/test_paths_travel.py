@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from scalerl.cli import main
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 
 RECIPE = """extends: scalerl
 model: {base: model, lora: {rank: 2, alpha: 4}}

@@ -18,7 +18,7 @@ ray = pytest.importorskip("ray")
 
 from scalerl.config import ConfigError, load_config  # noqa: E402
 from scalerl.data.tasks.spec import TaskSpec  # noqa: E402
-from scalerl.metrics import read_records  # noqa: E402
+from scalerl.runfolder import read_records  # noqa: E402
 from scalerl.models import build_model, build_task_tokenizer, save_pretrained  # noqa: E402
 from scalerl.pipeline.generators.actor import ActorSpec  # noqa: E402
 from scalerl.pipeline.generators.ray import RayBackend  # noqa: E402

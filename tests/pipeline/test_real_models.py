@@ -17,7 +17,7 @@ from conftest import run_overrides
 
 from scalerl.cli import main
 from scalerl.config import load_config
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 from scalerl.models.tiny_chat import build_chat_model_dir
 from scalerl.pipeline.run import train
 

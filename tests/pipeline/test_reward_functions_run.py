@@ -10,7 +10,7 @@ from pathlib import Path
 from test_cli_errors import scalerl
 from test_user_code_runs import TINY
 
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 
 REWARDS = '''
 import os

@@ -13,7 +13,7 @@ from conftest import run_overrides
 from test_resume import _all_gone, _children, _last_step, _wait_until
 
 from scalerl.checkpoint import load_checkpoint
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 from scalerl.pipeline import stop
 from scalerl.pipeline.stop import Stopped, Stopping, on_signals
 

@@ -7,7 +7,7 @@ import pytest
 
 from scalerl.checkpoint import load_checkpoint, save_checkpoint
 from scalerl.config import load_config
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 from scalerl.pipeline import time_limit
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from test_cli_errors import assert_one_sentence, scalerl
 from test_resume import _wait_until
 
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 
 TINY = {"pipeline.backend": "inprocess", "train.steps": 3, "train.checkpoint_every": 100,
         "eval.num_prompts": 2, "eval.k": 2, "eval.every": 100, "pipeline.prompts_per_step": 4,

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from scalerl.config import load_config
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 from scalerl.pipeline.run import train
 
 pytestmark = pytest.mark.serial  # each run starts vLLM engines in generator processes

@@ -59,14 +59,12 @@ class EvalConfig(_Frozen):
 
 
 class ForecastConfig(_Frozen):
-    """The live forecast: Eq. 1 refitted on the run so far after every evaluation."""
+    """The live forecast: the run's one forecast remade after every evaluation."""
 
     enabled: bool = True
-    """Refit the law after every evaluation (in a background thread, off the learner's
-    critical path) and log ``forecast_*`` fields; ``scalerl fit`` reproduces them."""
-    min_points: int = Field(6, ge=4)
-    """Evaluations after step 0 before the first forecast (fewer cannot hold the law's
-    three parameters plus a noise estimate)."""
+    """Remake the forecast after every evaluation (in a background thread, off the learner's
+    critical path) and log its ``forecast_*`` fields; ``scalerl plan`` reproduces them. Its
+    first evaluations carry the state ``too_few_evaluations`` and when a forecast will come."""
     min_compute: float = Field(0.0, ge=0)
     """Fit only evaluations from this compute on (device-hours; the paper drops its first
     ~1.5k of 16k GPU-hours, §1.3); as ``scalerl fit --min-compute``."""
@@ -84,6 +82,6 @@ class ForecastConfig(_Frozen):
     """A ceiling is identified when A's interval is within ±margin (paper: 0.02, §1.4;
     ``scalerl.fit.options.MARGIN``, held equal by the same test)."""
     prior_runs: str | None = None
-    """Finished runs (a folder, a log file or a glob) to learn a prior for Eq. 1 from; each
-    forecast then also logs ``forecast_prior_*``, its forecast under that prior, as
-    ``scalerl fit --prior-runs``. None: prior-free forecasts only."""
+    """Finished runs (a folder, a log file or a glob) to learn a prior for Eq. 1 from; the
+    forecast follows it where it accepts the run (``forecast_method`` says so), as
+    ``scalerl plan --prior-runs``. None: no prior."""

@@ -19,7 +19,7 @@ starts from the new task's own knobs.
 Every path a layer names is made absolute before the layers merge: against the recipe file's
 folder for a recipe, against the working folder for a ``--set`` (``scalerl.config.paths``).
 
-Files and values are read by ``scalerl.config.yaml_io`` (bounded aliases and nesting, no repeated
+Files and values are read by ``scalerl.yaml_io`` (bounded aliases and nesting, no repeated
 keys, plain tags only). Unreadable, non-UTF-8, invalid or refused YAML and malformed overrides
 raise :class:`ConfigError` with one sentence naming the file and line, or the ``--set``.
 """
@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from scalerl.config.paths import absolute_layer
-from scalerl.config.yaml_io import RecipeYAMLError, load_yaml
+from scalerl.yaml_io import RecipeYAMLError, load_yaml
 
 RECIPE_DIR = Path(__file__).parents[1] / "recipes"
 

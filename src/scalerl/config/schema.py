@@ -9,7 +9,7 @@ frozen models, so an unknown or mistyped key is an error that names the key and 
 (or ``--set``) it came from; ``ConfigError`` carries that one sentence. A whole-config check
 names the layers that set the fields it is about (``scalerl.config.errors``), and the YAML
 itself is read with bounds on aliases and nesting, without repeated keys or non-plain tags
-(``scalerl.config.yaml_io``), so a hostile recipe is a sentence too, not a memory blow-up.
+(``scalerl.yaml_io``), so a hostile recipe is a sentence too, not a memory blow-up.
 
 Paths are absolute once loaded. A relative path is read from the folder of the YAML file that
 names it (in a chain of ``extends``, each file's paths from that file's folder), and from the

@@ -66,7 +66,7 @@ class TrainConfig(_Frozen):
     below ``forecast.target``."""
     no_rise_after: float = Field(0.3, gt=0, le=1)
     """Once the live forecast has read this fraction of the run's budget (``forecast_fit_until
-    / forecast_budget``) and its validation shows no rise (``scalerl.fit.rise``: the last third
+    / forecast_budget``) and its validation shows no rise (``scalerl.fit.forecast.rise``: the last third
     of the evaluations against the first, in sd of their noise), the run says so in one line,
     with the evidence and what usually helps (the learning rate, or the reward's signal on the
     task); once per session."""

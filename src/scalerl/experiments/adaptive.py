@@ -44,20 +44,28 @@ def point_name(run_dir: Path, out: Path) -> str:
     return run_dir.relative_to(out).as_posix()
 
 
-def _curve(run_dir: Path, name: str, x: str | None):
-    """The point's validation curve so far; None before its first evaluation. A log that
-    cannot be read is one ``CurveError`` sentence naming it."""
+def _log(run_dir: Path, name: str, x: str | None):
+    """The point's log so far (its validation and training reward); None before its first
+    evaluation. A log that cannot be read is one ``CurveError`` sentence naming it."""
     import dataclasses
 
-    from scalerl.fit.readers import read_jsonl
-    from scalerl.metric_names import VAL_PASS_RATE
-    from scalerl.metrics import read_records
+    from scalerl.fit.forecast import read_logs
+    from scalerl.fit.readers import Columns
+    from scalerl.runfolder import METRICS, VAL_PASS_RATE, read_records
 
-    metrics = run_dir / "metrics.jsonl"
+    metrics = run_dir / METRICS
     if not metrics.is_file() or not any(r.get(VAL_PASS_RATE) is not None for r in read_records(metrics)):
         return None
-    (curve,) = read_jsonl(metrics, x=x)
-    return dataclasses.replace(curve, name=name)
+    (log,) = read_logs([metrics], Columns(x=x))
+    return dataclasses.replace(log, curve=dataclasses.replace(log.curve, name=name))
+
+
+def _through(log, rung: float) -> float:
+    """The compute of the point's first evaluation at or past ``rung`` (``choose.through``)."""
+    from scalerl.fit.choose import through
+
+    seen = through(log.curve, rung)
+    return float(seen.compute[-1])
 
 
 def _previous(out: Path) -> set[str]:
@@ -77,9 +85,7 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
     returns the ``Decisions``, also written to ``OUT/decisions.json``."""
     from scalerl.experiments.replay import write_json
     from scalerl.experiments.sweep import _has_checkpoint, execute, is_finished, shared_base
-    from scalerl.fit.choose import ETA, THRESHOLD, Study, through
-    from scalerl.fit.companion import read_companion
-    from scalerl.fit.readers import Columns
+    from scalerl.fit.choose import ETA, THRESHOLD, Study
 
     threshold = THRESHOLD if adaptive.threshold is None else adaptive.threshold
     by_name = {point_name(v.run_dir, out): v for v in variants}
@@ -91,17 +97,16 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
         todo = []
         for name in study.alive:
             v = by_name[name]
-            curve = _curve(v.run_dir, name, x)
+            seen = _log(v.run_dir, name, x)
             if name in earlier or is_finished(v.run_dir, v.config.train.steps) or (
-                    curve is not None and float(curve.compute[-1]) >= rung):
+                    seen is not None and float(seen.curve.compute[-1]) >= rung):
                 continue
             cfg = v.config.model_copy(update={"train": v.config.train.model_copy(update={"max_compute": rung})})
             todo.append((f"{name} to compute {rung:.4g}", v.run_dir, shared_base(cfg, out, log),
                          _has_checkpoint(v.run_dir)))  # fmt: skip
         execute(todo, parallel=parallel, runner=runner, train=train, log=log)
-        curves = {n: c for n in study.alive if (c := _curve(by_name[n].run_dir, n, x)) is not None}
-        companions = {n: read_companion(by_name[n].run_dir / "metrics.jsonl", c, Columns(x=x)) for n, c in curves.items()}
-        for stop in study.step(rung, {n: through(c, rung) for n, c in curves.items()}, companions):
+        logs = {n: g for n in study.alive if (g := _log(by_name[n].run_dir, n, x)) is not None}
+        for stop in study.step(rung, {n: g.upto(_through(g, rung)) for n, g in logs.items()}):
             log(f"stopped {stop['point']} at compute {stop['at_compute']:.4g}: {stop['reason']}")
         write_json(study.finish().to_dict(), out / "decisions.json")
     return study.finish()

@@ -225,7 +225,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def handle_replay(args: argparse.Namespace) -> int:
     """``--replay``: the policy on finished runs (``scalerl.experiments.replay``)."""
-    from scalerl.experiments.replay import describe, replay_companions, replay_curves, write_json
+    from scalerl.experiments.replay import describe, replay_logs, write_json
     from scalerl.fit.choose import THRESHOLD, replay
     from scalerl.fit.errors import CurveError
 
@@ -237,9 +237,8 @@ def handle_replay(args: argparse.Namespace) -> int:
         threshold = THRESHOLD if args.threshold is None else args.threshold
         if not 0 < threshold < 1:
             raise CurveError(f"--threshold must lie in (0, 1), got {threshold:g}")
-        curves = replay_curves(args.replay, x=args.x)
-        decided = replay(curves, args.budget, first_rung=args.first_rung, threshold=threshold,
-                         companions=replay_companions(curves, x=args.x)).to_dict()  # fmt: skip
+        logs = replay_logs(args.replay, x=args.x)
+        decided = replay(logs, args.budget, first_rung=args.first_rung, threshold=threshold).to_dict()
         if args.json is not None:
             write_json(decided, args.json)
     except (CurveError, OSError) as err:

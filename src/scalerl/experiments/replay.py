@@ -15,26 +15,30 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.readers import FOLDER_SUFFIXES, RUN_LOG, Curve, read_curves
+from scalerl.fit.forecast import RunLog, read_logs
+from scalerl.fit.readers import FOLDER_SUFFIXES, Columns
 from scalerl.fit.readers import is_tensorboard as _is_tb
+from scalerl.runfolder import METRICS as RUN_LOG
 
 
 def _is_run(path: Path) -> bool:
     return path.is_file() or (path / RUN_LOG).is_file() or _is_tb(path) or (path / "tb").is_dir()
 
 
-def _one(path: Path, name: str, x: str | None, y: str | None) -> Curve:
-    found = read_curves(path, x=x, y=y)
+def _one(path: Path, name: str, x: str | None, y: str | None) -> RunLog:
+    found = read_logs([path], Columns(x=x, y=y))
     if len(found) != 1:
         raise CurveError(
             f"{path} holds {len(found)} runs; name each run's own file or folder to replay it."
         )
-    return dataclasses.replace(found[0], name=name)
+    log = found[0]
+    return dataclasses.replace(log, curve=dataclasses.replace(log.curve, name=name))
 
 
-def replay_curves(paths: Sequence[Path], x: str | None = None, y: str | None = None) -> list[Curve]:
-    """One curve per run under ``paths`` (module docstring), named as the points are."""
-    curves: list[Curve] = []
+def replay_logs(paths: Sequence[Path], x: str | None = None, y: str | None = None) -> list[RunLog]:
+    """One log per run under ``paths`` (module docstring), named as the points are: its
+    validation and the training reward its forecast follows where it has one."""
+    curves: list[RunLog] = []
     for path in paths:
         if not path.exists():
             raise CurveError(f"{path} does not exist.")
@@ -52,7 +56,7 @@ def replay_curves(paths: Sequence[Path], x: str | None = None, y: str | None = N
             curves.append(
                 _one(run, (rel.with_suffix("") if run.is_file() else rel).as_posix(), x, y)
             )
-    names = [c.name for c in curves]
+    names = [c.name for c in curves]  # each a RunLog
     twice = next((n for n in names if names.count(n) > 1), None)
     if twice is not None:
         raise CurveError(
@@ -61,15 +65,6 @@ def replay_curves(paths: Sequence[Path], x: str | None = None, y: str | None = N
     if len(curves) < 2:
         raise CurveError(f"a replay compares at least two runs; got {len(curves)}.")
     return curves
-
-
-def replay_companions(curves: Sequence[Curve], x: str | None = None) -> dict:
-    """Each run's training reward (``fit.companion``), by name: what its forecast follows where
-    the log has one (None where it has not)."""
-    from scalerl.fit.companion import read_companion
-    from scalerl.fit.readers import Columns
-
-    return {c.name: read_companion(c.log, c, Columns(x=x)) for c in curves}
 
 
 def describe(d: dict) -> list[str]:

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from scalerl.config import Config, ConfigError, load_config
-from scalerl.config.yaml_io import load_yaml
+from scalerl.yaml_io import load_yaml
 from scalerl.experiments.adaptive import ADAPTIVE_KEYS, Adaptive
 from scalerl.experiments.sweep import Variant, check_model, config_reason
 

@@ -11,8 +11,9 @@ which the per-axis tables read back. The report holds:
   ``scalerl`` point is present, or otherwise against the first) the leave-one-out table;
 - the efficiency plot (log F(R) against log C at the shared A, slope B);
 - per axis with two or more values, A and B against the axis value;
-- the fit-to-half check of every run: fit the first half of its compute, forecast the
-  end with the predictive interval, and whether the observed value fell inside.
+- the fit-to-half check of every run: its forecast from the first half of its compute
+  (``fit.forecast``, as ``scalerl fit --fit-frac 0.5``), at the end with the predictive
+  interval and its width, and whether the observed value fell inside.
 
 Markdown (figures as PNG files beside it) and one self-contained HTML file.
 """
@@ -31,11 +32,12 @@ from scalerl.experiments.report import pooled_curve
 from scalerl.fit import plot, report
 from scalerl.fit.compare import RunFit, compare_runs, fit_run, loo_table
 from scalerl.fit.errors import CurveError
-from scalerl.fit.forecast import holdout_forecast
+from scalerl.fit.forecast import ForecastOptions, forecast_of, read_logs
 from scalerl.fit.options import FitOptions
-from scalerl.fit.outputs import check_outputs
-from scalerl.fit.pooling import joint_fit
-from scalerl.fit.readers import read_jsonl
+from scalerl.fit.commands.outputs import check_outputs
+from scalerl.fit.prior.pooling import joint_fit
+from scalerl.fit.readers import Columns, read_jsonl
+from scalerl.runfolder import METRICS
 
 SKIP = {"_base", "base_model", "checkpoint", "checkpoint.old", "checkpoint.broken"}
 _SEED = re.compile(r"seed\d+")
@@ -104,15 +106,20 @@ def _half_rows(points: Sequence[Point], options: FitOptions, x: str | None, y: s
         for run in p.runs:
             name = f"{p.name}/{run.name}" if len(p.runs) > 1 or run.name != p.name else p.name
             try:
-                curve = read_jsonl(run / "metrics.jsonl", x=x, y=y)[0]
-                f = holdout_forecast(curve.compute, curve.reward, fit_frac=0.5, options=options,
-                                     source=curve.source).final
+                (log,) = read_logs([run / METRICS], Columns(x=x, y=y))
+                end = float(log.curve.compute[-1])
+                fc = forecast_of(log, cut=0.5 * end, options=ForecastOptions(fit=options, budget=end))
+                held = fc.heldout(log.curve.compute, log.curve.reward)
+                if held is None:
+                    raise CurveError(fc.state.message)
+                f = held.final
             except CurveError as err:
-                why = str(err).removeprefix(f"{run / 'metrics.jsonl'}: ")
+                why = str(err).removeprefix(f"{run / METRICS}: ")
                 rows.append((name, "-", "-", "-", f"not possible: {why}"))
                 continue
+            verdict = ("covered" if f["covered"] else "NOT covered") + f" (width {f['width']:.3f}; {fc.method})"
             rows.append((name, report.fmt(f["predicted"]), report.interval_text(f["pred_lo"], f["pred_hi"]),
-                         report.fmt(f["observed"]), "covered" if f["covered"] else "NOT covered"))
+                         report.fmt(f["observed"]), verdict))
     return rows
 
 
@@ -177,7 +184,7 @@ def study_report(root: Path, x: str | None = None, y: str | None = None, pooled:
     """Fit, compare and check every point and run under ``root`` (``y``: the reward column,
     default ``val_pass_rate``; ``downstream_pass_rate`` for the harder variant). ``pooled``:
     the comparison and the leave-one-out table read a joint fit of the points
-    (``scalerl.fit.pooling``: B and C_mid partially pooled, A per point)."""
+    (``scalerl.fit.prior.pooling``: B and C_mid partially pooled, A per point)."""
     options = FitOptions()
     points = discover(root)
     fitted, failed = _fit_points(points, options, x, y)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.config import Config, ConfigError, load_config, recipe_names
-from scalerl.metrics import read_records
+from scalerl.runfolder import read_records
 
 BASELINE = "scalerl"
 
@@ -195,7 +195,7 @@ def claim_folder(out: Path, record: dict) -> None:
     folder or one report."""
     import yaml
 
-    from scalerl.config.yaml_io import load_yaml
+    from scalerl.yaml_io import load_yaml
 
     path = Path(out) / "sweep.yaml"
     if path.exists():

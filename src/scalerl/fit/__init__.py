@@ -1,7 +1,10 @@
 """scalerl.fit: fit, bound and extrapolate the ScaleRL sigmoid law (numpy + scipy only).
 
 Paper §1, Eq. 1: ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)``. Nothing here imports
-torch or any other part of scalerl.
+torch, nor anything of scalerl but ``runfolder`` (the run folder's names and reader).
+
+The forecast (``scalerl.fit.forecast``: ``Forecast``, ``forecast_of``) is the one answer every
+command and page reads.
 """
 
 from scalerl.fit.calibrate import Calibration, assess
@@ -13,9 +16,9 @@ from scalerl.fit.fitting import (
     fit_points,
     fit_sigmoid,
 )
-from scalerl.fit.forecast import (
-    Forecast,
+from scalerl.fit.extrapolate import (
     HoldoutForecast,
+    Point,
     Reach,
     compute_to_reach,
     holdout_forecast,
@@ -41,8 +44,8 @@ __all__ = [
     "CurveError",
     "FitOptions",
     "FitResult",
-    "Forecast",
     "HoldoutForecast",
+    "Point",
     "PooledFit",
     "PowerLawResult",
     "Reach",

@@ -21,6 +21,14 @@ give the lower edge's factor, those above the upper edge's, each at ``(1 + level
 (each edge carries half the miss rate). A law that reads a still-climbing run low misses on
 one side only (its earlier origins' forecasts fell short of the later points), and the
 predictive distribution (``predictive.draw``) widens that side, not both.
+
+**One calibration for every question.** The origins run from the earliest prefix that holds
+enough points (or ``1 / horizon`` of the range, the further) to ``LAST_ORIGIN``, and every later
+point up to ``horizon`` times its origin is scored, with its *lead* ``C / c_o``. The factor a
+forecast at lead ``r`` gets (``Calibration.sides_at``) is read from the scores of leads up to
+``r`` (at least ``MIN_SCORES`` of them), made non-decreasing in ``r``: a forecast further
+ahead is never given a narrower factor than a nearer one. So a forecast's interval at any
+compute is the same whichever question (a budget, a target's crossing) it was built for.
 """
 
 from __future__ import annotations
@@ -57,6 +65,40 @@ class Calibration:
     ratio: float = float("nan")  # the extrapolation ratio it was checked at
     message: str = "not calibrated"
     sides: tuple[float, float] = (1.0, 1.0)  # (below, above) the centre: each side's own factor
+    leads: tuple[float, ...] = ()  # each score's lead C / c_o, ascending
+    scores: tuple[float, ...] = ()  # the studentised errors, in the order of ``leads``
+    signs: tuple[float, ...] = ()  # their sides: -1 below the centre, +1 above
+    level: float = 0.95
+
+    def sides_at(self, ratio) -> tuple[np.ndarray, np.ndarray]:
+        """(below, above) factors for forecasts ``ratio`` (array) times the data's compute
+        ahead (module docstring); the one pair ``sides`` where the scores were not kept."""
+        r = np.atleast_1d(np.asarray(ratio, dtype=float))
+        if not self.calibrated or not self.scores:
+            return np.full(r.shape, self.sides[0]), np.full(r.shape, self.sides[1])
+        return tuple(np.interp(r, grid, f) for grid, f in self._curve())
+
+    def scale_at(self, ratio) -> np.ndarray:
+        """The one symmetric factor at ``ratio`` (both sides' scores together)."""
+        r = np.atleast_1d(np.asarray(ratio, dtype=float))
+        if not self.calibrated or not self.scores:
+            return np.full(r.shape, self.scale)
+        grid, f = self._curve(sided=False)[0]
+        return np.interp(r, grid, f)
+
+    def _curve(self, sided: bool = True):
+        """Per side: (leads, factor at each lead), the factor non-decreasing in the lead."""
+        leads, scores, signs = (np.asarray(v, dtype=float) for v in (self.leads, self.scores, self.signs))
+        parts = ((-1.0, (1.0 + self.level) / 2.0), (1.0, (1.0 + self.level) / 2.0)) if sided else ((0.0, self.level),)
+        out = []
+        for side, level in parts:
+            keep = signs == side if side else np.ones(scores.size, bool)
+            s, ld = scores[keep], leads[keep]
+            grid = np.unique(ld) if ld.size else np.array([1.0])
+            f = np.array([max(1.0, _conformal(s[ld <= max(g, ld[min(MIN_SCORES, ld.size) - 1])], level))
+                          if ld.size else 1.0 for g in grid])  # fmt: skip
+            out.append((grid, np.maximum.accumulate(f)))
+        return out
 
     def to_dict(self) -> dict:
         return {
@@ -66,16 +108,22 @@ class Calibration:
             "n_scores": self.n_scores,
             "ratio": self.ratio,
             "sides": list(self.sides),
+            "leads_up_to": max(self.leads, default=None),
             "message": self.message,
         }
 
 
+HORIZON = 10.0
+"""The furthest lead the rolling origins score by default: a forecast's own horizon
+(``forecast.draws.HORIZON``), so one calibration serves every question up to it."""
+
+
 def assess(
     fit: FitResult, *, level: float = FitOptions.level, margin: float = FitOptions.margin,
-    horizon: float = 2.0
+    horizon: float = HORIZON
 ) -> Uncertainty:
     """All three steps: the model-based intervals, calibrated for extrapolating up to
-    ``horizon`` times the fit's last compute (2: the paper's half-budget forecast)."""
+    ``horizon`` times the fit's last compute (by lead: ``Calibration.sides_at``)."""
     unc = model_uncertainty(fit, level=level, margin=margin)
     calibration = rolling_origin(fit, noise=unc.noise, horizon=horizon, level=level)
     return replace(unc, calibration=calibration)
@@ -94,7 +142,7 @@ def rolling_origin(fit: FitResult, *, noise: Noise, horizon: float, level: float
     first = max(1.0 / ratio, C[need - 1] / C[-1])
     if first >= LAST_ORIGIN:
         return Calibration(message=_short(C.size, need + 2))
-    scores, signs, origins = [], [], 0
+    scores, signs, leads, origins = [], [], [], 0
     for frac in np.unique(np.geomspace(first, LAST_ORIGIN, N_ORIGINS)):
         cut = frac * C[-1] * (1.0 + 1e-12)  # the first origin's own point, despite rounding
         sub = C <= cut
@@ -110,7 +158,8 @@ def rolling_origin(fit: FitResult, *, noise: Noise, horizon: float, level: float
         err = y[held] - centre
         h = np.where(err > 0, up, down)
         scores.extend(np.abs(err) / np.maximum(h, 1e-12))
-        signs.extend(np.sign(err))
+        signs.extend(np.where(err > 0, 1.0, -1.0))
+        leads.extend(C[held] / cut)
         origins += 1
     if origins < 2 or len(scores) < MIN_SCORES:
         return Calibration(message=_short(C.size, need + 2))
@@ -119,8 +168,12 @@ def rolling_origin(fit: FitResult, *, noise: Noise, horizon: float, level: float
                   for side in (-1.0, 1.0))  # fmt: skip
     s = np.asarray(scores)
     reached = float(min(ratio, C[-1] / (first * C[-1])))
+    order = np.argsort(leads, kind="stable")
+    kept = {name: tuple(float(v) for v in np.asarray(values)[order])
+            for name, values in (("leads", leads), ("scores", scores), ("signs", signs))}  # fmt: skip
     return Calibration(
         scale=max(1.0, q), calibrated=True, n_origins=origins, n_scores=int(s.size), ratio=reached, sides=sides,
+        level=level, **kept,
         message=(
             f"calibrated on {s.size} held-out forecasts from {origins} earlier origins "
             f"(up to {reached:.1f}x ahead): interval scaled by {max(1.0, q):.2f}"

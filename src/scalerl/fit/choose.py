@@ -3,9 +3,9 @@
 The paper's lesson for recipe choice (digest §5, Table 1): a point that leads early can be
 overtaken later (bs512, A 0.605 at C_mid 2818, against bs2048, A 0.645 at C_mid 10909), so a
 study must not stop points by their current value. It stops them by their forecast at the
-budget ``C_b``, read from each point's one predictive distribution (``predictive``, built by
-``time.answer.forecast_draws``: the fit's calibrated band, or the flat band of a run with no
-rise): the draws ``mu_ij`` of point ``i``'s expected curve at ``C_b``.
+budget ``C_b``: each point's one ``Forecast`` (``fit.forecast``, made at the rung with the
+budget as its horizon), whose draws ``mu_ij`` of point ``i``'s expected curve at ``C_b`` are
+what ``scalerl plan`` and ``fit`` read too.
 
 Points are independent runs, so the chance that point ``i`` is the best at the budget is
 
@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scalerl.fit.companion import Companion
 from scalerl.fit.errors import CurveError
-from scalerl.fit.options import FitOptions
+from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
+from scalerl.fit.forecast.states import MIN_EVALS
 from scalerl.fit.readers import Curve
 
 __all__ = ["THRESHOLD", "Decisions", "Standing", "Study", "p_best", "replay", "rungs", "standing"]
@@ -44,9 +44,6 @@ ETA = 2.0
 """Each rung is this many times the compute of the one before (successive halving's eta)."""
 FIRST_RUNG = 1.0 / 8.0
 """The first rung as a fraction of the budget, when none is given."""
-MIN_EVALS = 6
-"""Evaluations a point needs at a rung before its forecast is read (the live forecast's
-``forecast.min_points``); a point with fewer is kept: nothing can be said about it yet."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,8 @@ class Standing:
     point: str
     at_compute: float  # the compute its data reaches at this rung
     draws: np.ndarray = field(repr=False)  # (n,) its expected curve at the budget, mu_j(C_b)
-    source: str  # "fit" or "flat" (no rise detected)
+    source: str  # whose curves the forecast follows (``Forecast.method``)
+    state: str = "rising"  # the forecast's state (``fit.forecast.states``)
 
     @property
     def median(self) -> float:
@@ -79,21 +77,16 @@ def through(curve: Curve, compute: float) -> Curve:
     return curve.head(float(curve.compute[i])) if len(curve) else curve
 
 
-def standing(curve: Curve, budget: float, options: FitOptions, companion: Companion | None = None) -> Standing:
-    """``curve``'s forecast at ``budget`` from its one predictive distribution (the data past
-    the budget's evaluation, if any, is not read: the question is the value at the budget);
-    ``companion``: the run's training reward, which the draws follow where it fits and rises
-    (``fit.companion``; cut where the curve is)."""
-    from scalerl.fit.time.answer import forecast_draws
-
-    seen = through(curve, budget)
+def standing(log: RunLog, budget: float, options: ForecastOptions) -> Standing:
+    """``log``'s forecast at ``budget``, made from its evaluations up to the budget's (the data
+    past it, if any, is not read: the question is the value at the budget), with the budget
+    as its horizon: the draws of its one ``Forecast`` there."""
+    seen = through(log.curve, budget)
     if len(seen) < MIN_EVALS:
-        raise CurveError(f"{curve.source}: {len(seen)} evaluation(s) up to compute {budget:.4g}; "
+        raise CurveError(f"{log.curve.source}: {len(seen)} evaluation(s) up to compute {budget:.4g}; "
                          f"a forecast needs {MIN_EVALS}.")  # fmt: skip
-    fit = options.fit(seen.compute, seen.reward, source=seen.source)
-    end = max(budget, float(seen.compute[-1]))
-    pred, source, _, _ = forecast_draws(fit, options, None, end, budget=budget, companion=companion)
-    return Standing(curve.name, float(seen.compute[-1]), pred.curves(np.array([budget]))[:, 0], source)
+    fc = forecast_of(log, cut=float(seen.compute[-1]), options=options.with_(budget=budget))
+    return Standing(log.name, fc.cut, fc.draws.curves(np.array([budget]))[:, 0], fc.method, fc.state.name)
 
 
 def p_best(standings: Sequence[Standing], seed: int = 0) -> dict[str, float]:
@@ -159,7 +152,7 @@ def decide(standings: Sequence[Standing], threshold: float, level: float) -> tup
                      "reason": f"P(best at the budget) = {p[s.point]:.3f} < {threshold:g}: forecast "
                                f"{f['median']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}] against the leader {leader}'s "
                                f"{lead['median']:.3f} [{lead['lo']:.3f}, {lead['hi']:.3f}]"
-                               + (" (no rise detected)" if s.source == "flat" else "")})  # fmt: skip
+                               + (f" ({s.state.replace('_', ' ')})" if s.state != "rising" else "")})  # fmt: skip
     return p, stop
 
 
@@ -177,25 +170,24 @@ class Study:
     --adaptive`` (``scalerl.experiments.adaptive``) over runs it trains rung by rung."""
 
     def __init__(self, points: Sequence[str], budget: float, *, first_rung: float | None = None, eta: float = ETA,
-                 threshold: float = THRESHOLD, options: FitOptions | None = None) -> None:  # fmt: skip
-        self.options = options or FitOptions()
+                 threshold: float = THRESHOLD, options: ForecastOptions | None = None) -> None:  # fmt: skip
+        self.options = options or ForecastOptions()
         self.decisions = Decisions(budget, threshold, rungs(budget, first_rung, eta))
         self.alive = list(points)
         self.spent = dict.fromkeys(points, 0.0)
         self.p: dict[str, float] = {}  # P(best) at the latest round
 
-    def step(self, rung: float, curves: Mapping[str, Curve],
-             companions: Mapping[str, Companion | None] | None = None) -> list[dict]:
-        """Decide at ``rung`` from ``curves`` (each running point's, up to the rung) and their
-        training rewards (``companions``, by point; none: the validation alone); the points
-        stopped, as ``decisions.json`` lists them. At the budget nothing is stopped: the
-        survivors ran their whole way, and their P(best) there is the verdict."""
-        d, companions = self.decisions, companions or {}
+    def step(self, rung: float, logs: Mapping[str, RunLog]) -> list[dict]:
+        """Decide at ``rung`` from ``logs`` (each running point's, up to the rung: its
+        evaluations and training reward); the points stopped, as ``decisions.json`` lists them.
+        At the budget nothing is stopped: the survivors ran their whole way, and their P(best)
+        there is the verdict."""
+        d = self.decisions
         for name in self.alive:
-            if name in curves and len(curves[name]):
-                self.spent[name] = float(curves[name].compute[-1])
-        ready = [standing(curves[n], d.budget, self.options, companions.get(n)) for n in self.alive
-                 if n in curves and len(through(curves[n], d.budget)) >= MIN_EVALS]  # fmt: skip
+            if name in logs and len(logs[name].curve):
+                self.spent[name] = float(logs[name].curve.compute[-1])
+        ready = [standing(logs[n], d.budget, self.options) for n in self.alive
+                 if n in logs and len(through(logs[n].curve, d.budget)) >= MIN_EVALS]  # fmt: skip
         if len(ready) < 2:
             return []
         self.p, stop = decide(ready, d.threshold, self.options.level)
@@ -218,23 +210,21 @@ class Study:
         return d
 
 
-def replay(curves: Sequence[Curve], budget: float, *, first_rung: float | None = None, eta: float = ETA,
-           threshold: float = THRESHOLD, options: FitOptions | None = None,
-           companions: Mapping[str, Companion | None] | None = None) -> Decisions:
-    """The policy on finished runs (module docstring); each must reach ``budget``.
-    ``companions``: each run's training reward by name (``fit.companion``)."""
+def replay(logs: Sequence[RunLog], budget: float, *, first_rung: float | None = None, eta: float = ETA,
+           threshold: float = THRESHOLD, options: ForecastOptions | None = None) -> Decisions:
+    """The policy on finished runs (module docstring); each must reach ``budget``."""
+    curves = [log.curve for log in logs]
     short = [c for c in curves if float(c.compute[-1]) < budget * (1 - 1e-9)]
     if short:
         raise CurveError(f"{short[0].source} ends at compute {float(short[0].compute[-1]):.4g}, before the "
                          f"budget {budget:.4g}: a replay needs every run to reach the budget.")  # fmt: skip
-    by_name = {c.name: c for c in curves}
+    by_name = {log.name: log for log in logs}
     study = Study(list(by_name), budget, first_rung=first_rung, eta=eta, threshold=threshold, options=options)
-    companions = companions or {}
     for rung in study.decisions.rungs:
-        study.step(rung, {n: by_name[n].head(rung) for n in study.alive}, companions)
+        study.step(rung, {n: by_name[n].upto(rung) for n in study.alive})
     out = study.finish()
     out.compute_full = float(sum(float(c.head(budget).compute[-1]) for c in curves))
-    everyone = [standing(c.head(budget), budget, study.options, companions.get(c.name)) for c in curves]
+    everyone = [standing(log.upto(budget), budget, study.options) for log in logs]
     p_all = p_best(everyone)
     out.full = {"winner": tied(p_all, threshold),
                 "ranking": [{"point": s.point, **s.forecast(study.options.level), "p_best": p_all[s.point]}

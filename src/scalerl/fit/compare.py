@@ -33,7 +33,7 @@ import numpy as np
 from scalerl.fit.calibrate import assess
 from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import FitResult
-from scalerl.fit.forecast import budget_to_pin_A, holdout_forecast
+from scalerl.fit.extrapolate import budget_to_pin_A, holdout_forecast
 from scalerl.fit.options import FitOptions
 from scalerl.fit.powerlaw import PowerLawResult, fit_power_law
 from scalerl.fit.readers import Curve
@@ -175,14 +175,16 @@ def fit_run(
     fit: FitResult | None = None,
     horizon: float = 2.0,
     budget: bool = False,
+    unc: Uncertainty | None = None,
 ) -> RunFit:
     """Fit one curve (or take ``fit``) and assess its intervals for forecasts up to
-    ``horizon`` x its last compute; ``budget`` adds the budget-to-pin-A advice (withheld,
-    and said so, when the curve falls)."""
+    ``horizon`` x its last compute (or take ``unc``, ``fit``'s own); ``budget`` adds the
+    budget-to-pin-A advice (withheld, and said so, when the curve falls)."""
     options = FitOptions() if options is None else options
     if fit is None:
         fit = options.fit(curve.compute, curve.reward, source=curve.source)
-    unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon)
+    if unc is None:
+        unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon)
     # a falling curve's forecasts are not to be trusted, a simulated continuation of it neither
     advice = budget_to_pin_A(unc) if budget and not unc.falling else None
     return RunFit(curve.name, curve, fit, unc, advice, budget)

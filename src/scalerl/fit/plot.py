@@ -8,6 +8,7 @@ so nothing global changes and it works headless. Every figure has the fixed size
   curve solid over the fitted compute range and dashed beyond it, held-out points (compute
   past the fitted range) as crosses, the asymptote A as a dotted line with its value, x on
   a log scale, an optional bootstrap band.
+- :func:`plot_forecast`: one run's forecast (``fit.forecast.Forecast``), read off its draws.
 - :func:`plot_comparison`: several runs on one axes, one colour each.
 - :func:`plot_efficiency`: the Fig. 7 leave-one-out plot, ``log F(R)`` against ``log C``
   (``F(R) = C_mid^B / ((A - R0)/(R - R0) - 1)``), where each run is a line of slope B.
@@ -166,6 +167,53 @@ def _style(ax: Axes, curve: Curve | None = None) -> None:
     if curve is not None or not ax.get_ylabel():
         ax.set_ylabel(curve.y if curve is not None else "reward (pass rate)")
     ax.grid(True, which="major", alpha=0.3)
+
+
+def plot_forecast(forecast, curve: Curve | None = None, *, targets: Sequence[float] = (), ax: Axes | None = None,
+                  title: str | None = None, extend_to: float | None = None, color=None) -> Axes:
+    """One run's ``Forecast`` (``fit.forecast``): the evaluations it saw (dots) and those after
+    its cut (crosses), the law's fit over the data where there is one (thin), and from the
+    cut on the forecast's median (dashed), its band on the expected curve and, lighter, the
+    predictive interval of one evaluation, read off the forecast's draws; each target compute
+    with its value and predictive interval; A's plausible range where the ceiling is not
+    identified. The x axis is log compute in the log's own unit."""
+    ax = ax if ax is not None else new_axes()
+    color = color if color is not None else _colour(0)
+    seen = forecast.log.curve
+    cut = forecast.cut
+    shown = curve if curve is not None else seen
+    c, r = _positive(shown.compute, shown.reward)
+    inside = c <= cut * (1 + 1e-12)
+    ax.scatter(c[inside], r[inside], s=14, color=color, alpha=0.75, zorder=3, label="evaluations seen")
+    if (~inside).any():
+        ax.scatter(c[~inside], r[~inside], s=30, marker="x", color=color, zorder=3, label="evaluations after the cut")
+        ax.axvline(cut, color="0.5", lw=0.8, ls="-.", label=f"cut ({cut:.4g})")
+    lo_c = float(c.min()) if c.size else cut / 10.0
+    end = extend_to or max([float(c.max()) if c.size else cut, 2.0 * cut, forecast.budget or 0.0, *targets])
+    if forecast.fit is not None:
+        inner = np.geomspace(lo_c, cut, 100)
+        fit = forecast.fit
+        ax.plot(inner, fit.predict(inner), "-", color=color, lw=1.2, alpha=0.7,
+                label=f"the law's fit: A={fit.A:.3f}, B={fit.B:.2f}, C_mid={fit.C_mid:.4g}")  # fmt: skip
+    if forecast.draws is not None:
+        grid = np.geomspace(cut, end, 120)
+        at = forecast.at(grid)
+        ax.plot(grid, at.value, "--", color=color, lw=2, label=f"forecast ({forecast.method})")
+        ax.fill_between(grid, at.pred_lo, at.pred_hi, color=color, alpha=0.10, lw=0,
+                        label=f"predictive interval ({forecast.level:.0%})")  # fmt: skip
+        ax.fill_between(grid, at.lo, at.hi, color=color, alpha=0.22, lw=0, label="band on the expected curve")
+        for t in targets:
+            a = forecast.at(float(t))
+            ax.errorbar([t], [a.value], yerr=[[a.value - a.pred_lo], [a.pred_hi - a.value]], fmt="D", color="C3",
+                        capsize=4, label=f"at {t:.4g}: {a.value:.3f} [{a.pred_lo:.3f}, {a.pred_hi:.3f}]")  # fmt: skip
+    if forecast.unc is not None and not forecast.unc.identified:
+        a_lo, a_hi = forecast.unc.A_plausible
+        ax.axhspan(a_lo, min(a_hi, 1.0), color=color, alpha=0.05, lw=0,
+                   label=f"ceiling not identified: any A in [{a_lo:.2f}, {a_hi:.2f}]")  # fmt: skip
+    _style(ax, seen)
+    ax.set_title(title or f"{seen.name}: {forecast.state.name}, forecast follows {forecast.method}")
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
 
 
 def plot_comparison(

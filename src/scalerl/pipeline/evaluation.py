@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scalerl.metric_names import LEARNER_EVAL, current_names
+from scalerl.runfolder import LEARNER_EVAL, current_names
 from scalerl.types import EvalRequest, EvalResult
 
 EVAL_ON = ("auto", "generator", "learner")

@@ -29,7 +29,7 @@ from scalerl.compute import ComputeMeter, TokenRates
 from scalerl.config import Config
 from scalerl.config.runtime import task_spec
 from scalerl.live_forecast import LiveForecast
-from scalerl.metric_names import COMPUTE
+from scalerl.runfolder import COMPUTE
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build, steps, time_limit
 from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation

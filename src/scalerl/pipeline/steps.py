@@ -30,7 +30,7 @@ from scalerl.checkpoint import (
 from scalerl.compute import ComputeMeter, TokenRates
 from scalerl.config import Config, dump_config
 from scalerl.live_forecast import LiveForecast
-from scalerl.metric_names import GENERATOR_TIMES, LEARNER_BUSY, PUBLISH, SYNC
+from scalerl.runfolder import GENERATOR_TIMES, LEARNER_BUSY, PUBLISH, SYNC
 from scalerl.pipeline.evaluation import OrderedRecords
 from scalerl.pipeline.learner.role import LearnerRole
 from scalerl.pipeline.overlap import OverlapMonitor

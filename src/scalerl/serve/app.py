@@ -10,8 +10,8 @@ the page works offline and behind a firewall.
     GET /study/{id}                 a study's page             GET /api/study/{id}
     GET /compare?runs=ID,ID         picked runs compared       GET /api/compare?runs=ID,ID
 
-An id is a path under one of the served folders; anything else is 404, so the server never
-reads outside them.
+An id is a path under one of the served folders; anything else is 404, and every file is read
+through ``files.Files``, which refuses a symbolic link that leads outside them.
 """
 
 from __future__ import annotations
@@ -26,8 +26,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse
 from starlette.routing import Route
 
+from scalerl import runfolder as rf
 from scalerl.fit.report import json_safe
-from scalerl.serve import runs as data
+from scalerl.serve.runs import Found, Served
+from scalerl.serve.study import compare
+from scalerl.serve.study import study as study_page
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -40,54 +43,61 @@ def plotly_js() -> Path:
 
 
 def build_app(roots: Sequence[Path]) -> Starlette:
-    """The app over ``roots`` (run folders, study folders, or folders of either)."""
-    roots = [Path(r).resolve() for r in roots]
+    """The app over ``roots`` (run folders, study folders, or folders of either). Its handlers
+    are plain functions, which Starlette runs in its thread pool: reading a large log or waiting
+    on a forecast never holds the event loop, so a static file or another run's page is answered
+    meanwhile. Everything the server keeps lives in one ``runs.Served``, closed with the app."""
+    served = Served(roots)
 
-    def lookup(kind: str, rid: str) -> tuple[data.Found, list[data.Found]]:
-        found = data.discover(roots)
+    def lookup(kind: str, rid: str) -> tuple[Found, list[Found]]:
+        found = served.discover()
         hit = next((f for f in found if f.kind == kind and f.id == rid), None)
         if hit is None:
             raise HTTPException(404, f"no {kind} {rid!r} under the served folders")
         return hit, found
 
     def page(name: str):
-        async def handler(request: Request):
+        def handler(request: Request):
             return FileResponse(STATIC / name, media_type="text/html")
 
         return handler
 
-    async def api_runs(request: Request):
-        found = data.discover(roots)
-        return JSONResponse(json_safe({"runs": [data.summary(f) for f in found if f.kind == "run"],
-                                    "studies": [{"id": f.id, "folder": str(f.path)} for f in found
-                                                if f.kind == "study"]}))  # fmt: skip
+    def api_runs(request: Request):
+        found = served.discover()
+        return JSONResponse(json_safe({"runs": [served.summary(f) for f in found if f.kind == "run"],
+                                       "studies": [{"id": f.id, "folder": str(f.path)} for f in found
+                                                   if f.kind == "study"],
+                                       "truncated": served.truncated}))  # fmt: skip
 
-    async def api_run(request: Request):
+    def api_run(request: Request):
         hit, _ = lookup("run", request.path_params["rid"])
-        return JSONResponse(json_safe(data.detail(hit)))
+        return JSONResponse(json_safe(served.detail(hit)))
 
-    async def api_samples(request: Request):
+    def api_samples(request: Request):
         hit, _ = lookup("run", request.path_params["rid"])
         try:
             limit = max(1, min(int(request.query_params.get("limit", "50")), 1000))
         except ValueError:
             raise HTTPException(400, "limit is a number of samples") from None
-        return JSONResponse(json_safe(data.samples(hit, request.query_params.get("q", ""), limit)))
+        try:
+            rows = served.samples(hit, request.query_params.get("q", ""), limit)
+        except rf.BadRunFile as err:
+            rows = [{"step": None, "prompt": f"(samples not shown: {err})", "completion": ""}]
+        return JSONResponse(json_safe(rows))
 
-    async def api_study(request: Request):
+    def api_study(request: Request):
         hit, found = lookup("study", request.path_params["sid"])
-        return JSONResponse(json_safe(data.study(hit, [f for f in found if f.kind == "run"])))
+        return JSONResponse(json_safe(study_page(served, hit, [f for f in found if f.kind == "run"])))
 
-    async def api_compare(request: Request):
+    def api_compare(request: Request):
         ids = [i for i in request.query_params.get("runs", "").split(",") if i]
-        found = data.discover(roots)
-        by_id = {f.id: f for f in found if f.kind == "run"}
+        by_id = {f.id: f for f in served.discover() if f.kind == "run"}
         missing = [i for i in ids if i not in by_id]
         if missing or not ids:
             raise HTTPException(404, f"no run {missing[0]!r} under the served folders" if missing else "pick runs")
-        return JSONResponse(json_safe(data.compare({i: by_id[i] for i in ids})))
+        return JSONResponse(json_safe(compare(served, {i: by_id[i] for i in ids})))
 
-    async def static(request: Request):
+    def static(request: Request):
         name = request.path_params["name"]
         if name == "plotly.min.js":
             return FileResponse(plotly_js(), media_type="text/javascript")
@@ -99,9 +109,9 @@ def build_app(roots: Sequence[Path]) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
-        data.shutdown()  # the fitting thread ends with the server
+        served.close()  # the forecast thread ends with the server
 
-    return Starlette(lifespan=lifespan, routes=[
+    app = Starlette(lifespan=lifespan, routes=[
         Route("/", page("index.html")),
         Route("/run/{rid:path}", page("run.html")),
         Route("/study/{sid:path}", page("study.html")),
@@ -113,3 +123,5 @@ def build_app(roots: Sequence[Path]) -> Starlette:
         Route("/api/study/{sid:path}", api_study),
         Route("/static/{name}", static),
     ])  # fmt: skip
+    app.state.served = served
+    return app

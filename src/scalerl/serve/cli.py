@@ -55,10 +55,10 @@ def handle(args: argparse.Namespace) -> int:
             return _fail(f"cannot listen on {args.host}:{args.port} ({err.strerror}); choose another --port.")
     import uvicorn
 
-    from scalerl.serve.runs import discover
+    from scalerl.serve.runs import Served
 
     for d in dirs:  # a folder with no runs yet is served all the same: runs appear as they start
-        if not discover([d]):
+        if not Served([d]).discover():
             print(f"scalerl serve: {d} holds no runs yet (no metrics.jsonl below it); they appear as they start.")
 
     from scalerl.serve.app import build_app

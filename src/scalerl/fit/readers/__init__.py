@@ -54,7 +54,7 @@ from scalerl.fit.readers.tensorboard import read_tensorboard
 
 __all__ = ["COMPUTE_COLUMNS", "FOLDER_SUFFIXES", "FORMATS", "READERS", "REWARD_COLUMNS", "RUN_LOG", "STEP_COLUMNS", "TRAIN_REWARD_COLUMNS",
            "Columns", "Curve", "expand_paths", "is_tensorboard", "load_runs", "read_curves", "read_jsonl",
-           "suffixes"]  # fmt: skip
+           "suffixes", "unique_names"]  # fmt: skip
 
 READERS: dict[str, Callable[[Path, Columns], list[Curve]]] = {
     ".csv": read_csv,
@@ -120,7 +120,7 @@ def read_curves(path: str | Path, columns: Columns | None = None, **fields) -> l
     return reader(path, columns)
 
 
-def _unique_names(curves: list[Curve]) -> list[Curve]:
+def unique_names(curves: list[Curve]) -> list[Curve]:
     """Equal run names get the shortest folder path that tells them apart
     (``a/x/run.jsonl`` and ``b/x/run.jsonl`` become ``a/x/run`` and ``b/x/run``)."""
     groups: dict[str, list[int]] = {}
@@ -178,4 +178,4 @@ def load_runs(
     curves: list[Curve] = []
     for path in expand_paths(paths_or_globs):
         curves.extend(read_curves(path, columns))
-    return _unique_names(curves)
+    return unique_names(curves)

@@ -26,6 +26,7 @@ from scalerl.fit.readers.core import (
     find_column,
     run_name,
 )
+from scalerl.fit.readers.cache import parsed
 from scalerl.fit.readers.text import read_text
 
 __all__ = ["read_csv"]
@@ -34,7 +35,12 @@ _WANDB_COLUMN = re.compile(r"^(?P<run>.+) - (?P<metric>.+?)(?P<suffix>__MIN|__MA
 
 
 def _read_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """Header and (line number, cells) rows; '#' comment lines before the header skipped."""
+    """Header and (line number, cells) rows; '#' comment lines before the header skipped;
+    parsed once per version of the file (``cache``)."""
+    return parsed(path, "csv", lambda: _parse_csv_rows(path))
+
+
+def _parse_csv_rows(path: Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
     text = read_text(path)
     lines = text.splitlines()
     start = 0

@@ -6,7 +6,6 @@ Records without the reward field (training-step records) are skipped; a ``run`` 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from scalerl.fit.errors import CurveError
@@ -19,9 +18,20 @@ from scalerl.fit.readers.core import (
     find_column,
     run_name,
 )
-from scalerl.fit.readers.text import text_lines
+from scalerl.fit.readers.cache import parsed
+from scalerl.runfolder import BadRunFile, read_numbered
 
-__all__ = ["read_jsonl"]
+__all__ = ["curves_from_records", "jsonl_records", "read_jsonl"]
+
+
+def jsonl_records(path: Path) -> list[tuple[int, dict]]:
+    """(line, record) of every record of a JSON-lines log, read by the run folder's one reader
+    (``runfolder.read_numbered``: a torn last line skipped, any other bad line one sentence),
+    parsed once per version of the file (``cache``)."""
+    try:
+        return parsed(Path(path), "jsonl", lambda: read_numbered(path))
+    except BadRunFile as err:
+        raise CurveError(str(err)) from None
 
 
 def read_jsonl(path: Path, columns: Columns | None = None, **fields) -> list[Curve]:
@@ -32,21 +42,12 @@ def read_jsonl(path: Path, columns: Columns | None = None, **fields) -> list[Cur
     ``fields`` are shorthand for ``Columns(**fields)`` when ``columns`` is not given.
     """
     columns = Columns(**fields) if columns is None else columns
-    records: list[tuple[int, dict]] = []
-    for number, text in text_lines(path):
-        if not text.strip():
-            continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as err:
-            if not text.endswith("\n"):  # only the last line can lack it
-                break  # a torn last record of a live run
-            raise CurveError(f"{path} line {number} is not valid JSON ({err.msg}).") from None
-        except RecursionError:
-            raise CurveError(f"{path} line {number} is JSON nested too deeply to be a log record.") from None
-        if not isinstance(record, dict):
-            raise CurveError(f"{path} line {number} is not a JSON object.")
-        records.append((number, record))
+    return curves_from_records(jsonl_records(path), Path(path), columns)
+
+
+def curves_from_records(records: list[tuple[int, dict]], path: Path, columns: Columns) -> list[Curve]:
+    """The curves of (line, record) pairs read from ``path`` (:func:`read_jsonl`; ``serve``
+    reads the records through its own guard and builds the same curves here)."""
     if not records:
         raise CurveError(f"{path} is empty.")
     names = list(dict.fromkeys(k for _, rec in records for k in rec))

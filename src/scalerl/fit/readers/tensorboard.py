@@ -22,13 +22,20 @@ import numpy as np
 
 import scalerl.fit.readers.tfrecord as tfrecord
 from scalerl.fit.errors import CurveError, CurveWarning
+from scalerl.fit.readers.cache import parsed
 from scalerl.fit.readers.core import Columns, Curve, build
 
 __all__ = ["read_tensorboard", "torn_tail"]
 
 
 def _tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """tag -> (steps, values), merged over every event file of a run directory.
+    """tag -> (steps, values), merged over every event file of a run directory, parsed once
+    per version of the folder or file (``cache``)."""
+    return parsed(path, "tensorboard", lambda: _parse_tb_scalars(path))
+
+
+def _parse_tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The scalars of :func:`_tb_scalars`.
 
     A restarted run (or an evaluator writing its own file) leaves several event files in
     one directory, whose steps overlap. Files are read one by one in name order (their

@@ -52,7 +52,7 @@ import numpy as np
 from scipy import stats
 
 from scalerl.fit.errors import CurveError
-from scalerl.metric_names import (
+from scalerl.runfolder import (
     GENERATOR_IDLE,
     GENERATOR_STALL,
     LEARNER_BUSY,
@@ -186,14 +186,14 @@ def recommend(options: list[Split]) -> Split:
 
 def _total(record: dict, key: str) -> float:
     """A cumulative token count under its current name, or the name runs before issue 29
-    wrote (``scalerl.metric_names.RENAMED``: ``fit`` reads logs as written, not through the
+    wrote (``scalerl.runfolder.RENAMED``: ``fit`` reads logs as written, not through the
     trainer's ``metrics.read_records``)."""
     return float(record.get(key, record.get(old_name(key), 0)) or 0)
 
 
 def role_times(records: list[dict], *, generators: int, learner_devices: int, k: int, source: str) -> RoleTimes:
     """``RoleTimes`` from a run's metrics records (step records carry ``learner_busy_s``); the
-    keys are the trainer's own (``scalerl.metric_names``)."""
+    keys are the trainer's own (``scalerl.runfolder``)."""
     steps = [r for r in records if isinstance(r.get(LEARNER_BUSY), int | float) and isinstance(
         r.get(WALL), int | float)]  # fmt: skip
     if len(steps) < 2:

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from scalerl.metric_names import LEARNER_BUSY, LEARNER_WORLD_SIZE
+from scalerl.runfolder import LEARNER_BUSY, LEARNER_WORLD_SIZE
 from scalerl.pipeline.learner.rank import LearnerRank, RankFailed, RankSpec, SyncTimeout
 from scalerl.pipeline.learner.role import Published, StepResult, rate_metrics
 from scalerl.pipeline.learner.train_step import step_metrics

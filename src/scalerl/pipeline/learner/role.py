@@ -20,7 +20,7 @@ import torch
 
 from scalerl.checkpoint import to_cpu
 from scalerl.compute import matmul_peak
-from scalerl.metric_names import LEARNER_BUSY, LEARNER_WORLD_SIZE
+from scalerl.runfolder import LEARNER_BUSY, LEARNER_WORLD_SIZE
 from scalerl.models.build import count_parameters
 from scalerl.models.forward import Forward
 from scalerl.models.lora import is_lora, published_parameters

@@ -1,0 +1,128 @@
+"""The training reward as the validation curve's companion: the default forecast where a log
+has both (``docs/DESIGN.md``, "Which forecast is the default").
+
+A run logs its training reward at every step (``reward_mean``: P x G scored samples each),
+and evaluates far less often. The two share the curve's shape, so the dense one pins that
+shape down where a few evaluations cannot. The companion is the training reward binned to
+the evaluations: ``t_i`` = the mean of the training rewards logged at compute in
+``(C_{i-1}, C_i]`` (``C_0``'s bin from the start), ``nan`` where none was.
+
+The forecast of the validation (``fit.forecast.make``) is then
+
+    v(C) = t(C) + g,     g = mean_i (v_i - t(C_i)) over the last third of the evaluations,
+
+``t`` the training reward's own sigmoid fit with its calibrated band (the prior-free draws of
+``fit.forecast.make`` on the companion), ``g`` the validation's offset from it, whose standard
+error ``s_g / sqrt(m)`` widens the band, and ``s_g`` (the spread of the offsets: validation
+noise and the two curves' mismatch) is the noise of one evaluation around it. Measured on the
+corpus of real runs (``bench/forecast_real.py``), this is the one method that covers the final
+value at 95% from half a run, where the validation curve alone reads climbing runs low.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from scalerl.fit.errors import CurveError
+from scalerl.fit.readers import Columns, Curve, read_curves
+from scalerl.fit.readers.core import TRAIN_REWARD_COLUMNS, find_column
+
+__all__ = ["MIN_POINTS", "Companion", "align", "read_companion"]
+
+MIN_POINTS = 6
+"""Evaluations with a training reward below which the companion is not used (the sigmoid's
+four parameters and a residual)."""
+TAIL = 1.0 / 3.0
+"""The share of the evaluations (the latest) whose offsets give ``g``: the offset drifts as a
+run learns, and the forecast is of what follows the data."""
+
+
+def align(eval_compute, train_compute, train_reward) -> np.ndarray:
+    """(n,) the mean training reward in each evaluation's bin ``(C_{i-1}, C_i]`` (module
+    docstring); ``nan`` for a bin where none was logged. Rewards after the last evaluation
+    wait for the next one."""
+    c = np.asarray(eval_compute, dtype=float)  # (n,)
+    tc, tr = np.asarray(train_compute, dtype=float), np.asarray(train_reward, dtype=float)  # (m,)
+    ok = np.isfinite(tc) & np.isfinite(tr)
+    tc, tr = tc[ok], tr[ok]
+    idx = np.searchsorted(c, tc, side="left")  # (m,): the first evaluation at or after each reward
+    keep = idx < c.size
+    sums = np.bincount(idx[keep], weights=tr[keep], minlength=c.size)
+    counts = np.bincount(idx[keep], minlength=c.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+@dataclass(frozen=True, eq=False)
+class Companion:
+    """A validation curve's training reward, binned to its evaluations (module docstring)."""
+
+    compute: np.ndarray  # (m,) the evaluations that have a training reward
+    train: np.ndarray  # (m,) their bins' mean training reward
+    val: np.ndarray  # (m,) the validation at those evaluations
+    column: str  # the training reward's column in the log
+
+    @classmethod
+    def of(cls, eval_compute, val, train_compute, train_reward, column: str) -> Companion:
+        t = align(eval_compute, train_compute, train_reward)
+        ok = np.isfinite(t)
+        return cls(
+            np.asarray(eval_compute, dtype=float)[ok],
+            t[ok],
+            np.asarray(val, dtype=float)[ok],
+            column,
+        )
+
+    @classmethod
+    def from_points(cls, eval_compute, val, points, column: str) -> Companion | None:
+        """From (compute, training reward) pairs as a live run collects them; None for none."""
+        return cls.of(eval_compute, val, *zip(*points), column) if points else None
+
+    def __len__(self) -> int:
+        return int(self.compute.size)
+
+    def upto(self, compute: float) -> Companion:
+        """The evaluations up to ``compute`` (a cut at a budget, as the validation's)."""
+        k = self.compute <= compute
+        return Companion(self.compute[k], self.train[k], self.val[k], self.column)
+
+    def offsets(self, centre) -> np.ndarray:
+        """``v_i - t(C_i)`` over the latest ``TAIL`` of the evaluations (at least 3), ``centre``
+        the training reward's expected curve."""
+        n = max(int(np.ceil(len(self) * TAIL)), 3)
+        c, v = self.compute[-n:], self.val[-n:]
+        return v - np.asarray(centre(c), dtype=float).reshape(-1)
+
+
+def read_companion(
+    path: str | Path, curve: Curve, columns: Columns, train: str | None = None
+) -> Companion | None:
+    """The companion of ``curve`` read from its log ``path`` (a file or run folder): the
+    training reward column ``train`` (default: the first of ``TRAIN_REWARD_COLUMNS`` the log
+    has that is not the validation's own), on the validation's compute column. None where
+    the log has no such column or too few evaluations with one; a column named with
+    ``train`` that is not there is one sentence."""
+    names = (
+        (train,)
+        if train
+        else tuple(c for c in TRAIN_REWARD_COLUMNS if find_column([curve.y], c) is None)
+    )
+    for name in names:
+        try:
+            found = read_curves(path, Columns(x=columns.x, y=name, step_to_compute=columns.step_to_compute,
+                                              bounded=False))  # fmt: skip
+        except CurveError as err:
+            if train:
+                raise CurveError(f"--train-reward {train}: {err}") from None
+            continue
+        match = [c for c in found if c.name == curve.name] or (found if len(found) == 1 else [])
+        if not match:
+            continue
+        comp = Companion.of(
+            curve.compute, curve.reward, match[0].compute, match[0].reward, match[0].y
+        )
+        return comp if len(comp) >= MIN_POINTS else None
+    return None

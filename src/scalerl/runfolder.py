@@ -1,0 +1,360 @@
+"""A run folder, in one place: its file names, its record keys, its one reader and its state.
+
+``scalerl train --out RUN`` writes a run folder; ``fit``, ``plan``, ``serve``, ``sweep`` and
+``report`` read it. Everything both sides must agree on is defined here, once, as plain
+strings and small functions (this module imports nothing of the package, so ``fit/`` may
+read it and stay free of torch and the trainer). ``docs/METRICS.md`` says what each key
+counts, in which unit.
+
+**The one JSONL reader** (:func:`read_records`), one policy for a torn line: a last line
+without its newline that does not parse is a record a live writer is still appending, and is
+skipped; any other line that is not one JSON object (bad JSON, a list, nesting past the
+parser's depth, bytes that are not UTF-8) is :class:`BadRunFile` naming the file and line.
+Keys renamed since a run was written (:data:`RENAMED`) are read under their current names.
+
+**A run's state** (:func:`run_state`) is what the run itself wrote last in ``status.json``
+(:func:`write_status`: the trainer when it starts, ends, stops on a signal or fails; a study
+when it pauses a point between rungs or stops it), checked against the process still
+writing: a status of ``running`` whose files have not changed for :data:`LIVE_S` seconds is a
+process that is gone, so the run is ``paused`` (resumable). A folder written before the
+status file existed, or by another trainer, gets its state from its records and
+``train.log`` (:func:`_inferred`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+# --- file names ---------------------------------------------------------------------------
+METRICS = "metrics.jsonl"  # one record per optimiser step; evaluations add the validation
+CONFIG = "config.yaml"  # the resolved config the run trained with
+STATUS = "status.json"  # the run's state as it last wrote it (write_status)
+TRAIN_LOG = "train.log"  # the console's lines
+SAMPLES = "samples.jsonl"  # a few completions per evaluation
+PLACEMENT = "plan.json"  # where every role ran (the run plan)
+REPORT = "report.md"  # the end-of-run report
+FIT_FIGURE = "fit.png"
+SFT_RESULT = "sft_result.json"  # beside a warmed-up starting model: the pass rate it reached
+CHECKPOINT = "checkpoint"
+TENSORBOARD = "tb"
+MODEL = "model"
+SWEEP = "sweep.yaml"  # a study's spec
+DECISIONS = "decisions.json"  # an adaptive study's decisions
+STUDY = "study.md"  # a study's report
+SHARED_BASE = "_base"  # a study's shared starting models
+NOT_RUNS = (SHARED_BASE, "base_model", CHECKPOINT, "checkpoint.old", MODEL, TENSORBOARD)
+"""Folders inside a run or study that hold no run of their own."""
+
+# --- record keys: every record ------------------------------------------------------------
+STEP = "step"
+COMPUTE = "compute_gpu_hours"  # device-hours so far: the law's x
+WALL = "wall_s"  # seconds since the run started: the clock of the time to target
+# evaluation records
+VAL_PASS_RATE = "val_pass_rate"  # the law's y
+VAL_REWARD_MEAN = "val_reward_mean"
+VAL_STDERR = "val_stderr"  # the evaluation's standard error over prompts
+TRAIN_REWARD = "reward_mean"  # a step's mean training reward: the forecast's companion
+STOPPED_EARLY = "stopped_early"  # the sentence of a rule that ended the run
+# step records: the learner's role times
+LEARNER_BUSY = "learner_busy_s"
+LEARNER_WORLD_SIZE = "learner_world_size"
+LEARNER_EVAL = "learner_eval_s"
+PUBLISH = "publish_s"
+SYNC = "sync_s"
+GENERATOR_TIMES = MappingProxyType({
+    "cpu_s": "generator_cpu_s",
+    "eval_cpu_s": "generator_eval_cpu_s",
+    "stall_s": "generator_stall_s",
+    "swap_s": "generator_swap_s",
+    "idle_s": "generator_idle_s",
+})
+"""``types.GeneratorTimes`` field -> key (summed over a batch's groups)."""
+GENERATOR_STALL = GENERATOR_TIMES["stall_s"]
+GENERATOR_IDLE = GENERATOR_TIMES["idle_s"]
+TOTAL_GEN_TOKENS = "total_gen_tokens"
+TOTAL_TRAINED_TOKENS = "total_trained_tokens"
+STALENESS_HIST = "staleness_hist"  # {versions behind: groups}
+
+RENAMED = MappingProxyType({
+    "gen_tokens": TOTAL_GEN_TOKENS,
+    "train_tokens": TOTAL_TRAINED_TOKENS,
+    "trained_tokens": "step_trained_tokens",
+    "padded_tokens": "step_padded_tokens",
+    "train_tokens_per_s": "trained_tokens_per_s",
+})
+"""Keys renamed since a run may have been written, old name -> current name (``train_tokens``
+was cumulative and ``trained_tokens`` per step). Runs written before keep them on disk."""
+
+
+class Forecast:
+    """The ``forecast_*`` keys of the live forecast's records (``fit.forecast.record``)."""
+
+    STEP = "forecast_step"  # the evaluation it was made at
+    METRIC = "forecast_metric"  # the fitted column
+    CUT = "forecast_fit_until"  # the compute of that evaluation
+    BUDGET = "forecast_budget"  # the compute the run will have spent at its end
+    STATE = "forecast_state"  # rising, not_learning, too_few_evaluations, declining, diverging
+    SAID = "forecast_state_message"  # the state in one sentence
+    METHOD = "forecast_method"  # whose curve the draws follow
+    WHY = "forecast_method_why"
+    A, A_LO, A_HI = "forecast_A", "forecast_A_lo", "forecast_A_hi"
+    IDENTIFIED = "forecast_identified"
+    VERDICT = "forecast_verdict"
+    FINAL, FINAL_LO, FINAL_HI = "forecast_final", "forecast_final_lo", "forecast_final_hi"  # one evaluation
+    BAND_LO, BAND_HI = "forecast_band_lo", "forecast_band_hi"  # the expected curve at the budget
+    RISE_Z, RISE_FIRST, RISE_LAST = "forecast_rise_z", "forecast_rise_first", "forecast_rise_last"
+    TARGET = "forecast_target"
+    COMPUTE_TO_TARGET = "forecast_compute_to_target"
+    COMPUTE_TO_TARGET_LO, COMPUTE_TO_TARGET_HI = "forecast_compute_to_target_lo", "forecast_compute_to_target_hi"
+    HOURS, HOURS_LO, HOURS_HI = "forecast_time_to_target_h", "forecast_time_to_target_h_lo", "forecast_time_to_target_h_hi"
+    P_REACH = "forecast_p_reach"  # within the budget
+    ERROR = "forecast_error"  # a forecast that failed: one sentence
+
+
+FORECAST_KEYS = tuple(v for k, v in vars(Forecast).items() if k.isupper())
+"""Every ``forecast_*`` key, in the order :class:`Forecast` names them."""
+
+# --- reading ------------------------------------------------------------------------------
+
+
+class BadRunFile(ValueError):
+    """A run folder's file that cannot be read as one; the message is one sentence naming it."""
+
+
+MAX_LINE = 1 << 20
+"""A record longer than this (1 MiB) is not one the trainer writes."""
+
+
+def current_names(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with every key of :data:`RENAMED` under its current name."""
+    return {RENAMED.get(key, key): value for key, value in record.items()}
+
+
+def old_name(key: str) -> str | None:
+    """The name a run written before a rename used for ``key`` (:data:`RENAMED`), or None."""
+    return next((old for old, new in RENAMED.items() if new == key), None)
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a JSONL file, in order (the module docstring's one policy); an absent
+    file has none."""
+    return [record for _, record in read_numbered(path)]
+
+
+def read_numbered(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, record) of every record of a JSONL file (:func:`read_records`)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except OSError as err:
+        raise BadRunFile(f"{path} cannot be read ({err.strerror or err}).") from None
+    return parse_records(data, path)
+
+
+def parse_records(data: bytes, path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, record) of JSONL ``data`` read from ``path`` (the one policy; ``path``
+    names the file in messages)."""
+    if b"\0" in data[:8192]:
+        raise BadRunFile(f"{path} is not a JSONL log: it holds binary data.")
+    lines = data.split(b"\n")
+    torn = lines.pop()
+    if not lines and torn.startswith(b"\xef\xbb\xbf"):
+        torn = torn[3:]  # b"" when the file ends with its newline
+    if lines and lines[0].startswith(b"\xef\xbb\xbf"):  # a byte-order mark some editors write
+        lines[0] = lines[0][3:]
+    records = []
+    for number, raw in enumerate(lines, 1):
+        if raw.strip():
+            records.append((number, _record(path, number, raw)))
+    if torn.strip():
+        try:
+            records.append((len(lines) + 1, _record(path, len(lines) + 1, torn)))
+        except BadRunFile:
+            pass  # a record a live writer is still appending
+    return records
+
+
+def _record(path: Path, number: int, raw: bytes) -> dict[str, Any]:
+    where = f"{path} line {number}"
+    if len(raw) > MAX_LINE:
+        raise BadRunFile(f"{where} is {len(raw):,} bytes long, more than any record a run writes.")
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise BadRunFile(f"{where} is not UTF-8 text (byte 0x{err.object[err.start]:02x}).") from None
+    except json.JSONDecodeError as err:
+        raise BadRunFile(f"{where} is not valid JSON ({err.msg}).") from None
+    except RecursionError:
+        raise BadRunFile(f"{where} is JSON nested too deeply to be a record.") from None
+    if not isinstance(value, dict):
+        raise BadRunFile(f"{where} is not a JSON object.")
+    return current_names(value)
+
+
+def number(record: dict[str, Any], key: str) -> float | None:
+    """``record[key]`` as a finite float, None where absent or not a number (a bool, a string)."""
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def read_config(folder: str | Path, max_bytes: int = 1 << 20) -> dict[str, Any]:
+    """The run's ``config.yaml`` as plain data ({} where absent); bounded (``yaml_io``: aliases,
+    nesting, size) so an untrusted folder cannot stall a reader. :class:`BadRunFile` otherwise."""
+    path = Path(folder) / CONFIG
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise BadRunFile(f"{path} is {size:,} bytes, more than a run's config ({max_bytes:,}).")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as err:
+        raise BadRunFile(f"{path} cannot be read ({err.strerror or err}).") from None
+    return parse_config(raw, path)
+
+
+def parse_config(raw: bytes, path: str | Path) -> dict[str, Any]:
+    """A ``config.yaml``'s bytes as plain data (:func:`read_config`)."""
+    import yaml
+
+    from scalerl.yaml_io import load_yaml
+
+    try:
+        data = load_yaml(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise BadRunFile(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x}).") from None
+    except yaml.YAMLError as err:
+        raise BadRunFile(f"{path} is not a config ({getattr(err, 'problem', None) or err}).") from None
+    except RecursionError:
+        raise BadRunFile(f"{path} nests too deeply to be a config.") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadRunFile(f"{path} does not hold a mapping of config sections.")
+    return data
+
+
+def section(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    """``cfg[name]`` where it is a mapping, else {} (an untrusted config may hold anything)."""
+    value = cfg.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def setting(cfg: dict[str, Any], name: str, key: str) -> float | None:
+    """A numeric setting ``cfg[name][key]``, None where absent or not a number."""
+    return number(section(cfg, name), key)
+
+
+def is_run(folder: Path) -> bool:
+    """A folder a run wrote (it holds :data:`METRICS`)."""
+    return (Path(folder) / METRICS).is_file()
+
+
+# --- the run's state --------------------------------------------------------------------------
+
+STATES = ("running", "finished", "stopped", "failed", "paused", "unreadable")
+LIVE_S = 120.0
+"""A run whose files changed this recently still has a process writing them."""
+
+
+@dataclass(frozen=True)
+class RunState:
+    """One of :data:`STATES` and what the run said about it (the signal, the error's first line)."""
+
+    state: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.state} ({self.detail})" if self.detail else self.state
+
+
+def write_status(folder: str | Path, state: str, detail: str = "", **info: Any) -> None:
+    """Write ``status.json`` atomically: ``state`` (one of :data:`STATES`), one line of
+    ``detail``, and plain ``info`` (step, signal, pid)."""
+    if state not in STATES:
+        raise ValueError(f"unknown run state {state!r}")
+    path = Path(folder) / STATUS
+    body = {"state": state, "detail": detail.splitlines()[0] if detail else "", "time": time.time(),
+            "pid": os.getpid(), **info}  # fmt: skip
+    tmp = path.with_name(f".{STATUS}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(body) + "\n")
+    os.replace(tmp, path)
+
+
+def _read_bytes(path: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``path``, its tail when longer (FileNotFoundError where absent)."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(size - limit, 0))
+        return handle.read(limit)
+
+
+def read_status(folder: str | Path, read=_read_bytes) -> dict[str, Any] | None:
+    """``status.json`` as written, None where absent or unreadable; ``read(path, limit)`` reads
+    a file's bytes (``serve`` passes its guarded reader)."""
+    try:
+        data = json.loads(read(Path(folder) / STATUS, 1 << 16).decode("utf-8"))
+    except (OSError, ValueError, RecursionError, BadRunFile):
+        return None
+    return data if isinstance(data, dict) and data.get("state") in STATES else None
+
+
+def _changed_within(folder: Path, seconds: float, now: float) -> bool:
+    for name in (METRICS, STATUS, TRAIN_LOG):
+        try:
+            if now - (folder / name).lstat().st_mtime < seconds:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def run_state(folder: str | Path, records: list[dict[str, Any]] | None = None, cfg: dict[str, Any] | None = None,
+              now: float | None = None, read=_read_bytes) -> RunState:
+    """The run's state (module docstring); ``records`` and ``cfg`` when the caller has them;
+    ``read(path, limit)`` reads a file's bytes (``read_status``)."""
+    folder = Path(folder)
+    now = time.time() if now is None else now
+    status = read_status(folder, read)
+    if status is not None:
+        state, detail = status["state"], str(status.get("detail") or "")
+        if state == "running" and not _changed_within(folder, LIVE_S, now):
+            return RunState("paused", f"its process stopped writing {int(now - float(status.get('time', now)))} s ago")
+        return RunState(state, detail)
+    records = read_records(folder / METRICS) if records is None else records
+    return _inferred(folder, records, read_config(folder) if cfg is None else cfg, now, read)
+
+
+def _inferred(folder: Path, records: list[dict[str, Any]], cfg: dict[str, Any], now: float, read) -> RunState:
+    """A folder without ``status.json``: stopped by a rule, finished at its steps or compute,
+    running while it changes, failed where its log ends with an error, else paused."""
+    stop = next((r[STOPPED_EARLY] for r in records if STOPPED_EARLY in r), None)
+    if stop is not None:
+        return RunState("stopped", str(stop))
+    last = records[-1] if records else {}
+    steps, max_compute = setting(cfg, "train", "steps"), setting(cfg, "train", "max_compute")
+    if last and ((steps is not None and number(last, STEP) == steps)
+                 or (max_compute is not None and (number(last, COMPUTE) or 0.0) >= max_compute)):  # fmt: skip
+        return RunState("finished")
+    if _changed_within(folder, LIVE_S, now):
+        return RunState("running")
+    try:
+        tail = read(folder / TRAIN_LOG, 4096).decode("utf-8", "replace").strip().splitlines()[-5:]
+    except (OSError, BadRunFile):
+        tail = []
+    error = next((t for t in reversed(tail) if t.startswith(("scalerl train:", "Traceback"))
+                  or "Error" in t.split(":")[0]), None)  # fmt: skip
+    if error is not None:
+        return RunState("failed", error)
+    return RunState("paused")

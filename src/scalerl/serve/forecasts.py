@@ -1,0 +1,101 @@
+"""Each served run's one ``Forecast``, made in a background thread once per change of its log.
+
+A page polls every few seconds and a live run's log changes at every step, so a forecast is
+made at most once per version of the log (its size and modification time), in one worker
+thread, and a request never waits on one for longer than a deadline: while the newest version
+is being forecast, the forecast of the one before is answered, marked stale; a run seen for
+the first time waits up to ``FIRST_WAIT_S`` for its first, then is answered "being made". A
+forecast that fails is kept as its one sentence.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as Late
+from dataclasses import dataclass
+
+__all__ = ["Forecasts", "Made"]
+
+FIRST_WAIT_S = 3.0
+MAX_KEPT = 4096
+
+
+@dataclass(frozen=True)
+class Made:
+    """What a request gets: the forecast (None while none is made), or why not, and whether
+    it is of an older version of the log."""
+
+    forecast: object = None
+    error: str | None = None
+    stale: bool = False
+    pending: bool = False
+
+
+class Forecasts:
+    """The background forecasts of the served runs (module docstring)."""
+
+    def __init__(self, workers: int = 1) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="serve-forecast")
+        self._lock = threading.Lock()
+        self._latest: dict[str, tuple[tuple, Made]] = {}
+        self._running: dict[str, tuple[tuple, Future]] = {}
+        self._closed = False
+
+    def get(self, key: str, stamp: tuple, make: Callable[[], object], wait: float = 0.0) -> Made:
+        """The forecast of ``key``'s log at ``stamp`` (``make()`` makes it), waiting at most
+        ``wait`` seconds (``FIRST_WAIT_S`` the first time a log is seen)."""
+        with self._lock:
+            latest = self._latest.get(key)
+            if latest is not None and latest[0] == stamp:
+                return latest[1]
+            running = self._running.get(key)
+            if running is not None and running[1].done():
+                latest = self._keep(key, *running)
+                del self._running[key]
+                running = None
+                if latest[0] == stamp:
+                    return latest[1]
+            if running is None and not self._closed:
+                running = self._running[key] = (stamp, self._pool.submit(_guarded, make))
+        if running is None:
+            return Made(error="the server is stopping")
+        limit = wait if latest is not None else max(wait, FIRST_WAIT_S)
+        try:
+            running[1].result(timeout=limit)
+        except Late:
+            return Made() if latest is None else Made(latest[1].forecast, latest[1].error, stale=True)
+        with self._lock:
+            if self._running.get(key) is running:
+                del self._running[key]
+            kept = self._keep(key, *running)
+        return kept[1] if kept[0] == stamp else Made(kept[1].forecast, kept[1].error, stale=True)
+
+    def _keep(self, key: str, stamp: tuple, future: Future) -> tuple[tuple, Made]:
+        made = future.result()
+        if len(self._latest) >= MAX_KEPT:
+            self._latest.pop(next(iter(self._latest)))
+        self._latest[key] = (stamp, made)
+        return self._latest[key]
+
+    def close(self) -> None:
+        """Stop the worker and forget every forecast (the server's shutdown)."""
+        with self._lock:
+            self._closed = True
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._latest.clear()
+        self._running.clear()
+
+
+def _guarded(make: Callable[[], object]) -> Made:
+    """``make()`` as a ``Made``; any failure is its one sentence (a forecast is a diagnostic:
+    a bad log must not take the page down)."""
+    from scalerl.fit.errors import CurveError
+
+    try:
+        return Made(make())
+    except (CurveError, ValueError) as err:
+        return Made(error=str(err).rstrip("."))
+    except Exception as err:  # noqa: BLE001 - one run's forecast never breaks the page
+        return Made(error=f"{type(err).__name__}: {err}")

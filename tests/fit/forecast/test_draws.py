@@ -1,0 +1,116 @@
+"""One predictive distribution: every probability ``scalerl plan`` prints is read from the same
+draws, so none contradicts another (issue 36: P(within 1 h) = 0.777 was printed above
+P(at all) = 0.745), and a run that shows no rise gets no crossing time."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scalerl.cli import main
+from scalerl.fit.law import sigmoid
+from scalerl.fit.options import FitOptions
+from scalerl.fit.readers.core import Curve
+from scalerl.fit.forecast.rise import rise
+from scalerl.fit.time.answer import make_plan
+from scalerl.fit.forecast.crossing import crossing
+from scalerl.fit.time.timing import Clock, clock_from_records, time_to_target
+
+from .time.test_plan_cli import _run_folder
+
+STEP_S, DEVICES = 60.0, 2
+
+
+def _run(a: float, b: float, c_mid: float, n: int, seed: int, flat: float | None = None) -> list[dict]:
+    """A run evaluated every 10 steps on 256 prompts: binomial reads of its curve (or ``flat``)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        step = 10 * i
+        wall = 1.0 + STEP_S * step
+        c = DEVICES * wall / 3600.0
+        p = flat if flat is not None else float(sigmoid(c, a, b, c_mid, 0.1))
+        out.append({"step": step, "wall_s": wall, "compute_gpu_hours": c, "val_pass_rate": rng.binomial(256, p) / 256})
+    return out
+
+
+def _plan(records: list[dict], target: float, budget_hours: float | None = None):
+    c = np.array([r["compute_gpu_hours"] for r in records])
+    y = np.array([r["val_pass_rate"] for r in records])
+    curve = Curve("run", c, y, "run", x="compute_gpu_hours", y="val_pass_rate")
+    clock = clock_from_records(records, "run")
+    return make_plan(curve, clock, target, FitOptions(), budget_hours=budget_hours), clock
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=st.floats(0.5, 0.95), b=st.floats(0.8, 3.0), mid=st.floats(2.0, 12.0), cut=st.integers(20, 40),
+       seed=st.integers(0, 10_000), targets=st.lists(st.floats(0.15, 0.99), min_size=3, max_size=3),
+       budgets=st.lists(st.floats(0.1, 50.0), min_size=4, max_size=4))  # fmt: skip
+def test_within_a_budget_never_exceeds_at_all_and_grows_with_the_budget(a, b, mid, cut, seed, targets, budgets):
+    plan, clock = _plan(_run(a, b, mid, cut, seed), targets[0])
+    for target in targets:
+        cross = crossing(plan.predictive, target, plan.window)
+        p = [time_to_target(cross, clock, budget_hours=h).p_reach for h in sorted(budgets)]
+        at_all = cross.p_reach
+        assert all(x <= at_all + 1e-12 for x in p), (p, at_all)
+        assert all(np.diff(p) >= -1e-12), p  # the same draws: a larger budget keeps every earlier crossing
+        answer = time_to_target(cross, clock)
+        for triple in (answer.compute, answer.hours):
+            med, lo, hi = triple
+            assert lo <= med <= hi
+        data = answer.to_dict()
+        for key in ("compute", "hours", "device_hours"):  # never is null, never a number
+            assert all((v is None) == (not np.isfinite(x)) for v, x in zip(data[key].values(),
+                                                                            getattr(answer, key)))  # fmt: skip
+        json.dumps(data, allow_nan=False)
+
+
+def test_the_reported_contradiction_cannot_happen_through_the_command(tmp_path, capsys):
+    """A run part way up, a target above it, asked within 1 hour: the two probabilities the
+    command prints are of one distribution (the first within the second)."""
+    run = _run_folder(tmp_path / "run", _run(0.9, 1.5, 6.0, 30, 3))
+    assert main(["plan", str(run), "--target", "0.85", "--budget-hours", "1", "--json", str(tmp_path / "p.json")]) == 0
+    data = json.loads((tmp_path / "p.json").read_text())
+    assert data["p_reach"] <= data["p_reach_at_all"]
+    assert data["horizon_compute"] >= 10 * data["clock"]["now_compute"] * (1 - 1e-9)
+    assert "P(reached within" in capsys.readouterr().out
+
+
+def test_a_flat_run_is_not_given_a_rise_or_a_time(tmp_path, capsys):
+    """The reported case: a run flat at 0.125 asked about 0.2 was given 42%."""
+    records = _run(0.0, 1.0, 1.0, 30, 0, flat=0.125)
+    plan, _ = _plan(records, 0.2, budget_hours=10.0)
+    assert plan.source == "flat"
+    assert plan.answer.no_rise is not None and plan.answer.no_rise.startswith("no rise detected")
+    assert plan.answer.p_reach_at_all < 0.01 and plan.answer.p_reach < 0.01
+    data = plan.answer.to_dict()
+    assert data["hours"] == {"median": None, "lo": None, "hi": None}
+    run = _run_folder(tmp_path / "run", records)
+    assert main(["plan", str(run), "--target", "0.2"]) == 0
+    assert "no rise detected" in capsys.readouterr().out
+
+
+def test_the_rise_evidence_by_hand():
+    """First third 0.2, last third 0.3 exactly, alternating +-0.01 noise: successive differences
+    of 0.02 (and the 0.1 step), so the rise is many sds; the same series reversed is no rise."""
+    y = np.r_[np.full(6, 0.2), np.full(6, 0.25), np.full(6, 0.3)] + 0.01 * (-1.0) ** np.arange(18)
+    up = rise(y, rho=0.0)
+    assert up.detected and up.first == pytest.approx(0.2, abs=1e-12) and up.last == pytest.approx(0.3, abs=1e-12)
+    diffs = np.diff(y)
+    assert up.sigma == pytest.approx(np.std(diffs, ddof=1) / np.sqrt(2.0))
+    assert up.z == pytest.approx(0.1 / (up.sigma * np.sqrt(2.0 / 6)))
+    down = rise(y[::-1], rho=0.0)
+    assert not down.detected and down.z < 0 and "no rise detected" in down.message
+
+
+def test_a_clock_turns_the_same_draws_into_hours():
+    """Hours are the crossing draws through the clock: at a fixed rate, hours = C * s / 3600."""
+    plan, _ = _plan(_run(0.9, 1.5, 6.0, 30, 1), 0.6)
+    cross = crossing(plan.predictive, 0.6, 0)
+    clock = Clock(np.array([0.0, 1.0]), np.array([0.0, 1800.0]), 1800.0, 0.0, 2.0)
+    answer = time_to_target(cross, clock)
+    assert answer.hours[0] == pytest.approx(cross.interval[0] * 0.5, rel=1e-9)
