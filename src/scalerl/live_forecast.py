@@ -186,7 +186,7 @@ def _forecast(run: Seen, cfg, prior: dict, y: str) -> dict[str, Any]:
     """
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
-    from scalerl.fit.options import MAX_POINTS
+    from scalerl.fit.forecast.options import MAX_POINTS
     from scalerl.fit.forecast.record import record_fields
     from scalerl.fit.options import FitOptions
     from scalerl.fit.prior.runs import load_prior

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -9,8 +11,8 @@ from scipy import stats
 from scalerl.fit import law
 from scalerl.fit.choose import Standing, p_best, replay, rungs
 from scalerl.fit.errors import CurveError
+from scalerl.fit.forecast import RunLog
 from scalerl.fit.paper import TABLE1
-from scalerl.fit.readers import Curve
 
 
 def _normal(name: str, mean: float, sd: float, n: int = 4000) -> Standing:
@@ -41,10 +43,11 @@ def test_rungs_double_from_the_first_and_end_at_the_budget():
         rungs(1.0, 2.0)
 
 
-def _run(name: str, A: float, B: float, C_mid: float, end: float, seed: int, sd: float = 0.01, n: int = 48) -> Curve:
+def _run(name: str, A: float, B: float, C_mid: float, end: float, seed: int, sd: float = 0.01, n: int = 48) -> RunLog:
     c = np.linspace(end / n, end, n)
     y = law.sigmoid(c, A, B, C_mid, 0.0) + np.random.default_rng(seed).normal(0.0, sd, n)
-    return Curve(name, c, np.clip(y, 0.0, 1.0), f"{name}.jsonl")
+    log = RunLog.of(c, np.clip(y, 0.0, 1.0), name=name)
+    return RunLog(dataclasses.replace(log.curve, source=f"{name}.jsonl"))
 
 
 def test_replay_stops_a_clear_loser_early_and_keeps_the_winner():
@@ -67,7 +70,7 @@ def test_replay_keeps_the_late_winner_of_the_papers_batch_sizes():
     small, large = table["ScaleRL-bs512"], table["ScaleRL-bs2048"]
     curves = [_run("bs512", small.A, small.B, small.C_mid, 1e5, seed=2, sd=0.005),
               _run("bs2048", large.A, large.B, large.C_mid, 1e5, seed=3, sd=0.005)]  # fmt: skip
-    early = {c.name: float(c.head(12_500).reward[-3:].mean()) for c in curves}
+    early = {c.name: float(c.curve.head(12_500).reward[-3:].mean()) for c in curves}
     assert early["bs512"] > early["bs2048"] + 0.1  # the early values point the wrong way
     d = replay(curves, 1e5).to_dict()
     assert d["winner"] in ("bs2048", ["bs2048", "bs512"])
@@ -90,24 +93,21 @@ def test_replay_refuses_a_run_that_ends_before_the_budget():
 def test_a_study_reads_each_points_training_reward(tmp_path):
     """Each point's forecast follows its own training reward where its log has one, in the
     replay and through ``scalerl sweep --replay``'s reader."""
-    from scalerl.experiments.replay import replay_companions, replay_curves
+    from scalerl.experiments.replay import replay_logs
     from scalerl.fit.choose import standing
-    from scalerl.fit.options import FitOptions
+    from scalerl.fit.forecast import ForecastOptions
 
-    from .test_companion import _companion, _steps
-    from .time.test_plan_cli import _run_folder
+    from .commands.test_plan import _run_folder
+    from .forecast.test_companion import _log, _steps
 
     runs = {f"p{seed}": _steps(250, 10, seed=seed) for seed in (1, 2)}
-    curves, companions = [], {}
-    for name, records in runs.items():
-        c, y, comp = _companion(records)
-        curves.append(Curve(name, c, y, name))
-        companions[name] = comp
-    s = standing(curves[0], 5.0, FitOptions(), companions["p1"])
+    logs = [dataclasses.replace(_log(records), curve=dataclasses.replace(_log(records).curve, name=name))
+            for name, records in runs.items()]  # fmt: skip
+    s = standing(logs[0], 5.0, ForecastOptions())
     assert s.source == "training reward"
-    with_t = replay(curves, 2.5, companions=companions).to_dict()
-    alone = replay(curves, 2.5).to_dict()
+    with_t = replay(logs, 2.5).to_dict()
+    alone = replay(logs, 2.5, options=ForecastOptions(train_reward="none")).to_dict()
     assert with_t["full"]["ranking"] != alone["full"]["ranking"]  # read off other draws
     folders = [_run_folder(tmp_path / name, records) for name, records in runs.items()]
-    read = replay_companions(replay_curves(folders))
-    assert set(read) == {"p1", "p2"} and np.allclose(read["p1"].train, companions["p1"].train)
+    read = {log.name: log for log in replay_logs(folders)}
+    assert set(read) == {"p1", "p2"} and np.allclose(read["p1"].companion().train, logs[0].companion().train)

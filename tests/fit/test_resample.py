@@ -124,7 +124,7 @@ def test_pooled_fit_reports_across_seed_spread():
 
 def test_a_pooled_fit_of_long_seeds_is_binned_and_says_so():
     seeds = [make_curve(0.61, 1.92, 2542.0, seed=s, n=3001, sigma=0.02) for s in (31, 32, 33)]
-    pooled = pooled_fit(seeds)
+    pooled = pooled_fit(seeds, FitOptions(max_points=1500))
     # each seed: 3000 fit points in 1500 means of 2; pooled: 3 x 1500 in 1500 means of 3
     assert [f.binned_from for f in pooled.per_seed] == [3000] * 3
     assert pooled.fit.binned_from == 4500 and pooled.fit.n_points == 1500

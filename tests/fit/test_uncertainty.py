@@ -8,7 +8,7 @@ import pytest
 
 from scalerl.fit import FitOptions, assess, fit_sigmoid, sigmoid
 from scalerl.fit.calibrate import rolling_origin
-from scalerl.fit.forecast import budget_to_pin_A
+from scalerl.fit.extrapolate import budget_to_pin_A
 from scalerl.fit.noise import RHO_MIN, estimate_noise
 from scalerl.fit.uncertainty import inference_fit, model_uncertainty
 

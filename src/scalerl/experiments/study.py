@@ -33,6 +33,7 @@ from scalerl.fit import plot, report
 from scalerl.fit.compare import RunFit, compare_runs, fit_run, loo_table
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import ForecastOptions, forecast_of, read_logs
+from scalerl.fit.forecast.options import forecast_defaults
 from scalerl.fit.options import FitOptions
 from scalerl.fit.commands.outputs import check_outputs
 from scalerl.fit.prior.pooling import joint_fit
@@ -108,7 +109,8 @@ def _half_rows(points: Sequence[Point], options: FitOptions, x: str | None, y: s
             try:
                 (log,) = read_logs([run / METRICS], Columns(x=x, y=y))
                 end = float(log.curve.compute[-1])
-                fc = forecast_of(log, cut=0.5 * end, options=ForecastOptions(fit=options, budget=end))
+                fit = FitOptions.from_given(forecast_defaults(log.config) | {"r0": options.r0})
+                fc = forecast_of(log, cut=0.5 * end, options=ForecastOptions(fit=fit, budget=end))
                 held = fc.heldout(log.curve.compute, log.curve.reward)
                 if held is None:
                     raise CurveError(fc.state.message)

@@ -14,18 +14,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.fitting import B_BOUNDS, FitResult, fit_sigmoid
+from scalerl.fit.fitting import B_BOUNDS, MAX_POINTS, FitResult, fit_sigmoid
 
-__all__ = ["LEVEL", "MARGIN", "MAX_POINTS", "FitOptions"]
+__all__ = ["LEVEL", "MARGIN", "FitOptions"]
 
 LEVEL = 0.95
 """The coverage every interval claims, unless asked otherwise: the one default of ``level``
 (``FitOptions``, the plots, the prior's forecast, the rise test; the config's
 ``forecast.level`` mirrors it, which a test holds, as the config imports nothing of ``fit``)."""
-MAX_POINTS = 200
-"""A curve is fitted from at most this many evaluations (consecutive means, ``fit_sigmoid``'s
-binning): a forecast needs the shape, not every point, and a 1000-evaluation fit took 15 s
-where 200 take under one. Every curve of the forecast corpus has fewer."""
 MARGIN = 0.02
 """The half-width within which a ceiling counts as identified and two ceilings as equal (the
 paper's ±0.02 from three ScaleRL seeds, §1.4): the one default of ``margin`` (mirrored by the

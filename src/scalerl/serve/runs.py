@@ -36,6 +36,7 @@ NOT_FUNCTIONS = (rf.TRAIN_REWARD, "reward_none", "reward_errors")
 GRID = 60  # the band's compute points ahead of the data
 DISCOVER_S = 2.0  # a discovery of the served folders is reused this long
 MAX_RUNS = 5000  # runs a served folder may hold; more are left out, and said
+FIRST_WAIT = 3.0  # seconds a page waits for a run's forecast before it is answered "being made"
 
 
 @dataclass(frozen=True)
@@ -274,16 +275,13 @@ class Served:
         self._views.clear()
 
 
-FIRST_WAIT = 3.0
-
-
 def _forecast_of(log):
     """The run's one forecast: its folder's ``forecast.*`` settings, its own budget, as ``plan``."""
     from scalerl.fit.forecast import ForecastOptions, forecast_of
-    from scalerl.fit.forecast.options import run_defaults
+    from scalerl.fit.forecast.options import forecast_defaults
     from scalerl.fit.options import FitOptions
 
-    fit = FitOptions.from_given(run_defaults(log.config))
+    fit = FitOptions.from_given(forecast_defaults(log.config))
     return forecast_of(log, options=ForecastOptions(fit=fit, budget=log.budget))
 
 

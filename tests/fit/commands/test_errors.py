@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ._files import synthetic_curve, write_csv, write_tensorboard
+from .._files import synthetic_curve, write_csv, write_tensorboard
 
 EXIT_BAD_INPUT = 2
 

@@ -14,8 +14,8 @@ import pytest
 from scalerl.fit.errors import CurveError
 from scalerl.fit.commands.outputs import check_outputs
 
-from ._files import synthetic_curve, write_csv
-from .test_cli_errors import EXIT_BAD_INPUT, scalerl
+from .._files import synthetic_curve, write_csv
+from .test_errors import EXIT_BAD_INPUT, scalerl
 
 
 def _one_sentence(proc, *expected: str) -> str:

@@ -50,7 +50,7 @@ def test_a_finished_run_answers_in_text_json_plot_and_html(tmp_path, capsys):
                  "--json", str(out / "plan.json"), "--plot", str(out / "plan.png"), "--html", str(out / "plan.html")])
     text = capsys.readouterr().out
     assert code == 0
-    assert "target 0.69 (read as the mean of 5 evaluations; 95% intervals): compute" in text and "P(reaching 0.69 within 5 hours)" in text
+    assert "target 0.69 (read as the mean of its last 5 evaluations; 95% intervals): compute" in text and "P(reaching 0.69 within 5 hours)" in text
     assert "recommended:" in text and "Splits of the devices" in text
     data = json.loads((out / "plan.json").read_text())
     for key in ("hours", "compute", "device_hours"):
@@ -73,7 +73,7 @@ def test_a_live_run_folder_with_a_torn_last_line_answers(tmp_path, capsys):
     run = _run_folder(tmp_path / "live", _records(steps=60), torn='{"step": 61, "wall_')
     assert main(["plan", str(run), "--target", "0.6", "--budget-compute", "3"]) == 0
     text = capsys.readouterr().out
-    assert "target 0.6 (read as the mean of 5 evaluations; 95% intervals)" in text and "P(reaching 0.6 within 3 compute)" in text
+    assert "target 0.6 (read as the mean of its last 5 evaluations; 95% intervals)" in text and "P(reaching 0.6 within 3 compute)" in text
 
 
 def test_a_peers_log_answers_with_a_speeds_file(tmp_path, capsys):
@@ -91,7 +91,7 @@ def test_a_peers_log_answers_with_a_speeds_file(tmp_path, capsys):
     # 6 + 2: max(60 / 6, 20 / 2 + 1) = 11 s; 7 + 1: max(8.6, 21); 5 + 3: max(12, 7.7): 6 + 2 is best
     assert data["throughput"]["recommended"]["generators"] == 6
     assert data["throughput"]["current"]["step_s"] == pytest.approx(11.0)
-    assert "p_reach" not in data
+    assert data["p_reach"] is None  # no budget asked, and a peer's log says none of its own
 
 
 def test_a_target_the_run_already_reads_is_answered_from_its_records(tmp_path, capsys):
@@ -102,7 +102,7 @@ def test_a_target_the_run_already_reads_is_answered_from_its_records(tmp_path, c
     target = float(reads[-1]) - 0.005  # the last read is above it, and maybe some before
     first = evals[int(np.flatnonzero(reads >= target)[0])]
     assert main(["plan", str(run), "--target", f"{target:.6f}", "--json", str(tmp_path / "plan.json")]) == 0
-    assert "already reached: the mean of the last 5 evaluations" in capsys.readouterr().out
+    assert "already reached: the mean of its last 5 evaluations" in " ".join(capsys.readouterr().out.split())
     answer = json.loads((tmp_path / "plan.json").read_text())
     assert answer["already"] and answer["hours"]["median"] == pytest.approx(first["wall_s"] / 3600.0)
     assert answer["compute"]["lo"] == answer["compute"]["hi"] == pytest.approx(first["compute_gpu_hours"])
@@ -115,11 +115,31 @@ def test_window_0_answers_for_the_expected_curve_and_reads_count_after_the_data(
         out = tmp_path / f"w{window}.json"
         assert main(["plan", str(run), "--target", "0.66", "--window", window, "--json", str(out)]) == 0
         answers[window] = json.loads(out.read_text())
-    assert "(the expected curve; 95% intervals)" in capsys.readouterr().out
-    fit = answers["0"]["fit"]
+    assert "(read as its expected curve; 95% intervals)" in capsys.readouterr().out
+    fit = answers["0"]["forecast"]["fit"]
     assert answers["0"]["compute"]["median"] == pytest.approx(
         float(compute_for_reward(0.66, fit["A"], fit["B"], fit["C_mid"], fit["R0"])), rel=0.02)
     assert answers["5"]["window"] == 5 and answers["5"]["compute"]["lo"] >= answers["5"]["clock"]["now_compute"]
+
+
+def _speeds(tmp_path: Path, data) -> Path:
+    path = tmp_path / f"speeds{len(list(tmp_path.glob('speeds*.json')))}.json"
+    path.write_text("[" * 50_000 if data is None else json.dumps(data))
+    return path
+
+
+def test_too_few_evaluations_and_no_wall_time_are_answers_not_errors(tmp_path, capsys):
+    """A run with 2 evaluations says how many more it needs; a peer's log without wall time
+    answers in compute and says how to get hours; both exit 0."""
+    run = _run_folder(tmp_path / "run", _records(steps=10, every=10))
+    assert main(["plan", str(run), "--target", "0.6"]) == 0
+    c = np.linspace(0.0, 3000.0, 31)
+    log = write_csv(tmp_path / "peer.csv", c, sigmoid(c, 0.65, 1.8, 1500.0, 0.25))
+    assert main(["plan", str(log), "--target", "0.6"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "too few evaluations of val_pass_rate for a forecast: 2 of the 6 it needs, 4 more (about step" in out
+    assert "no wall time in the log: no hours (give --speeds FILE for them)" in out
+    assert "target 0.6 (read as the mean of its last 5 evaluations; 95% intervals): compute" in out
 
 
 def _one_sentence(capsys, code: int, needle: str) -> None:
@@ -129,8 +149,9 @@ def _one_sentence(capsys, code: int, needle: str) -> None:
     assert needle in err, err
 
 
-@pytest.mark.parametrize("case", ["no target", "target above 1", "too few evaluations", "no timing",
-                                  "speeds without devices", "no metrics in the folder", "negative window"])
+@pytest.mark.parametrize("case", ["no target", "target above 1", "speeds without devices",
+                                  "no metrics in the folder", "negative window", "speeds of the wrong shape",
+                                  "speeds nested deep", "budget in hours without a clock"])
 def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, case):
     run = _run_folder(tmp_path / "run", _records(steps=10, every=10))  # 2 evaluations
     c = np.linspace(0.0, 3000.0, 31)
@@ -141,9 +162,14 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path, capsys, case):
     args, needle = {
         "no target": (["plan", str(run)], "--target"),
         "target above 1": (["plan", str(run), "--target", "1.5"], "--target must be a pass rate in [0, 1], got 1.5."),
-        "too few evaluations": (["plan", str(run), "--target", "0.6"], "metrics.jsonl"),
-        "no timing": (["plan", str(log), "--target", "0.6"], "has no wall time (wall_s)"),
-        "speeds without devices": (["plan", str(log), "--target", "0.6", "--speeds", str(speeds)], "has no devices"),
+        "speeds without devices": (["plan", str(log), "--target", "0.6", "--speeds", str(speeds)],
+                                   "speeds.json: devices: Field required"),
+        "speeds of the wrong shape": (["plan", str(log), "--target", "0.6", "--speeds", str(_speeds(tmp_path, {
+            "seconds_per_compute": 2.0, "devices": 8, "roles": "abc"}))], "roles: Input should be a valid dictionary"),
+        "speeds nested deep": (["plan", str(log), "--target", "0.6", "--speeds", str(_speeds(tmp_path, None))],
+                               "nested too deeply"),
+        "budget in hours without a clock": (["plan", str(log), "--target", "0.6", "--budget-hours", "2"],
+                                            "has no wall time (wall_s)"),
         "no metrics in the folder": (["plan", str(tmp_path / "empty"), "--target", "0.6"], "without metrics.jsonl"),
         "negative window": (["plan", str(run), "--target", "0.6", "--window", "-1"], "--window must be 0"),
     }[case]

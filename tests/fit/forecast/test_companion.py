@@ -1,6 +1,6 @@
-"""The training reward as the validation curve's companion (``fit.companion``): binned to the
-evaluations by hand, read from a run folder and a peer's log, followed by the forecast where it
-rises, and by ``scalerl plan`` unless asked not to."""
+"""The training reward as the validation curve's companion (``fit.forecast.companion``): binned
+to the evaluations by hand, read from a run folder and a peer's log, followed by the forecast
+where it rises (and the validation follows it), and by ``scalerl plan`` unless asked not to."""
 
 from __future__ import annotations
 
@@ -12,17 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scalerl.cli import main
-from scalerl.fit.forecast.companion import Companion, align, read_companion
 from scalerl.fit.errors import CurveError
+from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of, read_logs
+from scalerl.fit.forecast.companion import Companion, align
+from scalerl.fit.forecast.reach import reach_of
 from scalerl.fit.law import sigmoid
-from scalerl.fit.options import FitOptions
-from scalerl.fit.readers import Columns, Curve, read_curves
-from scalerl.fit.time.answer import forecast_draws, make_plan
-from scalerl.fit.forecast.crossing import crossing
-from scalerl.fit.time.timing import clock_from_records, time_to_target
-from scalerl.serve.runs import forecast_band
+from scalerl.fit.readers import Columns
+from scalerl.serve.runs import Served
 
-from .time.test_plan_cli import _run_folder
+from ..commands.test_plan import _run_folder
 
 A, B, C_MID, R0, GAP = (
     0.8,
@@ -72,95 +70,74 @@ def _steps(
     return out
 
 
-def _companion(records: list[dict]) -> tuple[np.ndarray, np.ndarray, Companion]:
+def _log(records: list[dict]) -> RunLog:
+    """The run's log as the trainer's forecast thread holds it: evaluations, training rewards, clock."""
     ev = [r for r in records if "val_pass_rate" in r]
-    c, y = (
-        np.array([r["compute_gpu_hours"] for r in ev]),
-        np.array([r["val_pass_rate"] for r in ev]),
-    )
-    tr = [r for r in records if "reward_mean" in r]
-    comp = Companion.of(
-        c, y, [r["compute_gpu_hours"] for r in tr], [r["reward_mean"] for r in tr], "reward_mean"
-    )
-    return c, y, comp
+    return RunLog.of([r["compute_gpu_hours"] for r in ev], [r["val_pass_rate"] for r in ev],
+                     train=[(r["compute_gpu_hours"], r["reward_mean"]) for r in records if "reward_mean" in r],
+                     clock=[(r["compute_gpu_hours"], r["wall_s"]) for r in records])  # fmt: skip
+
+
+def _forecast(records: list[dict], budget: float, **options):
+    return forecast_of(_log(records), options=ForecastOptions(budget=budget, **options))
 
 
 def test_the_forecast_follows_the_training_reward_offset_to_the_validation():
     # half a run: data to 2.5, past the midpoint at 2; the budget 5
-    c, y, comp = _companion(_steps(250, 10, seed=1))
-    options, budget = FitOptions(), 5.0
-    fit = options.fit(c, y)
-    pred, source, reason, evidence = forecast_draws(
-        fit, options, None, 10 * c[-1], None, budget, companion=comp
-    )
-    assert source == "training reward" and reason == "" and evidence.detected
-    truth = float(sigmoid(budget, A, B, C_MID, R0)) + GAP
-    lo, hi = pred.predictive(np.array([budget]))
-    assert lo[0] <= truth <= hi[0]
-    assert abs(float(pred.median(np.array([budget]))[0]) - truth) < 0.05
+    records = _steps(250, 10, seed=1)
+    f = _forecast(records, 5.0)
+    assert f.method == "training reward" and f.state.name == "rising" and f.evidence.detected
+    truth = float(sigmoid(5.0, A, B, C_MID, R0)) + GAP
+    at = f.at(5.0)
+    assert at.pred_lo <= truth <= at.pred_hi and abs(at.value - truth) < 0.05
     # the offset is read by hand off the training reward's own fit: g = mean(v_i - t(C_i)) over the last third
-    tfit = options.fit(comp.compute, comp.train)
+    comp = f.log.companion()
+    tfit = f.options.fit.fit(comp.compute, comp.train)
     g = comp.offsets(tfit.predict)
     assert g.size == 9 and abs(g.mean() - GAP) < 0.05
 
 
 def test_a_rise_only_the_training_reward_shows_is_followed_and_said():
     # 8 evaluations at noise 0.15 cannot show the rise; 800 dense training rewards do
-    c, y, comp = _companion(_steps(80, 10, seed=3, val_noise=0.15))
-    options = FitOptions()
-    fit = options.fit(c, y)
-    _, alone, _, seen = forecast_draws(fit, options, None, 10 * c[-1], None, 2.0)
-    pred, source, _, evidence = forecast_draws(
-        fit, options, None, 10 * c[-1], None, 2.0, companion=comp
-    )
-    assert (alone, seen.detected) == ("flat", False)
-    assert (
-        source == "training reward"
-        and evidence.detected
-        and "training reward (reward_mean)" in evidence.message
-    )
+    records = _steps(80, 10, seed=3, val_noise=0.15)
+    alone = _forecast(records, 2.0, train_reward="none")
+    f = _forecast(records, 2.0)
+    assert alone.state.name == "not_learning" and not alone.evidence.detected
+    assert f.method == "training reward" and f.evidence.detected and f.state.name == "rising"
+    assert "training reward (reward_mean)" in f.state.message
 
 
 def test_a_flat_training_reward_is_not_followed_and_the_reason_is_given():
-    c, y, comp = _companion(_steps(120, 10, seed=2, flat_val=0.3, flat_train=0.4))
-    options = FitOptions()
-    fit = options.fit(c, y)
-    _, source, reason, evidence = forecast_draws(
-        fit, options, None, 10 * c[-1], None, 2.0, companion=comp
-    )
-    assert source == "flat" and not evidence.detected
-    assert reason.startswith("training reward not used: no rise detected")
+    f = _forecast(_steps(120, 10, seed=2, flat_val=0.3, flat_train=0.4), 2.0)
+    assert f.state.name == "not_learning" and not f.evidence.detected
+    assert any(n.startswith("training reward not used: no rise detected") for n in f.notes)
 
 
 def test_too_few_evaluations_with_a_training_reward_fall_back_to_the_fit():
-    c, y, comp = _companion(_steps(120, 10, seed=1))
-    few = Companion(comp.compute[:5], comp.train[:5], comp.val[:5], "reward_mean")
-    options = FitOptions()
-    fit = options.fit(c, y)
-    _, source, reason, _ = forecast_draws(fit, options, None, 10 * c[-1], None, 2.0, companion=few)
-    assert source == "fit" and reason == "training reward not used: 5 evaluations have one, below 6"
+    records = _steps(120, 10, seed=1)
+    log = _log(records)
+    (c, w) = log.clock_points
+    few = RunLog.of(log.curve.compute, log.curve.reward, train=[(x, v) for x, v in zip(log.train.compute[:50],
+                    log.train.reward[:50])], clock=list(zip(c, w)))  # fmt: skip
+    f = forecast_of(few, options=ForecastOptions(budget=2.0))
+    assert f.method == "fit" and "training reward not used: 5 evaluations have one, below 6" in f.why
 
 
 def test_read_from_a_run_folder_and_from_a_peers_per_evaluation_log(tmp_path):
     records = _steps(120, 10, seed=1)
     run = _run_folder(tmp_path / "run", records)
-    curve = read_curves(run)[0]
-    comp = read_companion(run, curve, Columns())
-    assert (
-        comp is not None and comp.column == "reward_mean" and len(comp) == 12
-    )  # step 0 logs no reward
+    (log,) = read_logs([run])
+    comp = log.companion()
+    assert comp is not None and comp.column == "reward_mean" and len(comp) == 12  # step 0 logs no reward
     # a peer's log: one row per evaluation, the training reward since the one before (as the corpus keeps them)
     rows = [{"step": r["step"], "compute": c, "pass_rate": v, "train_reward": t}
             for r, c, v, t in zip(records[::10], comp.compute, comp.val, comp.train)]  # fmt: skip
     peer = tmp_path / "peer.jsonl"
     peer.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    other = read_companion(peer, read_curves(peer)[0], Columns())
-    assert other.column == "train_reward" and np.allclose(other.train, comp.train)
-    with pytest.raises(
-        CurveError,
-        match=r"^--train-reward reward_mean: .*peer.jsonl has no reward column 'reward_mean'",
-    ):
-        read_companion(peer, read_curves(peer)[0], Columns(), train="reward_mean")
+    (other,) = read_logs([peer], Columns())
+    assert other.companion().column == "train_reward" and np.allclose(other.companion().train, comp.train)
+    with pytest.raises(CurveError, match=r"^--train-reward reward_mean: .*peer.jsonl has no reward column 'reward_mean'"):
+        read_logs([peer], Columns(), train="reward_mean")
 
 
 def test_plan_follows_the_training_reward_unless_told_not_to(tmp_path, capsys):
@@ -169,9 +146,7 @@ def test_plan_follows_the_training_reward_unless_told_not_to(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "intervals from: the training reward's fit (reward_mean)" in out
     got = json.loads((tmp_path / "a.json").read_text())
-    assert (
-        got["intervals_from"] == "training reward" and got["train_reward_column"] == "reward_mean"
-    )
+    assert got["intervals_from"] == "training reward" and got["forecast"]["train_reward_column"] == "reward_mean"
     assert (
         main(
             [
@@ -187,8 +162,8 @@ def test_plan_follows_the_training_reward_unless_told_not_to(tmp_path, capsys):
         )
         == 0
     )
-    assert "intervals from: the fit" in capsys.readouterr().out
-    assert "train_reward_column" not in json.loads((tmp_path / "b.json").read_text())
+    assert "intervals from: the fit of the validation" in capsys.readouterr().out
+    assert "train_reward_column" not in json.loads((tmp_path / "b.json").read_text())["forecast"]
 
 
 def test_plan_names_a_training_reward_column_that_is_not_there(tmp_path, capsys):
@@ -203,27 +178,28 @@ def test_plan_names_a_training_reward_column_that_is_not_there(tmp_path, capsys)
     )
 
 
-def test_the_served_band_follows_the_training_reward():
-    records = _steps(120, 10, seed=1)
-    ev = [r for r in records if "val_pass_rate" in r]
-    compute, val = [r["compute_gpu_hours"] for r in ev], [r["val_pass_rate"] for r in ev]
-    trained = [(r["compute_gpu_hours"], r["reward_mean"]) for r in records if "reward_mean" in r]
-    assert forecast_band(compute, val, 4.0, None, trained)["source"] == "training reward"
-    assert forecast_band(compute, val, 4.0, None)["source"] == "fit"
+def test_the_served_band_follows_the_training_reward(tmp_path):
+    run = _run_folder(tmp_path / "run", _steps(120, 10, seed=1))
+    served = Served([run])
+    try:
+        (found,) = served.discover()
+        assert served.detail(found, wait=60.0)["band"]["source"] == "training reward"
+    finally:
+        served.close()
 
 
 def test_fit_forecasts_at_a_target_compute_follow_the_training_reward(tmp_path, capsys):
     run = _run_folder(tmp_path / "run", _steps(250, 10, seed=1))
     assert main(["fit", str(run), "--target-compute", "5", "--no-budget", "--json", str(tmp_path / "a.json")]) == 0
-    assert "the forecasts follow the training reward (reward_mean)" in capsys.readouterr().out
+    assert "intervals from: the training reward's fit (reward_mean)" in " ".join(capsys.readouterr().out.split())
     got = json.loads((tmp_path / "a.json").read_text())["runs"][0]
-    assert got["forecasts_from"] == "training reward (reward_mean)"
+    assert got["forecast"]["method"] == "training reward"
     truth = float(sigmoid(5.0, A, B, C_MID, R0)) + GAP
     (f,) = got["forecasts"]
     assert f["pred_lo"] <= truth <= f["pred_hi"] and f["lo"] <= f["reward"] <= f["hi"], f
     assert main(["fit", str(run), "--target-compute", "5", "--no-budget", "--train-reward", "none",
                  "--json", str(tmp_path / "b.json")]) == 0  # fmt: skip
-    assert json.loads((tmp_path / "b.json").read_text())["runs"][0]["forecasts_from"] == "fit"
+    assert json.loads((tmp_path / "b.json").read_text())["runs"][0]["forecast"]["method"] == "fit"
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -232,23 +208,20 @@ def test_fit_forecasts_at_a_target_compute_follow_the_training_reward(tmp_path, 
 def test_the_companions_draws_keep_the_invariants(seed, steps, targets, budgets):
     """P(within a budget) <= P(at all), never falling as the budget grows, when the draws
     follow the training reward too (the same draws answer both)."""
-    records = _steps(steps, 10, seed=seed)
-    c, y, comp = _companion(records)
-    curve = Curve("run", c, y, "run", x="compute_gpu_hours", y="val_pass_rate")
-    clock = clock_from_records(records, "run")
+    f = _forecast(_steps(steps, 10, seed=seed), None)
     for target in targets:
-        plan = make_plan(curve, clock, target, FitOptions(), companion=comp)
-        cross = crossing(plan.predictive, target, plan.window)
-        p = [time_to_target(cross, clock, budget_hours=h).p_reach for h in sorted(budgets)]
+        cross = f.crossing(target)
+        p = [reach_of(cross, f.clock, budget_hours=h).p_within for h in sorted(budgets)]
         assert all(x <= cross.p_reach + 1e-12 for x in p) and all(np.diff(p) >= -1e-12), (p, cross.p_reach)
 
 
 def test_the_fit_figure_shows_the_forecasts_the_table_gives(tmp_path, monkeypatch):
-    from .test_prior import _recorded
+    from ..prior.test_prior import _recorded
 
     run = _run_folder(tmp_path / "run", _steps(250, 10, seed=1))
     figures = _recorded(monkeypatch, "fit_figure")
     assert main(["fit", str(run), "--target-compute", "5", "--no-budget", "--plot", str(tmp_path / "f.png")]) == 0
     (ax,) = figures
-    assert any("following the training reward (reward_mean)" in t for t in ax.get_legend_handles_labels()[1])
+    labels = ax.get_legend_handles_labels()[1]
+    assert "forecast (training reward)" in labels and any(t.startswith("at 5: ") for t in labels)
     assert (tmp_path / "f.png").stat().st_size > 0

@@ -8,11 +8,12 @@ import pytest
 from scipy import stats
 
 from scalerl.fit import law
-from scalerl.fit.options import FitOptions
-from scalerl.fit.forecast.draws import draw
-from scalerl.fit.time.answer import forecast_draws
+from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
 from scalerl.fit.forecast.crossing import crossing
-from scalerl.fit.time.timing import Clock, time_to_target
+from scalerl.fit.forecast.draws import band_draws
+from scalerl.fit.forecast.reach import reach_of
+from scalerl.fit.options import FitOptions
+from scalerl.fit.time.timing import Clock
 
 from ..conftest import make_curve
 
@@ -32,8 +33,8 @@ def _pred(fit, half: float, *, sigma: float = 0.0, rho: float = 0.5, horizon: fl
         mid = fit.predict(C)
         return mid - half, mid + half
 
-    return draw(fit.predict, band, observed_compute=fit.compute, observed=fit.reward, sigma=sigma, rho=rho,
-                level=0.95, horizon=horizon, k=k)  # fmt: skip
+    return band_draws(fit.predict, band, observed_compute=fit.compute, observed=fit.reward, sigma=sigma, rho=rho,
+                      level=0.95, horizon=horizon, k=k)  # fmt: skip
 
 
 def test_a_symmetric_band_gives_a_normal_reward_and_the_cdf_of_the_crossing():
@@ -53,10 +54,10 @@ def test_a_symmetric_band_gives_a_normal_reward_and_the_cdf_of_the_crossing():
 
 
 def test_a_target_above_the_whole_band_is_not_reachable_and_says_how_likely():
-    fit = _fit(0, c_max=6000.0)  # 6x C_mid: A pinned near 0.7
-    pred, source, _, evidence = forecast_draws(fit, FitOptions(r0="first"), None, 60_000.0)
-    cross = crossing(pred, 0.99)
-    assert source == "fit" and evidence.detected
+    c, r = make_curve(A, B, C_MID, R0, n=40, sigma=0.01, seed=0, c_max=6000.0)  # 6x C_mid: A pinned near 0.7
+    f = forecast_of(RunLog.of(c, r), options=ForecastOptions(fit=FitOptions(r0="first"), budget=60_000.0))
+    cross = f.crossing(0.99)
+    assert f.method == "fit" and f.evidence.detected
     assert not cross.reachable and cross.p_reach < 0.025
     assert cross.interval[0] == np.inf and cross.horizon == 60_000.0
 
@@ -91,22 +92,34 @@ def test_the_evaluations_are_ar1_noise_around_the_curves_and_reads_are_trailing_
     np.testing.assert_allclose(pred.reads(5)[7], want, rtol=1e-12)
 
 
+def test_the_crossing_if_reached_is_finite_whenever_a_draw_reaches_it():
+    """Among the draws that reach a target the crossing has a finite interval; none: nan."""
+    fit = _fit(0)
+    cross = crossing(_pred(fit, 0.1), 0.75, window=0)
+    assert 0.0 < cross.p_reach < 1.0 and cross.interval[2] == np.inf
+    med, lo, hi = cross.if_reached
+    assert np.isfinite(hi) and lo <= med <= hi
+    hit = cross.draws[np.isfinite(cross.draws)]
+    assert med == pytest.approx(float(np.quantile(hit, 0.5, method="inverted_cdf")))
+    assert np.isnan(crossing(_pred(fit, 0.0), 0.99, window=0).if_reached[0])
+
+
 def test_hours_follow_the_clock_and_its_spread_widens_them():
     fit = _fit(0)
     cross = crossing(_pred(fit, 0.02), 0.6, window=0)
     c, t = np.array([0.0, 500.0, 1000.0, 1500.0]), np.array([0.0, 1800.0, 3600.0, 5400.0])
     steady = Clock(c, t, 3.6, 0.0, 1000.0)  # 3.6 s a unit of compute: 1 h per 1000 units
     med_c, lo_c, hi_c = cross.interval
-    ans = time_to_target(cross, steady, budget_hours=(5400.0 + 3.6 * (med_c - 1500.0)) / 3600.0)
+    ans = reach_of(cross, steady, budget_hours=(5400.0 + 3.6 * (med_c - 1500.0)) / 3600.0)
     for h, cc in zip(ans.hours, (med_c, lo_c, hi_c)):
         assert h == pytest.approx((5400.0 + 3.6 * (cc - 1500.0)) / 3600.0, rel=1e-9)
     assert ans.device_hours[0] == pytest.approx(1000.0 * ans.hours[0])
-    assert 0.5 <= ans.p_reach <= 0.5 + 0.1  # the budget is the median's hours: at least half the draws
-    wobbly = time_to_target(cross, Clock(c, t, 3.6, 0.9, 1000.0))
+    assert 0.5 <= ans.p_within <= 0.5 + 0.1  # the budget is the median's hours: at least half the draws
+    wobbly = reach_of(cross, Clock(c, t, 3.6, 0.9, 1000.0))
     assert wobbly.hours[2] - wobbly.hours[1] > ans.hours[2] - ans.hours[1]
     assert wobbly.compute == ans.compute
-    within = time_to_target(cross, steady, budget_compute=float(med_c))
-    assert within.p_reach == pytest.approx(cross.p_within(med_c)) and within.p_reach <= within.p_reach_at_all
+    within = reach_of(cross, steady, budget_compute=float(med_c))
+    assert within.p_within == pytest.approx(cross.p_within(med_c)) and within.p_within <= within.p_at_all
 
 
 def test_noisy_reads_reach_a_target_sooner_than_the_expected_curve_and_never_before_now():
@@ -133,12 +146,11 @@ def _first_read_case(seed: int, target: float, sigma: float = 0.01, window: int 
     r = law.sigmoid(c, A, B, C_MID, R0) + rng.normal(0.0, sigma, c.size)
     r[0] = R0
     seen = c <= 1500.0
-    fit = FitOptions(r0="first").fit(c[seen], r[seen])
     reads = np.convolve(r, np.ones(window) / window)[: c.size]  # the trailing mean (complete from index 4)
     after = np.flatnonzero(~seen & (reads >= target))
     actual = float(c[after[0]]) if after.size else np.inf
-    pred = forecast_draws(fit, FitOptions(r0="first"), None, 15_000.0, target)[0]
-    return actual, crossing(pred, target, window).interval
+    f = forecast_of(RunLog.of(c[seen], r[seen]), options=ForecastOptions(fit=FitOptions(r0="first"), budget=15_000.0))
+    return actual, f.crossing(target, window).interval
 
 
 @pytest.mark.parametrize("target, finite", [(0.6, 4), (0.63, 2)])

@@ -12,7 +12,7 @@ from scalerl.fit import FitOptions, sigmoid
 from scalerl.fit.prior.pooling import joint_fit
 from scalerl.fit.readers import Curve
 
-from ._files import write_csv
+from .._files import write_csv
 
 B, C_MID = 1.9, 2500.0  # the study's shared shape
 CEILINGS = (0.55, 0.60, 0.65, 0.70, 0.62)

@@ -1,5 +1,5 @@
-"""A prior from finished runs (``scalerl.fit.prior``, ``posterior``, ``prior_runs``) and
-``scalerl fit --prior-runs`` (issue 21).
+"""A prior from finished runs (``scalerl.fit.prior``: ``learn``, ``posterior``, ``runs``) and
+``scalerl fit --prior-runs``: the forecast follows the prior where it accepts the run.
 
 Populations are small (12 runs), seeded, and on the calibration bench's grid (an evaluation
 every 400 GPU-hours to 16k, AR(1) noise), so the module runs in about ten seconds.
@@ -16,12 +16,13 @@ import numpy as np
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit import FitOptions, fit_output, sigmoid
+from scalerl.fit import FitOptions, sigmoid
+from scalerl.fit.commands import fit_output
 from scalerl.fit.calibrate import assess
 from scalerl.fit.prior.posterior import calibrate, conformal_factor, forecast_with_prior
 from scalerl.fit.prior.learn import MIN_RUNS, learn_prior
 
-from ._files import write_csv
+from .._files import write_csv
 
 GRID = np.arange(0.0, 16001.0, 400.0)
 OPTIONS = FitOptions(min_compute=1500.0, max_points=None)
@@ -171,67 +172,68 @@ def with_prior(tmp_path_factory):
     figure axes)."""
     tmp_path = tmp_path_factory.mktemp("with_prior")
     folder, run, _ = _finished_runs_and_a_new_one(tmp_path)
-    out, page = tmp_path / "fit.json", tmp_path / "fit.html"
+    out, page, alone = tmp_path / "fit.json", tmp_path / "fit.html", tmp_path / "alone.json"
     with pytest.MonkeyPatch.context() as m, contextlib.redirect_stdout(io.StringIO()) as stdout:
         tables, figures = _recorded(m, "fit_tables"), _recorded(m, "fit_figure")
         rc = main(["fit", str(run), "--prior-runs", str(folder), "--fit-frac", "0.25", "--min-compute", "1500",
                    "--no-budget", "--json", str(out), "--html", str(page), "--plot", str(tmp_path / "fit.png")])  # fmt: skip
+        assert main(["fit", str(run), "--fit-frac", "0.25", "--min-compute", "1500", "--no-budget", "--json",
+                     str(alone)]) == 0  # fmt: skip
     assert rc == 0
     (row,) = json.loads(out.read_text())["runs"]
-    return stdout.getvalue(), row, page.read_text(), tables[0], figures[0]
+    (free,) = json.loads(alone.read_text())["runs"]
+    return stdout.getvalue(), row | {"without_prior": free}, page.read_text(), tables[0], figures[0]
 
 
-def test_cli_prior_runs_json_top_level_is_the_prior_and_without_prior_the_run_alone(with_prior):
+def test_cli_prior_runs_json_the_forecast_follows_the_prior_and_the_law_beside_it(with_prior):
     _, row, _, _, _ = with_prior
-    assert row["answer"] == "with the prior of 8 finished runs"
-    assert row["fit"]["prior"]["n_runs"] == 8 and row["fit"]["prior"]["used"] is True
-    assert row["fit"]["A"] == row["fit"]["prior"]["A"] and row["fit"]["method"].endswith("MAP under the prior")
-    alone = row["without_prior"]
-    assert alone["answer"] == "this run alone" and alone["fit"]["A"] != row["fit"]["A"]
-    assert row["holdout"]["final"]["from"] == "prior" and alone["holdout"]["final"]["from"] == "prior-free fit"
-    final, free = row["holdout"]["final"], alone["holdout"]["final"]
-    assert final["pred_hi"] - final["pred_lo"] < free["pred_hi"] - free["pred_lo"]
-    lo, hi = row["intervals"]["A"]
-    assert lo < row["fit"]["A"] < hi and row["fit"]["A_plausible"] == [lo, hi]
-    assert row["uncertainty"]["calibration"] == row["fit"]["prior"]["scale_means"]
-    assert row["uncertainty"]["calibration_factor"] == row["fit"]["prior"]["scale"]
+    assert row["answer"] == "prior" and row["forecast"]["method"] == "prior"
+    prior = row["prior"]
+    assert prior["label"] == "with the prior of 8 finished runs"
+    assert prior["fit"]["prior"]["n_runs"] == 8 and prior["fit"]["prior"]["used"] is True
+    assert prior["fit"]["A"] == prior["fit"]["prior"]["A"] and prior["fit"]["method"].endswith("MAP under the prior")
+    assert row["fit"]["A"] != prior["fit"]["A"]  # the run's own law, beside the prior's
+    free = row["without_prior"]
+    assert free["forecast"]["method"] != "prior"
+    final, alone = row["holdout"]["final"], free["holdout"]["final"]
+    assert final["width"] < alone["width"]  # the prior sharpens the forecast
+    lo, hi = prior["intervals"]["A"]
+    assert lo < prior["fit"]["A"] < hi and prior["fit"]["A_plausible"] == [lo, hi]
+    assert prior["uncertainty"]["calibration"] == prior["fit"]["prior"]["scale_means"]
+    assert prior["uncertainty"]["calibration_factor"] == prior["fit"]["prior"]["scale"]
 
 
 def test_cli_prior_runs_text_puts_the_prior_first_and_the_held_out_row_matches_the_json(with_prior):
     stdout, row, _, tables, _ = with_prior
-    fits, held_out, both = tables[0], tables[1], tables[2]
+    fits, held_out = tables[0], tables[1]
     assert fits.caption.startswith("Sigmoid fits (Eq. 1) of val_pass_rate against gpu_hours")
     assert [r[0] for r in fits.rows] == ["new (with the prior of 8 finished runs)", "new (this run alone)"]
-    assert fits.rows[0][1].startswith(f"{row['fit']['A']:.3f} [")
-    assert held_out.caption.startswith("Held-out") and both.header[2:4] == ("with the prior of 8 finished runs", "this run alone")
-    f, g = row["holdout"]["final"], row["without_prior"]["holdout"]["final"]
-    assert [r[0] for r in held_out.rows] == ["new (with the prior of 8 finished runs)", "new (this run alone)"]
-    assert held_out.rows[0][-1] == f"{f['observed']:.3f} in [{f['pred_lo']:.3f}, {f['pred_hi']:.3f}]: covered"
-    assert held_out.rows[1][-1] == f"{g['observed']:.3f} in [{g['pred_lo']:.3f}, {g['pred_hi']:.3f}]: covered"
+    assert fits.rows[0][1].startswith(f"{row['prior']['fit']['A']:.3f} [")
+    assert held_out.caption.startswith("Held-out check of the forecast")
+    f = row["holdout"]["final"]
+    assert [r[0] for r in held_out.rows] == ["new"] and "(prior)" in held_out.rows[0][1]
+    assert held_out.rows[0][-1] == (f"{f['observed']:.3f} in [{f['pred_lo']:.3f}, {f['pred_hi']:.3f}] "
+                                    f"(width {f['width']:.3f}): covered")  # fmt: skip
     text = " ".join(stdout.split())  # rich wraps long lines; words stay in order
     assert text.index("new: with the prior of 8 finished runs: ceiling") < text.index("new: this run alone: ceiling")
+    assert "new: intervals from: the prior learned from finished runs" in text
     assert ("prior: new: calibration: the prior's intervals are its own (Laplace) spread times "
-            f"{row['fit']['prior']['scale']:.2f}: the factor that makes 95% intervals cover the final values of the "
-            "8 finished runs it could score, each cut at 25% of its compute and forecast under the prior of the "
-            "others.") in text
+            f"{row['prior']['fit']['prior']['scale']:.2f}: the factor that makes 95% intervals cover the final "
+            "values of the 8 finished runs it could score, each cut at 25% of its compute and forecast under the "
+            "prior of the others.") in text
 
 
-def test_cli_prior_runs_html_and_figure_put_the_prior_first(with_prior):
+def test_cli_prior_runs_html_and_figure_show_the_forecast_under_the_prior(with_prior):
     _, row, page, _, ax = with_prior
     assert "<title>scalerl fit: val_pass_rate</title>" in page
     paragraphs = re.findall(r"<p>(.*?)</p>", page)
-    assert paragraphs[0].startswith("new: with the prior of 8 finished runs: ceiling")
-    assert paragraphs[1].startswith("new: this run alone: ceiling")
+    first = next(i for i, p in enumerate(paragraphs) if p.startswith("new: with the prior of 8 finished runs: ceiling"))
+    assert paragraphs[first + 1].startswith("new: this run alone: ceiling")
     first_rows = re.search(r"<tbody>(.*?)</tbody>", page).group(1)
     assert first_rows.index("new (with the prior of 8 finished runs)") < first_rows.index("new (this run alone)")
     labels = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert labels[0] == f"with the prior of 8 finished runs: A={row['fit']['A']:.3f}, B={row['fit']['B']:.2f}"
-    assert labels[1].startswith("this run alone: A=") and "predictive interval (95%)" in labels
-    prior_line, alone_line = (next(line for line in ax.lines if line.get_label() == t) for t in labels[:2])
-    assert prior_line.get_linewidth() > alone_line.get_linewidth()
-    assert prior_line.get_ydata()[-1] == pytest.approx(sigmoid(prior_line.get_xdata()[-1], *(
-        row["fit"][k] for k in ("A", "B", "C_mid", "R0"))))  # fmt: skip
-    assert "with the prior of 8 finished runs" in ax.get_title() and ax.get_ylabel() == "val_pass_rate"
+    assert "forecast (prior)" in labels and "predictive interval (95%)" in labels
+    assert "prior" in ax.get_title() and ax.get_ylabel() == "val_pass_rate"
 
 
 def test_prior_parameter_intervals_meet_the_band_far_out(prior):
@@ -255,11 +257,10 @@ def test_cli_prior_runs_too_few_is_one_sentence_and_the_prior_free_fit(tmp_path,
     rc = main(["fit", str(run), "--prior-runs", str(tmp_path / "run*.csv"), "--fit-frac", "0.5", "--no-budget",
                "--json", str(out)])  # fmt: skip
     assert rc == 0
-    assert "fewer than the 5 a prior needs, so the fit is prior-free." in capsys.readouterr().out
+    assert "fewer than the 5 a prior needs, so the fit is prior-free" in " ".join(capsys.readouterr().out.split())
     (row,) = json.loads(out.read_text())["runs"]
-    assert row["fit"]["prior"] == {"n_runs": 2, "used": False, "reason": row["fit"]["prior"]["reason"]}
-    assert row["answer"] == "this run alone" and row["without_prior"] is None
-    assert row["holdout"]["final"]["from"] == "prior-free fit"
+    assert row["answer"] != "prior" and row["prior"] is None
+    assert "fewer than the 5 a prior needs" in row["forecast"]["why"]
 
 
 @pytest.mark.parametrize("spec, says", [("nowhere", "no such file or folder"), ("nowhere/*.csv", "no file matches it")])
@@ -289,16 +290,16 @@ def test_cli_prior_runs_leave_out_a_copy_of_the_forecast_run(tmp_path, capsys):
                             f"{run}, the run being forecast, so it is left out of the prior (a run's own future "
                             "would otherwise inform its forecast).\n")
     (row,) = json.loads(out.read_text())["runs"]
-    left_out = row["fit"]["prior"]["left_out"]
+    left_out = row["prior"]["fit"]["prior"]["left_out"]
     assert left_out[0] == f"{folder / 'copy.csv'}: the same curve as {run}, the run being forecast"
     assert left_out[1].startswith(f"no curve read: {folder / 'notes.jsonl'} has no reward column")
     assert left_out[2] == f"{folder / 'flat.csv'}: B ended on the search box, so its shape is not known"
-    assert len(left_out) == 3 and row["fit"]["prior"]["n_runs"] == 8
+    assert len(left_out) == 3 and row["prior"]["fit"]["prior"]["n_runs"] == 8
     text = " ".join(captured.out.split())  # rich wraps long lines
     assert all(f"prior: new: left out: {' '.join(why.split())}." in text for why in left_out)
     assert text.count("prior: new: left out: ") == 3
     # the flat run has no shape for the prior, but its forecast error still calibrates the intervals
-    assert "prior: new: prior from 8 finished runs; intervals calibrated on 9 of them" in text
+    assert "prior from 8 finished runs; intervals calibrated on 9 of them" in text
 
 
 def test_cli_prior_runs_naming_only_the_forecast_run_say_so(tmp_path, capsys):
@@ -308,4 +309,4 @@ def test_cli_prior_runs_naming_only_the_forecast_run_say_so(tmp_path, capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert (f"--prior-runs {tmp_path / 'new*.csv'}: it holds only the run being forecast, which is never part of "
-            "its own prior, so the fit is prior-free.") in " ".join(out.split()), out
+            "its own prior, so the fit is prior-free") in " ".join(out.split()), out

@@ -35,7 +35,7 @@ from scalerl.fit.commands.prior_answer import prior_answer
 from scalerl.fit.compare import fit_run
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import RunLog, forecast_of, read_logs
-from scalerl.fit.forecast.options import run_defaults
+from scalerl.fit.forecast.options import forecast_defaults
 from scalerl.fit.options import FitOptions
 from scalerl.fit.readers import Curve, expand_paths
 from scalerl.fit.resample import PooledFit, pooled_fit
@@ -75,7 +75,7 @@ def register(subparsers) -> None:
 def _outcome(log: RunLog, args: argparse.Namespace, prior) -> FitOutcome:
     """One run: its forecast (cut at ``--fit-frac``), the law's fit of what it saw, the held-out
     score; a run folder's own ``forecast.*`` settings are the defaults the flags override."""
-    options = options_from(args, run_defaults(log.config))
+    options = options_from(args, forecast_defaults(log.config))
     end = float(log.curve.compute[-1])
     cut = None
     if args.fit_frac < 1.0:

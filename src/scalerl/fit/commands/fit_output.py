@@ -91,6 +91,8 @@ def _reach_row(o: FitOutcome, r) -> tuple[str, ...]:
         needed = f"already at {fmt(r.compute[0])}"
     elif not r.supported:
         needed = "no crossing time" if np.isnan(r.p_at_all) else f"no crossing time ({o.forecast.state.name})"
+    elif not r.reachable:
+        needed = "not reachable"
     else:
         needed = triple_text(r.compute)
     p = "-" if np.isnan(r.p_at_all) else f"{r.p_at_all:.3f}"

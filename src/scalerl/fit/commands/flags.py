@@ -18,6 +18,7 @@ import numpy as np
 
 from scalerl.fit.errors import EXIT_BAD_INPUT, CurveError, CurveWarning
 from scalerl.fit.forecast import ForecastOptions
+from scalerl.fit.forecast.options import forecast_defaults
 from scalerl.fit.options import FitOptions
 from scalerl.fit.readers import FORMATS, TRAIN_REWARD_COLUMNS, Columns
 
@@ -107,15 +108,16 @@ OPTION_FLAGS = {"r0": "--r0", "min_compute": "--min-compute", "method": "--metho
 
 
 def options_from(args: argparse.Namespace, defaults: dict | None = None) -> FitOptions:
-    """The fit options the flags name; a flag not given keeps ``defaults`` (a run folder's own
-    ``forecast.*``, ``forecast.options.run_defaults``), else ``FitOptions``' default. Every
+    """The fit options the flags name; a flag not given keeps ``defaults`` (a forecast's:
+    ``forecast.options.forecast_defaults``, a run folder's own ``forecast.*`` among them). Every
     bad number (a level, margin, R0, cut or target outside its range, NaN included) is one
     sentence here, before any file is read or any line printed."""
     max_compute = getattr(args, "max_compute", None)
     if max_compute is not None and not (np.isfinite(max_compute) and max_compute > 0):
         raise CurveError(f"--max-compute must be a positive compute, got {max_compute:g}.")
     given = {k: getattr(args, k, None) for k in OPTION_FLAGS}
-    options = FitOptions.from_given({**(defaults or {}), **{k: v for k, v in given.items() if v is not None}},
+    defaults = forecast_defaults() if defaults is None else defaults
+    options = FitOptions.from_given({**defaults, **{k: v for k, v in given.items() if v is not None}},
                                     OPTION_FLAGS)  # fmt: skip
     for c in getattr(args, "target_compute", ()):
         if not np.isfinite(c) or c <= 0:

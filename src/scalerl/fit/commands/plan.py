@@ -36,7 +36,7 @@ from scalerl.fit.commands.speeds import read_speeds
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import RunLog, forecast_of, read_logs
 from scalerl.fit.forecast.crossing import WINDOW
-from scalerl.fit.forecast.options import run_defaults
+from scalerl.fit.forecast.options import forecast_defaults
 from scalerl.fit.forecast.words import at_sentence, hours_text, reach_sentences, source_sentence, state_sentence
 from scalerl.fit.readers import Columns, expand_paths
 from scalerl.fit.time.answer import Plan, make_plan, split_hours
@@ -142,7 +142,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
     """The plan ``args`` ask for (``plan_command`` prints it)."""
     speeds, roles = (None, None) if args.speeds is None else read_speeds(args.speeds)
     log = _log(args, speeds)
-    options = options_from(args, run_defaults(log.config))
+    options = options_from(args, forecast_defaults(log.config))
     prior = None
     if args.prior_runs is not None:
         from scalerl.fit.prior.runs import load_prior

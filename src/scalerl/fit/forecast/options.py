@@ -16,18 +16,22 @@ from scalerl.fit.forecast.late import TABLE
 from scalerl.fit.options import FitOptions
 from scalerl.runfolder import number, section
 
-__all__ = ["ForecastOptions", "run_defaults"]
+__all__ = ["MAX_POINTS", "ForecastOptions", "forecast_defaults"]
 
+MAX_POINTS = 200
+"""A forecast fits its curves from at most this many evaluations (consecutive means,
+``fit_sigmoid``'s binning): it needs the shape, not every point, and a 1000-evaluation fit took
+15 s where 200 take under one. Every curve of the forecast corpus has fewer."""
 RUN_SETTINGS = ("level", "margin", "min_compute")
 """The ``forecast.*`` settings of a run folder's config that are ``FitOptions`` fields."""
 
 
-def run_defaults(config: dict) -> dict:
-    """A run folder's own ``forecast.level``, ``margin`` and ``min_compute`` (where its config
-    sets them): the defaults its forecast is made with, by the trainer, ``serve``, ``plan`` and
-    ``fit`` alike (a flag given overrides one)."""
-    forecast = section(config, "forecast")
-    out = {k: v for k in RUN_SETTINGS if (v := number(forecast, k)) is not None}
+def forecast_defaults(config: dict | None = None) -> dict:
+    """The ``FitOptions`` a forecast is made with unless a flag says otherwise: ``MAX_POINTS``,
+    and a run folder's own ``forecast.level``, ``margin`` and ``min_compute`` where its config
+    sets them, by the trainer, ``serve``, ``plan`` and ``fit`` alike."""
+    forecast = section(config or {}, "forecast")
+    out = {"max_points": MAX_POINTS} | {k: v for k in RUN_SETTINGS if (v := number(forecast, k)) is not None}
     if forecast.get("metric") == "reward_mean":  # a mean reward is not a pass rate in [0, 1]
         out["bounded"] = False
     return out
@@ -48,7 +52,7 @@ class ForecastOptions:
     finished runs the not-learning forecast reads (``late``).
     """
 
-    fit: FitOptions = field(default_factory=FitOptions)
+    fit: FitOptions = field(default_factory=lambda: FitOptions(max_points=MAX_POINTS))
     budget: float | None = None
     window: int = WINDOW
     train_reward: str | None = None

@@ -21,10 +21,11 @@ from scalerl.runfolder import Forecast as K
 
 def _options(cfg, budget: float | None):
     from scalerl.fit.forecast import ForecastOptions
+    from scalerl.fit.forecast.options import MAX_POINTS
     from scalerl.fit.options import FitOptions
 
     fit = FitOptions(min_compute=cfg.forecast.min_compute, level=cfg.forecast.level, margin=cfg.forecast.margin,
-                     bounded=cfg.fitted_metric == "val_pass_rate")  # fmt: skip
+                     bounded=cfg.fitted_metric == "val_pass_rate", max_points=MAX_POINTS)  # fmt: skip
     return ForecastOptions(fit=fit, budget=budget)
 
 
