@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scalerl.fit import FitOptions, bootstrap, fit_power_law, fit_sigmoid, sigmoid  # noqa: E402
 from scalerl.fit.calibrate import assess  # noqa: E402
 from scalerl.fit.errors import CurveError  # noqa: E402
-from scalerl.fit.prior.posterior import forecast_with_prior  # noqa: E402
 from scalerl.fit.prior.learn import MIN_RUNS, learn_prior  # noqa: E402
+from scalerl.fit.prior.posterior import forecast_with_prior  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 GRID = np.arange(0, 16001, 200.0)

@@ -62,14 +62,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from plan_accuracy import smooth, targets  # noqa: E402
 
 from scalerl.fit import FitOptions, fit_power_law  # noqa: E402
-from scalerl.fit.forecast.companion import Companion  # noqa: E402
 from scalerl.fit.errors import CurveError, CurveWarning  # noqa: E402
+from scalerl.fit.forecast.companion import Companion  # noqa: E402
+from scalerl.fit.forecast.crossing import crossing  # noqa: E402
+from scalerl.fit.forecast.rise import rise  # noqa: E402
 from scalerl.fit.law import power_law  # noqa: E402
 from scalerl.fit.prior.runs import load_prior  # noqa: E402
 from scalerl.fit.readers import Columns, Curve  # noqa: E402
-from scalerl.fit.forecast.rise import rise  # noqa: E402
 from scalerl.fit.time.answer import forecast_draws, horizon  # noqa: E402
-from scalerl.fit.forecast.crossing import crossing  # noqa: E402
 from scalerl.fit.time.timing import clock_from_records, read_records, time_to_target  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

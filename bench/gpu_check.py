@@ -66,13 +66,13 @@ from mismatch import measure as measure_mismatch  # noqa: E402
 
 from scalerl.compute import matmul_peak  # noqa: E402
 from scalerl.config import load_config  # noqa: E402
-from scalerl.runfolder import read_records  # noqa: E402
 from scalerl.models import build_model, build_task_tokenizer, count_parameters, save_pretrained  # noqa: E402
 from scalerl.pipeline import build  # noqa: E402
 from scalerl.pipeline.learner.batch import prepare_batch  # noqa: E402
 from scalerl.pipeline.learner.train_step import backward_and_step  # noqa: E402
 from scalerl.pipeline.run import train  # noqa: E402
 from scalerl.rollout.torch_engine import TorchEngine  # noqa: E402
+from scalerl.runfolder import read_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOMINAL_PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12}

@@ -64,8 +64,8 @@ def train_once(work: Workload, model_dir: Path, run_dir: Path, *, generators: in
                warmup: int, steps: int) -> Measured:
     """One run of ``work`` at ``generators`` + ``ranks`` and lag bound ``k`` (0: sync)."""
     from scalerl.config import load_config
-    from scalerl.runfolder import read_records
     from scalerl.pipeline.run import train
+    from scalerl.runfolder import read_records
 
     mode = {"pipeline.mode": "sync"} if k == 0 else {"pipeline.mode": "pipeline-rl", "pipeline.k": k}
     extra = {**mode, "pipeline.num_generators": generators, "pipeline.generator_threads": 1,

@@ -109,19 +109,22 @@ def test_the_glossary_check_fails_on_a_key_without_its_line():
     assert undocumented(RENAMED.values()) == []
 
 
-def test_every_key_of_the_one_metric_names_table_is_a_documented_current_key():
-    """``scalerl.runfolder`` is what the trainer writes and ``fit`` reads: each key has its
-    line in ``docs/METRICS.md``, and an old name of ``RENAMED`` is none of them."""
+def test_every_key_of_the_run_folder_table_is_a_documented_current_key():
+    """``scalerl.runfolder`` is what the trainer writes and ``fit`` reads: each record key
+    (the ``forecast_*`` ones included) has its line in ``docs/METRICS.md``, and an old name of
+    ``RENAMED`` is none of them."""
     from glossary import undocumented
 
-    from scalerl import metric_names
+    from scalerl import runfolder
 
-    keys = [v for k, v in vars(metric_names).items() if k.isupper() and isinstance(v, str)]
-    keys += list(metric_names.GENERATOR_TIMES.values())
-    assert "learner_busy_s" in keys and "generator_stall_s" in keys
+    files = {v for k, v in vars(runfolder).items() if k.isupper() and isinstance(v, str) and "." in v}
+    keys = [v for k, v in vars(runfolder).items() if k.isupper() and isinstance(v, str) and v not in files
+            and k not in ("SHARED_BASE", "CHECKPOINT", "TENSORBOARD", "MODEL")]  # fmt: skip
+    keys += list(runfolder.GENERATOR_TIMES.values()) + list(runfolder.FORECAST_KEYS)
+    assert "learner_busy_s" in keys and "generator_stall_s" in keys and "forecast_state" in keys
     assert undocumented(keys) == []
-    assert not set(metric_names.RENAMED) & set(keys)
-    assert all(metric_names.old_name(new) == old for old, new in metric_names.RENAMED.items())
+    assert not set(runfolder.RENAMED) & set(keys)
+    assert all(runfolder.old_name(new) == old for old, new in runfolder.RENAMED.items())
 
 
 def test_every_forecast_goes_to_tensorboard_as_an_image(tmp_path):

@@ -80,8 +80,8 @@ def test_the_ticker_thread_ends_at_close():
 def test_the_time_limit_caps_the_eta_and_says_so_and_lines_are_never_cut():
     sink, clock, out = _lines(0.0, total=900)
     sink.set_deadline(clock.t + 90)
-    forecast = {"forecast_A": 0.52, "forecast_A_lo": 0.4, "forecast_A_hi": 0.61, "forecast_identified": False,
-                "forecast_final": 0.45}
+    forecast = {"forecast_state": "rising", "forecast_A": 0.52, "forecast_A_lo": 0.4, "forecast_A_hi": 0.61,
+                "forecast_identified": False, "forecast_final": 0.45}
     sink.write(_record(1, 1.0))
     sink.write(_record(11, 11.0, **forecast))  # 60 steps/min: 889 steps would take 14m49s
     assert out[-1].endswith("ETA 1m30s (train.max_minutes)  forecast A 0.52? [0.40-0.61] end 0.45")

@@ -1,8 +1,9 @@
 """The house plan's arrows, checked on the source: no import cycle (imports made inside
-functions count), no module imports one from a layer above it, and inside ``pipeline/`` the
-roles stay apart: the learner and the generators never import each other, the seams import
-neither, and the commands sit on top. The rules are written out in ``docs/DESIGN.md``
-("The layout and its arrows")."""
+functions count), no module imports one from a layer above it, inside ``pipeline/`` the
+roles stay apart (the learner and the generators never import each other, the seams import
+neither, and the commands sit on top), and inside ``fit/`` the commands sit on top and the
+forecast imports no front end. The rules are written out in ``docs/DESIGN.md`` ("The layout
+and its arrows")."""
 
 from __future__ import annotations
 
@@ -88,10 +89,11 @@ def test_no_import_cycle_counting_imports_inside_functions():
 ABOVE_ALL = ("scalerl.cli", "scalerl.pipeline", "scalerl.experiments")
 TRAINER = ("scalerl.rollout", "scalerl.models", "scalerl.data", "scalerl.algo")
 FORBIDDEN = {
-    "scalerl.fit": ("scalerl.",),  # nothing of the package but fit itself (and its bundled curves)
+    "scalerl.fit": ("scalerl.",),  # nothing of the package but fit itself (and runfolder, its bundled curves)
     "scalerl.algo": ("scalerl.",),
     "scalerl.types": ("scalerl.",),
-    "scalerl.runfolder": ("scalerl.",),  # the metric keys the trainer writes and fit reads
+    "scalerl.runfolder": ("scalerl.",),  # the run folder's names, keys, reader and state: a leaf
+    "scalerl.yaml_io": ("scalerl.",),  # bounded YAML: a leaf
     "scalerl.plugins": ("scalerl.",),  # the plug-in loader, the user's code bounded, the console:
     "scalerl.user_code": ("scalerl.",),  # leaves that every layer may use
     "scalerl.progress": ("scalerl.",),
@@ -103,15 +105,16 @@ FORBIDDEN = {
     "scalerl.eval": ABOVE_ALL,
     "scalerl.compute": ABOVE_ALL,
     "scalerl.metrics": ABOVE_ALL,
-    "scalerl.forecast_figure": ("scalerl.",),  # a leaf: records in, a PNG out (metric_names allowed below)
+    "scalerl.forecast_figure": ("scalerl.",),  # a leaf: records in, a PNG out (runfolder allowed below)
     "scalerl.checkpoint": ABOVE_ALL,
     # the live page reads run folders and the law: never the trainer, the config or the CLI's commands
     "scalerl.serve": ("scalerl.pipeline", "scalerl.experiments", "scalerl.config", *TRAINER),
 }
 """Layer → the module prefixes it must never import (its own package excepted)."""
 ALLOWED = {("scalerl.fit.commands.demo", "scalerl.examples"),  # the bundled demo curves: data, not code
-           # the trainer's metric keys, one table both sides import: plain strings, a leaf
+           # the run folder, one module every reader and the trainer import: names, keys, reader, state
            ("scalerl.fit", "scalerl.runfolder"), ("scalerl.forecast_figure", "scalerl.runfolder"),
+           ("scalerl.progress", "scalerl.runfolder"), ("scalerl.runfolder", "scalerl.yaml_io"),
            # the one module of the config that needs runtime code: tasks, reward functions,
            # environments, vLLM's presence, LoRA's spec; still never the pipeline, cli or experiments
            ("scalerl.config.runtime", "scalerl.data"), ("scalerl.config.runtime", "scalerl.rollout"),
@@ -174,14 +177,58 @@ def test_the_pipeline_roles_never_import_each_other_and_the_commands_sit_on_top(
     assert all(m.startswith(("scalerl.cli ", "scalerl.experiments")) for m in outside), outside
 
 
+F = "scalerl.fit"
+FRONT_ENDS = (f"{F}.commands", f"{F}.plot", f"{F}.report", f"{F}.compare", f"{F}.choose", "scalerl.serve",
+              "scalerl.pipeline", "scalerl.experiments", "scalerl.live_forecast", "scalerl.cli")  # fmt: skip
+
+
+def test_inside_fit_the_commands_sit_on_top_and_the_forecast_imports_no_front_end():
+    """``fit/`` by role: the commands (``fit/commands/``) on top, which nothing else in ``fit/``
+    imports; the forecast (``fit/forecast/``) imports no front end (a command, the figures, the
+    reports, the studies); the prior (``fit/prior/``) no command; and no module of ``fit/`` but a
+    command reads ``argparse``."""
+    graph = _graph()
+    upward = [f"{m} -> {d}" for m, deps in graph.items() if _under(m, F) and not _under(m, f"{F}.commands")
+              for d in deps if _under(d, f"{F}.commands")]  # fmt: skip
+    assert upward == []
+    front = [f"{m} -> {d}" for m, deps in graph.items() if _under(m, f"{F}.forecast")
+             for d in deps if any(_under(d, f) for f in FRONT_ENDS)]  # fmt: skip
+    assert front == []
+    argparse_users = [p for p in sorted((SRC / "fit").rglob("*.py")) if "commands" not in p.parts
+                      and "argparse" in p.read_text()]  # fmt: skip
+    assert argparse_users == []
+
+
+def test_the_run_folder_is_named_in_one_module():
+    """Every module names a run folder's files through ``runfolder`` (its constants), never
+    as a string of its own: a literal of those names appears only in ``runfolder.py``."""
+    names = ('"metrics.jsonl"', '"config.yaml"', '"status.json"', '"train.log"', '"samples.jsonl"',
+             '"sweep.yaml"', '"decisions.json"', '"sft_result.json"')  # fmt: skip
+    found = [f"{p.relative_to(SRC)}: {n}" for p in sorted(SRC.rglob("*.py")) if p.name != "runfolder.py"
+             for n in names if n in p.read_text()]  # fmt: skip
+    assert found == []
+
+
+def test_the_forecast_record_keys_are_named_in_one_module():
+    """The ``forecast_*`` keys of a live record are written and read through ``runfolder.Forecast``:
+    no other module spells one out."""
+    from scalerl.runfolder import FORECAST_KEYS
+
+    found = [f"{p.relative_to(SRC)}: {k}" for p in sorted(SRC.rglob("*.py")) if p.name != "runfolder.py"
+             for k in FORECAST_KEYS if f'"{k}"' in p.read_text() or f"'{k}'" in p.read_text()]  # fmt: skip
+    assert found == []
+
+
 def test_the_document_the_rules_cite_exists_and_names_the_rooms():
     text = DESIGN.read_text(encoding="utf-8")
     assert "## The layout and its arrows" in text
     for room in ("learner/", "generators/", "commands/", "plan/", "config/runtime.py", "live_forecast",
-                 "fit/time/", "metric_names"):
+                 "fit/time/", "fit/forecast/", "fit/prior/", "fit/commands/", "runfolder"):
         assert room in text, room
 
 
-def test_one_module_is_named_plan():
-    """``pipeline/plan/`` is the run plan; the time-to-target answer is ``fit/time/answer.py``."""
-    assert [m for m in _graph() if m.rpartition(".")[2] == "plan"] == ["scalerl.pipeline.plan"]
+def test_the_modules_named_plan_are_the_run_plan_and_the_plan_command():
+    """``pipeline/plan/`` is the run plan; ``fit/commands/plan.py`` is ``scalerl plan``, the
+    command that prints a forecast's time to target (``fit/time/answer.py`` adds the splits)."""
+    assert sorted(m for m in _graph() if m.rpartition(".")[2] == "plan") == [
+        "scalerl.fit.commands.plan", "scalerl.pipeline.plan"]

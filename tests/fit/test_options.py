@@ -11,10 +11,10 @@ from scalerl.fit.options import LEVEL, MARGIN, FitOptions
 def test_one_level_and_one_margin_default():
     from scalerl.config.evaluation import ForecastConfig
     from scalerl.experiments.report import write_report
+    from scalerl.fit.forecast.rise import rise
     from scalerl.fit.plot import plot_fit
     from scalerl.fit.prior.posterior import PriorForecast
     from scalerl.fit.report import BANDS
-    from scalerl.fit.forecast.rise import rise
 
     assert (FitOptions().level, FitOptions().margin) == (LEVEL, MARGIN) == (0.95, 0.02)
     # the config imports nothing of fit: its defaults mirror these, and this holds them together

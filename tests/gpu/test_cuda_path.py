@@ -11,13 +11,13 @@ import torch
 
 from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool
-from scalerl.runfolder import read_records
 from scalerl.models import build_model, build_task_tokenizer, save_pretrained
 from scalerl.pipeline import build
 from scalerl.pipeline.learner.batch import prepare_batch
 from scalerl.pipeline.learner.train_step import backward_and_step
 from scalerl.pipeline.run import train
 from scalerl.rollout.torch_engine import TorchEngine
+from scalerl.runfolder import read_records
 from scalerl.types import Group, SamplingParams
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

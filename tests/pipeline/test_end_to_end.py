@@ -12,8 +12,8 @@ from glossary import undocumented
 
 from scalerl.config import load_config, recipe_names
 from scalerl.fit.readers import read_curves
-from scalerl.runfolder import read_records
 from scalerl.pipeline.run import train
+from scalerl.runfolder import read_records
 
 
 def test_training_raises_the_validation_pass_rate(warm_model_dir, tmp_path):

@@ -13,12 +13,12 @@ from conftest import run_overrides
 
 from scalerl.compute import ComputeMeter
 from scalerl.config import ConfigError, load_config
-from scalerl.runfolder import read_records
 from scalerl.pipeline import build
 from scalerl.pipeline.evaluation import GeneratorEvaluation, LearnerEvaluation, OrderedRecords
 from scalerl.pipeline.plan import build_plan
 from scalerl.pipeline.run import train
 from scalerl.pipeline.weights import WeightLayout, model_buckets
+from scalerl.runfolder import read_records
 from scalerl.types import EvalResult
 
 

@@ -11,8 +11,8 @@ import torch
 from conftest import run_overrides
 
 from scalerl.config import load_config
-from scalerl.runfolder import read_records
 from scalerl.pipeline.run import train
+from scalerl.runfolder import read_records
 
 
 def _exported_change(model_dir, run_dir, dtype: str) -> tuple[float, list[dict]]:

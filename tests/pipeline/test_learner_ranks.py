@@ -103,8 +103,8 @@ def test_two_ranks_on_ray_complete_and_resume_with_one(nano_dir, tmp_path):
     import ray
 
     from scalerl.config import load_config
-    from scalerl.runfolder import read_records
     from scalerl.pipeline.run import train
+    from scalerl.runfolder import read_records
 
     # one generator and two single-thread ranks reserve three CPUs: logical ones, on two cores
     ray.init(num_cpus=3, include_dashboard=False, logging_level=logging.WARNING)

@@ -14,9 +14,9 @@ import scalerl.eval
 from scalerl.cli import main
 from scalerl.config import load_config
 from scalerl.live_forecast import LiveForecast
-from scalerl.runfolder import read_records
 from scalerl.pipeline.commands.report import final_report
 from scalerl.pipeline.run import train
+from scalerl.runfolder import read_records
 
 FIELDS = ("forecast_A", "forecast_A_lo", "forecast_A_hi", "forecast_identified", "forecast_final",
           "forecast_final_lo", "forecast_final_hi", "forecast_compute_to_target")  # fmt: skip

@@ -11,8 +11,8 @@ from conftest import run_overrides
 
 from scalerl.cli import main
 from scalerl.config import load_config
-from scalerl.runfolder import read_records
 from scalerl.pipeline.run import train
+from scalerl.runfolder import read_records
 
 # alternating rewards: every group has a variance to learn from, whatever the random model says
 REWARD = "import itertools\n_count = itertools.count()\n\n\ndef score(completion, **fields):\n" \

@@ -9,8 +9,7 @@ import json
 
 from conftest import run_overrides
 
-from scalerl.runfolder import COMPUTE, VAL_PASS_RATE
-from scalerl.runfolder import read_records
+from scalerl.runfolder import COMPUTE, VAL_PASS_RATE, read_records
 
 
 def test_a_run_stops_at_its_compute_and_a_resume_goes_on_to_the_next(warm_model_dir, tmp_path, cli_here):

@@ -18,7 +18,6 @@ ray = pytest.importorskip("ray")
 
 from scalerl.config import ConfigError, load_config  # noqa: E402
 from scalerl.data.tasks.spec import TaskSpec  # noqa: E402
-from scalerl.runfolder import read_records  # noqa: E402
 from scalerl.models import build_model, build_task_tokenizer, save_pretrained  # noqa: E402
 from scalerl.pipeline.generators.actor import ActorSpec  # noqa: E402
 from scalerl.pipeline.generators.ray import RayBackend  # noqa: E402
@@ -26,6 +25,7 @@ from scalerl.pipeline.plan import build_plan  # noqa: E402
 from scalerl.pipeline.restarts import GeneratorsFailed  # noqa: E402
 from scalerl.pipeline.run import train  # noqa: E402
 from scalerl.pipeline.weights import WeightLayout, model_buckets  # noqa: E402
+from scalerl.runfolder import read_records  # noqa: E402
 from scalerl.types import PromptAssignment, SamplingParams  # noqa: E402
 
 # serial: these tests start Ray or bind a rendezvous port; make test runs them after the parallel part

@@ -22,10 +22,10 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from scalerl.config import ConfigError, load_config  # noqa: E402
-from scalerl.runfolder import read_records  # noqa: E402
 from scalerl.pipeline.plan import build_plan  # noqa: E402
 from scalerl.pipeline.restarts import checkpoint_step  # noqa: E402
 from scalerl.pipeline.run import train  # noqa: E402
+from scalerl.runfolder import read_records  # noqa: E402
 
 # serial: these tests start Ray clusters
 pytestmark = pytest.mark.serial

@@ -17,9 +17,9 @@ from conftest import run_overrides
 
 from scalerl.cli import main
 from scalerl.config import load_config
-from scalerl.runfolder import read_records
 from scalerl.models.tiny_chat import build_chat_model_dir
 from scalerl.pipeline.run import train
+from scalerl.runfolder import read_records
 
 REWARD = '''
 import os

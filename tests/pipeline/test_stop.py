@@ -13,9 +13,9 @@ from conftest import run_overrides
 from test_resume import _all_gone, _children, _last_step, _wait_until
 
 from scalerl.checkpoint import load_checkpoint
-from scalerl.runfolder import read_records
 from scalerl.pipeline import stop
 from scalerl.pipeline.stop import Stopped, Stopping, on_signals
+from scalerl.runfolder import read_records
 
 STEPS = 6
 

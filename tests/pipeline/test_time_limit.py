@@ -7,8 +7,8 @@ import pytest
 
 from scalerl.checkpoint import load_checkpoint, save_checkpoint
 from scalerl.config import load_config
-from scalerl.runfolder import read_records
 from scalerl.pipeline import time_limit
+from scalerl.runfolder import read_records
 
 
 def test_the_deadline_is_the_limit_less_what_the_run_spent():

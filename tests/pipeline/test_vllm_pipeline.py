@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from scalerl.config import load_config
-from scalerl.runfolder import read_records
 from scalerl.pipeline.run import train
+from scalerl.runfolder import read_records
 
 pytestmark = pytest.mark.serial  # each run starts vLLM engines in generator processes
 

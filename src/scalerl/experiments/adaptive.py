@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from scalerl.runfolder import DECISIONS
+
 
 @dataclass(frozen=True)
 class Adaptive:
@@ -70,7 +72,7 @@ def _through(log, rung: float) -> float:
 
 def _previous(out: Path) -> set[str]:
     """The points an earlier session of this study stopped (its ``decisions.json``)."""
-    path = out / "decisions.json"
+    path = out / DECISIONS
     if not path.is_file():
         return set()
     try:
@@ -108,5 +110,5 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
         logs = {n: g for n in study.alive if (g := _log(by_name[n].run_dir, n, x)) is not None}
         for stop in study.step(rung, {n: g.upto(_through(g, rung)) for n, g in logs.items()}):
             log(f"stopped {stop['point']} at compute {stop['at_compute']:.4g}: {stop['reason']}")
-        write_json(study.finish().to_dict(), out / "decisions.json")
+        write_json(study.finish().to_dict(), out / DECISIONS)
     return study.finish()

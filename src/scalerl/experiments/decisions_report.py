@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from scalerl.fit import report
+from scalerl.runfolder import DECISIONS, METRICS
 
 
 def _winner(d: dict) -> str:
@@ -20,7 +21,7 @@ def _winner(d: dict) -> str:
 
 def decisions_section(out: Path, x: str | None = None) -> tuple[str, report.Table, report.Figure] | None:
     """(a paragraph, the table of stopped points, the figure), or None without decisions."""
-    path = Path(out) / "decisions.json"
+    path = Path(out) / DECISIONS
     if not path.is_file():
         return None
     try:
@@ -55,7 +56,7 @@ def _figure(out: Path, d: dict, x: str | None) -> report.Figure:
     ax = fig.subplots()
     budget = float(d["budget"])
     stops = {s["point"]: s for s in d["stopped"]}
-    for i, metrics in enumerate(sorted(Path(out).rglob("metrics.jsonl"))):
+    for i, metrics in enumerate(sorted(Path(out).rglob(METRICS))):
         name = metrics.parent.relative_to(out).as_posix()
         try:
             (curve,) = read_jsonl(metrics, x=x)

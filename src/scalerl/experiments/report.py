@@ -18,6 +18,7 @@ import numpy as np
 from scalerl.fit.compare import compare_runs, loo_table
 from scalerl.fit.options import MARGIN, FitOptions
 from scalerl.fit.readers import Curve, read_jsonl
+from scalerl.runfolder import METRICS
 
 
 def pooled_curve(name: str, metrics_files: Sequence[Path], *, x: str | None = None, y: str | None = None) -> Curve:
@@ -48,7 +49,7 @@ def write_report(runs: dict[str, list[Path]], out: Path, *, x: str | None = None
     from scalerl.experiments.decisions_report import decisions_section
     from scalerl.fit import report
 
-    curves = [pooled_curve(name, [Path(d) / "metrics.jsonl" for d in dirs], x=x) for name, dirs in runs.items()]
+    curves = [pooled_curve(name, [Path(d) / METRICS for d in dirs], x=x) for name, dirs in runs.items()]
     comparison = compare_runs(curves, options=FitOptions(margin=margin))
     base = baseline if baseline in runs else None
     loo = loo_table(curves, baseline=base) if base else None

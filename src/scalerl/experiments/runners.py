@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from scalerl.config import Config, dump_config
+from scalerl.runfolder import TRAIN_LOG
 
 Todo = tuple[str, Path, Config, bool]  # label, run dir, config, resume
 
@@ -74,7 +75,7 @@ def run_in_subprocesses(todo: Sequence[Todo], parallel: int, log: Callable[[str]
         cfg = with_cores(cfg, share)
         log(f"{label}: {'resuming' if resume else 'training'} in {run_dir} (log: {run_dir / 'train.log'})")
         run_dir.mkdir(parents=True, exist_ok=True)
-        with open(run_dir / "train.log", "a") as out:
+        with open(run_dir / TRAIN_LOG, "a") as out:
             code = subprocess.run(_command(run_dir, cfg, resume), stdout=out, stderr=subprocess.STDOUT).returncode
         log(f"{label}: {'finished' if code == 0 else f'FAILED (exit {code})'}")
         return None if code == 0 else f"{label} (see {run_dir / 'train.log'})"
@@ -90,7 +91,7 @@ def _train_point(cfg_data: dict, run_dir: str, resume: bool) -> str:
     from scalerl.config import Config
     from scalerl.pipeline.run import train
 
-    with open(Path(run_dir) / "train.log", "a") as out:
+    with open(Path(run_dir) / TRAIN_LOG, "a") as out:
         train(Config.model_validate(cfg_data), run_dir, resume=resume, log=lambda *a: print(*a, file=out, flush=True))
     return run_dir
 

@@ -37,9 +37,9 @@ from typing import Any
 import yaml
 
 from scalerl.config import Config, ConfigError, load_config
-from scalerl.yaml_io import load_yaml
 from scalerl.experiments.adaptive import ADAPTIVE_KEYS, Adaptive
 from scalerl.experiments.sweep import Variant, check_model, config_reason
+from scalerl.yaml_io import load_yaml
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,14 @@ import numpy as np
 from scalerl.experiments.decisions_report import decisions_section
 from scalerl.experiments.report import pooled_curve
 from scalerl.fit import plot, report
+from scalerl.fit.commands.outputs import check_outputs
 from scalerl.fit.compare import RunFit, compare_runs, fit_run, loo_table
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import ForecastOptions, forecast_of, read_logs
 from scalerl.fit.forecast.options import forecast_defaults
 from scalerl.fit.options import FitOptions
-from scalerl.fit.commands.outputs import check_outputs
 from scalerl.fit.prior.pooling import joint_fit
-from scalerl.fit.readers import Columns, read_jsonl
+from scalerl.fit.readers import Columns
 from scalerl.runfolder import METRICS
 
 SKIP = {"_base", "base_model", "checkpoint", "checkpoint.old", "checkpoint.broken"}
@@ -56,7 +56,7 @@ class Point:
 
     @property
     def metrics(self) -> list[Path]:
-        return [r / "metrics.jsonl" for r in self.runs]
+        return [r / METRICS for r in self.runs]
 
 
 def _value(text: str):
@@ -73,7 +73,7 @@ def discover(root: Path) -> list[Point]:
     """The points under ``root``, each with its seeds' run directories, in sorted order."""
     if not root.is_dir():
         raise StudyError(f"{root} is not a folder")
-    runs = sorted(p.parent for p in root.rglob("metrics.jsonl")
+    runs = sorted(p.parent for p in root.rglob(METRICS)
                   if not SKIP & set(p.relative_to(root).parts[:-1]))
     if not runs:
         raise StudyError(f"{root} holds no run directories (no metrics.jsonl under it)")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.config import Config, ConfigError, load_config, recipe_names
-from scalerl.runfolder import read_records
+from scalerl.runfolder import METRICS, SWEEP, read_records
 
 BASELINE = "scalerl"
 
@@ -105,7 +105,7 @@ def check_model(cfg: Config) -> None:
 def is_finished(run_dir: Path, steps: int) -> bool:
     """Whether ``run_dir/metrics.jsonl`` already holds the record of the last step, or one
     that stopped the run early (the live forecast's decision: a rerun must not undo it)."""
-    return any(r.get("step") == steps or "stopped_early" in r for r in read_records(run_dir / "metrics.jsonl"))
+    return any(r.get("step") == steps or "stopped_early" in r for r in read_records(run_dir / METRICS))
 
 
 def base_key(cfg: Config) -> str:
@@ -181,7 +181,7 @@ def _has_checkpoint(run_dir: Path) -> bool:
 def _set_aside_orphan_metrics(run_dir: Path, resume: bool, log: Callable[[str], None]) -> None:
     """A run killed before its first checkpoint restarts from step 0; its old records are
     renamed (kept, never deleted) so the new ``metrics.jsonl`` has each step once."""
-    metrics = run_dir / "metrics.jsonl"
+    metrics = run_dir / METRICS
     if resume or not metrics.exists():
         return
     aside = metrics.with_name("metrics.before-restart.jsonl")
@@ -197,7 +197,7 @@ def claim_folder(out: Path, record: dict) -> None:
 
     from scalerl.yaml_io import load_yaml
 
-    path = Path(out) / "sweep.yaml"
+    path = Path(out) / SWEEP
     if path.exists():
         try:
             held = load_yaml(path.read_text()) or {}

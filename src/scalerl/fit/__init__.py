@@ -9,13 +9,6 @@ command and page reads.
 
 from scalerl.fit.calibrate import Calibration, assess
 from scalerl.fit.errors import CurveError, validate_curve
-from scalerl.fit.fitting import (
-    PAPER_A_GRID,
-    PAPER_C_MID_GRID,
-    FitResult,
-    fit_points,
-    fit_sigmoid,
-)
 from scalerl.fit.extrapolate import (
     HoldoutForecast,
     Point,
@@ -23,6 +16,13 @@ from scalerl.fit.extrapolate import (
     compute_to_reach,
     holdout_forecast,
     predict_at,
+)
+from scalerl.fit.fitting import (
+    PAPER_A_GRID,
+    PAPER_C_MID_GRID,
+    FitResult,
+    fit_points,
+    fit_sigmoid,
 )
 from scalerl.fit.law import (
     compute_for_reward,

@@ -32,8 +32,8 @@ import numpy as np
 
 from scalerl.fit.calibrate import assess
 from scalerl.fit.errors import CurveError
-from scalerl.fit.fitting import FitResult
 from scalerl.fit.extrapolate import budget_to_pin_A, holdout_forecast
+from scalerl.fit.fitting import FitResult
 from scalerl.fit.options import FitOptions
 from scalerl.fit.powerlaw import PowerLawResult, fit_power_law
 from scalerl.fit.readers import Curve

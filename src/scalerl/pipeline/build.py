@@ -21,6 +21,7 @@ from scalerl.pipeline.plan import RunPlan
 from scalerl.pipeline.queues import LagPolicy
 from scalerl.pipeline.restarts import GeneratorDeaths
 from scalerl.pipeline.scheduler import Scheduler
+from scalerl.runfolder import METRICS, SAMPLES
 from scalerl.types import SamplingParams
 
 
@@ -214,9 +215,9 @@ def make_logger(cfg: Config, run_dir: Path, start_step: int):
     )
     from scalerl.progress import progress_sink
 
-    sinks: list = [JsonlSink(run_dir / "metrics.jsonl")]
+    sinks: list = [JsonlSink(run_dir / METRICS)]
     if cfg.log.samples:
-        sinks.append(SamplesSink(run_dir / "samples.jsonl"))
+        sinks.append(SamplesSink(run_dir / SAMPLES))
     if cfg.log.tensorboard:
         sinks.append(TensorBoardSink(run_dir / "tb", start_step))
     if cfg.log.wandb:

@@ -29,7 +29,6 @@ from scalerl.compute import ComputeMeter, TokenRates
 from scalerl.config import Config
 from scalerl.config.runtime import task_spec
 from scalerl.live_forecast import LiveForecast
-from scalerl.runfolder import COMPUTE
 from scalerl.metrics import read_evaluations, truncate_after
 from scalerl.pipeline import build, steps, time_limit
 from scalerl.pipeline.evaluation import OrderedRecords, make_evaluation
@@ -39,6 +38,7 @@ from scalerl.pipeline.plan import RunPlan, build_plan, write_plan
 from scalerl.pipeline.reward_notes import check_first_batch, describe_rewards
 from scalerl.pipeline.steps import LoopRules, RunParts, Start
 from scalerl.pipeline.stop import Stopping, on_signals
+from scalerl.runfolder import COMPUTE, METRICS, SAMPLES
 from scalerl.user_code import shown_once_per_run
 
 
@@ -93,11 +93,11 @@ def _build(cfg: Config, plan: RunPlan, start: Start, stopping: Stopping, closing
                               "records": records})
         log(f"resumed {run_dir} at step {start.step} (policy version {learner.version})")
     if start.resume:  # the records past the checkpoint's log (all of them, without one) are redone
-        for log_file in ("metrics.jsonl", "samples.jsonl"):
+        for log_file in (METRICS, SAMPLES):
             truncate_after(run_dir / log_file, start.logged)
     logger = build.make_logger(cfg, run_dir, max(start.logged, 0))
     closing.callback(logger.close)
-    forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / "metrics.jsonl") if start.state else ())
+    forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / METRICS) if start.state else ())
     closing.callback(forecaster.close)
     # CPU seconds measure launches and spinning, not work, on a GPU or in vLLM's engine process
     overlap = OverlapMonitor(enabled=not plan.generators_in_learner and cfg.pipeline.mode != "sync"

@@ -30,6 +30,7 @@ from scalerl.data.tasks.base import Example, Task
 from scalerl.rollout.rollout import build_rollout
 from scalerl.rollout.torch_engine import engine_for
 from scalerl.rollout.validate import validate
+from scalerl.runfolder import SFT_RESULT
 from scalerl.types import SamplingParams
 
 PassRateFn = Callable[[torch.nn.Module, object, Task, int], float]
@@ -263,4 +264,4 @@ def _save(result: SFTResult, model, tokenizer, output_dir: str | Path) -> None:
 
     out = save_pretrained(model, tokenizer, output_dir)
     result.output_dir = str(out)
-    (out / "sft_result.json").write_text(json.dumps(result.to_dict(), indent=2))
+    (out / SFT_RESULT).write_text(json.dumps(result.to_dict(), indent=2))

@@ -30,13 +30,13 @@ from scalerl.checkpoint import (
 from scalerl.compute import ComputeMeter, TokenRates
 from scalerl.config import Config, dump_config
 from scalerl.live_forecast import LiveForecast
-from scalerl.runfolder import GENERATOR_TIMES, LEARNER_BUSY, PUBLISH, SYNC
 from scalerl.pipeline.evaluation import OrderedRecords
 from scalerl.pipeline.learner.role import LearnerRole
 from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.scheduler import Scheduler
 from scalerl.pipeline.shm import sweep_semaphores
 from scalerl.pipeline.stop import Stopping
+from scalerl.runfolder import CONFIG, GENERATOR_TIMES, LEARNER_BUSY, PUBLISH, SYNC
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def start_run(cfg: Config, run_dir: Path, resume: bool, log) -> Start:
     ``config.yaml`` written atomically and the semaphores a killed run leaked swept."""
     run_dir.mkdir(parents=True, exist_ok=True)
     saved = load_checkpoint(run_dir, log) if resume else None
-    atomic_write(run_dir / "config.yaml", dump_config(cfg).encode())
+    atomic_write(run_dir / CONFIG, dump_config(cfg).encode())
     leaked = sweep_semaphores()
     if leaked:
         log(f"removed {len(leaked)} semaphores (/dev/shm/sem.mp-*) that a killed run had leaked")

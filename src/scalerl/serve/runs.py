@@ -93,7 +93,7 @@ class Served:
         if rf.is_run(root):
             return [Found(prefix.rstrip("/") or root.name, root, "run")]
         runs, studies = [], []
-        for folder, dirs, files in _walk(root):
+        for folder, _dirs, files in _walk(root):
             if rf.METRICS in files:
                 runs.append(folder)
             if rf.SWEEP in files and folder != root:
@@ -190,19 +190,17 @@ class Served:
         made = self.forecast(found, view, wait)
         f = made.forecast
         none = {"median": None, "lo": None, "hi": None}
-        out = {"forecast": none | {"budget": None}, "hours_to_target": dict(none), "compute_to_target": dict(none),
-               "p_reach": None, "forecast_state": None, "forecast_method": None, "forecast_note": made.error,
-               "forecast_stale": made.stale}  # fmt: skip
+        head = {"budget": None, "state": None, "method": None, "note": made.error, "stale": made.stale, "cut": None}
+        out = {"forecast": none | head, "hours_to_target": dict(none), "compute_to_target": dict(none), "p_reach": None}
         if f is None:
             if made.pending:
-                out["forecast_note"] = "being made"
+                out["forecast"]["note"] = "being made"
             return out
-        out |= {"forecast_state": f.state.name, "forecast_method": f.method, "forecast_note": f.state.message,
-                "forecast_cut": f.cut, "level": f.level}  # fmt: skip
+        out["forecast"] |= {"state": f.state.name, "method": f.method, "note": f.state.message, "cut": f.cut,
+                            "level": f.level, "budget": f.budget}  # fmt: skip
         if f.budget is not None and f.draws is not None:
             a = f.at(f.budget)
-            out["forecast"] = {"median": a.value, "lo": a.pred_lo, "hi": a.pred_hi, "band_lo": a.lo, "band_hi": a.hi,
-                               "budget": f.budget}  # fmt: skip
+            out["forecast"] |= {"median": a.value, "lo": a.pred_lo, "hi": a.pred_hi, "band_lo": a.lo, "band_hi": a.hi}
         if target is not None:
             reach = f.reach(target)
             out["compute_to_target"] = _triple(reach.compute)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from scalerl.fit.errors import CurveError
 from scalerl.fit.commands.outputs import check_outputs
+from scalerl.fit.errors import CurveError
 
 from .._files import synthetic_curve, write_csv
 from .test_errors import EXIT_BAD_INPUT, scalerl

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from scalerl.cli import main
 from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
-from scalerl.fit.forecast.crossing import crossing
 from scalerl.fit.forecast.draws import band_draws, curve_draws, mixture
 from scalerl.fit.forecast.reach import reach_of
 from scalerl.fit.forecast.rise import rise

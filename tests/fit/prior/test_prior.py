@@ -17,10 +17,10 @@ import pytest
 
 from scalerl.cli import main
 from scalerl.fit import FitOptions, sigmoid
-from scalerl.fit.commands import fit_output
 from scalerl.fit.calibrate import assess
-from scalerl.fit.prior.posterior import calibrate, conformal_factor, forecast_with_prior
+from scalerl.fit.commands import fit_output
 from scalerl.fit.prior.learn import MIN_RUNS, learn_prior
+from scalerl.fit.prior.posterior import calibrate, conformal_factor, forecast_with_prior
 
 from .._files import write_csv
 

@@ -15,7 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from scalerl.fit import report
-from scalerl.fit.commands.flags import add_curve_options, check_fraction, columns_of, guard, options_from
+from scalerl.fit.commands.flags import (
+    add_curve_options,
+    check_fraction,
+    columns_of,
+    guard,
+    options_from,
+)
 from scalerl.fit.commands.outputs import check_outputs
 from scalerl.fit.compare import compare_runs, extrapolation_errors, loo_table
 from scalerl.fit.options import FitOptions

@@ -16,7 +16,16 @@ from scalerl.fit import plot
 from scalerl.fit.commands.outcome import FitOutcome
 from scalerl.fit.commands.prior_answer import ALONE
 from scalerl.fit.forecast.words import source_sentence, state_sentence, triple_text
-from scalerl.fit.report import BANDS, Figure, Report, Table, fits_table, fmt, fmt_compute, with_interval
+from scalerl.fit.report import (
+    BANDS,
+    Figure,
+    Report,
+    Table,
+    fits_table,
+    fmt,
+    fmt_compute,
+    with_interval,
+)
 
 __all__ = ["caption", "fit_figure", "fit_report", "fit_tables", "verdict_lines"]
 

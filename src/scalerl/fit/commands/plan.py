@@ -30,14 +30,26 @@ import numpy as np
 
 from scalerl import runfolder as rf
 from scalerl.fit import report
-from scalerl.fit.commands.flags import add_fit_flags, add_train_reward_option, forecast_options, guard, options_from
+from scalerl.fit.commands.flags import (
+    add_fit_flags,
+    add_train_reward_option,
+    forecast_options,
+    guard,
+    options_from,
+)
 from scalerl.fit.commands.outputs import check_outputs
 from scalerl.fit.commands.speeds import read_speeds
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import RunLog, forecast_of, read_logs
 from scalerl.fit.forecast.crossing import WINDOW
 from scalerl.fit.forecast.options import forecast_defaults
-from scalerl.fit.forecast.words import at_sentence, hours_text, reach_sentences, source_sentence, state_sentence
+from scalerl.fit.forecast.words import (
+    at_sentence,
+    hours_text,
+    reach_sentences,
+    source_sentence,
+    state_sentence,
+)
 from scalerl.fit.readers import Columns, expand_paths
 from scalerl.fit.time.answer import Plan, make_plan, split_hours
 from scalerl.fit.time.throughput import RoleTimes, role_times

@@ -26,7 +26,15 @@ import numpy as np
 from scalerl import runfolder as rf
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast.companion import Companion
-from scalerl.fit.readers import Columns, Curve, expand_paths, is_tensorboard, read_curves, suffixes, unique_names
+from scalerl.fit.readers import (
+    Columns,
+    Curve,
+    expand_paths,
+    is_tensorboard,
+    read_curves,
+    suffixes,
+    unique_names,
+)
 from scalerl.fit.readers.core import TRAIN_REWARD_COLUMNS, find_column
 from scalerl.fit.readers.jsonl import curves_from_records, jsonl_records, read_jsonl
 from scalerl.fit.time.timing import Clock, clock_from_points

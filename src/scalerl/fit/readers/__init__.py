@@ -51,6 +51,7 @@ from scalerl.fit.readers.core import (
 from scalerl.fit.readers.csvlog import read_csv
 from scalerl.fit.readers.jsonl import read_jsonl
 from scalerl.fit.readers.tensorboard import read_tensorboard
+from scalerl.runfolder import METRICS
 
 __all__ = ["COMPUTE_COLUMNS", "FOLDER_SUFFIXES", "FORMATS", "READERS", "REWARD_COLUMNS", "RUN_LOG", "STEP_COLUMNS", "TRAIN_REWARD_COLUMNS",
            "Columns", "Curve", "expand_paths", "is_tensorboard", "load_runs", "read_curves", "read_jsonl",
@@ -67,7 +68,7 @@ READERS: dict[str, Callable[[Path, Columns], list[Curve]]] = {
 name (``*tfevents*``, or a folder holding such files), not by suffix. Every other list of
 formats (the messages below, ``--prior-runs``' folder walk, ``scalerl plan``'s step records,
 ``scalerl fit``'s help) is derived from it."""
-RUN_LOG = "metrics.jsonl"
+RUN_LOG = METRICS
 """A run folder (``scalerl train --out``) is read from this log, as ``scalerl plan`` reads it."""
 TENSORBOARD = "tfevents"
 """What a TensorBoard event file's name holds."""

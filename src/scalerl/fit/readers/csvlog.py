@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scalerl.fit.errors import CurveError, CurveWarning
+from scalerl.fit.readers.cache import parsed
 from scalerl.fit.readers.core import (
     REWARD_COLUMNS,
     RUN_COLUMNS,
@@ -26,7 +27,6 @@ from scalerl.fit.readers.core import (
     find_column,
     run_name,
 )
-from scalerl.fit.readers.cache import parsed
 from scalerl.fit.readers.text import read_text
 
 __all__ = ["read_csv"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scalerl.fit.errors import CurveError
+from scalerl.fit.readers.cache import parsed
 from scalerl.fit.readers.core import (
     RUN_COLUMNS,
     Columns,
@@ -18,7 +19,6 @@ from scalerl.fit.readers.core import (
     find_column,
     run_name,
 )
-from scalerl.fit.readers.cache import parsed
 from scalerl.runfolder import BadRunFile, read_numbered
 
 __all__ = ["curves_from_records", "jsonl_records", "read_jsonl"]

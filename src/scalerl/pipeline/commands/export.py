@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from scalerl.fit.errors import EXIT_BAD_INPUT
+from scalerl.runfolder import CONFIG
 
 # what ``scalerl export --help`` says; the module docstring above is for whoever reads the code
 HELP = """Write a Hugging Face model directory from a run's newest checkpoint.
@@ -88,9 +89,9 @@ def export_run(run_dir: Path, out: Path | None = None, *, merge: bool = False, d
     from scalerl.pipeline.build import load_model, saved_template
     from scalerl.pipeline.commands.export_target import OWN_MODEL, check_target, marker
 
-    if not (run_dir / "config.yaml").is_file():
+    if not (run_dir / CONFIG).is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml in it).")
-    cfg = load_config(run_dir / "config.yaml")
+    cfg = load_config(run_dir / CONFIG)
     out = out or run_dir / OWN_MODEL
     check_target(out, run_dir, cfg)
     base = Path(cfg.model.base) if cfg.model.base is not None else run_dir / "base_model"

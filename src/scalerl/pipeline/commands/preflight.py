@@ -17,6 +17,7 @@ from pathlib import Path
 from scalerl.config import Config, ConfigError
 from scalerl.config.runtime import lora_spec, task_spec
 from scalerl.pipeline.context import chat_format, completion_budget, model_context, prompt_room
+from scalerl.runfolder import CONFIG
 
 
 def check(cfg: Config, run_dir: Path, flag: str = "--out") -> None:
@@ -48,7 +49,7 @@ def check_path(run_dir: Path, flag: str = "--out") -> None:
     """The run folder's path can be looked up at all: a name too long for the file system or a
     parent we may not search fails here as one sentence, not in a later ``exists()``."""
     try:
-        (run_dir / "config.yaml").exists()  # ignores only "not there" (ENOENT, ENOTDIR, ELOOP)
+        (run_dir / CONFIG).exists()  # ignores only "not there" (ENOENT, ENOTDIR, ELOOP)
     except OSError as err:
         raise ConfigError(f"{flag} {run_dir} cannot be used as a run folder ({err.strerror or err}).") from None
 

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from scalerl.fit.errors import EXIT_BAD_INPUT
+from scalerl.runfolder import CONFIG, METRICS
 
 # what ``scalerl train --help`` says; the module docstring above is for whoever reads the code
 HELP = """Train with a recipe, or continue a run directory.
@@ -70,7 +71,7 @@ def _config(args: argparse.Namespace):
         raise ConfigError(f"--resume continues {args.resume} with its own config.yaml, so it takes no "
                           "--recipe (change fields with --set).")
     check_path(args.resume, "--resume")
-    saved = args.resume / "config.yaml"
+    saved = args.resume / CONFIG
     if not saved.is_file():
         raise ConfigError(f"{args.resume} is not a run directory (no config.yaml in it).")
     try:
@@ -91,7 +92,7 @@ def _prepare(args: argparse.Namespace):
     cfg = _config(args)
     run_dir = args.resume or args.out or Path("runs") / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     preflight.check_path(run_dir, "--resume" if args.resume is not None else "--out")
-    if args.resume is None and (run_dir / "metrics.jsonl").exists():
+    if args.resume is None and (run_dir / METRICS).exists():
         raise ConfigError(f"{run_dir} already holds a run; continue it with --resume {run_dir} "
                           "or choose another --out.")
     preflight.check(cfg, run_dir, "--resume" if args.resume is not None else "--out")

@@ -39,10 +39,10 @@ from scalerl.data.filters import (
 )
 from scalerl.data.tasks.base import in_form, passes
 from scalerl.data.tasks.user_reward import reward_part_metrics
-from scalerl.runfolder import STALENESS_HIST
 from scalerl.pipeline.learner.rules import BatchRules
 from scalerl.pipeline.queues import staleness
 from scalerl.rollout.trajectory import trajectory_metrics
+from scalerl.runfolder import STALENESS_HIST
 from scalerl.types import Completion, Group
 
 

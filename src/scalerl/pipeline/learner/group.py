@@ -25,12 +25,12 @@ from typing import Any
 
 import torch
 
-from scalerl.runfolder import LEARNER_BUSY, LEARNER_WORLD_SIZE
 from scalerl.pipeline.learner.rank import LearnerRank, RankFailed, RankSpec, SyncTimeout
 from scalerl.pipeline.learner.role import Published, StepResult, rate_metrics
 from scalerl.pipeline.learner.train_step import step_metrics
 from scalerl.pipeline.restarts import describe_exit
 from scalerl.pipeline.stop import children_ignore_stop_signals
+from scalerl.runfolder import LEARNER_BUSY, LEARNER_WORLD_SIZE
 
 
 def _last_line(text: str) -> str:

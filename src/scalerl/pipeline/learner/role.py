@@ -20,7 +20,6 @@ import torch
 
 from scalerl.checkpoint import to_cpu
 from scalerl.compute import matmul_peak
-from scalerl.runfolder import LEARNER_BUSY, LEARNER_WORLD_SIZE
 from scalerl.models.build import count_parameters
 from scalerl.models.forward import Forward
 from scalerl.models.lora import is_lora, published_parameters
@@ -28,6 +27,7 @@ from scalerl.pipeline.learner.batch import prepare_batch
 from scalerl.pipeline.learner.rules import LearnerRules
 from scalerl.pipeline.learner.train_step import step_metrics, train_part
 from scalerl.pipeline.weights import WeightLayout, weight_buckets
+from scalerl.runfolder import LEARNER_BUSY, LEARNER_WORLD_SIZE
 
 
 class StepResult(NamedTuple):
