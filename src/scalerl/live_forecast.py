@@ -32,6 +32,7 @@ class LiveForecast:
         self.cfg = cfg.forecast
         self.train = cfg.train
         self.lr = cfg.optim.lr
+        self.eval_every = cfg.eval.every
         self._said_no_rise = False  # the not-learning line is said once per session
         self.y = cfg.fitted_metric  # forecast.metric: val_pass_rate or val_reward_mean
         self.points: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[self.y])) for r in past
@@ -92,7 +93,8 @@ class LiveForecast:
         return float(budget)
 
     def _submit(self) -> None:
-        run = Seen(list(self.points), list(self.trained), list(self.clock), list(self.steps), self.budget(), self._step)
+        run = Seen(list(self.points), list(self.trained), list(self.clock), list(self.steps), self.budget(), self._step,
+                   self.eval_every)
         self._pending = self._pool.submit(_forecast, run, self.cfg, self._prior, self.y)
         self._stale = False
 
@@ -175,6 +177,7 @@ class Seen:
     steps: list[int]
     budget: float
     step: int
+    eval_every: int | None = None
 
 
 def _forecast(run: Seen, cfg, prior: dict, y: str) -> dict[str, Any]:
@@ -199,7 +202,8 @@ def _forecast(run: Seen, cfg, prior: dict, y: str) -> dict[str, Any]:
         if cfg.prior_runs is not None and "learned" not in prior:
             prior["learned"] = load_prior(cfg.prior_runs, fit, Columns(x=COMPUTE, y=y), what="forecast.prior_runs")
         compute, reward = zip(*run.points)
-        log = RunLog.of(compute, reward, train=run.trained, clock=run.clock, steps=run.steps, metric=y)
+        log = RunLog.of(compute, reward, train=run.trained, clock=run.clock, steps=run.steps, metric=y,
+                        eval_every=run.eval_every)  # fmt: skip
         options = ForecastOptions(fit=fit, budget=run.budget, prior=prior.get("learned"))
         return record_fields(forecast_of(log, options=options), step=run.step, target=cfg.target)
     except CurveError as err:

@@ -1,4 +1,5 @@
-"""The live forecast of ``scalerl train``: fields in a real run, reproduced by ``scalerl fit``;
+"""The live forecast of ``scalerl train``: the run's one ``Forecast`` after every evaluation, its
+fields in a real run reproduced by ``scalerl plan``, one fit of the validation per evaluation;
 the early stop fires on a run that plateaus low and never on an unidentified ceiling."""
 
 from __future__ import annotations
@@ -18,59 +19,79 @@ from scalerl.pipeline.commands.report import final_report
 from scalerl.pipeline.run import train
 from scalerl.runfolder import read_records
 
-FIELDS = ("forecast_A", "forecast_A_lo", "forecast_A_hi", "forecast_identified", "forecast_final",
-          "forecast_final_lo", "forecast_final_hi", "forecast_compute_to_target")  # fmt: skip
+FIELDS = ("forecast_state", "forecast_method", "forecast_final", "forecast_final_lo", "forecast_final_hi",
+          "forecast_compute_to_target", "forecast_p_reach")  # fmt: skip
 
 
 def small_run(model_dir, **extra):
     return load_config("scalerl", run_overrides(model_dir, **{
         "pipeline.backend": "inprocess", "train.steps": 40, "eval.every": 4, "eval.num_prompts": 32,
         "eval.k": 2, "pipeline.prompts_per_step": 4, "pipeline.generations": 4,
-        "forecast.min_points": 6, "forecast.target": 0.5, **extra}))  # fmt: skip
+        "forecast.target": 0.5, **extra}))  # fmt: skip
 
 
-def test_live_forecast_fields_appear_and_scalerl_fit_reproduces_them(warm_model_dir, tmp_path, capsys):
+def test_live_forecast_fields_appear_and_scalerl_plan_reproduces_them(warm_model_dir, tmp_path, capsys):
     # a stop threshold the noisy 24-step curve cannot identify: the run must not stop; nine
-    # evaluations, so the live forecast (forecast.min_points=6) fits from step 15 on
+    # evaluations, so its forecasts have draws from the sixth on, and a state before
     short = {"train.steps": 24, "eval.every": 3}
     train(small_run(warm_model_dir, **short, **{"train.stop_if_ceiling_below": 0.99}), tmp_path)
     records = read_records(tmp_path / "metrics.jsonl")
     assert records[-1]["step"] == 24 and "stopped_early" not in records[-1]
+    assert json.loads((tmp_path / "status.json").read_text())["state"] == "finished"
     with_forecast = [r for r in records if "forecast_step" in r]
-    assert with_forecast and with_forecast[-1] is records[-1]  # the last record waits for its fit
+    assert with_forecast and with_forecast[-1] is records[-1]  # the last record waits for its forecast
+    assert with_forecast[0]["forecast_state"] == "too_few_evaluations"  # said from the first evaluation
+    assert "more (about step" in with_forecast[0]["forecast_state_message"]
     evals = {r["step"] for r in records if r.get("val_pass_rate") is not None}
     for r in with_forecast:
         assert r["forecast_step"] in evals and r["forecast_step"] <= r["step"]
-        assert all(k in r for k in FIELDS)
-        assert r["forecast_A_lo"] <= r["forecast_A"] <= r["forecast_A_hi"]
-        assert r["forecast_final_lo"] <= r["forecast_final"] <= r["forecast_final_hi"]
     last = records[-1]
-    out = tmp_path / "fit.json"
-    argv = ["fit", str(tmp_path / "metrics.jsonl"), "--max-compute", repr(last["forecast_fit_until"]),
-            "--target-compute", repr(last["forecast_budget"]), "--target-reward", "0.5",
-            "--r0", "first", "--no-budget", "--json", str(out)]  # fmt: skip
+    assert all(k in last for k in FIELDS) and last["forecast_final_lo"] <= last["forecast_final"] <= last["forecast_final_hi"]
+    out = tmp_path.parent / f"{tmp_path.name}-answer.json"  # plan.json in the run folder is its placement
+    argv = ["plan", str(tmp_path), "--max-compute", repr(last["forecast_fit_until"]), "--budget-compute",
+            repr(last["forecast_budget"]), "--target", "0.5", "--json", str(out)]  # fmt: skip
     assert main(argv) == 0
-    (run,) = json.loads(out.read_text())["runs"]
-    (fc,) = run["forecasts"]
-    assert run["fit"]["A"] == pytest.approx(last["forecast_A"], abs=1e-9)
-    assert run["fit"]["A_plausible"] == pytest.approx([last["forecast_A_lo"], last["forecast_A_hi"]], abs=1e-9)
-    assert run["fit"]["identified"] == last["forecast_identified"]
-    assert [fc["reward"], fc["pred_lo"], fc["pred_hi"]] == pytest.approx(
+    plan = json.loads(out.read_text())
+    assert plan["forecast"]["method"] == last["forecast_method"] and plan["forecast"]["state"]["name"] == last["forecast_state"]
+    at = plan["at_budget"]
+    assert [at["value"], at["pred_lo"], at["pred_hi"]] == pytest.approx(
         [last["forecast_final"], last["forecast_final_lo"], last["forecast_final_hi"]], abs=1e-9)
-    (reach,) = run["compute_to_reach"]
-    expected = last["forecast_compute_to_target"]
-    assert (reach["compute"] if reach["reachable"] else None) == (
-        pytest.approx(expected, rel=1e-9) if expected is not None else None)
+    assert plan["compute"]["median"] == (None if last["forecast_compute_to_target"] is None
+                                         else pytest.approx(last["forecast_compute_to_target"], rel=1e-9))  # fmt: skip
+    assert plan["p_reach"] == pytest.approx(last["forecast_p_reach"], abs=1e-12)
+    if last.get("forecast_A") is not None:
+        assert plan["forecast"]["fit"]["A"] == pytest.approx(last["forecast_A"], abs=1e-12)
     # the training report shows the forecast and its verdict, not only the fit
     cfg = small_run(warm_model_dir, **short)
     final_report(tmp_path, cfg, log=lambda *_: None)
     text = (tmp_path / "report.md").read_text()
-    assert re.search(r"^- ceiling (not )?identified", text, re.M) and "predictive interval for one" in text
-    assert "compute to pin A" in text and "last live forecast (fitted up to step 24)" in text
-    # a noisy 24-step curve may or may not support a fit on its first half: the line is there
-    # either way, with its verdict or its reason (the fitted form: the test below)
-    assert re.search(r"^- fit-to-half check: (fitted on the first half|not possible \()", text, re.M), text
+    assert "predictive interval for one evaluation" in text and "last live forecast (made at step 24)" in text
+    # a noisy 24-step curve may or may not support a forecast on its first half: the line is there
+    # either way, with its verdict or its reason
+    assert re.search(r"^- fit-to-half check: (the forecast from the first half|not possible \()", text, re.M), text
     assert "| its standard error |" in text and all(r["val_stderr"] > 0 for r in records if "val_stderr" in r)
+
+
+def test_the_live_path_fits_the_validation_once_per_evaluation(monkeypatch):
+    """Each evaluation's forecast fits the validation curve once (the training reward's own fit
+    is another curve; the calibration's refits fit prefixes): counted on ``FitOptions.fit``."""
+    from scalerl.fit.options import FitOptions
+
+    fits = []
+    real = FitOptions.fit
+    monkeypatch.setattr(FitOptions, "fit", lambda self, c, r, **kw: fits.append((kw.get("source"), len(c)))
+                        or real(self, c, r, **kw))  # fmt: skip
+    cfg = load_config("scalerl", ["train.steps=200"])
+    live = LiveForecast(cfg)
+    c = np.linspace(0.0, 2.0, 12)
+    y = 0.2 + 0.5 / (1 + (0.8 / np.maximum(c, 1e-9)) ** 1.5) + 0.01 * np.sin(7 * np.arange(12))
+    for i in range(12):
+        live.observe({"step": 10 * i, "compute_gpu_hours": c[i], "val_pass_rate": y[i],
+                      "reward_mean": y[i] + 0.05, "wall_s": 36.0 * i})  # fmt: skip
+        live.poll(wait=True)
+    live.close()
+    validation = [n for source, n in fits if source == "live"]
+    assert validation == list(range(6, 13))  # one fit per evaluation from the sixth, none twice
 
 
 def test_early_stop_fires_on_a_run_built_to_plateau_low(warm_model_dir, tmp_path, monkeypatch, capsys):
@@ -115,17 +136,17 @@ def test_a_run_that_does_not_learn_says_so_and_stop_if_no_rise_stops_it(warm_mod
     records = read_records(tmp_path / "metrics.jsonl")
     last = records[-1]
     assert last["step"] < 60 and last["stopped_early"].startswith("stopping early: not learning: after ")
-    assert last["forecast_rise"] is False and last["forecast_fit_until"] >= 0.3 * last["forecast_budget"]
+    assert last["forecast_state"] == "not_learning" and last["forecast_fit_until"] >= 0.3 * last["forecast_budget"]
     assert "optim.lr = " in last["stopped_early"] and "stopping early: not learning" in capsys.readouterr().out
 
 
 def test_the_not_learning_line_waits_for_its_fraction_and_is_said_once():
     cfg = load_config("scalerl", ["train.no_rise_after=0.5"])
     live = LiveForecast(cfg)
-    flat = {"forecast_rise": False, "forecast_rise_z": -0.4, "forecast_rise_first": 0.125,
+    flat = {"forecast_state": "not_learning", "forecast_rise_z": -0.4, "forecast_rise_first": 0.125,
             "forecast_rise_last": 0.121, "forecast_budget": 10.0}  # fmt: skip
     assert live.no_rise(flat | {"forecast_fit_until": 4.9}) is None  # before half the budget
-    assert live.no_rise(flat | {"forecast_rise": True, "forecast_fit_until": 6.0}) is None  # rising
+    assert live.no_rise(flat | {"forecast_state": "rising", "forecast_fit_until": 6.0}) is None  # rising
     line = live.no_rise(flat | {"forecast_fit_until": 6.0})
     assert line.startswith("not learning: after 60% of the run's budget, val_pass_rate shows no rise")
     assert "reads 0.121 against 0.125 in the first third, -0.4 sd" in line and "train.stop_if_no_rise=true" in line
@@ -150,9 +171,8 @@ def test_forecast_metric_reward_mean_fits_the_mean_reward_which_may_leave_zero_o
     """A ±1 user reward's mean climbs from -0.6 to about 0.4: fitted unbounded, and said."""
     from scalerl.config import ForecastConfig
     from scalerl.fit import sigmoid
-    from scalerl.live_forecast import _fit
 
-    cfg = load_config("scalerl", ["forecast.metric=reward_mean", "forecast.min_points=4"])
+    cfg = load_config("scalerl", ["forecast.metric=reward_mean"])
     live = LiveForecast(cfg)
     live.observe({"step": 0, "compute_gpu_hours": 0.0, "val_pass_rate": 0.9, "val_reward_mean": -0.6})
     assert live.points == [(0.0, -0.6)]  # the mean reward, not the pass rate
@@ -160,7 +180,7 @@ def test_forecast_metric_reward_mean_fits_the_mean_reward_which_may_leave_zero_o
     live.close()
     grid = np.arange(0.0, 4001.0, 250.0)
     curve = sigmoid(grid, 0.4, 2.0, 1500.0, -0.6) + np.random.default_rng(0).normal(0, 0.01, grid.size)
-    fields = _fit(list(grid), list(curve), 8000.0, 160, ForecastConfig(metric="reward_mean"), {}, "val_reward_mean")
+    fields = _fields(grid, curve, 8000.0, 160, ForecastConfig(metric="reward_mean"), "val_reward_mean")
     assert "forecast_error" not in fields, fields.get("forecast_error")
     assert fields["forecast_metric"] == "val_reward_mean" and 0.2 < fields["forecast_A"] < 0.6
 
@@ -190,24 +210,25 @@ def test_budget_is_the_compute_at_the_deadline_when_it_comes_before_the_last_ste
 
 
 def test_a_finished_forecast_is_never_dropped_by_the_next_evaluation():
-    cfg = load_config("scalerl", ["forecast.min_points=4", "train.steps=100"])
+    cfg = load_config("scalerl", ["train.steps=100"])
     live = LiveForecast(cfg)
     c = np.linspace(0.0, 1.0, 8)
     r = 0.3 + 0.3 * c / (0.3 + c)
-    for i in range(5):  # 4 evaluations after step 0: the first fit starts at step 40
+    for i in range(6):
         live.observe({"step": 10 * i, "compute_gpu_hours": c[i], "val_pass_rate": r[i]})
-    live._pending.result()  # that fit has finished and nobody has polled it
-    live.observe({"step": 50, "compute_gpu_hours": c[5], "val_pass_rate": r[5]})
-    assert live.poll(wait=False)["forecast_step"] == 40  # kept, whatever the thread's timing
-    assert live.poll(wait=True)["forecast_step"] == 50
+        live.poll(wait=True)
+    live._pending = live._pool.submit(lambda: {"forecast_step": 60})  # a forecast finished and not polled
+    live._pending.result()
+    live.observe({"step": 70, "compute_gpu_hours": c[6], "val_pass_rate": r[6]})
+    assert live.poll(wait=False)["forecast_step"] == 60  # kept, whatever the thread's timing
+    assert live.poll(wait=True)["forecast_step"] == 70
     assert live.poll(wait=False) == {}
     live.close()
 
 
-def test_live_forecast_adds_the_forecast_under_forecast_prior_runs(tmp_path):
+def test_live_forecast_follows_the_prior_of_forecast_prior_runs(tmp_path):
     from scalerl.config import ForecastConfig
     from scalerl.fit import sigmoid
-    from scalerl.live_forecast import _fit
 
     grid, rng = np.arange(0.0, 16001.0, 400.0), np.random.default_rng(3)
     curves = []
@@ -221,27 +242,24 @@ def test_live_forecast_adds_the_forecast_under_forecast_prior_runs(tmp_path):
     cfg = ForecastConfig(prior_runs=str(tmp_path), min_compute=1500.0)
     keep = grid <= 4000.0
     cache: dict = {}
-    fields = _fit(list(grid[keep]), list(curves[8][keep]), 16000.0, 100, cfg, cache, "val_pass_rate")
+    fields = _fields(grid[keep], curves[8][keep], 16000.0, 100, cfg, "val_pass_rate", prior=cache)
     assert "forecast_error" not in fields, fields.get("forecast_error")
-    assert fields["forecast_prior_used"] is True and "prior from 8 finished runs" in fields["forecast_prior_reason"]
-    assert fields["forecast_metric"] == "val_pass_rate"
-    assert fields["forecast_prior_final_lo"] <= fields["forecast_prior_final"] <= fields["forecast_prior_final_hi"]
-    free = fields["forecast_final_hi"] - fields["forecast_final_lo"]
-    assert fields["forecast_prior_final_hi"] - fields["forecast_prior_final_lo"] < free
+    assert fields["forecast_method"] == "prior" and "prior from 8 finished runs" in fields["forecast_method_why"]
     assert cache["learned"][2] == 8  # learned once, kept for the next forecast
-    # scalerl fit with the same cut, target, R0 rule and prior runs reproduces the fields
+    # scalerl fit with the same cut, budget, settings and prior runs reproduces the fields
     new = tmp_path / "new" / "metrics.jsonl"
     new.parent.mkdir()
     new.write_text("".join(json.dumps({"step": 10 * j, "compute_gpu_hours": c, "val_pass_rate": r}) + "\n"
                            for j, (c, r) in enumerate(zip(grid, curves[8]))))  # fmt: skip
     out = tmp_path / "fit.json"
     assert main(["fit", str(new), "--max-compute", repr(fields["forecast_fit_until"]), "--target-compute",
-                 repr(fields["forecast_budget"]), "--r0", "first", "--min-compute", "1500", "--prior-runs",
+                 repr(fields["forecast_budget"]), "--min-compute", "1500", "--prior-runs",
                  str(tmp_path / "run*" / "metrics.jsonl"), "--no-budget", "--json", str(out)]) == 0  # fmt: skip
-    prior = json.loads(out.read_text())["runs"][0]["fit"]["prior"]
-    assert prior["used"] and prior["reason"] == fields["forecast_prior_reason"]
-    at_budget = sigmoid(fields["forecast_budget"], prior["A"], prior["B"], prior["C_mid"], prior["R0"])
-    assert at_budget == pytest.approx(fields["forecast_prior_final"], abs=1e-9)
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["forecast"]["method"] == "prior"
+    (fc,) = run["forecasts"]
+    assert [fc["value"], fc["pred_lo"], fc["pred_hi"]] == pytest.approx(
+        [fields["forecast_final"], fields["forecast_final_lo"], fields["forecast_final_hi"]], abs=1e-9)
 
 
 def test_forecast_prior_runs_pointing_nowhere_is_one_sentence_before_the_run(tmp_path):
@@ -254,16 +272,24 @@ def test_forecast_prior_runs_pointing_nowhere_is_one_sentence_before_the_run(tmp
     assert str(err.value) == f"forecast.prior_runs {tmp_path / 'nowhere'}: no such file or folder."
 
 
-def test_the_fit_to_half_check_forecasts_the_end_from_the_first_half():
-    import numpy as np
-
+def test_the_fit_to_half_check_scores_the_forecast_from_the_first_half(tmp_path):
     from scalerl.config import load_config
+    from scalerl.fit.forecast import RunLog
     from scalerl.fit.law import sigmoid
-    from scalerl.fit.readers.core import Curve
     from scalerl.pipeline.commands.report import _half_check
 
     c = np.linspace(0.0, 1.0, 41)
     y = sigmoid(c, 0.7, 1.8, 0.3, 0.2) + 0.01 * np.sin(37 * c)  # a sigmoid, its bend in the first half
-    line = _half_check(Curve("run", c, y, "metrics.jsonl"), load_config("scalerl", []), bounded=True)
-    assert line.startswith("fit-to-half check: fitted on the first half of the compute, the forecast at the end is ")
-    assert line.split("observed ")[1].startswith(f"{y[-1]:.3f}: covered")
+    line = _half_check(RunLog.of(c, y), load_config("scalerl", []))
+    assert line.startswith("fit-to-half check: the forecast from the first half of the compute (fit), at the end: ")
+    assert f"observed {y[-1]:.3f} in [" in line and "(width " in line and "): covered;" in line
+
+
+def _fields(compute, reward, budget: float, step: int, cfg, y: str, clock=(), trained=(), prior=None) -> dict:
+    """The fields the forecast thread logs for these evaluations (``live_forecast._forecast``)."""
+    from scalerl.live_forecast import Seen, _forecast
+
+    points = list(zip(map(float, compute), map(float, reward)))
+    steps = [10 * i for i in range(len(points))]
+    return _forecast(Seen(points, list(trained), list(clock), steps, budget, step), cfg,
+                     {} if prior is None else prior, y)  # fmt: skip

@@ -1,5 +1,6 @@
-"""The live forecast's time to target (issue 31): hours and P(reach by the run's end) at every
-evaluation when ``forecast.target`` is set, and the early stop on that probability."""
+"""The live forecast's time to target: hours and P(reach by the run's end) at every evaluation
+when ``forecast.target`` is set, read off the run's one forecast, and the early stop on that
+probability."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import numpy as np
 import pytest
 
 from scalerl.config import ConfigError, load_config
-from scalerl.fit.forecast.companion import Companion
+from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
 from scalerl.fit.law import sigmoid
 from scalerl.fit.options import FitOptions
-from scalerl.fit.time.answer import live_time_to_target
-from scalerl.live_forecast import LiveForecast, _fit
+from scalerl.live_forecast import LiveForecast
+
+from test_live_forecast import _fields
 
 
 def _run(n: int = 30):
@@ -27,21 +29,21 @@ def _run(n: int = 30):
 def test_the_fields_bracket_the_median_and_the_budget_sets_p_reach():
     compute, reward, clock = _run()
     cfg = load_config("scalerl", ["forecast.target=0.67"])
-    fields = _fit(list(compute), list(reward), 20.0, 300, cfg.forecast, {}, "val_pass_rate", clock)
-    assert "forecast_error" not in fields and "forecast_time_to_target_error" not in fields, fields
+    fields = _fields(compute, reward, 20.0, 300, cfg.forecast, "val_pass_rate", clock)
+    assert "forecast_error" not in fields, fields
     med, lo, hi = (fields[f"forecast_time_to_target_h{s}"] for s in ("", "_lo", "_hi"))
     assert lo <= med and (hi is None or med <= hi)
     assert med > 3.0  # beyond the 3 h run so far (the true curve reaches 0.67 at 5.3 h)
     assert 0.0 < fields["forecast_p_reach"] <= 1.0  # within 10 h (20 device-hours on 2 devices)
-    short = _fit(list(compute), list(reward), float(compute[-1]) * 1.01, 300, cfg.forecast, {}, "val_pass_rate", clock)
+    short = _fields(compute, reward, float(compute[-1]) * 1.01, 300, cfg.forecast, "val_pass_rate", clock)
     assert short["forecast_p_reach"] < fields["forecast_p_reach"]
 
 
 def test_too_few_timed_records_keep_the_rest_of_the_forecast():
     compute, reward, clock = _run()
     cfg = load_config("scalerl", ["forecast.target=0.67"])
-    fields = _fit(list(compute), list(reward), 20.0, 300, cfg.forecast, {}, "val_pass_rate", clock[:2])
-    assert "forecast_A" in fields and "records with both wall_s" in fields["forecast_time_to_target_error"]
+    fields = _fields(compute, reward, 20.0, 300, cfg.forecast, "val_pass_rate", clock[:2])
+    assert "forecast_A" in fields and "forecast_p_reach" in fields and "forecast_time_to_target_h" not in fields
 
 
 def test_the_stop_on_p_reach_fires_below_its_floor_only():
@@ -75,10 +77,12 @@ def test_the_training_reward_is_collected_and_followed():
     compute, reward, clock = _run()
     trained = [(c, float(sigmoid(c, 0.7, 1.5, 2.0, 0.3)) + 0.05) for c, _ in clock[1:]]
     cfg = load_config("scalerl", ["forecast.target=0.67"])
-    options = FitOptions(r0="first", min_compute=cfg.forecast.min_compute, level=cfg.forecast.level,
-                         margin=cfg.forecast.margin)  # fmt: skip
-    fields = _fit(list(compute), list(reward), 20.0, 300, cfg.forecast, {}, "val_pass_rate", clock, trained)
-    companion = Companion.of(compute, reward, *zip(*trained), "reward_mean")
-    want = live_time_to_target(compute, reward, clock, target=0.67, budget=20.0, options=options, companion=companion)
-    alone = live_time_to_target(compute, reward, clock, target=0.67, budget=20.0, options=options)
-    assert {k: fields[k] for k in want} == want and want != alone
+    fields = _fields(compute, reward, 20.0, 300, cfg.forecast, "val_pass_rate", clock, trained)
+    options = ForecastOptions(fit=FitOptions(max_points=200), budget=20.0)
+    log = RunLog.of(compute, reward, train=trained, clock=clock)
+    want = forecast_of(log, options=options).reach(0.67)
+    alone = forecast_of(log, options=options.with_(train_reward="none")).reach(0.67)
+    assert fields["forecast_method"] == "training reward"
+    assert [fields[k] for k in ("forecast_time_to_target_h", "forecast_time_to_target_h_lo")] == pytest.approx(
+        list(want.hours[:2]), rel=1e-12)
+    assert fields["forecast_p_reach"] == pytest.approx(want.p_within) and want.hours != alone.hours

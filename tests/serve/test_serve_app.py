@@ -16,23 +16,24 @@ def client(tmp_path):
     write_run(tmp_path / "sweep" / "scalerl" / "lr=1e-4" / "seed0", upto=60)
     write_run(tmp_path / "sweep" / "scalerl" / "lr=1e-5" / "seed0", upto=40)
     (tmp_path / "sweep" / "sweep.yaml").write_text("name: lr\n")
-    return TestClient(build_app([tmp_path / "sweep"]))
+    with TestClient(build_app([tmp_path / "sweep"])) as c:  # the server's lifespan closes its forecasts
+        yield c
 
 
 def test_the_runs_list_and_a_runs_data(client):
     d = client.get("/api/runs").json()
-    assert [r["id"] for r in d["runs"]] == ["0/scalerl/lr=1e-4/seed0", "0/scalerl/lr=1e-5/seed0"]
-    assert [s["id"] for s in d["studies"]] == ["0"]
-    run = client.get("/api/run/0/scalerl/lr=1e-4/seed0").json()
+    assert [r["id"] for r in d["runs"]] == ["scalerl/lr=1e-4/seed0", "scalerl/lr=1e-5/seed0"]
+    assert [s["id"] for s in d["studies"]] == ["sweep"]
+    run = client.get("/api/run/scalerl/lr=1e-4/seed0").json()
     assert run["state"] == "finished" and len(run["validation"]["value"]) == 13 and run["band"]["median"]
-    hits = client.get("/api/run/0/scalerl/lr=1e-4/seed0/samples", params={"q": "40+2"}).json()
+    hits = client.get("/api/run/scalerl/lr=1e-4/seed0/samples", params={"q": "40+2"}).json()
     assert [h["prompt"] for h in hits] == ["add 40+2 ="]
-    study = client.get("/api/study/0").json()
+    study = client.get("/api/study/sweep").json()
     assert len(study["curves"]) == 2
 
 
 def test_pages_load_their_scripts_from_this_server_only(client):
-    for url in ("/", "/run/0/scalerl/lr=1e-4/seed0", "/study/0"):
+    for url in ("/", "/run/scalerl/lr=1e-4/seed0", "/study/sweep"):
         page = client.get(url)
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
         assert "http://" not in page.text and "https://" not in page.text  # no CDN: works offline
@@ -42,14 +43,14 @@ def test_pages_load_their_scripts_from_this_server_only(client):
 
 
 def test_nothing_outside_the_served_folders_is_reachable(client):
-    assert client.get("/api/run/0/../../etc").status_code == 404
+    assert client.get("/api/run/../../etc").status_code == 404
     # the client removes plain dot segments; encoded ones reach the app's own guard
-    escape = client.get("/api/run/0/..%2F..%2Fetc")
-    assert escape.status_code == 404 and "no run '0/../../etc' under the served folders" in escape.text
+    escape = client.get("/api/run/..%2F..%2Fetc")
+    assert escape.status_code == 404 and "no run '../../etc' under the served folders" in escape.text
     assert client.get("/static/app.py").status_code == 404  # a file beside the pages, not one of them
     assert client.get("/api/run/7/anything").status_code == 404
     assert client.get("/static/..%2Fapp.py").status_code == 404
-    assert client.get("/api/run/0/scalerl/lr=1e-4/seed0/samples", params={"limit": "lots"}).status_code == 400
+    assert client.get("/api/run/scalerl/lr=1e-4/seed0/samples", params={"limit": "lots"}).status_code == 400
 
 
 def test_bad_input_is_one_sentence_with_exit_2(tmp_path, cli_here):
@@ -65,12 +66,12 @@ def test_bad_input_is_one_sentence_with_exit_2(tmp_path, cli_here):
 
 
 def test_picked_runs_are_compared_with_the_papers_table_and_verdict(client):
-    d = client.get("/api/compare", params={"runs": "0/scalerl/lr=1e-4/seed0,0/scalerl/lr=1e-5/seed0"}).json()
-    assert list(d["curves"]) == ["0/scalerl/lr=1e-4/seed0", "0/scalerl/lr=1e-5/seed0"]
+    d = client.get("/api/compare", params={"runs": "scalerl/lr=1e-4/seed0,scalerl/lr=1e-5/seed0"}).json()
+    assert list(d["curves"]) == ["scalerl/lr=1e-4/seed0", "scalerl/lr=1e-5/seed0"]
     assert {f["run"] for f in d["fits"]} == set(d["curves"]) and {"A", "B", "C_mid", "verdict"} <= set(d["fits"][0])
     assert "decided_by" in d["verdict"] and isinstance(d["verdict"]["reasons"], list)
-    assert client.get("/api/compare", params={"runs": "0/nope"}).status_code == 404
-    assert client.get("/compare", params={"runs": "0/scalerl/lr=1e-4/seed0"}).status_code == 200
+    assert client.get("/api/compare", params={"runs": "nope"}).status_code == 404
+    assert client.get("/compare", params={"runs": "scalerl/lr=1e-4/seed0"}).status_code == 200
 
 
 def test_a_folder_with_no_runs_yet_is_said_in_one_line_and_served(tmp_path, cli_here, monkeypatch):

@@ -88,6 +88,7 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
     from scalerl.experiments.replay import write_json
     from scalerl.experiments.sweep import _has_checkpoint, execute, is_finished, shared_base
     from scalerl.fit.choose import ETA, THRESHOLD, Study
+    from scalerl.runfolder import write_status
 
     threshold = THRESHOLD if adaptive.threshold is None else adaptive.threshold
     by_name = {point_name(v.run_dir, out): v for v in variants}
@@ -110,5 +111,10 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
         logs = {n: g for n in study.alive if (g := _log(by_name[n].run_dir, n, x)) is not None}
         for stop in study.step(rung, {n: g.upto(_through(g, rung)) for n, g in logs.items()}):
             log(f"stopped {stop['point']} at compute {stop['at_compute']:.4g}: {stop['reason']}")
+            write_status(by_name[stop["point"]].run_dir, "stopped", f"the study stopped it: {stop['reason']}")
+        if rung < adaptive.budget:
+            for name in study.alive:
+                write_status(by_name[name].run_dir, "paused", f"between rungs: trained to compute {rung:.4g} of "
+                                                               f"the study's {adaptive.budget:.4g}")  # fmt: skip
         write_json(study.finish().to_dict(), out / DECISIONS)
     return study.finish()

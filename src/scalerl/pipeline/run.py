@@ -37,6 +37,7 @@ from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.plan import RunPlan, build_plan, write_plan
 from scalerl.pipeline.reward_notes import check_first_batch, describe_rewards
 from scalerl.pipeline.steps import LoopRules, RunParts, Start
+from scalerl.pipeline.status import reported
 from scalerl.pipeline.stop import Stopping, on_signals
 from scalerl.runfolder import COMPUTE, METRICS, SAMPLES
 from scalerl.user_code import shown_once_per_run
@@ -52,11 +53,12 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
         log(line)  # before anything is built: the checkpoint stays as it is
         return {}
     rules = LoopRules.of(cfg)
-    with stopped_at_end(log), on_signals(start.run_dir, resumable=start.state is not None) as stopping:
+    with stopped_at_end(log), reported(start.run_dir) as ending, on_signals(start.run_dir, start.state) as stopping:
         with shown_once_per_run(), ExitStack() as closing:  # each part closed as the run ends, the last built first
             step, record = _loop(_build(cfg, plan, start, stopping, closing), rules)
         if stopping.requested:
             raise stopping.stopped(step)
+        ending.ended(record, rules.how_it_ended(step, record))
     return record
 
 

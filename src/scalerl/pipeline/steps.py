@@ -36,7 +36,7 @@ from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.scheduler import Scheduler
 from scalerl.pipeline.shm import sweep_semaphores
 from scalerl.pipeline.stop import Stopping
-from scalerl.runfolder import CONFIG, GENERATOR_TIMES, LEARNER_BUSY, PUBLISH, SYNC
+from scalerl.runfolder import COMPUTE, CONFIG, GENERATOR_TIMES, LEARNER_BUSY, PUBLISH, SYNC
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,15 @@ class LoopRules:
         ``train.max_minutes`` deadline (``time.monotonic()``) or ``train.max_compute``."""
         return (step == self.steps or (deadline is not None and time.monotonic() > deadline)
                 or (self.max_compute is not None and compute >= self.max_compute))
+
+    def how_it_ended(self, step: int, record: dict[str, Any]) -> str:
+        """Which of ``ends``' limits the run's last step met, in words (its ``status.json``)."""
+        compute = record.get(COMPUTE)
+        if step >= self.steps:
+            return f"train.steps = {self.steps} reached"
+        if self.max_compute is not None and compute is not None and compute >= self.max_compute:
+            return f"train.max_compute = {self.max_compute:g} reached at step {step}"
+        return f"train.max_minutes reached at step {step}"
 
 
 @dataclass(frozen=True)

@@ -95,11 +95,12 @@ def _say(text: str) -> None:
 
 
 @contextmanager
-def on_signals(run_dir: Path, resumable: bool) -> Iterator[Stopping]:
-    """Handle SIGTERM and SIGINT with a :class:`Stopping` while the block runs, then restore
+def on_signals(run_dir: Path, resumable) -> Iterator[Stopping]:
+    """Handle SIGTERM and SIGINT with a :class:`Stopping` while the block runs (``resumable``:
+    truthy where the run has a checkpoint to resume from), then restore
     the previous handlers. Off the main thread (a run driven from a thread) Python cannot
     install handlers: the request then never comes and the run behaves as before."""
-    stopping = Stopping(run_dir, resumable)
+    stopping = Stopping(run_dir, bool(resumable))
     if threading.current_thread() is not threading.main_thread():
         yield stopping
         return

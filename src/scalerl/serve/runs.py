@@ -96,7 +96,7 @@ class Served:
         for folder, _dirs, files in _walk(root):
             if rf.METRICS in files:
                 runs.append(folder)
-            if rf.SWEEP in files and folder != root:
+            if rf.SWEEP in files:
                 studies.append(folder)
             if len(runs) >= MAX_RUNS:
                 self.truncated = True
@@ -104,7 +104,7 @@ class Served:
         studies += [p for p in {r.parent for r in runs} if p != root and p not in studies and _has_runs(p, runs)]
 
         def rel(p: Path) -> str:
-            return prefix + p.relative_to(root).as_posix()
+            return (prefix + p.relative_to(root).as_posix()) if p != root else (prefix.rstrip("/") or root.name)
 
         out = [Found(rel(r), r, "run") for r in sorted(runs)]
         return out + [Found(rel(s), s, "study") for s in sorted(set(studies))]

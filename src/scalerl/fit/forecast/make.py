@@ -57,7 +57,7 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
     used = c >= options.fit.min_compute
     if used.sum() < st.MIN_EVALS:
         steps = None if seen.steps is None else seen.steps[used]
-        return Forecast(seen, options, st.too_few(c[used], steps, seen.metric), "none",
+        return Forecast(seen, options, st.too_few(c[used], steps, seen.metric, seen.every), "none",
                         "a forecast needs more evaluations", None, horizon)  # fmt: skip
     kw = dict(observed_compute=c, observed=y, level=options.level, horizon=horizon)
     if np.ptp(y[used]) < FLAT_TOL:  # no sigmoid to fit: the run has not moved

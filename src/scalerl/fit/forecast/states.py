@@ -52,9 +52,10 @@ class State:
                 "at_step": self.at_step}  # fmt: skip
 
 
-def too_few(compute: np.ndarray, steps: np.ndarray | None, metric: str) -> State:
+def too_few(compute: np.ndarray, steps: np.ndarray | None, metric: str, every: int | None = None) -> State:
     """``too_few_evaluations`` for evaluations at ``compute`` (and ``steps`` where known): how
-    many more, and when the last of them comes at the evaluations' own spacing so far."""
+    many more, and when the last of them comes at the evaluations' own spacing so far (or
+    every ``every`` steps, the run's ``eval.every``, before there are two)."""
     n = int(compute.size)
     more = MIN_EVALS - n
     at_c = at_s = None
@@ -62,6 +63,8 @@ def too_few(compute: np.ndarray, steps: np.ndarray | None, metric: str) -> State
         at_c = float(compute[-1] + more * np.median(np.diff(compute)))
     if steps is not None and steps.size >= 2:
         at_s = int(round(float(steps[-1] + more * np.median(np.diff(steps)))))
+    elif steps is not None and steps.size and every:
+        at_s = int(steps[-1] + more * every)
     when = f" (about step {at_s})" if at_s is not None else f" (about compute {at_c:.4g})" if at_c else ""
     return State(TOO_FEW, f"too few evaluations of {metric} for a forecast: {n} of the {MIN_EVALS} it needs, "
                           f"{more} more{when}", more, at_c, at_s)  # fmt: skip
