@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from forecast_real import _print, _scaling  # noqa: E402
 
-from scalerl.experiments.replay import replay_companions  # noqa: E402
 from scalerl.fit import law  # noqa: E402
 from scalerl.fit.choose import replay  # noqa: E402
+from scalerl.fit.forecast import ForecastOptions, RunLog, read_logs  # noqa: E402
 from scalerl.fit.paper import TABLE1  # noqa: E402
-from scalerl.fit.readers import Curve, load_runs  # noqa: E402
+from scalerl.fit.readers import Columns  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 STUDY = ("ScaleRL", "ScaleRL-32k", "ScaleRL-bs512", "ScaleRL-bs2048", "ScaleRL-8gen")
@@ -64,9 +64,9 @@ def table1(seeds: int) -> list[tuple]:
     rows, kept, used, early_wrong = [], 0, [], 0
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
-        curves = [Curve(n, c, np.clip(law.sigmoid(c, fits[n].A, fits[n].B, fits[n].C_mid, 0.0)
-                                      + rng.normal(0, SD, EVALS), 0, 1), n) for n in STUDY]  # fmt: skip
-        early = max(curves, key=lambda k: k.head(BUDGET / 8).reward[-3:].mean()).name
+        curves = [RunLog.of(c, np.clip(law.sigmoid(c, fits[n].A, fits[n].B, fits[n].C_mid, 0.0)
+                                       + rng.normal(0, SD, EVALS), 0, 1), name=n) for n in STUDY]  # fmt: skip
+        early = max(curves, key=lambda k: k.curve.head(BUDGET / 8).reward[-3:].mean()).name
         early_wrong += truth[early] < best - NOISE_WITHIN
         d = replay(curves, BUDGET).to_dict()
         ok = any(truth[w] >= best - NOISE_WITHIN for w in _winners(d["winner"]))
@@ -87,11 +87,12 @@ def corpus() -> list[tuple]:
         paths = sorted(fam.glob("*.jsonl"))
         if len(paths) < 2:
             continue
-        curves = load_runs(paths, x="compute_gpu_hours", y="val_pass_rate")
-        budget = min(float(k.compute[-1]) for k in curves)
+        curves = read_logs(paths, Columns(x="compute_gpu_hours", y="val_pass_rate"))
+        budget = min(float(k.curve.compute[-1]) for k in curves)
         row = [fam.name, len(curves), f"{budget:.3g}"]
         for follow in (False, True):
-            d = replay(curves, budget, companions=replay_companions(curves, x="compute_gpu_hours") if follow else None).to_dict()
+            options = ForecastOptions() if follow else ForecastOptions(train_reward="none")
+            d = replay(curves, budget, options=options).to_dict()
             full = _winners(d["full"]["winner"])
             ok = bool(set(_winners(d["winner"])) & set(full))
             used[follow].append(d["fraction_used"])

@@ -13,27 +13,29 @@ evaluations inside the cut, **the run itself never in its own prior**:
 
 * **Final value.** The 95% predictive interval of one evaluation at the run's last compute
   against its last evaluation: coverage, median width, median |error| of the centre.
-  Methods side by side:
-  - ``sigmoid``: the default (``fit.time.answer.forecast_draws``: the fit's band, calibrated by its
-    rolling-origin factors, one per side, at the extrapolation ratio asked, with the run's
-    AR(1) noise); ``sigmoid, one k``: the same with the one symmetric factor it had before;
-  - ``sigmoid+prior``: the same under the prior learned from the run's siblings (the other
-    runs of its family; ``prior_runs.load_prior``, as ``--prior-runs`` does);
+  Every forecast is the shipped one, through its one entry point (``fit.forecast.forecast_of``
+  on the run's log cut at the share, the run's last compute as its budget), each run under a
+  population table (``bench/population.py``) learned without its own family. Methods side by
+  side:
+  - ``shipped``: the default ``Forecast`` (the training reward where the log has one that
+    rises and the validation follows, the late risers of a run not learning, else the fit's
+    band with its rolling-origin factors by lead);
+  - ``validation alone``: the same with ``train_reward="none"``;
+  - ``with the siblings' prior``: the same under the prior learned from the run's siblings (the
+    other runs of its family; ``prior.runs.load_prior``, as ``--prior-runs`` does);
   - ``power law``: App. A.4's ``R = A - D / C^B`` (``fit_power_law``), its band by the delta
     method on the least-squares covariance, plus the evaluation noise;
   - ``stack``: the two laws' predictive distributions mixed with pseudo-BMA weights, each
     law's Gaussian log score on the last third of the cut when fitted on the first two;
-  - ``training reward``: the default where a log has it (``fit.companion``, as ``plan`` and the
-    trainer's live forecast use it): the sigmoid fitted to the dense training reward (the
-    corpus rows' mean since the evaluation before), its calibrated draws plus the
-    validation's offset from it over the cut's last third; where a run has none (the older
-    families) or its training reward shows no rise, what ``forecast_draws`` falls back to;
   - ``last value``: no law, the mean of the last 5 evaluations and its noise: the baseline a
     forecast has to beat on width and coverage both.
-* **Time to target** (``plan``'s answer, read as the mean of 5 evaluations): targets at 60,
-  75 and 90% of the rise the run's smoothed curve still made after the cut
-  (``plan_accuracy.targets``); coverage of the 95% interval of hours, how often its upper
-  end is ``never`` for a target the run reached, median relative error of the median hours.
+* **Time to target** (``plan``'s answer, ``Forecast.reach``, read as the mean of 5
+  evaluations): targets at 60, 75 and 90% of the rise the run's smoothed curve still made
+  after the cut (``plan_accuracy.targets``); coverage of the 95% interval of hours, how often
+  its upper end is ``never`` for a target the run reached, median relative error of the median
+  hours split into its two sources (the crossing compute against the run's own, and the clock:
+  the forecast's hours at the run's true crossing compute against the hours it took), and the
+  coverage of the crossing's interval if reached.
 * **P(reach within the run's own budget)** (``plan --budget-compute`` at the run's last
   compute): targets ``s_cut + d`` for the steps ``REACH_STEPS`` (those below 1 and above
   every read inside the cut); the outcome is whether the smoothed curve read it by the end.
@@ -59,18 +61,17 @@ from scipy.optimize import approx_fprime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import population  # noqa: E402
 from plan_accuracy import smooth, targets  # noqa: E402
 
 from scalerl.fit import FitOptions, fit_power_law  # noqa: E402
 from scalerl.fit.errors import CurveError, CurveWarning  # noqa: E402
-from scalerl.fit.forecast.companion import Companion  # noqa: E402
-from scalerl.fit.forecast.crossing import crossing  # noqa: E402
+from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of  # noqa: E402
 from scalerl.fit.forecast.rise import rise  # noqa: E402
 from scalerl.fit.law import power_law  # noqa: E402
 from scalerl.fit.prior.runs import load_prior  # noqa: E402
 from scalerl.fit.readers import Columns, Curve  # noqa: E402
-from scalerl.fit.time.answer import forecast_draws, horizon  # noqa: E402
-from scalerl.fit.time.timing import clock_from_records, read_records, time_to_target  # noqa: E402
+from scalerl.runfolder import read_records  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CORPUS, DATA = HERE / "corpus", HERE / "data"
@@ -79,10 +80,9 @@ WINDOW = 5
 REACH_STEPS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 LEVEL = 0.95
 Z = float(stats.norm.ppf(0.975))
-METHODS = ("sigmoid", "sigmoid, one k", "sigmoid+prior", "power law", "stack", "training reward", "last value")
-VARIANTS = ("sigmoid", "sigmoid, one k", "sigmoid+prior", "training reward")  # the plan answers scored
-SETTINGS = {"sigmoid": (False, True, False), "sigmoid, one k": (False, False, False),
-            "sigmoid+prior": (True, True, False), "training reward": (False, True, True)}  # (prior? sided? companion?)
+METHODS = ("shipped", "validation alone", "with the siblings' prior", "power law", "stack", "last value")
+VARIANTS = ("shipped", "validation alone", "with the siblings' prior")  # the forecasts scored for time and P(reach)
+SETTINGS = {"shipped": {}, "validation alone": {"train_reward": "none"}, "with the siblings' prior": {"prior": True}}
 MIN_POINTS = 6
 
 
@@ -98,9 +98,12 @@ class Run:
     wall_s: np.ndarray  # (n,) seconds since the start
     train: np.ndarray  # (n,) mean training reward since the evaluation before (nan: not logged)
 
-    def companion(self, k: np.ndarray) -> Companion:
-        """The training reward of the evaluations ``k`` (already one bin per evaluation)."""
-        return Companion.of(self.x[k], self.y[k], self.x[k], self.train[k], "train_reward")
+    def log(self) -> RunLog:
+        """The run's log as ``scalerl plan`` reads it: validation, training reward (one bin per
+        evaluation already), clock."""
+        ok = np.isfinite(self.train)
+        return RunLog.of(self.x, self.y, train=list(zip(self.x[ok], self.train[ok])), clock=list(zip(self.x, self.wall_s)),
+                         name=self.name)  # fmt: skip
 
 
 def _run(family: str, path: Path, siblings: str, x: str, wall: str | None) -> Run:
@@ -145,11 +148,10 @@ def _powerlaw_normal(x, y, C, sigma):
 
 
 def _sigmoid_normal(x, y, C, options):
-    """(mean, sd) from the sigmoid's draws at C (for the stack's holdout score)."""
-    fit = options.fit(x, y)
-    pred, *_ = forecast_draws(fit, options, None, 10.0 * float(x[-1]), None, C)
-    lo, hi = pred.predictive(np.array([C]))
-    return float(pred.median(np.array([C]))[0]), float((hi[0] - lo[0]) / (2 * Z))
+    """(mean, sd) from the validation's own forecast at C (for the stack's holdout score)."""
+    f = forecast_of(RunLog.of(x, y), options=ForecastOptions(fit=options, budget=C, train_reward="none"))
+    a = f.at(C)
+    return float(a.value), float((a.pred_hi - a.pred_lo) / (2 * Z))
 
 
 def _stack_weight(x, y, options, sigma) -> float:
@@ -182,17 +184,27 @@ class Final:
     mid: float
     hi: float
     actual: float
-    source: str = ""  # whose draws: "fit", "prior" (the siblings' prior was used), "training reward" or "flat"
+    source: str = ""  # whose draws: the Forecast's method
 
     @property
     def covered(self) -> bool:
         return self.lo <= self.actual <= self.hi
 
 
-def final_cases(run: Run, frac: float, options: FitOptions, prior) -> list[Final]:
+def forecasts(run: Run, frac: float, options: FitOptions, prior, table: Path) -> dict:
+    """The forecast of each variant, made once per (run, cut): every question is read from it."""
+    cut = float(run.x[run.x <= frac * run.x[-1]][-1])
+    base = ForecastOptions(fit=options, budget=float(run.x[-1]), population=table)
+    out = {}
+    for variant, change in SETTINGS.items():
+        change = {"prior": prior} if change.get("prior") else change
+        out[variant] = forecast_of(run.log(), cut=cut, options=base.with_(**change))
+    return out
+
+
+def final_cases(run: Run, frac: float, options: FitOptions, made: dict) -> list[Final]:
     k = run.x <= frac * run.x[-1]
     x, y, C = run.x[k], run.y[k], float(run.x[-1])
-    fit = options.fit(x, y)
     sigma = rise(y, rho=0.0).sigma
     out = []
 
@@ -200,21 +212,20 @@ def final_cases(run: Run, frac: float, options: FitOptions, prior) -> list[Final
         out.append(Final(run.family, run.name, frac, method, float(lo), float(mid), float(hi), float(run.y[-1]), source))
 
     draws = {}
-    for method in VARIANTS:
-        with_prior, sided, comp = SETTINGS[method]
-        pred, source, *_ = forecast_draws(fit, options, prior if with_prior else None, max(10.0 * float(x[-1]), C),
-                                          None, C, sided=sided, companion=run.companion(k) if comp else None)  # fmt: skip
-        mu = pred.curves(np.array([C]))[:, 0] + np.random.default_rng(0).standard_normal(pred.u.size) * pred.sigma
-        draws[method] = mu
-        add(method, *np.quantile(mu, [0.025, 0.5, 0.975]), source=source)
+    for variant, f in made.items():
+        if f.draws is None:
+            continue
+        mu = f.draws.curves(np.array([C]))[:, 0] + np.random.default_rng(0).standard_normal(f.draws.n) * f.draws.sigma
+        draws[variant] = mu
+        add(variant, *np.quantile(mu, [0.025, 0.5, 0.975]), source=f.method)
     try:
         m, sd = _powerlaw_normal(x, y, C, sigma)
         add("power law", m - Z * sd, m, m + Z * sd)
         w = _stack_weight(x, y, options, sigma)
         rng = np.random.default_rng(1)
-        n = draws["sigmoid"].size
+        n = draws["validation alone"].size
         pick = rng.random(n) < w
-        mix = np.where(pick, draws["sigmoid"], rng.normal(m, sd, n))
+        mix = np.where(pick, draws["validation alone"], rng.normal(m, sd, n))
         add("stack", *np.quantile(mix, [0.025, 0.5, 0.975]))
     except (CurveError, np.linalg.LinAlgError, ValueError) as err:
         print(f"  {run.name} cut {frac:.0%}: power law: {err}", file=sys.stderr)
@@ -236,6 +247,10 @@ class Timed:
     target: float
     actual_h: float
     pred: tuple[float, float, float]  # median, lo, hi hours (inf: never)
+    actual_c: float = float("nan")  # the compute at which the run's read crossed the target
+    pred_c: float = float("nan")  # the forecast's median crossing compute
+    clock_h: float = float("nan")  # the forecast's clock at the run's own crossing compute
+    if_reached: tuple[float, float] = (float("nan"), float("nan"))  # the crossing's compute interval if reached
 
     @property
     def covered(self) -> bool:
@@ -253,34 +268,39 @@ class Reach:
     reached: bool
 
 
-def _draws(fit, clock, options, prior, target, C_final, variant, companion):
-    with_prior, sided, comp = SETTINGS[variant]
-    end = horizon(fit, clock, None, C_final)
-    return forecast_draws(fit, options, prior if with_prior else None, end, target, C_final, sided=sided,
-                          companion=companion if comp else None)[0]  # fmt: skip
+def _crossed(run: Run, i_cut: int, target: float) -> float:
+    """The compute at which the run's read first reached ``target`` after the cut (interpolated)."""
+    s = smooth(run.y)
+    j = i_cut + 1 + int(np.argmax(s[i_cut + 1:] >= target))
+    a = (target - s[j - 1]) / (s[j] - s[j - 1])
+    return float(run.x[j - 1] + a * (run.x[j] - run.x[j - 1]))
 
 
-def timed_cases(run: Run, frac: float, options: FitOptions, prior, variant: str):
+def timed_cases(run: Run, frac: float, made: dict):
     cut = frac * run.x[-1]
     k = run.x <= cut
-    x, y, C = run.x[k], run.y[k], float(run.x[-1])
-    fit = options.fit(x, y)
-    clock = clock_from_records([{"c": c, "wall_s": w} for c, w in zip(x, run.wall_s[k])], run.name, x="c")
+    C = float(run.x[-1])
+    i_cut = int(np.flatnonzero(k)[-1])
     timed, reach = [], []
     goals, _ = targets(run, cut)
-    for target, _f, actual in goals:
-        pred = _draws(fit, clock, options, prior, target, C, variant, run.companion(k))
-        t = time_to_target(crossing(pred, target, WINDOW), clock)
-        timed.append(Timed(run.family, run.name, frac, variant, target, actual, t.hours))
-    s = smooth(run.y)
-    i_cut = int(np.flatnonzero(k)[-1])
-    for d in REACH_STEPS:
-        target = float(s[i_cut] + d)
-        if target >= 1.0 or (s[: i_cut + 1] >= target).any():
+    for variant, f in made.items():
+        if f.draws is None or f.clock is None:
             continue
-        pred = _draws(fit, clock, options, prior, target, C, variant, run.companion(k))
-        p = time_to_target(crossing(pred, target, WINDOW), clock, budget_compute=C).p_reach
-        reach.append(Reach(run.family, run.name, frac, variant, target, float(p), bool((s[i_cut + 1:] >= target).any())))
+        for target, _f, actual in goals:
+            r = f.reach(target)
+            c_true = _crossed(run, i_cut, target)
+            clock_h = float(f.clock.hours(np.array([c_true]))[0])
+            hours = r.hours if r.supported else (np.inf, np.inf, np.inf)
+            timed.append(Timed(run.family, run.name, frac, variant, target, actual, tuple(hours), c_true,
+                               float(r.compute[0]), clock_h, (float(r.if_reached[1]), float(r.if_reached[2]))))  # fmt: skip
+        s = smooth(run.y)
+        for d in REACH_STEPS:
+            target = float(s[i_cut] + d)
+            if target >= 1.0 or (s[: i_cut + 1] >= target).any():
+                continue
+            p = f.reach(target, budget_compute=C).p_within
+            reach.append(Reach(run.family, run.name, frac, variant, target, float(p),
+                               bool((s[i_cut + 1:] >= target).any())))  # fmt: skip
     return timed, reach
 
 
@@ -298,13 +318,17 @@ def final_table(cases: list[Final]) -> list[tuple]:
             for method in METHODS:
                 sel = [c for c in cases if c.cut == frac and c.method == method and fam in ("all", c.family)]
                 if sel:
-                    used = sum(c.source in ("prior", "training reward") for c in sel)
-                    named = "prior" in method or method == "training reward"
-                    rows.append(_final_row(frac, fam, method + (f" ({used} used it)" if named else ""), sel))
-                    own = [c for c in sel if c.source == method]
-                    if method == "training reward" and own and len(own) < len(sel):
-                        rows.append(_final_row(frac, fam, "training reward, where used", own))
+                    named = method in VARIANTS
+                    used = ", ".join(f"{m} {n}" for m, n in sorted(_count(c.source for c in sel).items())) if named else ""
+                    rows.append(_final_row(frac, fam, method + (f" ({used})" if used else ""), sel))
     return rows
+
+
+def _count(items) -> dict:
+    out: dict = {}
+    for i in items:
+        out[i] = out.get(i, 0) + 1
+    return out
 
 
 def _final_row(frac: float, fam: str, label: str, sel: list[Final]) -> tuple:
@@ -321,10 +345,14 @@ def timed_table(cases: list[Timed]) -> list[tuple]:
                 if not sel:
                     continue
                 rel = [abs(c.pred[0] - c.actual_h) / c.actual_h for c in sel]
+                rel_c = [abs(c.pred_c - c.actual_c) / c.actual_c for c in sel]
+                rel_clock = [abs(c.clock_h - c.actual_h) / c.actual_h for c in sel]
+                cond = [c.if_reached[0] <= c.actual_c <= c.if_reached[1] for c in sel if np.isfinite(c.if_reached[0])]
                 rows.append((variant, f"{frac:.0%}", fam, len(sel),
                              f"{np.mean([c.covered for c in sel]):.1%}",
                              f"{np.mean([np.isfinite(c.pred[2]) for c in sel]):.1%}",
-                             _pct(float(np.median(rel)))))  # fmt: skip
+                             _pct(float(np.median(rel))), _pct(float(np.median(rel_c))),
+                             _pct(float(np.median(rel_clock))), f"{np.mean(cond):.1%}" if cond else "-"))  # fmt: skip
     return rows
 
 
@@ -401,9 +429,10 @@ def main() -> int:
 
     print(f"load average at start {os.getloadavg()[0]:.2f}")
     t0 = time.perf_counter()
-    options = FitOptions()
+    options = FitOptions(max_points=200)
     finals, timed, reach = [], [], []
     all_runs = runs(args.quick)
+    tables = _tables_without_each_family(sorted({r.family for r in all_runs}))
     for run in all_runs:
         for frac in CUTS:
             k = run.x <= frac * run.x[-1]
@@ -414,11 +443,11 @@ def main() -> int:
                 warnings.simplefilter("ignore", CurveWarning)
                 prior = load_prior(run.siblings, options, run.columns, exclude=(str(run.path),), forecast=[head])
             try:
-                finals += final_cases(run, frac, options, prior)
-                for variant in VARIANTS:
-                    t, r = timed_cases(run, frac, options, prior, variant)
-                    timed += t
-                    reach += r
+                made = forecasts(run, frac, options, prior, tables[run.family])
+                finals += final_cases(run, frac, options, made)
+                t, r = timed_cases(run, frac, made)
+                timed += t
+                reach += r
             except CurveError as err:
                 print(f"  {run.family}/{run.name} cut {frac:.0%}: {err}", file=sys.stderr)
     families = sorted({r.family for r in all_runs})
@@ -431,11 +460,26 @@ def main() -> int:
     return 0
 
 
+def _tables_without_each_family(families: list[str]) -> dict[str, Path]:
+    """The population table learned without each family (``population.py --leave-out``), so no
+    run's forecast reads its own family's late risers."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="scalerl-population-"))
+    corpus = population.corpus_runs()
+    out = {}
+    for fam in families:
+        out[fam] = folder / f"without-{fam}.json"
+        out[fam].write_text(json.dumps(population.table(corpus, fam)))
+    return out
+
+
 def _tables(finals, timed, reach, markdown: bool) -> None:
     _print("Final value: 95% predictive interval of the last evaluation", ("cut", "family", "method", "cases",
            "coverage", "median width", "median |error|"), final_table(finals), markdown)  # fmt: skip
     _print("Time to target (plan, mean of 5 evaluations)", ("method", "cut", "family", "cases", "95% coverage",
-           "hi finite", "median rel. err (hours)"), timed_table(timed), markdown)  # fmt: skip
+           "hi finite", "median rel. err (hours)", "of the compute", "of the clock", "if-reached coverage"),
+           timed_table(timed), markdown)  # fmt: skip
     rows, bins = reach_table(reach)
     _print("P(reach within the run's budget): Brier", ("method", "cut", "cases", "base rate", "Brier",
            "Brier of the base rate"), rows, markdown)  # fmt: skip

@@ -26,9 +26,9 @@ Protocol, per run and cut (the first 25% and 50% of the run's compute, x <= cut)
   target; its hours are interpolated linearly between that evaluation and the one before on
   the smoothed values. A target the smoothed curve had already reached inside the cut is
   left out (counted as "already reached").
-* **Plan**: ``scalerl.fit.time.answer.make_plan`` on the cut curve and the clock of the records
-  inside the cut (``timing.clock_from_records``), with ``FitOptions()``: what
-  ``scalerl plan RUN --target R`` does with no other flag. **With the prior**: the planner's
+* **Plan**: the run's ``Forecast`` (``scalerl.fit.forecast.forecast_of``) on the cut curve and the
+  clock of the records inside the cut, its ``reach`` of the target: what ``scalerl plan RUN
+  --target R`` does with no other flag (a log here has no training reward beside it). **With the prior**: the planner's
   ``--prior-runs`` path (``prior_runs.load_prior``) over the other runs of the same family,
   the run itself left out; fewer than 5 other runs (the demo seeds, the one tools run) give
   no prior and the prior-free answer, as the command does. Each case is planned with every
@@ -58,10 +58,11 @@ import numpy as np
 
 from scalerl.fit import FitOptions
 from scalerl.fit.errors import CurveError, CurveWarning
+from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
+from scalerl.fit.forecast.reach import trailing_mean
 from scalerl.fit.prior.runs import load_prior
 from scalerl.fit.readers import Columns, load_runs
-from scalerl.fit.time.answer import make_plan
-from scalerl.fit.time.timing import clock_from_records, read_records, trailing_mean
+from scalerl.runfolder import read_records
 
 DATA = Path(__file__).resolve().parent / "data"
 CUTS = (0.25, 0.5)
@@ -171,7 +172,7 @@ def plan_cases(run: Run, frac: float, options: FitOptions, with_prior: bool, win
     (curve,) = load_runs([str(run.path)], run.columns)
     curve = curve.head(cut)
     k = run.x <= cut
-    clock = clock_from_records([{"c": c, "wall_s": w} for c, w in zip(run.x[k], run.wall_s[k])], run.path.name, x="c")
+    log = RunLog.of(curve.compute, curve.reward, clock=list(zip(run.x[k], run.wall_s[k])), name=run.path.stem)
     prior = None
     if with_prior:
         pattern = {"trl": "trl_s*.jsonl", "demo": "demo_seed*.jsonl", "tools": "scalerl-tools-curve.csv"}[run.family]
@@ -181,13 +182,14 @@ def plan_cases(run: Run, frac: float, options: FitOptions, with_prior: bool, win
     cases = []
     for (target, f, actual), window in ((g, w) for g in goals for w in windows):
         try:
-            plan = make_plan(curve, clock, target, options, prior=prior, window=window)
+            fc = forecast_of(log, options=ForecastOptions(fit=options, prior=prior, window=window))
         except CurveError as err:
             print(f"  {run.path.name} cut {frac:.0%} target {target:.3f}: {err}", file=sys.stderr)
             continue
-        a = plan.answer
-        cases.append(Case(run.family, run.path.stem, frac, with_prior, target, f, actual, clock.anchor[1] / 3600.0,
-                          a.hours, a.reachable, plan.source, window))  # fmt: skip
+        a = fc.reach(target)
+        hours = a.hours if a.supported else (np.inf, np.inf, np.inf)
+        cases.append(Case(run.family, run.path.stem, frac, with_prior, target, f, actual, fc.clock.anchor[1] / 3600.0,
+                          hours, a.reachable, fc.method, window))  # fmt: skip
     return cases, already
 
 
@@ -237,7 +239,7 @@ def main() -> int:
                     help="the planner's --window values, side by side (0: the expected curve's crossing)")
     args = ap.parse_args()
     warnings.simplefilter("ignore", CurveWarning)
-    options = FitOptions()
+    options = FitOptions(max_points=200)
     t0 = time.perf_counter()
     cases, already = [], {}
     for run in runs(args.quick):

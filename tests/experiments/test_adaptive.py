@@ -100,8 +100,11 @@ def test_the_report_shows_the_decisions(study, cli_here):
     ("adaptive", "says"),
     [
         ("adaptive:\n  first_rung: 0.1\n", "line 4, 'adaptive': give 'budget'"),
-        ("adaptive:\n  budget: 0.1\n  first_rung: 0.2\n", "first_rung must be a positive compute no larger than the budget (0.1)"),
-        ("adaptive:\n  budget: 0.1\n  threshold: 1.5\n", "threshold must be a probability in (0, 1)"),
+        ("adaptive:\n  budget: 0.1\n  first_rung: 0.2\n", "the first rung (0.2) must be a positive compute no larger than the budget (0.1)"),
+        ("adaptive:\n  budget: 0.1\n  threshold: 1.5\n", "threshold: Input should be less than 1"),
+        ("adaptive:\n  budget: 0.1\n  eta: 1.0000001\n", "eta: Input should be greater than or equal to 1.5"),
+        ("adaptive:\n  budget: .inf\n", "budget: Input should be a finite number"),
+        ("adaptive:\n  budget: 1.0\n  first_rung: 1.0e-300\n", "makes 998 rungs to the budget 1, more than 12"),
         ("adaptive:\n  budget: 0.1\n  rungs: 3\n", "'adaptive.rungs': unknown key"),
         ("adaptive:\n  budget: fast\n", "budget must be a number"),
     ],

@@ -13,12 +13,14 @@ import subprocess
 import sys
 
 import pytest
+from numerics import fp32_kl_bound, fp32_logprob_bound
 
 from scalerl.config import load_config
 from scalerl.pipeline.run import train
 from scalerl.runfolder import read_records
 
-pytestmark = pytest.mark.serial  # each run starts vLLM engines in generator processes
+pytestmark = [pytest.mark.serial, pytest.mark.numerics]  # each run starts vLLM engines in generator processes
+SEQ = 128  # longer than any prompt and completion here: the attention sums' length in the bound
 
 VLLM_SMALL = ["rollout.engine=vllm", "rollout.vllm.kv_cache_memory_bytes=67108864", "rollout.vllm.enforce_eager=true",
               "rollout.vllm.extra={max_model_len: 256}"]
@@ -47,8 +49,9 @@ def test_a_sync_run_samples_every_step_with_the_weights_the_trainer_just_publish
     # loaded them under the wrong version, would disagree with the trainer from step 2 on
     assert any(r["grad_norm"] > 0 for r in trained[:-1])
     assert all(r["mismatch_fresh_frac"] == 1.0 and r["staleness_max"] == 0 for r in trained)
-    assert all(r["mismatch_tokens"] > 0 and r["mismatch_kl"] <= 1e-4 for r in trained)
-    assert all(r["mismatch_logp_abs_max"] < 1e-4 for r in trained)
+    # two float32 implementations agree within the rounding bound of this model's arithmetic
+    assert all(r["mismatch_tokens"] > 0 and r["mismatch_kl"] <= fp32_kl_bound(warm_model_dir, SEQ) for r in trained)
+    assert all(r["mismatch_logp_abs_max"] < fp32_logprob_bound(warm_model_dir, SEQ) for r in trained)
     # evaluations ran on a vLLM generator (eval.on=auto with the local backend)
     assert [r["step"] for r in records if "val_pass_rate" in r] == [0, 2, 3]
 
@@ -66,7 +69,8 @@ def test_a_pipeline_run_keeps_fresh_tokens_exact_within_the_lag_bound_and_resume
     # tokens sampled wholly (weights and KV) by the trainer's version agree with it; which
     # tokens are fresh depends on timing, so only those present are checked
     fresh = [r for r in trained if r["mismatch_fresh_frac"] > 0]
-    assert fresh and all(r["mismatch_fresh_kl"] <= 1e-4 and r["mismatch_fresh_logp_abs_max"] < 1e-4 for r in fresh)
+    kl, logp = fp32_kl_bound(warm_model_dir, SEQ), fp32_logprob_bound(warm_model_dir, SEQ)
+    assert fresh and all(r["mismatch_fresh_kl"] <= kl and r["mismatch_fresh_logp_abs_max"] < logp for r in fresh)
     # the warm model often thinks past 20-28 tokens: the engine interrupts it, and it answers in a second phase
     assert max(r["interrupted_rate"] for r in trained) > 0
     last, records = _run(_config(warm_model_dir, *overrides, "train.steps=6"), tmp_path / "run", resume=True)
@@ -81,7 +85,8 @@ def test_a_lora_run_samples_with_the_merged_adapters(warm_model_dir, tmp_path):
                                  "optim.lr=1e-2", "train.steps=3"), tmp_path / "run")
     trained = [r for r in records if "grad_norm" in r]
     assert last["version"] == 3 and any(r["grad_norm"] > 0 for r in trained[:-1])  # the adapters moved
-    assert all(r["mismatch_tokens"] > 0 and r["mismatch_logp_abs_max"] < 1e-4 for r in trained)
+    assert all(r["mismatch_tokens"] > 0 and r["mismatch_logp_abs_max"] < fp32_logprob_bound(warm_model_dir, SEQ)
+               for r in trained)  # fmt: skip
 
 
 def test_the_config_s_vllm_options_reach_vllm_llm(nano_dir):

@@ -22,11 +22,13 @@ from scalerl.models import load_pretrained
 from scalerl.models.forward import forward_logits
 from scalerl.types import SamplingParams
 
-pytestmark = pytest.mark.serial  # vLLM's engine takes the process's threads while it runs
+pytestmark = [pytest.mark.serial, pytest.mark.numerics]  # vLLM's engine takes the process's threads while it runs
 
-ATOL = 1e-3 if torch.cuda.is_available() else 1e-5
-"""Log-prob agreement with the trainer's float32 recompute: exact kernels on the CPU build; on a
-GPU (``scripts/gpu_check.sh``) vLLM's attention kernels differ from the trainer's."""
+ATOL = 1e-3 if torch.cuda.is_available() else 2e-3
+"""Log-prob agreement with the trainer's float32 recompute. On the CPU build: the rounding bound
+of two float32 implementations of these models (``tests/numerics.py``; the largest, the
+perturbed copy's, is 1.3e-3 at 256 tokens, checked by ``test_the_tolerance_covers_the_models``);
+on a GPU (``scripts/gpu_check.sh``) vLLM's attention kernels differ from the trainer's."""
 SMALL_KV = 64 << 20
 """KV bytes of a test engine: vLLM's CPU default is 40% of the machine's memory per engine."""
 
@@ -42,6 +44,15 @@ def _engine(model_dir, **kw):
 @pytest.fixture(scope="module")
 def engine(nano_dir):
     return _engine(nano_dir, seed=3)  # not 0: unseeded calls then mix a large seed
+
+
+def test_the_tolerance_covers_the_models(nano_dir, models):
+    """``ATOL`` is at least the float32 rounding bound of both models these tests compare."""
+    from numerics import fp32_logprob_bound
+
+    _, new, _ = models
+    weights = {k: v.detach().numpy() for k, v in new.state_dict().items()}
+    assert max(fp32_logprob_bound(nano_dir, 256), fp32_logprob_bound(nano_dir, 256, weights)) <= ATOL
 
 
 @pytest.fixture

@@ -51,6 +51,14 @@ def recipe_names() -> list[str]:
     return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
 
 
+def shadows_recipe(name_or_path: str | Path, folder: Path | None = None) -> bool:
+    """A bare name of a shipped recipe that is also a folder where it is read (``scalerl``
+    beside the clone of the same name): the shipped recipe is meant."""
+    text = str(name_or_path)
+    return (folder is None and "/" not in text and Path(text).suffix == "" and text in recipe_names()
+            and Path(text).is_dir())  # fmt: skip
+
+
 def resolve_recipe(name_or_path: str | Path, folder: Path | None = None, extended_by: Path | None = None) -> Path:
     """A recipe name (``scalerl``, ``loo-dapo``) or a YAML path -> the file.
 
@@ -61,6 +69,8 @@ def resolve_recipe(name_or_path: str | Path, folder: Path | None = None, extende
     if folder is not None and not path.is_absolute():
         path = folder / path
     by = f", which {extended_by} extends," if extended_by is not None else ""
+    if shadows_recipe(name_or_path, folder):  # the built-in recipe wins over a folder of its name
+        return RECIPE_DIR / f"{name_or_path}.yaml"
     try:
         is_path = path.suffix in (".yaml", ".yml") or path.exists()
         if is_path and path.is_dir():

@@ -57,7 +57,11 @@ class SFTConfig(_Frozen):
     target_band: tuple[float, float] = (0.2, 0.4)
     """Stop SFT once the validation pass rate lies in [lo, hi]; RL then has room to climb."""
     max_seconds: float = Field(120.0, gt=0)
-    """Wall-clock cap on the warm-up; the model at that point is used whatever its pass rate."""
+    """Wall-clock cap on the warm-up. A warm-up that ends outside ``target_band`` stops the run
+    (or the study) with one sentence, unless ``force``."""
+    force: bool = False
+    """Train from a warm-up that missed ``target_band`` anyway (``scalerl train --force``,
+    ``scalerl sweep --force``); a warning line says so."""
 
 
 class ModelConfig(_Frozen):

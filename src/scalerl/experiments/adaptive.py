@@ -20,24 +20,61 @@ per setting keeps each seed's run, and seeds of one setting end tied.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from scalerl.fit.choose import MAX_RUNGS, MIN_ETA
 from scalerl.runfolder import DECISIONS
 
 
-@dataclass(frozen=True)
-class Adaptive:
-    """How an adaptive study decides (the spec's ``adaptive`` section)."""
+class Adaptive(BaseModel):
+    """How an adaptive study decides (the spec's ``adaptive`` section), validated as the config
+    is: every field finite, ``budget`` and ``first_rung`` positive computes, ``threshold`` a
+    probability, ``eta`` at least ``choose.MIN_ETA`` (1.5), and at most ``choose.MAX_RUNGS``
+    (12) rungs: ``eta`` 1.0000001 once made 20.8 million."""
 
-    budget: float  # compute per point (the fits' x, compute_gpu_hours) the study is judged at
-    first_rung: float | None = None  # None: budget / 8
-    threshold: float | None = None  # None: scalerl.fit.choose.THRESHOLD
-    eta: float | None = None  # None: scalerl.fit.choose.ETA
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    budget: float = Field(gt=0)
+    """Compute per point (the fits' x, ``compute_gpu_hours``) the study is judged at."""
+    first_rung: float | None = Field(None, gt=0)
+    """The first decision's compute (None: budget / 8)."""
+    threshold: float | None = Field(None, gt=0, lt=1)
+    """Stop a point below this P(best at the budget) (None: ``scalerl.fit.choose.THRESHOLD``)."""
+    eta: float | None = Field(None, ge=MIN_ETA)
+    """Each rung is this many times the one before (None: ``scalerl.fit.choose.ETA``)."""
+
+    @model_validator(mode="after")
+    def _rungs(self) -> Adaptive:
+        first = self.budget / 8.0 if self.first_rung is None else self.first_rung
+        if first > self.budget:
+            raise ValueError(f"the first rung ({first:g}) must be a positive compute no larger than the budget "
+                             f"({self.budget:g})")  # fmt: skip
+        eta = 2.0 if self.eta is None else self.eta
+        n = math.ceil(math.log(self.budget / first) / math.log(eta) - 1e-9) + 1
+        if n > MAX_RUNGS:
+            raise ValueError(f"the first rung {first:g} with eta {eta:g} makes {n} rungs to the budget "
+                             f"{self.budget:g}, more than {MAX_RUNGS}; raise first_rung or eta")  # fmt: skip
+        return self
+
+    @classmethod
+    def checked(cls, data: dict, where: str = "adaptive") -> Adaptive:
+        """``data`` as an ``Adaptive``; a mistake is one ``ConfigError`` sentence naming the key."""
+        from scalerl.config import ConfigError
+
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            first = err.errors()[0]
+            key = ".".join(str(p) for p in first["loc"])
+            msg = first["msg"].removeprefix("Value error, ")
+            raise ConfigError(f"{where}{': ' + key if key else ''}: {msg}") from None
 
 
-ADAPTIVE_KEYS = tuple(f.name for f in fields(Adaptive))
+ADAPTIVE_KEYS = tuple(Adaptive.model_fields)
 """The keys of a spec's ``adaptive`` section: ``Adaptive``'s fields."""
 
 

@@ -14,6 +14,7 @@ report DIR`` reads every ``metrics.jsonl`` under DIR. Bad input is one sentence,
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -77,6 +78,8 @@ def register(subparsers) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override applied to every point, e.g. --set train.steps=60 (repeatable)")
     p.add_argument("--out", type=Path, help="sweep folder (default: runs/sweep-TIMESTAMP)")
+    p.add_argument("--force", action="store_true",
+                   help="train from a shared SFT warm-up that missed its band (model.sft.force=true)")  # fmt: skip
     p.add_argument("--parallel", help="points at once: 'auto' (as the cores allow) or N; overrides the spec")
     p.add_argument("--runner", choices=["local", "ray"], help="local subprocesses or Ray tasks; overrides the spec")
     p.add_argument("--x", help="compute axis of the fits (default compute_gpu_hours; 'flops' is hardware-free)")
@@ -105,20 +108,22 @@ def register(subparsers) -> None:
 
 
 def _plan(args: argparse.Namespace, out: Path):
-    """The points to train and how: from a spec, or from the shortcut flags."""
+    """The points to train and how: from a spec, or from the shortcut flags (``--force`` adds
+    ``model.sft.force=true`` to every point, not to what the folder remembers)."""
     from scalerl.config import ConfigError
     from scalerl.experiments.spec import SweepSpec, load_spec, points
     from scalerl.experiments.sweep import loo_recipes, plan
 
+    forced = ["model.sft.force=true"] if getattr(args, "force", False) else []
     if args.spec is not None:
         if args.recipes or args.loo:
             raise ConfigError("give either a sweep spec or --recipes/--loo, not both")
         spec = load_spec(args.spec)
         if args.seeds:
             spec = SweepSpec(**{**spec.__dict__, "seeds": tuple(args.seeds)})
-        return points(spec, out, tuple(args.overrides)), spec
+        return points(spec, out, (*args.overrides, *forced)), spec
     recipes = list(dict.fromkeys([*(loo_recipes() if args.loo else []), *args.recipes]))
-    variants = plan(recipes, args.seeds or [0], args.overrides, out)
+    variants = plan(recipes, args.seeds or [0], [*args.overrides, *forced], out)
     return variants, None
 
 
@@ -137,8 +142,6 @@ def _parallel(args, spec, variants) -> int:
 
 def _adaptive(args, spec):
     """The adaptive study's settings (the spec's section, the flags over it), or None."""
-    from dataclasses import replace
-
     from scalerl.config import ConfigError
     from scalerl.experiments.adaptive import Adaptive
 
@@ -150,14 +153,17 @@ def _adaptive(args, spec):
     if held is None and args.budget is None:
         raise ConfigError("--adaptive needs a compute budget per point: 'adaptive: {budget: C}' in the spec, "
                           "or --budget C")
-    got = replace(held or Adaptive(args.budget), **{k: v for k, v in (("budget", args.budget), (
-        "first_rung", args.first_rung), ("threshold", args.threshold)) if v is not None})  # fmt: skip
-    if not got.budget > 0 or (got.threshold is not None and not 0 < got.threshold < 1):
-        raise ConfigError("--adaptive needs a positive --budget and a --threshold in (0, 1)")
-    if got.first_rung is not None and not 0 < got.first_rung <= got.budget:
-        raise ConfigError(f"the first rung ({got.first_rung:g}) must be a positive compute no larger than the "
-                          f"budget ({got.budget:g})")
-    return got
+    flags = {k: v for k, v in (("budget", args.budget), ("first_rung", args.first_rung),
+                                ("threshold", args.threshold)) if v is not None}  # fmt: skip
+    return Adaptive.checked({**(held.model_dump(exclude_none=True) if held else {}), **flags}, "--adaptive")
+
+
+def _resume_command(args, out: Path) -> str:
+    """The command that continues this sweep where it stopped."""
+    what = str(args.spec) if args.spec is not None else " ".join(["--recipes", *args.recipes] if args.recipes
+                                                                 else ["--loo"])  # fmt: skip
+    extra = " --adaptive" if args.adaptive else ""
+    return f"scalerl sweep {what} --out {out}{extra}"
 
 
 def _record(args, spec, variants) -> dict:
@@ -192,13 +198,22 @@ def handle(args: argparse.Namespace) -> int:
 
         print(f"scalerl sweep: {len(variants)} point(s), {parallel} at a time ({runner})"
               + (f", adaptive: judged at {adaptive.budget:g} compute per point" if adaptive else ""))
-        try:
-            if adaptive is not None:
-                from scalerl.experiments.adaptive import run_adaptive
+        from scalerl.experiments.signals import SweepStopped, stopping
+        from scalerl.pipeline.stop import Stopped
 
-                run_adaptive(variants, out, adaptive, parallel=parallel, runner=runner, x=args.x)
-            else:
-                run_sweep(variants, out, parallel=parallel, runner=runner)
+        try:
+            with stopping():
+                if adaptive is not None:
+                    from scalerl.experiments.adaptive import run_adaptive
+
+                    run_adaptive(variants, out, adaptive, parallel=parallel, runner=runner, x=args.x)
+                else:
+                    run_sweep(variants, out, parallel=parallel, runner=runner)
+        except (SweepStopped, Stopped) as stop:  # SIGTERM or SIGINT: the points are checkpointed
+            name = signal.Signals(stop.code - 128).name
+            print(f"scalerl sweep: stopped by {name}; every point started has its checkpoint; resume with "
+                  f"`{_resume_command(args, out)}`.", file=sys.stderr)  # fmt: skip
+            return stop.code
         except PointFailed as err:
             print(f"scalerl sweep: {err}", file=sys.stderr)
             return 1

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from scalerl.config import Config, dump_config
+from scalerl.experiments.signals import requested, started
 from scalerl.runfolder import TRAIN_LOG
 
 Todo = tuple[str, Path, Config, bool]  # label, run dir, config, resume
@@ -72,13 +73,22 @@ def run_in_subprocesses(todo: Sequence[Todo], parallel: int, log: Callable[[str]
 
     def one(item: Todo) -> str | None:
         label, run_dir, cfg, resume = item
+        if requested():  # a stop came: no point starts after it
+            return None
         cfg = with_cores(cfg, share)
-        log(f"{label}: {'resuming' if resume else 'training'} in {run_dir} (log: {run_dir / 'train.log'})")
+        log(f"{label}: {'resuming' if resume else 'training'} in {run_dir} (log: {run_dir / TRAIN_LOG})")
         run_dir.mkdir(parents=True, exist_ok=True)
         with open(run_dir / TRAIN_LOG, "a") as out:
-            code = subprocess.run(_command(run_dir, cfg, resume), stdout=out, stderr=subprocess.STDOUT).returncode
+            # its own process group: a terminal's Ctrl-C reaches the sweep, which forwards it once
+            proc = subprocess.Popen(_command(run_dir, cfg, resume), stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)  # fmt: skip
+            with started(proc):
+                code = proc.wait()
+        if requested() and code in (130, 143):
+            log(f"{label}: stopped with its checkpoint")
+            return None
         log(f"{label}: {'finished' if code == 0 else f'FAILED (exit {code})'}")
-        return None if code == 0 else f"{label} (see {run_dir / 'train.log'})"
+        return None if code == 0 else f"{label} (see {run_dir / TRAIN_LOG})"
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         failed = [f for f in pool.map(one, todo) if f]

@@ -225,8 +225,9 @@ def load_spec(path: str | Path) -> SweepSpec:
 
 
 def _adaptive(data, at: Callable[..., str]) -> Adaptive | None:
-    """The ``adaptive`` section, checked: a positive budget, a first rung within it, a
-    threshold in (0, 1) and a rung factor above 1."""
+    """The ``adaptive`` section, checked by ``Adaptive``'s schema: a finite positive budget, a
+    first rung within it, a threshold in (0, 1), a rung factor of at least 1.5 and at most 12
+    rungs."""
     if data is None:
         return None
     if not isinstance(data, dict):
@@ -239,16 +240,7 @@ def _adaptive(data, at: Callable[..., str]) -> Adaptive | None:
     for key, value in data.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{at('adaptive', key)}: {key} must be a number; got {value!r}")
-    got = dict(data)
-    checks = {"budget": (lambda v: v > 0, "a positive compute"),
-              "first_rung": (lambda v: 0 < v <= got["budget"], f"a positive compute no larger than the budget ({got['budget']:g})"),
-              "threshold": (lambda v: 0 < v < 1, "a probability in (0, 1)"),
-              "eta": (lambda v: v > 1, "a factor above 1")}  # fmt: skip
-    for key, value in got.items():
-        ok, what = checks[key]
-        if not ok(value):
-            raise ConfigError(f"{at('adaptive', key)}: {key} must be {what}; got {value!r}")
-    return Adaptive(**{k: float(v) for k, v in got.items()})
+    return Adaptive.checked(dict(data), at("adaptive"))
 
 
 def points(spec: SweepSpec, out: Path, extra: tuple[str, ...] = ()) -> list[Variant]:

@@ -165,9 +165,13 @@ def execute(todo, *, parallel: int, runner: str, train: Callable | None = None,
 
         run_in_subprocesses(todo, parallel, log)
     else:
+        from scalerl.experiments.signals import requested
+
         if train is None:
             from scalerl.pipeline.run import train
         for label, run_dir, cfg, resume in todo:
+            if requested():
+                return
             log(f"{label}: {'resuming' if resume else 'training'} in {run_dir}")
             train(cfg, run_dir, resume=resume, log=log)
 

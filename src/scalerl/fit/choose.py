@@ -42,6 +42,8 @@ THRESHOLD = 0.05
 """A point is stopped when P(it is the best at the budget) falls below this."""
 ETA = 2.0
 """Each rung is this many times the compute of the one before (successive halving's eta)."""
+MIN_ETA = 1.5  # rungs closer than this decide on the same evaluations again and again
+MAX_RUNGS = 12  # a study of more rungs is refused (the adaptive spec's bound, ``experiments.adaptive``)
 FIRST_RUNG = 1.0 / 8.0
 """The first rung as a fraction of the budget, when none is given."""
 
@@ -106,9 +108,12 @@ def p_best(standings: Sequence[Standing], seed: int = 0) -> dict[str, float]:
 def rungs(budget: float, first_rung: float | None = None, eta: float = ETA) -> list[float]:
     """The computes a study decides at: ``first_rung``, ``eta`` times it, ..., then ``budget``."""
     first = budget * FIRST_RUNG if first_rung is None else float(first_rung)
-    if not 0 < first <= budget:
+    if not (np.isfinite(budget) and 0 < first <= budget):
         raise CurveError(f"the first rung ({first:.4g}) must be a positive compute no larger than the budget "
                          f"({budget:.4g}).")  # fmt: skip
+    if not eta >= MIN_ETA or np.log(budget / first) / np.log(eta) + 1 > MAX_RUNGS:
+        raise CurveError(f"the first rung {first:.4g} and eta {eta:g} make too many rungs to the budget "
+                         f"{budget:.4g} (at most {MAX_RUNGS}, eta at least {MIN_ETA:g}); raise the first rung.")  # fmt: skip
     out = [first]
     while out[-1] * eta < budget * (1 - 1e-9):
         out.append(out[-1] * eta)

@@ -49,9 +49,12 @@ class Report:
 
 def fmt(value: float | None, digits: int = 3) -> str:
     """A number for a table: 3 decimals below 10, whole numbers with separators up to
-    1e6 (compute in GPU-hours), scientific beyond (FLOPs)."""
-    if value is None:
+    1e6 (compute in GPU-hours), scientific beyond (FLOPs); an infinite compute or hour is
+    "never" (a crossing no draw reaches), never "inf"; NaN is "-"."""
+    if value is None or value != value:
         return "-"
+    if value == float("inf"):
+        return "never"
     size = abs(value)
     if size >= 1e6 and size != float("inf"):
         return f"{value:.3e}"

@@ -21,7 +21,7 @@ from scalerl.pipeline.plan import RunPlan
 from scalerl.pipeline.queues import LagPolicy
 from scalerl.pipeline.restarts import GeneratorDeaths
 from scalerl.pipeline.scheduler import Scheduler
-from scalerl.runfolder import METRICS, SAMPLES
+from scalerl.runfolder import METRICS, SAMPLES, SFT_RESULT
 from scalerl.types import SamplingParams
 
 
@@ -44,7 +44,7 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
         return Path(cfg.model.base)
     cached = run_dir / "base_model"
     if (cached / "config.json").is_file():
-        return cached
+        return checked_band(cfg, cached, log)
     from scalerl.models import build_model, build_task_tokenizer
     from scalerl.pipeline.sft import engine_pass_rate, sft_warmup
 
@@ -61,7 +61,31 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
                                              fp32_head=cfg.model.fp32_head_generator))
     log(f"SFT warm-up: pass rate {result.pass_rate:.3f} after {result.steps} steps, {result.seconds:.0f} s")
     tmp.rename(cached)  # whole directory or nothing: a kill mid-SFT redoes it
-    return cached
+    return checked_band(cfg, cached, log)
+
+
+def checked_band(cfg: Config, model_dir: Path, log=print) -> Path:
+    """``model_dir``, where its SFT warm-up (``sft_result.json`` beside it) reached its band; a
+    warm-up that missed it is one sentence (``ConfigError``) naming the band, the pass rate and
+    what to change, or with ``model.sft.force`` a warning line (on the console and in the log)."""
+    import json
+
+    try:
+        result = json.loads((model_dir / SFT_RESULT).read_text())
+    except (OSError, ValueError):
+        return model_dir
+    if not isinstance(result, dict) or result.get("reached_band", True):
+        return model_dir
+    lo, hi = cfg.model.sft.target_band
+    said = (f"the SFT warm-up in {model_dir} ended at pass rate {float(result.get('pass_rate', 0)):.3f} after "
+            f"{result.get('steps', '?')} steps and {float(result.get('seconds', 0)):.0f} s, outside its band "
+            f"[{lo:g}, {hi:g}]")  # fmt: skip
+    if cfg.model.sft.force:
+        log(f"warning: {said}; training from it anyway (--force).")
+        return model_dir
+    raise ConfigError(f"{said}, so RL would start from a model that does not do the task; give it more time "
+                      f"(--set model.sft.max_seconds={2 * cfg.model.sft.max_seconds:g}) and delete {model_dir}, "
+                      "or train from it anyway with --force.")
 
 
 def load_model(cfg: Config, model_dir: Path, device_name: str, log=None):

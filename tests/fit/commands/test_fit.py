@@ -146,7 +146,6 @@ def test_demo_fit_writes_its_outputs(tmp_path, capsys):
 BAD_CSV = {
     "empty.csv": ("", "empty.csv is empty"),
     "nocol.csv": ("step,gpu_hours\n0,0\n", "its columns are: step, gpu_hours"),
-    "nan.csv": ("gpu_hours,reward\n0,0.3\n1,nan\n", "nan.csv line 3: 'reward' is 'nan'"),
     "inf.csv": ("gpu_hours,reward\n0,0.3\n1,inf\n", "inf.csv line 3: 'reward' is 'inf'"),
     "down.csv": (
         "gpu_hours,reward\n0,0.3\n5,0.4\n4,0.5\n",
@@ -160,6 +159,8 @@ BAD_CSV = {
 
 
 @pytest.mark.parametrize(("content", "said"), [
+    ("gpu_hours,reward\n" + "".join(f"{i},{'NaN' if i == 3 else '' if i == 5 else 0.3 + 0.01 * i}\n" for i in range(12)),
+     "(10 points)"),  # NaN and a blank are both missing: one policy, both rows skipped
     ("gpu_hours,reward\n0,0.3\n1,0.4\n2,0.5\n", "too few evaluations of reward for a forecast: 3 of the 6 it needs"),
     ("gpu_hours,reward\n" + "".join(f"{i},0.4\n" for i in range(9)), "not learning: no rise detected"),
 ])  # fmt: skip

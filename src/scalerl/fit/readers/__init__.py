@@ -26,8 +26,9 @@ Every problem raises :class:`~scalerl.fit.errors.CurveError` with one sentence n
 file and the field or line, unreadable files included (binary or not UTF-8, a symbolic link
 loop, a CSV cell over ``csv.field_size_limit()``, JSON nested past the parser's depth), and
 so is a CSV that would lose data silently: a column named twice in the header, or a row
-that does not split into the header's columns (another delimiter, extra cells). Checks done
-here need the line: unparsable or NaN/inf values,
+that does not split into the header's columns (another delimiter, extra cells). A missing
+value (a blank, ``NaN``, ``null``: ``core.MISSING``) skips its row in every format. Checks done
+here need the line: unparsable or infinite values,
 negative or non-increasing compute, reward outside [0, 1]. Point-count and flat-curve
 checks belong to the fitter (``fit_sigmoid``); callers prefix its message with
 :attr:`Curve.source`.

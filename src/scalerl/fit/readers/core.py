@@ -9,7 +9,8 @@ Column choice (``x`` compute, ``y`` reward), matched exactly, then case-insensit
   §1.7); when ``step_to_compute`` is given, the step column (:data:`STEP_COLUMNS`) times it.
 - An explicit ``x`` together with ``step_to_compute`` multiplies that column by the factor.
 
-Checks done here need the line: unparsable or NaN/inf values, negative or non-increasing
+Missing values (:data:`MISSING`: a blank, ``NaN``, ``null``) skip the row, in every format.
+Checks done here need the line: unparsable or infinite values, negative or non-increasing
 compute, reward outside [0, 1]; each is one sentence naming the file and the line.
 Point-count and flat-curve checks belong to the fitter (``fit_sigmoid``); callers prefix its
 message with :attr:`Curve.source`.
@@ -178,8 +179,18 @@ def _number(value: object, where: str, column: str) -> float:
     return number
 
 
+MISSING = ("", "nan", "none", "null", "na", "n/a")
+"""Cells that mean "no value here", case aside: a blank, and the words pandas, JSON and
+spreadsheets write for a missing number. One policy for every format: a row whose reward is
+missing is not an evaluation (sparse logs mix training rows in), so it is skipped; an
+infinite value, or a word that is no number, is an error naming the line."""
+
+
 def empty(value: object) -> bool:
-    return value is None or (isinstance(value, str) and value.strip() == "")
+    """Whether a cell holds no value (:data:`MISSING`, None, or a float NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    return isinstance(value, str) and value.strip().lower() in MISSING
 
 
 def build(

@@ -50,6 +50,8 @@ def register(subparsers) -> None:
     p.add_argument("--out", type=_folder, help="run directory (default: runs/RECIPE-TIMESTAMP)")
     p.add_argument("--resume", type=_folder, metavar="RUN_DIR", help="continue the run in RUN_DIR")
     p.add_argument("--no-fit", action="store_true", help="skip the final sigmoid fit and report")
+    p.add_argument("--force", action="store_true",
+                   help="train from an SFT warm-up that missed its band (model.sft.force=true)")  # fmt: skip
     p.set_defaults(func=handle)
 
 
@@ -65,8 +67,16 @@ def _config(args: argparse.Namespace):
     from scalerl.config import DEFAULT_RECIPE, ConfigError, load_config
     from scalerl.pipeline.commands.preflight import check_path
 
+    if getattr(args, "force", False):
+        args.overrides = [*args.overrides, "model.sft.force=true"]
     if args.resume is None:
-        return load_config(args.recipe or DEFAULT_RECIPE, args.overrides)
+        from scalerl.config.layers import shadows_recipe
+
+        recipe = args.recipe or DEFAULT_RECIPE
+        if shadows_recipe(recipe):
+            print(f"scalerl train: recipe {recipe!r} is the built-in one; the folder ./{recipe} here is not a recipe "
+                  f"(give ./{recipe}/FILE.yaml for a file in it).")  # fmt: skip
+        return load_config(recipe, args.overrides)
     if args.recipe is not None:
         raise ConfigError(f"--resume continues {args.resume} with its own config.yaml, so it takes no "
                           "--recipe (change fields with --set).")
