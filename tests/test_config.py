@@ -394,3 +394,18 @@ def test_a_based_runs_saved_config_leaves_out_the_model_building_fields_and_load
     assert yaml.safe_load(dump_config(built))["model"]["sft"]["target_band"] == [0.1, 0.35]
     (tmp_path / "built.yaml").write_text(dump_config(built))
     assert load_config(tmp_path / "built.yaml") == built
+
+
+def test_a_built_in_recipe_name_wins_over_a_folder_of_the_same_name(tmp_path, monkeypatch, cli_here):
+    """Run from a folder holding the clone ``scalerl/``: ``--recipe scalerl`` is the shipped
+    recipe, and the command says so in one line."""
+    from scalerl.config.layers import RECIPE_DIR, resolve_recipe
+
+    (tmp_path / "scalerl").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert resolve_recipe("scalerl") == RECIPE_DIR / "scalerl.yaml"
+    with pytest.raises(ConfigError, match="is a folder, not a YAML file"):  # a path is still a path
+        resolve_recipe("./scalerl")
+    done = cli_here("train", "--recipe", "scalerl", "--set", "no.such.key=1", cwd=tmp_path)
+    assert "recipe 'scalerl' is the built-in one; the folder ./scalerl here is not a recipe" in done.stdout
+    assert done.returncode == 2 and "is a folder" not in done.stderr

@@ -74,7 +74,7 @@ def test_an_import_that_never_returns_stops_with_one_sentence(tmp_path):
                                                  "PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}"})
         err = proc.stderr.strip()
         assert proc.returncode == 2 and "returned" not in proc.stdout, err
-        assert err.startswith(f"task.reward_fn {spec!r}: importing it did not finish within 0.5 s"), err
+        assert err.startswith(f"scalerl train: task.reward_fn {spec!r}: importing it did not finish within 0.5 s"), err
         assert "\n" not in err and "Traceback" not in err
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 from scalerl.fit.errors import EXIT_BAD_INPUT
 
@@ -44,9 +46,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Stopped(Exception):
+    """SIGTERM (or SIGINT) to a command outside a run's own stop handling: its exit status is 128
+    + the signal, and one line says so."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.code = 128 + signum
+
+
+def _stop(signum: int, frame=None) -> None:
+    raise Stopped(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. SIGTERM and SIGINT end any command with one line and exit 143 or 130
+    (a run and a sweep stop at a step boundary with their checkpoints first: their own
+    handlers, ``pipeline.stop`` and ``experiments.signals``, hold while they train)."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGINT)} if main_thread else {}
+    try:
+        return int(args.func(args) or 0)
+    except (Stopped, KeyboardInterrupt) as stop:
+        stop = stop if isinstance(stop, Stopped) else Stopped(signal.SIGINT)
+        print(f"scalerl {args.command}: stopped by {stop}.", file=sys.stderr)
+        return stop.code
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 if __name__ == "__main__":

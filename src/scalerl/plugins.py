@@ -106,7 +106,7 @@ def import_limit(spec: str, what: str, limit_s: float | None = None) -> Iterator
     def watch() -> None:
         if done.wait(limit):
             return
-        print(f"{what} {spec!r}: importing it did not finish within {limit:g} s, so it likely waits for "
+        print(f"{_prefix()}{what} {spec!r}: importing it did not finish within {limit:g} s, so it likely waits for "
               "something that never comes (a lock, a socket, input); make its import return, and do slow "
               "set-up on the first call instead.", file=sys.stderr, flush=True)
         os._exit(2)
@@ -116,6 +116,14 @@ def import_limit(spec: str, what: str, limit_s: float | None = None) -> Iterator
         yield
     finally:
         done.set()
+
+
+def _prefix() -> str:
+    """``scalerl <command>: ``, as every sentence of a command begins (``train`` in a process
+    the command spawned, whose own arguments are not a command's)."""
+    commands = ("train", "sweep", "fit", "plan", "compare", "export", "serve", "report")
+    given = sys.argv[1] if len(sys.argv) > 1 else ""
+    return f"scalerl {given if given in commands else 'train'}: "
 
 
 def _first_line(e: BaseException) -> str:

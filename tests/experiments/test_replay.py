@@ -72,3 +72,24 @@ def test_bad_replays_are_one_sentence_with_exit_2(study, tmp_path, cli_here, arg
     assert done.returncode == 2 and says in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert out.read_text() == "kept"  # nothing written is lost
+
+
+def test_a_replay_never_writes_over_a_run_it_reads(tmp_path, cli_here):
+    """``--json`` naming one of the runs is refused before anything is written, and the log is
+    kept byte for byte; a folder is one sentence and leaves no stray file."""
+    for name, A in (("lr1.jsonl", 0.8), ("lr2.jsonl", 0.4)):
+        _write_run(tmp_path / name.removesuffix(".jsonl"), A, seed=1)
+        (tmp_path / name).write_bytes((tmp_path / name.removesuffix(".jsonl") / "metrics.jsonl").read_bytes())
+    before = (tmp_path / "lr1.jsonl").read_bytes()
+    done = cli_here("sweep", "--replay", str(tmp_path / "lr1.jsonl"), str(tmp_path / "lr2.jsonl"), "--budget", "1",
+                    "--json", str(tmp_path / "lr1.jsonl"))  # fmt: skip
+    assert done.returncode == 2 and "--json" in done.stderr and "is the input" in done.stderr
+    assert (tmp_path / "lr1.jsonl").read_bytes() == before and len(done.stderr.strip().splitlines()) == 1
+    inside = cli_here("sweep", "--replay", str(tmp_path / "lr1"), str(tmp_path / "lr2"), "--budget", "1",
+                      "--json", str(tmp_path / "lr1" / "metrics.jsonl"))  # fmt: skip
+    assert inside.returncode == 2 and "is the input" in inside.stderr
+    (tmp_path / "out").mkdir()
+    folder = cli_here("sweep", "--replay", str(tmp_path / "lr1.jsonl"), str(tmp_path / "lr2.jsonl"), "--budget",
+                      "1", "--json", str(tmp_path / "out"))  # fmt: skip
+    assert folder.returncode == 2 and "it is a folder; name a file" in folder.stderr
+    assert "Traceback" not in folder.stderr and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

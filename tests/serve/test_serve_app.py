@@ -82,3 +82,26 @@ def test_a_folder_with_no_runs_yet_is_said_in_one_line_and_served(tmp_path, cli_
     done = cli_here("serve", str(tmp_path), "--port", "8799")
     assert done.returncode == 0 and served == [8799]
     assert f"{tmp_path} holds no runs yet (no metrics.jsonl below it); they appear as they start." in done.stdout
+
+
+def test_sigterm_ends_the_server_with_one_line_and_exit_143(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "scalerl", "serve", str(tmp_path), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until it listens
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.terminate()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "scalerl serve: stopped by SIGTERM.", err
+    assert "Traceback" not in err

@@ -240,7 +240,8 @@ def handle(args: argparse.Namespace) -> int:
 
 def handle_replay(args: argparse.Namespace) -> int:
     """``--replay``: the policy on finished runs (``scalerl.experiments.replay``)."""
-    from scalerl.experiments.replay import describe, replay_logs, write_json
+    from scalerl.experiments.replay import describe, replay_inputs, replay_logs, write_json
+    from scalerl.fit.commands.outputs import check_outputs
     from scalerl.fit.choose import THRESHOLD, replay
     from scalerl.fit.errors import CurveError
 
@@ -252,6 +253,7 @@ def handle_replay(args: argparse.Namespace) -> int:
         threshold = THRESHOLD if args.threshold is None else args.threshold
         if not 0 < threshold < 1:
             raise CurveError(f"--threshold must lie in (0, 1), got {threshold:g}")
+        check_outputs(replay_inputs(args.replay), {"--json": args.json})  # never over a run it reads
         logs = replay_logs(args.replay, x=args.x)
         decided = replay(logs, args.budget, first_rung=args.first_rung, threshold=threshold).to_dict()
         if args.json is not None:

@@ -84,7 +84,18 @@ def describe(d: dict) -> list[str]:
 
 
 def write_json(d: dict, path: Path) -> None:
-    """Atomically: a killed replay never leaves half a file where an old one was."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(d, indent=1) + "\n")
-    tmp.replace(path)
+    """Atomically: a killed replay never leaves half a file where an old one was
+    (``fit.report.write``: a folder, or a path through a file, is one sentence)."""
+    from scalerl.fit.report import write
+
+    write(path, json.dumps(d, indent=1) + "\n")
+
+
+def replay_inputs(paths: Sequence[Path]) -> list[Path]:
+    """Every file a replay of ``paths`` reads (and the folders given), for ``check_outputs``."""
+    out: list[Path] = []
+    for path in paths:
+        out.append(path)
+        if path.is_dir():
+            out += [p for p in path.rglob("*") if p.is_file()]
+    return out

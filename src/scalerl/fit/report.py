@@ -308,15 +308,21 @@ def rich_table(table: Table):
 
 
 def write(path: Path, data: str | bytes) -> Path:
-    """Write text or bytes, creating parent folders; failures name the output file."""
+    """Write text or bytes atomically (a file beside it, renamed over it: a killed command never
+    leaves half a file where an old one was), creating parent folders; failures name the output
+    file in one sentence, and leave nothing behind."""
+    import os
+
     path = Path(path)
+    if path.is_dir():
+        raise CurveError(f"cannot write {path}: it is a folder; name a file.")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(data, bytes):
-            path.write_bytes(data)
-        else:
-            path.write_text(data, encoding="utf-8")
+        tmp.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+        os.replace(tmp, path)
     except OSError as err:
+        tmp.unlink(missing_ok=True) if tmp.parent.is_dir() else None
         reason = err.strerror or str(err)
         if isinstance(err, FileExistsError | NotADirectoryError):
             reason = "a file stands where its folder should be"
@@ -325,9 +331,13 @@ def write(path: Path, data: str | bytes) -> Path:
 
 
 def json_safe(value):
-    """JSON-safe: numpy scalars/arrays to Python, NaN and inf to None (strict JSON)."""
+    """JSON-safe: numpy scalars/arrays to Python, NaN and inf to None (strict JSON), and a string
+    holding bytes that are not UTF-8 (a file name read with ``surrogateescape``) with each such
+    byte as U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        return {json_safe(str(k)): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     if isinstance(value, np.ndarray):

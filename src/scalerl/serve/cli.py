@@ -67,5 +67,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"scalerl serve: listening on {args.host}, so other machines can reach these runs.")
     print(f"scalerl serve: http://{args.host}:{args.port}/ over {', '.join(str(d) for d in dirs)} (Ctrl-C stops)",
           flush=True)  # fmt: skip
-    uvicorn.run(build_app(dirs), host=args.host, port=args.port, log_level="warning")
+    # a request under way gets a few seconds to finish on SIGTERM or Ctrl-C; then the server goes,
+    # and the command says so in one line (``scalerl.cli``: exit 143 or 130)
+    uvicorn.run(build_app(dirs), host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
     return 0

@@ -1,11 +1,13 @@
-"""Each served run's one ``Forecast``, made in a background thread once per change of its log.
+"""Work for a served run done in background threads, once per version of its files: reading its
+files (``runs.Served.view``), its one ``Forecast``, its law for a study's table.
 
-A page polls every few seconds and a live run's log changes at every step, so a forecast is
-made at most once per version of the log (its size and modification time), in one worker
-thread, and a request never waits on one for longer than a deadline: while the newest version
-is being forecast, the forecast of the one before is answered, marked stale; a run seen for
-the first time waits up to ``FIRST_WAIT_S`` for its first, then is answered "being made". A
-forecast that fails is kept as its one sentence.
+A page polls every few seconds and a live run's log changes at every step, so each is made at
+most once per version of the files (their sizes and modification times), in a few worker
+threads, and a request never waits on one for longer than a deadline: while the newest version
+is being made, the result for the one before is answered, marked stale; a run seen for the first
+time waits up to ``FIRST_WAIT_S`` for its first, then is answered "being made". A failure is
+kept as its one sentence. A huge or slow run is so marked, never waited on, and never delays
+another run's page or a static file.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as Late
 from dataclasses import dataclass
 
-__all__ = ["Forecasts", "Made"]
+__all__ = ["Background", "Forecasts", "Made"]
 
 FIRST_WAIT_S = 3.0
 MAX_KEPT = 4096
@@ -33,11 +35,11 @@ class Made:
     pending: bool = False
 
 
-class Forecasts:
-    """The background forecasts of the served runs (module docstring)."""
+class Background:
+    """Results made in the background, one per key and version (module docstring)."""
 
-    def __init__(self, workers: int = 1) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="serve-forecast")
+    def __init__(self, name: str = "forecast", workers: int = 1) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"serve-{name}")
         self._lock = threading.Lock()
         self._latest: dict[str, tuple[tuple, Made]] = {}
         self._running: dict[str, tuple[tuple, Future]] = {}
@@ -65,7 +67,7 @@ class Forecasts:
         try:
             running[1].result(timeout=limit)
         except Late:
-            return Made() if latest is None else Made(latest[1].forecast, latest[1].error, stale=True)
+            return Made(pending=True) if latest is None else Made(latest[1].forecast, latest[1].error, stale=True)
         with self._lock:
             if self._running.get(key) is running:
                 del self._running[key]
@@ -80,12 +82,15 @@ class Forecasts:
         return self._latest[key]
 
     def close(self) -> None:
-        """Stop the worker and forget every forecast (the server's shutdown)."""
+        """Stop the workers and forget every result (the server's shutdown)."""
         with self._lock:
             self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._latest.clear()
         self._running.clear()
+
+
+Forecasts = Background  # the name the forecasts' holder goes by
 
 
 def _guarded(make: Callable[[], object]) -> Made:

@@ -14,6 +14,7 @@ typed is ``unreadable``, with the reason in one sentence, and every other run st
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ import numpy as np
 
 from scalerl import runfolder as rf
 from scalerl.serve.files import MAX_SMALL, Files
-from scalerl.serve.forecasts import Forecasts, Made
+from scalerl.serve.forecasts import Background, Made
 
 __all__ = ["Found", "Served"]
 
@@ -35,6 +36,8 @@ TRAINING = (rf.TRAIN_REWARD, "pass_rate", "completion_len", "truncation_rate", "
 NOT_FUNCTIONS = (rf.TRAIN_REWARD, "reward_none", "reward_errors")
 GRID = 60  # the band's compute points ahead of the data
 DISCOVER_S = 2.0  # a discovery of the served folders is reused this long
+READ_WAIT = 2.0  # seconds a request waits for a run's files to be read before it says "being read"
+MAX_FITS = 60  # runs a study's table fits the law of; more are listed, said, and left out
 MAX_RUNS = 5000  # runs a served folder may hold; more are left out, and said
 FIRST_WAIT = 3.0  # seconds a page waits for a run's forecast before it is answered "being made"
 
@@ -70,9 +73,10 @@ class Served:
     def __init__(self, roots: Sequence[Path]) -> None:
         self.roots = [Path(r).resolve() for r in roots]
         self.files = Files(self.roots)
-        self.forecasts = Forecasts()
+        self.forecasts = Background("forecast")
+        self.reads = Background("read", workers=2)
+        self.laws = Background("law")
         self._found: tuple[float, list[Found]] | None = None
-        self._views: dict[str, tuple[tuple, RunView]] = {}
         self.truncated = False
 
     # --- discovery -------------------------------------------------------------------------
@@ -104,23 +108,24 @@ class Served:
         studies += [p for p in {r.parent for r in runs} if p != root and p not in studies and _has_runs(p, runs)]
 
         def rel(p: Path) -> str:
-            return (prefix + p.relative_to(root).as_posix()) if p != root else (prefix.rstrip("/") or root.name)
+            text = (prefix + p.relative_to(root).as_posix()) if p != root else (prefix.rstrip("/") or root.name)
+            return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")  # a name that is not UTF-8
 
         out = [Found(rel(r), r, "run") for r in sorted(runs)]
         return out + [Found(rel(s), s, "study") for s in sorted(set(studies))]
 
     # --- one run's files -------------------------------------------------------------------
 
-    def view(self, found: Found) -> RunView:
-        """The run's files as they are now, read once per change of them; its state is read
-        every time (a run stops being "running" when its files stop changing)."""
+    def view(self, found: Found, wait: float = READ_WAIT) -> RunView:
+        """The run's files as they are now, read once per change of them in a background thread
+        (a huge log is marked "being read", never waited on past ``wait``); its state is read every
+        time (a run stops being "running" when its files stop changing)."""
         stamp = tuple(self.files.stamp(found.path / n) for n in (rf.METRICS, rf.CONFIG))
-        kept = self._views.get(found.id)
-        view = kept[1] if kept is not None and kept[0] == stamp else self._read(found)
-        if kept is None or kept[0] != stamp:
-            if len(self._views) > 2 * MAX_RUNS:
-                self._views.clear()
-            self._views[found.id] = (stamp, view)
+        made = self.reads.get(found.id, stamp, lambda: self._read(found), wait)
+        view = made.forecast
+        if view is None:  # being read, or the read itself failed
+            return RunView(state=rf.RunState("reading" if made.pending else "unreadable", made.error or
+                                             "its files are being read"), error=made.error or "being read")  # fmt: skip
         if view.state.state == "unreadable":
             return view
         state = rf.run_state(found.path, view.records, view.config, read=self.files.tail)
@@ -220,7 +225,10 @@ class Served:
         keys = [k for k in TRAINING if any(_number(r.get(k)) is not None for r in records)]
         keys += sorted({k for r in records for k in r if isinstance(k, str) and k.startswith("reward_")
                         and k not in NOT_FUNCTIONS and _number(r.get(k)) is not None})  # fmt: skip
-        placed = self.files.text(found.path / rf.PLACEMENT) if view.error is None else None
+        try:
+            placed = self.files.text(found.path / rf.PLACEMENT)
+        except (rf.BadRunFile, OSError) as err:
+            placed = json.dumps({"not shown": str(err)})
         return head | {
             "validation": {"compute": [float(r[rf.COMPUTE]) for r in evals], "value": [float(r[y]) for r in evals],
                            "hours": [(_number(r.get(rf.WALL)) or 0.0) / 3600.0 for r in evals],
@@ -268,9 +276,21 @@ class Served:
                 or q in str(r.get("completion", "")).lower()]  # fmt: skip
         return hits[-limit:][::-1]
 
+    def law(self, found: Found, view: RunView, wait: float = 0.0) -> Made:
+        """The run's law (``fit.compare.fit_run``: A, B and C_mid with their intervals), fitted in
+        the background once per change of its log, for a study's table."""
+        from scalerl.fit.compare import fit_run
+        from scalerl.fit.options import FitOptions
+
+        if view.log is None:
+            return Made(error=view.error or "no evaluation yet")
+        curve = view.log.curve
+        stamp = self.files.stamp(found.path / rf.METRICS)
+        return self.laws.get(found.id, stamp, lambda: fit_run(curve, options=FitOptions()), wait)
+
     def close(self) -> None:
-        self.forecasts.close()
-        self._views.clear()
+        for background in (self.reads, self.forecasts, self.laws):
+            background.close()
 
 
 def _forecast_of(log):
@@ -294,8 +314,6 @@ def _series(records: list[dict], key: str) -> dict:
 
 
 def _json_or_none(text: str | None):
-    import json
-
     if text is None:
         return None
     try:

@@ -7,11 +7,15 @@ A run that cannot be fitted is listed with its reason, never dropped silently.
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 
 from scalerl import runfolder as rf
-from scalerl.serve.runs import Found, Served
+from scalerl.serve.runs import MAX_FITS, Found, Served
+
+STUDY_WAIT = 5.0  # seconds a study page waits for its runs' laws before it answers with those made
+MAX_VERDICT = 20  # runs the page's verdict compares (each pair's refit at a shared A)
 
 __all__ = ["compare", "study"]
 
@@ -31,27 +35,34 @@ def study(served: Served, found: Found, runs: list[Found]) -> dict:
 
 def compare(served: Served, picked: dict[str, Found]) -> dict:
     """Runs on one axis: each curve, the table of A, B and C_mid with their intervals and
-    ceiling verdicts (``fit.compare.fit_run``), and with two or more fitted runs the compare
-    rule's verdict; each run that could not be fitted with its reason (``unfitted``)."""
-    from scalerl.fit.compare import compare_runs, fit_run
+    ceiling verdicts (``fit.compare.fit_run``, fitted in the background once per change of a
+    log: ``Served.law``), and with two or more fitted runs the compare rule's verdict; each run
+    that could not be fitted (yet) with its reason (``unfitted``). A study of more than
+    ``MAX_FITS`` runs fits the first of them and says so."""
+    from scalerl.fit.compare import compare_runs
     from scalerl.fit.errors import CurveError
     from scalerl.fit.options import FitOptions
 
     options = FitOptions()
     curves, fits, fitted, fit_of, unfitted = {}, [], [], {}, []
-    for name, r in picked.items():
-        view = served.view(r)
+    deadline = time.monotonic() + STUDY_WAIT
+    for i, (name, r) in enumerate(picked.items()):
+        view = served.view(r, wait=max(deadline - time.monotonic(), 0.0))
         if view.log is None:
             curves[name] = {"id": r.id, "compute": [], "value": []}
             unfitted.append({"run": name, "reason": view.error or "no evaluation yet"})
             continue
         curve = view.log.curve
         curves[name] = {"id": r.id, "compute": curve.compute.tolist(), "value": curve.reward.tolist()}
-        try:
-            run = fit_run(curve, options=options)
-        except (CurveError, ValueError, np.linalg.LinAlgError) as err:
-            unfitted.append({"run": name, "reason": str(err).rstrip(".")})
+        if i >= MAX_FITS:
+            unfitted.append({"run": name, "reason": f"not fitted: a study page fits its first {MAX_FITS} runs; "
+                                                    "compare the rest in smaller groups"})  # fmt: skip
             continue
+        made = served.law(r, view, wait=max(deadline - time.monotonic(), 0.0))
+        if made.forecast is None:
+            unfitted.append({"run": name, "reason": made.error or "being fitted"})
+            continue
+        run = made.forecast
         fitted.append(curve)
         fit_of[curve.name] = run.fit
         row = {"run": name}
@@ -61,7 +72,10 @@ def compare(served: Served, picked: dict[str, Found]) -> dict:
         row["verdict"] = run.unc.verdict
         fits.append(row)
     verdict = None
-    if len(fitted) >= 2:
+    if len(fitted) > MAX_VERDICT:
+        verdict = {"error": f"{len(fitted)} runs: the verdict compares {MAX_VERDICT} at most (scalerl compare "
+                            "reads any number)"}  # fmt: skip
+    elif len(fitted) >= 2:
         try:
             verdict = compare_runs(fitted, options=options, fits=fit_of).verdict.to_dict()
         except (CurveError, ValueError, np.linalg.LinAlgError) as err:
