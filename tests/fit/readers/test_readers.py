@@ -163,7 +163,6 @@ def test_bundled_examples_are_marked_synthetic_and_load():
     [
         ("", ".csv", r"x\.csv is empty\."),
         ("step,gpu_hours\n1,2\n", ".csv", r"no reward column .*its columns are: step, gpu_hours"),
-        ("gpu_hours,reward\n1,0.3\n2,nan\n", ".csv", r"x\.csv line 3: 'reward' is 'nan'"),
         ("gpu_hours,reward\n1,0.3\n2,inf\n", ".csv", r"line 3: 'reward' is 'inf'"),
         ("gpu_hours,reward\n1,0.3\n2,abc\n", ".csv", r"line 3: 'reward' is 'abc', not a number"),
         (
@@ -182,7 +181,7 @@ def test_bundled_examples_are_marked_synthetic_and_load():
             ".jsonl",
             r"x\.jsonl line 2 is not valid JSON",
         ),
-        ('{"gpu_hours": 1, "reward": NaN}\n', ".jsonl", r"x\.jsonl line 1: 'reward' is nan"),
+        ('{"gpu_hours": 1, "reward": NaN}\n', ".jsonl", r"x\.jsonl has no rows with a 'reward' value"),
         ('{"step": 1, "loss": 2}\n', ".jsonl", r"no reward column .*its columns are: step, loss"),
         ("a,b\n", ".txt", r"unknown format"),
     ],
@@ -362,3 +361,18 @@ def test_every_list_of_formats_is_read_off_the_one_table(tmp_path):
         find_prior_files(str(tmp_path / "empty"))
     assert all(s in str(info.value) for s in FOLDER_SUFFIXES)
     assert set(suffixes(read_jsonl)) == {".jsonl", ".ndjson", ".json"} and suffixes() == tuple(READERS)
+
+
+@pytest.mark.parametrize(("content", "suffix"), [
+    ("gpu_hours,reward\n1,0.3\n2,nan\n3,0.5\n", ".csv"),
+    ("gpu_hours,reward\n1,0.3\n2,\n3,0.5\n", ".csv"),
+    ("gpu_hours,reward\n1,0.3\n2,NA\n3,0.5\n", ".csv"),
+    ('{"gpu_hours": 1, "reward": 0.3}\n{"gpu_hours": 2, "reward": NaN}\n{"gpu_hours": 3, "reward": 0.5}\n', ".jsonl"),
+    ('{"gpu_hours": 1, "reward": 0.3}\n{"gpu_hours": 2, "reward": null}\n{"gpu_hours": 3, "reward": 0.5}\n', ".jsonl"),
+])  # fmt: skip
+def test_a_missing_number_skips_its_row_in_every_format(tmp_path, content, suffix):
+    """One policy (README): blank, NaN, null and NA are "not measured here", never an error."""
+    path = tmp_path / f"x{suffix}"
+    path.write_text(content)
+    (curve,) = read_curves(path)
+    assert curve.compute.tolist() == [1.0, 3.0] and curve.reward.tolist() == [0.3, 0.5]
