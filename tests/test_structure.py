@@ -109,6 +109,8 @@ FORBIDDEN = {
     "scalerl.checkpoint": ABOVE_ALL,
     # the live page reads run folders and the law: never the trainer, the config or the CLI's commands
     "scalerl.serve": ("scalerl.pipeline", "scalerl.experiments", "scalerl.config", *TRAINER),
+    # where users already work (Optuna): the forecast only, and nothing of the package imports it
+    "scalerl.integrations": (*ABOVE_ALL, *TRAINER, "scalerl.config", "scalerl.serve"),
 }
 """Layer → the module prefixes it must never import (its own package excepted)."""
 ALLOWED = {("scalerl.fit.commands.demo", "scalerl.examples"),  # the bundled demo curves: data, not code
@@ -232,3 +234,17 @@ def test_the_modules_named_plan_are_the_run_plan_and_the_plan_command():
     command that prints a forecast's time to target (``fit/time/answer.py`` adds the splits)."""
     assert sorted(m for m in _graph() if m.rpartition(".")[2] == "plan") == [
         "scalerl.fit.commands.plan", "scalerl.pipeline.plan"]
+
+
+def test_only_the_integrations_import_an_optional_peer():
+    """``optuna`` is an extra (``pip install scalerl[optuna]``): the core never imports it."""
+    wrong = []
+    for path in sorted(SRC.rglob("*.py")):
+        if _under(_module(path), "scalerl.integrations"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            wrong += [f"{_module(path)} imports {n}" for n in names if n.split(".")[0] == "optuna"]
+    assert wrong == []
+    assert not any(_under(m, "scalerl.integrations") for deps in _graph().values() for m in deps)

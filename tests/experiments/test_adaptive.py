@@ -94,6 +94,7 @@ def test_the_report_shows_the_decisions(study, cli_here):
     md = (out / "study.md").read_text()
     assert "Adaptive study: judged at 0.64 compute per point" in md and "Winner: scalerl/batch=2/seed0" in md
     assert "**Points stopped early" in md and "decisions.png)" in md and "P(best at the budget)" in md
+    assert "**Every rung's decision for every point" in md and "scalerl/batch=3/seed0 stopped: P(best)" in md
 
 
 @pytest.mark.parametrize(
@@ -126,3 +127,48 @@ def test_adaptive_without_a_budget_is_refused_before_anything_trains(tmp_path, c
                      str(tmp_path / "out"))  # fmt: skip
     assert below.returncode == 2 and "the first rung (0.5) must be a positive compute no larger than the budget" \
         in below.stderr  # fmt: skip
+
+
+def test_each_rung_prints_a_line_per_point_and_the_page_sees_the_rung_under_way(study):
+    """The lines the console gets are decisions.json's; while a rung trains, decisions.json
+    names it and gives no verdict."""
+    spec, variants, out = study
+    seen, printed = [], []
+    train = fake_train([])
+
+    def watching(cfg, run_dir, resume=False, log=print):
+        d = json.loads((out / "decisions.json").read_text())
+        seen.append((d["done"], d["under_way"]["rung"], d["under_way"]["of"]))
+        assert cfg.eval.every_compute == pytest.approx(0.08 / 8)  # the cadence: 8 evaluations by rung 1
+        return train(cfg, run_dir, resume, log)
+
+    d = run_adaptive(variants, out, spec.adaptive, parallel=1, runner="local", train=watching,
+                     log=printed.append).to_dict()  # fmt: skip
+    assert seen and all(done is False and of == 4 for done, _, of in seen)
+    assert [r for _, r, _ in seen] == sorted(r for _, r, _ in seen)  # rung by rung
+    lines = [x for r in d["rounds"] for x in r["lines"]]
+    assert lines and all(x in printed for x in lines)
+    assert len(d["rounds"][0]["lines"]) == 3  # every point, at the first rung
+    assert sum(" stopped: " in x for x in lines) == len(d["stopped"]) == 2
+    assert any(x.startswith("adaptive study: 3 points judged at compute 0.64 each") and "eval.every_compute" in x
+               for x in printed)  # fmt: skip
+    assert d["done"] is True and d["under_way"] is None
+    md_lines = json.loads((out / "decisions.json").read_text())["rounds"]
+    assert [x for r in md_lines for x in r["lines"]] == lines
+
+
+def test_a_point_whose_own_cadence_cannot_decide_a_rung_is_refused_in_one_sentence(study):
+    from scalerl.config import ConfigError
+    from scalerl.experiments.adaptive import cadence, with_cadence
+
+    spec, variants, _ = study
+    every = cadence(spec.adaptive)
+    assert every == pytest.approx(0.01)
+    v = variants[0]
+    assert with_cadence(v.config, every, "p").eval.every_compute == pytest.approx(0.01)
+    finer = v.config.model_copy(update={"eval": v.config.eval.model_copy(update={"every_compute": 0.005})})
+    assert with_cadence(finer, every, "p").eval.every_compute == pytest.approx(0.005)  # finer is kept
+    coarse = v.config.model_copy(update={"eval": v.config.eval.model_copy(update={"every_compute": 0.05})})
+    with pytest.raises(ConfigError, match=r"^point p: eval.every_compute = 0.05 gives its first rung fewer than 8 "
+                                          r"evaluations; set it to 0.01 or less, or leave it unset$"):  # fmt: skip
+        with_cadence(coarse, every, "p")

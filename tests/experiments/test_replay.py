@@ -37,10 +37,16 @@ def test_replay_names_the_winner_and_writes_every_decision(study, tmp_path, cli_
     assert d["winner"] == "lr=1e-4/seed0" and d["full"]["winner"] == "lr=1e-4/seed0"
     assert {s["point"] for s in d["stopped"]} == {"lr=1e-5/seed0", "lr=3e-5/seed0"}
     for s in d["stopped"]:
-        assert set(s) == {"point", "at_compute", "forecast", "p_best", "reason"}
+        assert set(s) == {"point", "at_compute", "forecast", "p_best", "reason", "leader", "leader_forecast"}
+        assert s["leader"] == "lr=1e-4/seed0"
         assert s["forecast"]["lo"] <= s["forecast"]["median"] <= s["forecast"]["hi"] and s["p_best"] < 0.05
     assert d["compute_used"] < 0.6 * d["compute_full"] and d["compute_full"] == pytest.approx(3.0)
     assert "winner: lr=1e-4/seed0" in done.stdout and f"wrote {out}" in done.stdout
+    # one line a point at every rung it ran to, as decisions.json keeps them
+    assert d["done"] is True and d["under_way"] is None
+    for line in (line for r in d["rounds"] for line in r["lines"]):
+        assert line in done.stdout and line.startswith("rung ")
+    assert any(" stopped: P(best) " in line and "against the leader's" in line for line in done.stdout.splitlines())
 
 
 def test_replay_takes_run_folders_and_log_files_by_name(tmp_path, cli_here):

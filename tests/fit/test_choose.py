@@ -111,3 +111,71 @@ def test_a_study_reads_each_points_training_reward(tmp_path):
     folders = [_run_folder(tmp_path / name, records) for name, records in runs.items()]
     read = {log.name: log for log in replay_logs(folders)}
     assert set(read) == {"p1", "p2"} and np.allclose(read["p1"].companion().train, logs[0].companion().train)
+
+
+def test_every_rung_says_for_every_point_whether_it_was_stopped_kept_or_undecided():
+    """n = 48 evaluations to compute 1: the first rung (1/8) holds 6, so it decides; a rung at
+    1/16 holds 3, and every point there is undecided, with how many a forecast needs."""
+    from scalerl.fit.choose import Study
+
+    logs = {"good": _run("good", 0.8, 1.5, 0.2, 1.0, seed=0), "poor": _run("poor", 0.4, 1.5, 0.2, 1.0, seed=1)}
+    study = Study(list(logs), 1.0, first_rung=1.0 / 16)
+    assert study.step(1.0 / 16, {n: g.upto(1.0 / 16) for n, g in logs.items()}) == []
+    assert study.decisions.rounds[0]["lines"] == [
+        f"rung 1/5 at compute 0.0625: {n} undecided: 3 evaluation(s) so far; a forecast needs 6" for n in logs]
+    stops = []
+    for rung in study.decisions.rungs[1:]:
+        stops += study.step(rung, {n: g.upto(rung) for n, g in logs.items() if n in study.alive})
+    d = study.finish().to_dict()
+    (stop,) = stops
+    line = next(x for x in study.decisions.lines() if " poor stopped: " in x)
+    f, lead = stop["forecast"], stop["leader_forecast"]
+    assert line == (f"rung {1 + d['rungs'].index(stop_rung(d, 'poor'))}/5 at compute {stop_rung(d, 'poor'):.4g}: poor stopped: "
+                    f"P(best) {stop['p_best']:.2f}, forecast {f['median']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}] "
+                    f"against the leader's {lead['median']:.3f} [{lead['lo']:.3f}, {lead['hi']:.3f}]")  # fmt: skip
+    assert any(" good kept: leader, forecast " in x for x in study.decisions.lines())
+    assert d["done"] is True and d["winner"] == "good"
+
+
+def stop_rung(d: dict, point: str) -> float:
+    """The rung at which ``point`` was stopped (the round whose lines stop it)."""
+    return next(r["at_compute"] for r in d["rounds"] if any(f" {point} stopped: " in x for x in r["lines"]))
+
+
+def test_a_point_that_is_not_learning_stops_at_the_first_rung_that_shows_it():
+    """A flat run is stopped for being flat, whatever its P(best): it stands level with where
+    the leader is now, so its P(best) alone would keep it."""
+    from scalerl.fit.choose import Study
+
+    rng = np.random.default_rng(7)
+    c = np.linspace(1.0 / 48, 1.0, 48)
+    flat = RunLog.of(c, np.clip(0.35 + rng.normal(0.0, 0.01, 48), 0, 1), name="flat")
+    logs = {"rising": _run("rising", 0.6, 1.5, 0.12, 1.0, seed=3, sd=0.01), "flat": flat}
+    study = Study(list(logs), 1.0)
+    rung = study.decisions.rungs[1]
+    stops = study.step(study.decisions.rungs[0], {n: g.upto(study.decisions.rungs[0]) for n, g in logs.items()})
+    stops += study.step(rung, {n: g.upto(rung) for n, g in logs.items() if n in study.alive})
+    assert [s["point"] for s in stops] == ["flat"] and stops[0]["reason"].startswith("not learning: forecast ")
+    assert stops[0]["p_best"] >= study.decisions.threshold  # stopped for being flat, not for its P(best)
+    assert any(x.endswith("(not learning)") and " flat stopped: " in x for x in study.decisions.lines())
+
+
+def test_the_guard_holds_a_stop_until_two_rungs_in_a_row_agree():
+    """confirm=2 stops the loser one rung later than confirm=1, and says why it waited."""
+    curves = [_run("good", 0.8, 1.5, 0.2, 1.0, seed=0), _run("poor", 0.4, 1.5, 0.2, 1.0, seed=1)]
+    once, twice = replay(curves, 1.0).to_dict(), replay(curves, 1.0, confirm=2).to_dict()
+    (a,), (b,) = once["stopped"], twice["stopped"]
+    assert b["at_compute"] == pytest.approx(2 * a["at_compute"], rel=0.1)  # the next rung (eta = 2)
+    held = [x for r in twice["rounds"] for x in r["lines"] if " poor undecided: " in x]
+    assert held and "held until 2 rungs in a row agree (1 so far)" in held[0]
+    assert twice["compute_used"] > once["compute_used"] and twice["winner"] == once["winner"] == "good"
+
+
+def test_a_study_under_way_names_its_rung_and_no_verdict():
+    from scalerl.fit.choose import Study
+
+    study = Study(["a", "b", "c"], 8.0, first_rung=1.0)
+    study.under_way(2.0, ["a", "c"])
+    d = study.finish(done=False).to_dict()
+    assert d["done"] is False and d["under_way"] == {"rung": 2, "of": 4, "at_compute": 2.0, "running": ["a", "c"]}
+    assert study.finish().to_dict()["under_way"] is None

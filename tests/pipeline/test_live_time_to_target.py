@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_live_forecast import _fields
 
 from scalerl.config import ConfigError, load_config
 from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
 from scalerl.fit.law import sigmoid
 from scalerl.fit.options import FitOptions
 from scalerl.live_forecast import LiveForecast
-
-from test_live_forecast import _fields
 
 
 def _run(n: int = 30):

@@ -9,12 +9,24 @@ import json
 
 from conftest import run_overrides
 
+from scalerl.pipeline.steps import LoopRules
 from scalerl.runfolder import COMPUTE, VAL_PASS_RATE, read_records
+
+
+def test_a_step_is_validated_by_its_step_or_by_the_compute_it_passed():
+    rules = LoopRules("r", steps=100, eval_every=10, eval_every_compute=0.5, checkpoint_every=50,
+                      stop_wait_s=1.0, max_minutes=None, max_compute=None)  # fmt: skip
+    assert rules.evaluates(10, 0.1, 0.2)  # the step
+    assert rules.evaluates(3, 0.45, 0.55) and rules.evaluates(3, 0.9, 1.6)  # passed 0.5; passed 1.0 and 1.5
+    assert not rules.evaluates(3, 0.5, 0.99) and not rules.evaluates(3, 0.1, 0.2)
+    by_steps = LoopRules("r", 100, 10, None, 50, 1.0, None, None)
+    assert not by_steps.evaluates(3, 0.45, 0.55) and by_steps.evaluates(20, 0.0, 0.0)
 
 
 def test_a_run_stops_at_its_compute_and_a_resume_goes_on_to_the_next(warm_model_dir, tmp_path, cli_here):
     run = tmp_path / "run"
-    sets = run_overrides(warm_model_dir, **{"pipeline.backend": "inprocess", "train.steps": 400, "eval.every": 4,
+    sets = run_overrides(warm_model_dir, **{"pipeline.backend": "inprocess", "train.steps": 400, "eval.every": 1000,
+                                            "eval.every_compute": 5e-5,
                                             "eval.num_prompts": 8, "eval.k": 1, "pipeline.prompts_per_step": 2,
                                             "pipeline.generations": 4, "forecast.enabled": "false",
                                             "train.max_compute": 2e-4})  # fmt: skip
@@ -26,6 +38,12 @@ def test_a_run_stops_at_its_compute_and_a_resume_goes_on_to_the_next(warm_model_
     assert last[COMPUTE] >= 2e-4 and last["step"] < 400 and last.get(VAL_PASS_RATE) is not None
     assert all(r[COMPUTE] < 2e-4 for r in records[:-1] if r["step"] > 0)  # the first step past it ends the run
     assert json.loads((run / "checkpoint" / "meta.json").read_text())["step"] == last["step"]
+    # eval.every_compute: validated at the first step past each multiple of 5e-5 (and steps 0 and last) only
+    evaluated = [r for r in records if r.get(VAL_PASS_RATE) is not None]
+    for before, r in zip(records, records[1:]):
+        crossed = r[COMPUTE] // 5e-5 > before[COMPUTE] // 5e-5
+        assert (r.get(VAL_PASS_RATE) is not None) == (crossed or r is last), r["step"]
+    assert 1 + 1 <= len(evaluated) <= 2 + int(last[COMPUTE] // 5e-5)
     more = cli_here("train", "--resume", str(run), "--set", "train.max_compute=4e-4")
     assert more.returncode == 0, more.stderr[-2000:]
     after = read_records(run / "metrics.jsonl")

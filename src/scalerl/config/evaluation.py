@@ -29,6 +29,10 @@ class EvalConfig(_Frozen):
 
     every: int = Field(50, ge=1)
     """Validate every this many optimiser steps (and at step 0 and the last step)."""
+    every_compute: float | None = Field(None, gt=0, allow_inf_nan=False)
+    """Validate also at the first step whose compute (``compute_gpu_hours``) passes a multiple of
+    this: an adaptive study sets it so that every rung holds enough evaluations for a forecast
+    (``scalerl.experiments.adaptive``). None: by steps only."""
     k: int = Field(1, ge=1)
     """Samples per validation prompt: the logged value is mean@k pass rate."""
     pass_at: tuple[int, ...] = ()

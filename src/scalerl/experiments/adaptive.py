@@ -27,7 +27,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scalerl.fit.choose import MAX_RUNGS, MIN_ETA
+from scalerl.fit.forecast.states import MIN_EVALS
 from scalerl.runfolder import DECISIONS
+
+CADENCE_EVALS = MIN_EVALS + 2
+"""Evaluations the first rung holds at least (``cadence``): ``MIN_EVALS`` (6) for a forecast,
+and two to spare for the step 0 evaluation and a step that lands past the rung."""
 
 
 class Adaptive(BaseModel):
@@ -46,6 +51,9 @@ class Adaptive(BaseModel):
     """Stop a point below this P(best at the budget) (None: ``scalerl.fit.choose.THRESHOLD``)."""
     eta: float | None = Field(None, ge=MIN_ETA)
     """Each rung is this many times the one before (None: ``scalerl.fit.choose.ETA``)."""
+    confirm: int = Field(1, ge=1, le=3)
+    """Rungs in a row a point must be a stop for before it is stopped (2: the certified
+    pruner's guard, the early ranking agreeing with itself; ``bench/pruners.py`` measures both)."""
 
     @model_validator(mode="after")
     def _rungs(self) -> Adaptive:
@@ -118,20 +126,48 @@ def _previous(out: Path) -> set[str]:
         return set()
 
 
+def cadence(adaptive: Adaptive) -> float:
+    """The evaluation cadence in compute (``eval.every_compute``) that gives the first rung
+    ``CADENCE_EVALS`` evaluations, so that every rung holds enough for a forecast
+    (``choose.MIN_EVALS``); later rungs, larger, hold more."""
+    first = adaptive.budget / 8.0 if adaptive.first_rung is None else adaptive.first_rung
+    return first / CADENCE_EVALS
+
+
+def with_cadence(cfg, every: float, name: str):
+    """``cfg`` with ``eval.every_compute`` at most ``every``; a point whose own setting is
+    coarser is refused in one sentence (its rungs could not be decided)."""
+    from scalerl.config import ConfigError
+
+    own = cfg.eval.every_compute
+    if own is not None and own > every * (1 + 1e-9):
+        raise ConfigError(f"point {name}: eval.every_compute = {own:g} gives its first rung fewer than "
+                          f"{CADENCE_EVALS} evaluations; set it to {every:.4g} or less, or leave it unset")  # fmt: skip
+    return cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"every_compute": own or every})})
+
+
 def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel: int, runner: str,
                  x: str | None = None, train: Callable | None = None, log: Callable[[str], None] = print):
     """Train ``variants`` (``sweep.Variant``) rung by rung, stopping the points that cannot win;
-    returns the ``Decisions``, also written to ``OUT/decisions.json``."""
+    returns the ``Decisions``, also written to ``OUT/decisions.json``. Each rung prints one line
+    per point (stopped, kept or undecided, with the reason), as ``decisions.json`` keeps them."""
     from scalerl.experiments.replay import write_json
     from scalerl.experiments.sweep import _has_checkpoint, execute, is_finished, shared_base
     from scalerl.fit.choose import ETA, THRESHOLD, Study
     from scalerl.runfolder import write_status
 
     threshold = THRESHOLD if adaptive.threshold is None else adaptive.threshold
+    every = cadence(adaptive)
     by_name = {point_name(v.run_dir, out): v for v in variants}
+    configs = {n: with_cadence(v.config, every, n) for n, v in by_name.items()}
     study = Study(list(by_name), adaptive.budget, first_rung=adaptive.first_rung,
-                  eta=ETA if adaptive.eta is None else adaptive.eta, threshold=threshold)  # fmt: skip
+                  eta=ETA if adaptive.eta is None else adaptive.eta, threshold=threshold,
+                  confirm=adaptive.confirm)  # fmt: skip
     study.decisions.compute_full = adaptive.budget * len(by_name)  # the same study run to the end
+    log(f"adaptive study: {len(by_name)} points judged at compute {adaptive.budget:g} each, rungs at "
+        f"{', '.join(f'{r:.4g}' for r in study.decisions.rungs)}; a point stops once P(best at the budget) "
+        f"< {threshold:g} ({adaptive.confirm} rung(s) in a row); every point validates at least every "
+        f"{every:.4g} compute (eval.every_compute) so that each rung holds {CADENCE_EVALS} evaluations or more")  # fmt: skip
     earlier = _previous(out)
     for rung in study.decisions.rungs:
         todo = []
@@ -141,17 +177,22 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
             if name in earlier or is_finished(v.run_dir, v.config.train.steps) or (
                     seen is not None and float(seen.curve.compute[-1]) >= rung):
                 continue
-            cfg = v.config.model_copy(update={"train": v.config.train.model_copy(update={"max_compute": rung})})
+            cfg = configs[name]
+            cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"max_compute": rung})})
             todo.append((f"{name} to compute {rung:.4g}", v.run_dir, shared_base(cfg, out, log),
                          _has_checkpoint(v.run_dir)))  # fmt: skip
+        study.under_way(rung, [t[0].split(" to compute ")[0] for t in todo])
+        write_json(study.finish(done=False).to_dict(), out / DECISIONS)
         execute(todo, parallel=parallel, runner=runner, train=train, log=log)
         logs = {n: g for n in study.alive if (g := _log(by_name[n].run_dir, n, x)) is not None}
-        for stop in study.step(rung, {n: g.upto(_through(g, rung)) for n, g in logs.items()}):
-            log(f"stopped {stop['point']} at compute {stop['at_compute']:.4g}: {stop['reason']}")
+        stops = study.step(rung, {n: g.upto(_through(g, rung)) for n, g in logs.items()})
+        for line in study.decisions.rounds[-1]["lines"]:
+            log(line)
+        for stop in stops:
             write_status(by_name[stop["point"]].run_dir, "stopped", f"the study stopped it: {stop['reason']}")
         if rung < adaptive.budget:
             for name in study.alive:
                 write_status(by_name[name].run_dir, "paused", f"between rungs: trained to compute {rung:.4g} of "
                                                                f"the study's {adaptive.budget:.4g}")  # fmt: skip
-        write_json(study.finish().to_dict(), out / DECISIONS)
+        write_json(study.finish(done=rung >= adaptive.budget).to_dict(), out / DECISIONS)
     return study.finish()

@@ -241,8 +241,8 @@ def handle(args: argparse.Namespace) -> int:
 def handle_replay(args: argparse.Namespace) -> int:
     """``--replay``: the policy on finished runs (``scalerl.experiments.replay``)."""
     from scalerl.experiments.replay import describe, replay_inputs, replay_logs, write_json
-    from scalerl.fit.commands.outputs import check_outputs
     from scalerl.fit.choose import THRESHOLD, replay
+    from scalerl.fit.commands.outputs import check_outputs
     from scalerl.fit.errors import CurveError
 
     try:

@@ -19,8 +19,9 @@ def _winner(d: dict) -> str:
     return w if isinstance(w, str) else "tied: " + ", ".join(w or [])
 
 
-def decisions_section(out: Path, x: str | None = None) -> tuple[str, report.Table, report.Figure] | None:
-    """(a paragraph, the table of stopped points, the figure), or None without decisions."""
+def decisions_section(out: Path, x: str | None = None) -> tuple[str, tuple[report.Table, ...], report.Figure] | None:
+    """(a paragraph, the tables of stopped points and of every rung's lines, the figure), or
+    None without decisions. A study still running says its rung, never a winner."""
     path = Path(out) / DECISIONS
     if not path.is_file():
         return None
@@ -40,7 +41,16 @@ def decisions_section(out: Path, x: str | None = None) -> tuple[str, report.Tabl
                   f"{s['p_best']:.3f}", s["reason"]) for s in stopped)  # fmt: skip
     table = report.Table("Points stopped early, each with its forecast at the budget when it was stopped",
                          ("point", "stopped at compute", "forecast at the budget", "P(best)", "reason"), rows)
-    return text, table, _figure(out, d, x)
+    lines = tuple((line.split(": ", 1)[0], line.split(": ", 1)[1]) for r in d.get("rounds", [])
+                  for line in r.get("lines", []) if ": " in line)  # fmt: skip
+    rungs = report.Table("Every rung's decision for every point (stopped, kept or undecided, and why)",
+                         ("rung", "decision"), lines)
+    if not d.get("done", True):
+        u = d.get("under_way") or {}
+        text = (f"Adaptive study in progress: rung {u.get('rung', '?')} of {u.get('of', '?')} under way "
+                f"(to compute {u.get('at_compute', float('nan')):.4g}; {len(u.get('running', []))} point(s) "
+                f"training); no winner until it ends. " + text.split(" Winner: ")[0] + ".")  # fmt: skip
+    return text, (table, rungs), _figure(out, d, x)
 
 
 def _figure(out: Path, d: dict, x: str | None) -> report.Figure:

@@ -74,7 +74,7 @@ def describe(d: dict) -> list[str]:
     best = full["winner"] if isinstance(full["winner"], str) else "tied: " + ", ".join(full["winner"])
     lines = [f"budget {d['budget']:.4g} compute per point; rungs {', '.join(f'{r:.4g}' for r in d['rungs'])}; "
              f"stop below P(best) {d['threshold']:g}"]  # fmt: skip
-    lines += [f"stopped {s['point']} at {s['at_compute']:.4g}: {s['reason']}" for s in d["stopped"]]
+    lines += [line for r in d["rounds"] for line in r.get("lines", [])]  # one per point and rung
     lines.append(f"winner: {winner}, using {d['compute_used']:.4g} of {d['compute_full']:.4g} compute "
                  f"({100 * d['fraction_used']:.0f}% of the study run to the end)")  # fmt: skip
     lines.append(f"the full runs' winner at the budget: {best}; ranking by the forecast at the budget:")

@@ -232,7 +232,7 @@ def study_report(root: Path, x: str | None = None, y: str | None = None, pooled:
                          f"interval ({len(half) - checked} too short to check).")
     if section := decisions_section(root, x):  # an adaptive study's decisions come first
         paragraphs.insert(0, section[0])
-        tables.insert(0, section[1])
+        tables[0:0] = section[1]
         figures.insert(0, section[2])
     return report.Report(f"scalerl report: {root.name}", tuple(paragraphs), tuple(tables), tuple(figures))
 

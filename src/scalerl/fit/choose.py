@@ -124,40 +124,56 @@ def rungs(budget: float, first_rung: float | None = None, eta: float = ETA) -> l
 
 @dataclass
 class Decisions:
-    """What a study decided (``decisions.json``; ``scalerl sweep --replay --json``)."""
+    """What a study decided (``decisions.json``; ``scalerl sweep --replay --json``). While the
+    study runs, ``done`` is False, ``under_way`` names the rung being trained and ``winner`` is
+    not yet a verdict (a page shows the rung, never a winner, until ``done``)."""
 
     budget: float
     threshold: float
     rungs: list[float]
+    confirm: int = 1
     winner: str | list[str] = ""
     compute_used: float = 0.0
     compute_full: float = 0.0
     stopped: list[dict] = field(default_factory=list)
-    rounds: list[dict] = field(default_factory=list)  # per rung: each survivor's forecast and P(best)
+    rounds: list[dict] = field(default_factory=list)  # per rung: each point's forecast, P(best) and line
     full: dict = field(default_factory=dict)  # the full study: its winner and ranking at the budget
+    done: bool = False
+    under_way: dict | None = None  # {"rung", "of", "at_compute", "running"} while a rung trains
 
     def to_dict(self) -> dict:
-        return {"winner": self.winner, "compute_used": self.compute_used, "compute_full": self.compute_full,
+        return {"done": self.done, "under_way": self.under_way, "winner": self.winner,
+                "compute_used": self.compute_used, "compute_full": self.compute_full,
                 "fraction_used": self.compute_used / self.compute_full if self.compute_full else None,
-                "budget": self.budget, "threshold": self.threshold, "rungs": self.rungs,
+                "budget": self.budget, "threshold": self.threshold, "confirm": self.confirm, "rungs": self.rungs,
                 "stopped": self.stopped, "rounds": self.rounds, "full": self.full}  # fmt: skip
+
+    def lines(self) -> list[str]:
+        """Every rung's lines so far, one per point (``Study.step``)."""
+        return [line for r in self.rounds for line in r.get("lines", [])]
+
+
+def _iv(f: Mapping) -> str:
+    return f"{f['median']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}]"
 
 
 def decide(standings: Sequence[Standing], threshold: float, level: float) -> tuple[dict[str, float], list[dict]]:
-    """(P(best) of every point, the ones to stop): below ``threshold``, never the leader."""
+    """(P(best) of every point, the ones to stop): below ``threshold``, or ``not_learning``
+    (flat, and the population's late risers give it no rise that could win), never the leader."""
     p = p_best(standings)
     leader = max(p, key=p.get)
     best = next(s for s in standings if s.point == leader)
     stop = []
     for s in standings:
-        if s.point == leader or p[s.point] >= threshold:
+        flat = s.state == "not_learning"
+        if s.point == leader or (p[s.point] >= threshold and not flat):
             continue
         f, lead = s.forecast(level), best.forecast(level)
+        why = f"P(best at the budget) = {p[s.point]:.3f} < {threshold:g}" if not flat else "not learning"
         stop.append({"point": s.point, "at_compute": s.at_compute, "forecast": f, "p_best": p[s.point],
-                     "reason": f"P(best at the budget) = {p[s.point]:.3f} < {threshold:g}: forecast "
-                               f"{f['median']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}] against the leader {leader}'s "
-                               f"{lead['median']:.3f} [{lead['lo']:.3f}, {lead['hi']:.3f}]"
-                               + (f" ({s.state.replace('_', ' ')})" if s.state != "rising" else "")})  # fmt: skip
+                     "leader": leader, "leader_forecast": lead,
+                     "reason": f"{why}: forecast {_iv(f)} against the leader {leader}'s {_iv(lead)}"
+                               + (f" ({s.state.replace('_', ' ')})" if s.state not in ("rising", "not_learning") else "")})  # fmt: skip
     return p, stop
 
 
@@ -172,51 +188,111 @@ class Study:
 
     ``step(rung, curves)`` decides at a rung from each running point's curve up to it;
     ``finish`` names the winner. ``replay`` drives it over finished runs, and ``scalerl sweep
-    --adaptive`` (``scalerl.experiments.adaptive``) over runs it trains rung by rung."""
+    --adaptive`` (``scalerl.experiments.adaptive``) over runs it trains rung by rung.
+
+    ``confirm``: the rungs in a row a point must be a stop for before it is stopped (1: at once;
+    2: the certified pruner's guard, the early ranking agreeing with itself across rungs)."""
 
     def __init__(self, points: Sequence[str], budget: float, *, first_rung: float | None = None, eta: float = ETA,
-                 threshold: float = THRESHOLD, options: ForecastOptions | None = None) -> None:  # fmt: skip
+                 threshold: float = THRESHOLD, options: ForecastOptions | None = None, confirm: int = 1) -> None:  # fmt: skip
         self.options = options or ForecastOptions()
-        self.decisions = Decisions(budget, threshold, rungs(budget, first_rung, eta))
+        self.decisions = Decisions(budget, threshold, rungs(budget, first_rung, eta), confirm=max(int(confirm), 1))
         self.alive = list(points)
         self.spent = dict.fromkeys(points, 0.0)
         self.p: dict[str, float] = {}  # P(best) at the latest round
+        self.strikes = dict.fromkeys(points, 0)  # rungs in a row each point was a stop
 
     def step(self, rung: float, logs: Mapping[str, RunLog]) -> list[dict]:
         """Decide at ``rung`` from ``logs`` (each running point's, up to the rung: its
         evaluations and training reward); the points stopped, as ``decisions.json`` lists them.
-        At the budget nothing is stopped: the survivors ran their whole way, and their P(best)
-        there is the verdict."""
+        Every running point gets one line: stopped, kept or undecided with the reason. At the
+        budget nothing is stopped: the survivors ran their whole way, and their P(best) there is
+        the verdict."""
         d = self.decisions
         for name in self.alive:
             if name in logs and len(logs[name].curve):
                 self.spent[name] = float(logs[name].curve.compute[-1])
-        ready = [standing(logs[n], d.budget, self.options) for n in self.alive
-                 if n in logs and len(through(logs[n].curve, d.budget)) >= MIN_EVALS]  # fmt: skip
+        head = f"rung {self._index(rung)}/{len(d.rungs)} at compute {rung:.4g}"
+        ready, waiting = self._ready(logs)
+        lines = {n: f"{head}: {n} undecided: {why}" for n, why in waiting.items()}
         if len(ready) < 2:
+            alone = ("kept: the only point left" if len(self.alive) == 1
+                     else "undecided: no other point has a forecast to compare it with yet")  # fmt: skip
+            lines |= {s.point: f"{head}: {s.point} {alone}" for s in ready}
+            d.rounds.append({"at_compute": rung, "forecasts": {}, "lines": [lines[n] for n in self.alive]})
             return []
-        self.p, stop = decide(ready, d.threshold, self.options.level)
-        level = self.options.level
-        d.rounds.append({"at_compute": rung, "forecasts": {s.point: s.forecast(level) | {"p_best": self.p[s.point]}
-                                                           for s in ready}})  # fmt: skip
-        if rung >= d.budget:
-            return []
-        d.stopped.extend(stop)
+        self.p, candidates = decide(ready, d.threshold, self.options.level)
+        final = rung >= d.budget
+        stop = [] if final else self._confirmed(candidates, ready)
         gone = {s["point"] for s in stop}
+        held = {s["point"]: s for s in candidates if s["point"] not in gone}
+        level = self.options.level
+        leader = max(self.p, key=self.p.get)
+        for s in ready:
+            f, p = s.forecast(level), self.p[s.point]
+            if s.point in gone:
+                c = next(c for c in stop if c["point"] == s.point)
+                lines[s.point] = (f"{head}: {s.point} stopped: P(best) {p:.2f}, forecast {_iv(f)} against the "
+                                  f"leader's {_iv(c['leader_forecast'])}" + (" (not learning)" if s.state == "not_learning" else ""))  # fmt: skip
+            elif s.point in held and not final:
+                lines[s.point] = (f"{head}: {s.point} undecided: P(best) {p:.2f}, forecast {_iv(f)}; held until "
+                                  f"{d.confirm} rungs in a row agree ({self.strikes[s.point]} so far)")  # fmt: skip
+            else:
+                role = "leader" if s.point == leader else f"P(best) {p:.2f} >= {d.threshold:g}"
+                lines[s.point] = f"{head}: {s.point} {'final' if final else 'kept'}: {role}, forecast {_iv(f)}"
+        d.rounds.append({"at_compute": rung, "forecasts": {s.point: s.forecast(level) | {"p_best": self.p[s.point]}
+                                                           for s in ready},
+                         "lines": [lines[n] for n in self.alive]})  # fmt: skip
+        d.stopped.extend(stop)
         self.alive = [n for n in self.alive if n not in gone]
         return stop
 
-    def finish(self) -> Decisions:
-        """The winner (one point, or the tied set) and the compute the study used."""
+    def _index(self, rung: float) -> int:
+        rs = self.decisions.rungs
+        return 1 + min(range(len(rs)), key=lambda i: abs(rs[i] - rung))
+
+    def _ready(self, logs: Mapping[str, RunLog]) -> tuple[list[Standing], dict[str, str]]:
+        """The running points with a forecast at the budget, and why each other one has none."""
+        d, ready, waiting = self.decisions, [], {}
+        for n in self.alive:
+            seen = len(through(logs[n].curve, d.budget)) if n in logs else 0
+            if seen < MIN_EVALS:
+                waiting[n] = f"{seen} evaluation(s) so far; a forecast needs {MIN_EVALS}"
+                continue
+            try:
+                ready.append(standing(logs[n], d.budget, self.options))
+            except CurveError as err:
+                waiting[n] = str(err).rstrip(".")
+        return ready, waiting
+
+    def _confirmed(self, candidates: list[dict], ready: Sequence[Standing]) -> list[dict]:
+        """The candidates that were stops ``confirm`` rungs in a row (a point that is not a stop
+        at a rung starts again from none)."""
+        names = {c["point"] for c in candidates}
+        for s in ready:
+            self.strikes[s.point] = self.strikes[s.point] + 1 if s.point in names else 0
+        return [c for c in candidates if self.strikes[c["point"]] >= self.decisions.confirm]
+
+    def under_way(self, rung: float, running: Sequence[str]) -> None:
+        """Mark ``rung`` as being trained by ``running`` (``decisions.json`` says so meanwhile)."""
+        self.decisions.under_way = {"rung": self._index(rung), "of": len(self.decisions.rungs),
+                                    "at_compute": rung, "running": list(running)}  # fmt: skip
+
+    def finish(self, done: bool = True) -> Decisions:
+        """The winner (one point, or the tied set) and the compute the study used; ``done``:
+        False while the study still runs (the winner so far is not a verdict)."""
         d = self.decisions
         alive = {n: self.p.get(n, 1.0) for n in self.alive}
         d.winner = tied(alive, d.threshold) if len(alive) > 1 else self.alive[0]
         d.compute_used = float(sum(self.spent.values()))
+        d.done = done
+        if done:
+            d.under_way = None
         return d
 
 
 def replay(logs: Sequence[RunLog], budget: float, *, first_rung: float | None = None, eta: float = ETA,
-           threshold: float = THRESHOLD, options: ForecastOptions | None = None) -> Decisions:
+           threshold: float = THRESHOLD, options: ForecastOptions | None = None, confirm: int = 1) -> Decisions:
     """The policy on finished runs (module docstring); each must reach ``budget``."""
     curves = [log.curve for log in logs]
     short = [c for c in curves if float(c.compute[-1]) < budget * (1 - 1e-9)]
@@ -224,7 +300,8 @@ def replay(logs: Sequence[RunLog], budget: float, *, first_rung: float | None = 
         raise CurveError(f"{short[0].source} ends at compute {float(short[0].compute[-1]):.4g}, before the "
                          f"budget {budget:.4g}: a replay needs every run to reach the budget.")  # fmt: skip
     by_name = {log.name: log for log in logs}
-    study = Study(list(by_name), budget, first_rung=first_rung, eta=eta, threshold=threshold, options=options)
+    study = Study(list(by_name), budget, first_rung=first_rung, eta=eta, threshold=threshold, options=options,
+                  confirm=confirm)
     for rung in study.decisions.rungs:
         study.step(rung, {n: by_name[n].upto(rung) for n in study.alive})
     out = study.finish()

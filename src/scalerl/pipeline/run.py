@@ -36,8 +36,8 @@ from scalerl.pipeline.leftovers import stopped_at_end
 from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.plan import RunPlan, build_plan, write_plan
 from scalerl.pipeline.reward_notes import check_first_batch, describe_rewards
-from scalerl.pipeline.steps import LoopRules, RunParts, Start
 from scalerl.pipeline.status import reported
+from scalerl.pipeline.steps import LoopRules, RunParts, Start
 from scalerl.pipeline.stop import Stopping, on_signals
 from scalerl.runfolder import COMPUTE, METRICS, SAMPLES
 from scalerl.user_code import shown_once_per_run
@@ -115,6 +115,7 @@ def _loop(parts: RunParts, rules: LoopRules) -> tuple[int, dict[str, Any]]:
     learner, records, stopping = parts.learner, parts.records, parts.stopping
     step, record = parts.start.step, {}
     rates = TokenRates(parts.compute.snapshot())
+    before = parts.compute.snapshot()[COMPUTE]  # the compute the last step ended at
     steps.publish(learner, parts.backend)
     if parts.start.state is None:  # R0
         records.add({"step": 0, **parts.compute.snapshot()}, evaluate=True, learner=learner)
@@ -132,7 +133,8 @@ def _loop(parts: RunParts, rules: LoopRules) -> tuple[int, dict[str, Any]]:
             record = {"step": step} | steps.advance(parts, got)
             steps.with_compute(record, parts.compute, rates)
             done = rules.ends(step, record[COMPUTE], deadline)
-            records.add(record, evaluate=step % rules.eval_every == 0 or done, learner=learner)
+            records.add(record, evaluate=rules.evaluates(step, before, record[COMPUTE]) or done, learner=learner)
+            before = record[COMPUTE]
         last = done or stopping.requested
         if stopping.requested and records.pending:  # first with the evaluations still out:
             steps.checkpoint(parts, rules.recipe, step)  # a kill while waiting loses nothing

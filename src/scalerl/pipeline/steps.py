@@ -79,6 +79,7 @@ class LoopRules:
     recipe: str
     steps: int
     eval_every: int
+    eval_every_compute: float | None
     checkpoint_every: int
     stop_wait_s: float
     max_minutes: float | None
@@ -86,8 +87,14 @@ class LoopRules:
 
     @classmethod
     def of(cls, cfg: Config) -> LoopRules:
-        return cls(cfg.name, cfg.train.steps, cfg.eval.every, cfg.train.checkpoint_every,
+        return cls(cfg.name, cfg.train.steps, cfg.eval.every, cfg.eval.every_compute, cfg.train.checkpoint_every,
                    cfg.train.stop_wait_s, cfg.train.max_minutes, cfg.train.max_compute)
+
+    def evaluates(self, step: int, before: float, compute: float) -> bool:
+        """Whether ``step`` is validated: every ``eval.every`` steps, and at the first step whose
+        compute passes a multiple of ``eval.every_compute`` (``before``: the step before's)."""
+        every = self.eval_every_compute
+        return step % self.eval_every == 0 or (every is not None and compute // every > before // every)
 
     def ends(self, step: int, compute: float, deadline: float | None) -> bool:
         """Whether ``step`` (its record's ``compute``) is the run's last: ``train.steps``, the
