@@ -194,8 +194,10 @@ class Study:
     2: the certified pruner's guard, the early ranking agreeing with itself across rungs)."""
 
     def __init__(self, points: Sequence[str], budget: float, *, first_rung: float | None = None, eta: float = ETA,
-                 threshold: float = THRESHOLD, options: ForecastOptions | None = None, confirm: int = 1) -> None:  # fmt: skip
+                 threshold: float = THRESHOLD, options: ForecastOptions | None = None, confirm: int = 1,
+                 standing_of=None) -> None:  # fmt: skip
         self.options = options or ForecastOptions()
+        self.standing_of = standing_of or standing  # (log, budget, options) -> Standing; a bench caches it
         self.decisions = Decisions(budget, threshold, rungs(budget, first_rung, eta), confirm=max(int(confirm), 1))
         self.alive = list(points)
         self.spent = dict.fromkeys(points, 0.0)
@@ -260,7 +262,7 @@ class Study:
                 waiting[n] = f"{seen} evaluation(s) so far; a forecast needs {MIN_EVALS}"
                 continue
             try:
-                ready.append(standing(logs[n], d.budget, self.options))
+                ready.append(self.standing_of(logs[n], d.budget, self.options))
             except CurveError as err:
                 waiting[n] = str(err).rstrip(".")
         return ready, waiting

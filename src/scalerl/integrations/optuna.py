@@ -45,7 +45,7 @@ class ForecastPruner(optuna.pruners.BasePruner):
     below ``threshold`` (module docstring)."""
 
     def __init__(self, budget: float, *, threshold: float = THRESHOLD, min_reports: int = MIN_EVALS,
-                 level: float = 0.95) -> None:  # fmt: skip
+                 level: float = 0.95, options: ForecastOptions | None = None) -> None:  # fmt: skip
         if not np.isfinite(budget) or budget <= 0:
             raise ValueError(f"ForecastPruner: budget must be a positive number in the reports' step unit, got {budget!r}")
         if not 0 < threshold < 1:
@@ -53,7 +53,8 @@ class ForecastPruner(optuna.pruners.BasePruner):
         self.budget = float(budget)
         self.threshold = float(threshold)
         self.min_reports = max(int(min_reports), MIN_EVALS)
-        self.options = ForecastOptions(fit=FitOptions(level=level), budget=self.budget)
+        given = options if options is not None else ForecastOptions(fit=FitOptions(level=level))
+        self.options = given.with_(budget=self.budget)  # how each forecast is made: scalerl plan's
         self.last: dict[int, float] = {}  # P(beat) of each trial at its latest report (trial number)
 
     def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
@@ -78,15 +79,18 @@ class ForecastPruner(optuna.pruners.BasePruner):
     def p_beat(self, seen: np.ndarray, best: float, name: str = "trial") -> float | None:
         """P(the expected curve at the budget > ``best``) from ``seen`` (rows: step, value);
         None where the reports cannot be forecast (not increasing steps, values outside [0, 1])."""
+        mu = self.draws(seen, name)
+        return None if mu is None else float(np.mean(mu > best))
+
+    def draws(self, seen: np.ndarray, name: str = "trial") -> np.ndarray | None:
+        """The draws ``mu_j(C_b)`` of the trial's expected curve at the budget, from its one
+        ``Forecast``; None where the reports cannot be forecast."""
         try:
             log = RunLog.of(seen[:, 0], seen[:, 1], name=name, budget=self.budget)
             fc = forecast_of(log, options=self.options)
         except (CurveError, ValueError):
             return None
-        if fc.draws is None:
-            return None
-        mu = fc.draws.curves(np.array([self.budget]))[:, 0]
-        return float(np.mean(mu > best))
+        return None if fc.draws is None else fc.draws.curves(np.array([self.budget]))[:, 0]
 
 
 def _reports(trial: optuna.trial.FrozenTrial, budget: float) -> np.ndarray:
