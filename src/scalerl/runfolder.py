@@ -256,6 +256,19 @@ def setting(cfg: dict[str, Any], name: str, key: str) -> float | None:
     return number(section(cfg, name), key)
 
 
+def compute_unit(placement: dict[str, Any] | None) -> str:
+    """The unit of the run's ``compute_gpu_hours`` in words, from its ``plan.json``: a device is
+    a GPU where the run was accelerated and a CPU core where not (``scalerl.compute``), so the
+    same column is GPU-hours on one machine and core-hours on another."""
+    plan = placement.get("plan") if isinstance(placement, dict) else None
+    if not isinstance(plan, dict):
+        return "device-hours"
+    accelerated = plan.get("accelerated")
+    if accelerated is None:
+        accelerated = str(plan.get("device", "")).startswith("cuda")
+    return "GPU-hours" if accelerated else "core-hours"
+
+
 def is_run(folder: Path) -> bool:
     """A folder a run wrote (it holds :data:`METRICS`)."""
     return (Path(folder) / METRICS).is_file()

@@ -65,11 +65,28 @@ def test_bad_input_is_one_sentence_with_exit_2(tmp_path, cli_here):
     assert busy.returncode == 2 and "choose another --port" in busy.stderr
 
 
+def _until(get, done, bound_s: float = 300.0):
+    """``get()`` until ``done`` holds of it (fits and forecasts are made in the background: a
+    bound for a busy machine, never an exact time)."""
+    import time
+
+    deadline = time.monotonic() + bound_s
+    while not done(d := get()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return d
+
+
 def test_picked_runs_are_compared_with_the_papers_table_and_verdict(client):
-    d = client.get("/api/compare", params={"runs": "scalerl/lr=1e-4/seed0,scalerl/lr=1e-5/seed0"}).json()
-    assert list(d["curves"]) == ["scalerl/lr=1e-4/seed0", "scalerl/lr=1e-5/seed0"]
+    d = _until(lambda: client.get("/api/compare", params={"runs": "scalerl/lr=1e-4/seed0,scalerl/lr=1e-5/seed0"}).json(),
+               lambda d: len(d["fits"]) == 2 and all(c.get("band") for c in d["curves"].values()))
+    assert list(d["curves"]) == d["order"] == ["scalerl/lr=1e-5/seed0", "scalerl/lr=1e-4/seed0"]  # as numbers
     assert {f["run"] for f in d["fits"]} == set(d["curves"]) and {"A", "B", "C_mid", "verdict"} <= set(d["fits"][0])
     assert "decided_by" in d["verdict"] and isinstance(d["verdict"]["reasons"], list)
+    for c in d["curves"].values():  # each run's law over its range and its forecast band ahead of it
+        assert len(c["law"]["compute"]) == len(c["law"]["value"]) and c["law"]["compute"][-1] == c["compute"][-1]
+        assert c["band"]["compute"][0] == c["compute"][-1]
+        assert all(lo <= m <= hi for lo, m, hi in zip(c["band"]["lo"], c["band"]["median"], c["band"]["hi"]))
+    assert d["versus"] is None
     assert client.get("/api/compare", params={"runs": "nope"}).status_code == 404
     assert client.get("/compare", params={"runs": "scalerl/lr=1e-4/seed0"}).status_code == 200
 
@@ -105,3 +122,14 @@ def test_sigterm_ends_the_server_with_one_line_and_exit_143(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143 and err.strip().splitlines()[-1] == "scalerl serve: stopped by SIGTERM.", err
     assert "Traceback" not in err
+
+
+def test_a_runs_records_download_as_they_are_written(client, tmp_path):
+    got = client.get("/api/run/scalerl/lr=1e-4/seed0/metrics.jsonl")
+    assert got.status_code == 200 and "attachment" in got.headers["content-disposition"]
+    assert got.content == (tmp_path / "sweep/scalerl/lr=1e-4/seed0/metrics.jsonl").read_bytes()
+    assert client.get("/api/run/nope/metrics.jsonl").status_code == 404
+    d = client.get("/api/runs").json()
+    assert d["columns"] == [] and all(r["values"] == {} for r in d["runs"])  # the two runs' configs agree
+    o = client.get("/api/overview").json()
+    assert [r["id"] for r in o["runs"]] == [r["id"] for r in d["runs"]]

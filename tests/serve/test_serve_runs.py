@@ -150,3 +150,95 @@ def test_a_resumed_run_reads_as_one_curve_and_the_forecast_follows_the_log(tmp_p
     assert again["step"] == 40 and again["validation"]["step"][-2:] == [35, 40]
     assert len(again["validation"]["value"]) == len(first["validation"]["value"]) + 2
     assert again["band"]["compute"][0] > first["band"]["compute"][0]  # made again on the new evaluations
+
+
+def test_every_axis_has_its_unit_and_the_band_follows_step_compute_and_hours(tmp_path, served):
+    """A CPU run's compute is core-hours (plan.json: not accelerated); the band and the
+    crossing come in steps and hours too; each evaluation carries the forecast at its x."""
+    run, found, server = _one(tmp_path, served, upto=30, target=0.6)
+    (run / "plan.json").write_text(json.dumps({"plan": {"device": "cpu", "accelerated": False}}))
+    d = server.detail(found, wait=WAIT)
+    assert d["units"] == {"compute": "core-hours", "hours": "hours since the run started", "step": "step"}
+    band, v = d["band"], d["validation"]
+    # write_run: compute = 0.001 (step + 1), so step = 1000 compute - 1, on the data and past it
+    assert band["step"] == pytest.approx([1000 * c - 1 for c in band["compute"]], abs=1e-6)
+    assert band["hours"] is not None and band["hours"][0] == pytest.approx(v["hours"][-1], rel=0.05)
+    assert d["band"]["crossing_step"]["median"] == pytest.approx(1000 * d["compute_to_target"]["median"] - 1, abs=1e-6)
+    assert len(v["forecast"]) == len(v["compute"]) and all(0.0 <= y <= 1.0 for y in v["forecast"])
+    assert rf.compute_unit({"plan": {"device": "cuda:0", "accelerated": True}}) == "GPU-hours"
+    assert rf.compute_unit(None) == "device-hours"
+
+
+def test_every_column_has_a_value_or_says_why(tmp_path, served):
+    """Without a target the row still forecasts at the run's own budget, and the hours say
+    what to set."""
+    _, found, server = _one(tmp_path, served, upto=30, target=None)
+    s = server.summary(found, wait=WAIT)
+    # its own budget: compute per step so far x train.steps (0.031 / 30 x 60; the last step is at 0.061)
+    assert s["forecast"]["median"] is not None and s["forecast"]["budget"] == pytest.approx(0.031 / 30 * 60)
+    assert s["hours_note"] == "set forecast.target" and s["p_reach"] is None
+
+
+def test_the_overview_groups_seeds_and_lists_the_values_that_differ(tmp_path, served):
+    from scalerl.serve.overview import overview
+
+    for lr in ("1e-4", "1e-5"):
+        for seed in (0, 1):
+            run = write_run(tmp_path / f"lr={lr}" / f"seed{seed}", upto=40)
+            cfg = {"name": "scalerl", "train": {"steps": 60, "seed": seed}, "optim": {"lr": float(lr)},
+                   "forecast": {"target": 0.6}}  # fmt: skip
+            (run / "config.yaml").write_text(json.dumps(cfg))
+    server = served()
+    runs = [f for f in server.discover() if f.kind == "run"]
+    for f in runs:
+        server.summary(f, wait=WAIT)  # each run read and forecast
+    d = overview(server, runs)
+    assert d["columns"] == ["optim.lr", "train.seed"]
+    assert {r["group"] for r in d["runs"]} == {"scalerl (optim.lr=0.0001)", "scalerl (optim.lr=1e-05)"}
+    groups = {g["name"]: g for g in d["groups"]}
+    assert set(groups) == {"scalerl (optim.lr=0.0001)", "scalerl (optim.lr=1e-05)"}
+    for g in groups.values():  # the mean lies in the min-max band of its two seeds
+        assert len(g["runs"]) == 2 and all(lo <= m <= hi for lo, m, hi in zip(g["lo"], g["mean"], g["hi"]))
+    assert all(r["band"] is not None and len(r["compute"]) == 9 for r in d["runs"])
+
+
+def test_a_study_in_progress_says_its_rung_and_no_winner(tmp_path, served):
+    root = tmp_path / "sweep"
+    for lr in ("1e-4", "1e-5"):
+        write_run(root / f"scalerl/lr={lr}/seed0", upto=20)
+    (root / "sweep.yaml").write_text("name: lr\n")
+    (root / "decisions.json").write_text(json.dumps({
+        "done": False, "winner": ["scalerl/lr=1e-4/seed0", "scalerl/lr=1e-5/seed0"], "stopped": [], "rounds": [],
+        "under_way": {"rung": 2, "of": 4, "at_compute": 0.015, "running": ["a", "b", "c"]}}))
+    server = served(root)
+    found = server.discover()
+    (s_found,) = [f for f in found if f.kind == "study"]
+    d = study(server, s_found, [f for f in found if f.kind == "run"])["decisions"]
+    assert d["winner"] is None and d["progress"] == "rung 2 of 4 under way (to compute 0.015); 3 point(s) running"
+
+
+def test_against_a_baseline_every_run_shows_its_gaps_with_intervals(tmp_path, served):
+    root = tmp_path / "sweep"
+    for lr in ("1e-4", "1e-5"):
+        write_run(root / f"scalerl/lr={lr}/seed0", upto=60)
+    (root / "sweep.yaml").write_text("name: lr\n")
+    server = served(root)
+    found = server.discover()
+    (s_found,) = [f for f in found if f.kind == "study"]
+    runs = [f for f in found if f.kind == "run"]
+    deadline = time.monotonic() + WAIT
+    while True:  # the laws and forecasts are made in the background
+        s = study(server, s_found, runs, baseline="scalerl/lr=1e-4/seed0")
+        if (len(s["fits"]) == 2 and s["versus"].get("rows") and s["versus"]["rows"][0]["forecast"]) \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    (row,) = s["versus"]["rows"]
+    assert row["run"] == "scalerl/lr=1e-5/seed0"
+    fits = {f["run"]: f for f in s["fits"]}
+    a, b = fits["scalerl/lr=1e-5/seed0"]["A"], fits["scalerl/lr=1e-4/seed0"]["A"]
+    assert row["A"]["value"] == pytest.approx(a["value"] - b["value"], abs=1e-12)
+    if row["A"]["lo"] is not None:
+        assert row["A"]["lo"] <= row["A"]["value"] <= row["A"]["hi"]
+    g = row["forecast"]
+    assert g["lo"] <= g["median"] <= g["hi"] and 0.0 <= g["p_above"] <= 1.0

@@ -5,8 +5,10 @@ with Plotly, served from the ``plotly`` package itself (``/static/plotly.min.js`
 the page works offline and behind a firewall.
 
     GET /                           the runs list              GET /api/runs
+                                                               GET /api/overview?runs=ID,ID
     GET /run/{id}                   a run's page               GET /api/run/{id}
                                                                GET /api/run/{id}/samples?q=&limit=
+                                                               GET /api/run/{id}/metrics.jsonl
     GET /study/{id}                 a study's page             GET /api/study/{id}
     GET /compare?runs=ID,ID         picked runs compared       GET /api/compare?runs=ID,ID
 
@@ -23,11 +25,13 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from scalerl import runfolder as rf
 from scalerl.fit.report import json_safe
+from scalerl.serve.files import MAX_LOG
+from scalerl.serve.overview import config_values, overview
 from scalerl.serve.runs import Found, Served
 from scalerl.serve.study import compare
 from scalerl.serve.study import study as study_page
@@ -64,10 +68,32 @@ def build_app(roots: Sequence[Path]) -> Starlette:
 
     def api_runs(request: Request):
         found = served.discover()
-        return JSONResponse(json_safe({"runs": [served.summary(f) for f in found if f.kind == "run"],
+        runs = [f for f in found if f.kind == "run"]
+        columns, values = config_values(served, runs)
+        return JSONResponse(json_safe({"runs": [served.summary(f) | {"values": values[f.id]} for f in runs],
+                                       "columns": columns,
                                        "studies": [{"id": f.id, "folder": str(f.path)} for f in found
                                                    if f.kind == "study"],
                                        "truncated": served.truncated}))  # fmt: skip
+
+    def api_overview(request: Request):
+        runs = [f for f in served.discover() if f.kind == "run"]
+        picked = [i for i in request.query_params.get("runs", "").split(",") if i]
+        if picked:
+            runs = [f for f in runs if f.id in set(picked)]
+        return JSONResponse(json_safe(overview(served, runs)))
+
+    def api_records(request: Request):
+        hit, _ = lookup("run", request.path_params["rid"])
+        try:
+            data = served.files.read(hit.path / rf.METRICS, MAX_LOG)
+        except FileNotFoundError:
+            data = b""
+        except (rf.BadRunFile, OSError) as err:
+            raise HTTPException(409, str(err)) from None
+        name = hit.id.replace("/", "_") or "run"
+        return Response(data, media_type="application/x-ndjson",
+                        headers={"Content-Disposition": f'attachment; filename="{name}.metrics.jsonl"'})  # fmt: skip
 
     def api_run(request: Request):
         hit, _ = lookup("run", request.path_params["rid"])
@@ -87,7 +113,8 @@ def build_app(roots: Sequence[Path]) -> Starlette:
 
     def api_study(request: Request):
         hit, found = lookup("study", request.path_params["sid"])
-        return JSONResponse(json_safe(study_page(served, hit, [f for f in found if f.kind == "run"])))
+        baseline = request.query_params.get("baseline") or None
+        return JSONResponse(json_safe(study_page(served, hit, [f for f in found if f.kind == "run"], baseline)))
 
     def api_compare(request: Request):
         ids = [i for i in request.query_params.get("runs", "").split(",") if i]
@@ -95,7 +122,8 @@ def build_app(roots: Sequence[Path]) -> Starlette:
         missing = [i for i in ids if i not in by_id]
         if missing or not ids:
             raise HTTPException(404, f"no run {missing[0]!r} under the served folders" if missing else "pick runs")
-        return JSONResponse(json_safe(compare(served, {i: by_id[i] for i in ids})))
+        baseline = request.query_params.get("baseline") or None
+        return JSONResponse(json_safe(compare(served, {i: by_id[i] for i in ids}, baseline)))
 
     def static(request: Request):
         name = request.path_params["name"]
@@ -118,6 +146,8 @@ def build_app(roots: Sequence[Path]) -> Starlette:
         Route("/compare", page("study.html")),
         Route("/api/compare", api_compare),
         Route("/api/runs", api_runs),
+        Route("/api/overview", api_overview),
+        Route("/api/run/{rid:path}/metrics.jsonl", api_records),
         Route("/api/run/{rid:path}/samples", api_samples),
         Route("/api/run/{rid:path}", api_run),
         Route("/api/study/{sid:path}", api_study),

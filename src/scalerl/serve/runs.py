@@ -197,10 +197,14 @@ class Served:
         none = {"median": None, "lo": None, "hi": None}
         head = {"budget": None, "state": None, "method": None, "note": made.error, "stale": made.stale, "cut": None}
         out = {"forecast": none | head, "hours_to_target": dict(none), "compute_to_target": dict(none), "p_reach": None}
+        out["hours_note"] = "set forecast.target" if target is None else None
         if f is None:
             if made.pending:
                 out["forecast"]["note"] = "being made"
             return out
+        if f.budget is None:
+            out["forecast"]["budget_note"] = ("no budget: the run's config sets neither train.max_compute nor "
+                                              "train.steps, and no record has forecast_budget")  # fmt: skip
         out["forecast"] |= {"state": f.state.name, "method": f.method, "note": f.state.message, "cut": f.cut,
                             "level": f.level, "budget": f.budget}  # fmt: skip
         if f.budget is not None and f.draws is not None:
@@ -212,6 +216,8 @@ class Served:
             out["hours_to_target"] = _triple(reach.hours) if reach.hours else dict(none)
             out["p_reach"] = reach.p_within
             out["reach"] = reach.to_dict()
+            if reach.hours is None:
+                out["hours_note"] = f.log.clock_error() if f.clock is None else "not reached within the horizon"
         return out
 
     def detail(self, found: Found, wait: float = FIRST_WAIT) -> dict:
@@ -229,13 +235,20 @@ class Served:
             placed = self.files.text(found.path / rf.PLACEMENT)
         except (rf.BadRunFile, OSError) as err:
             placed = json.dumps({"not shown": str(err)})
+        plan = _json_or_none(placed)
+        compute = [float(r[rf.COMPUTE]) for r in evals]
+        made = self.forecast(found, view)
+        fitted = None
+        if made.forecast is not None and made.forecast.draws is not None and compute:
+            fitted = np.asarray(made.forecast.at(np.asarray(compute)).value).tolist()  # the forecast at each x
         return head | {
-            "validation": {"compute": [float(r[rf.COMPUTE]) for r in evals], "value": [float(r[y]) for r in evals],
+            "units": {"compute": rf.compute_unit(plan), "hours": "hours since the run started", "step": "step"},
+            "validation": {"compute": compute, "value": [float(r[y]) for r in evals],
                            "hours": [(_number(r.get(rf.WALL)) or 0.0) / 3600.0 for r in evals],
                            "step": [_number(r.get(rf.STEP)) for r in evals],
-                           "stderr": [_number(r.get(rf.VAL_STDERR)) for r in evals]},
+                           "stderr": [_number(r.get(rf.VAL_STDERR)) for r in evals], "forecast": fitted},
             "band": self._band(found, view, head), "training": {k: _series(records, k) for k in keys},
-            "plan": _json_or_none(placed), "config": self._config_text(found, view),
+            "plan": plan, "config": self._config_text(found, view),
             "resume": f"scalerl train --resume {found.path}",
         }  # fmt: skip
 
@@ -261,11 +274,17 @@ class Served:
                "hi": np.asarray(a.hi).tolist(), "pred_lo": np.asarray(a.pred_lo).tolist(),
                "pred_hi": np.asarray(a.pred_hi).tolist(), "source": f.method, "state": f.state.name,
                "rise": f.state.message, "stale": made.stale, "level": f.level,
-               "hours": None if clock is None else clock.hours(grid).tolist()}  # fmt: skip
+               "hours": None if clock is None else clock.hours(grid).tolist(),
+               "hours_note": None if clock is not None else f.log.clock_error(),
+               "step": steps_at(view.records, grid)}  # fmt: skip
         if head.get("reach") is not None:
             r = head["reach"]
-            out["crossing"] = r["compute"] if r["supported"] else {"median": None, "lo": None, "hi": None}
-            out["crossing_hours"] = r["hours"]
+            none = {"median": None, "lo": None, "hi": None}
+            out["crossing"] = r["compute"] if r["supported"] else none
+            out["crossing_hours"] = r["hours"] if r["supported"] and r["hours"] else none
+            ends = [out["crossing"].get(k) for k in ("median", "lo", "hi")]
+            at = steps_at(view.records, np.array([np.nan if e is None else e for e in ends], float))
+            out["crossing_step"] = dict(zip(("median", "lo", "hi"), at)) if at is not None else none
         return out
 
     def samples(self, found: Found, query: str = "", limit: int = 50) -> list[dict]:
@@ -301,6 +320,22 @@ def _forecast_of(log):
 
     fit = FitOptions.from_given(forecast_defaults(log.config))
     return forecast_of(log, options=ForecastOptions(fit=fit, budget=log.budget))
+
+
+def steps_at(records: list[dict], compute: np.ndarray) -> list[float | None] | None:
+    """The step at each ``compute`` (an axis change for the band): interpolated between the
+    records' (compute, step) pairs, and past the last at the last third's steps per compute;
+    None where the records have fewer than two pairs. A NaN compute gives None."""
+    pairs = [(c, s) for r in records if (c := _number(r.get(rf.COMPUTE))) is not None
+             and (s := _number(r.get(rf.STEP))) is not None]  # fmt: skip
+    if len(pairs) < 2:
+        return None
+    c, s = (np.array(v, float) for v in zip(*pairs))
+    k = max(len(c) - max(len(c) // 3, 2), 0)
+    rate = (s[-1] - s[k]) / (c[-1] - c[k]) if c[-1] > c[k] else 0.0
+    x = np.asarray(compute, float)
+    out = np.where(x <= c[-1], np.interp(x, c, s), s[-1] + rate * (x - c[-1]))
+    return [None if not np.isfinite(v) else float(v) for v in out]
 
 
 def _triple(v) -> dict:

@@ -7,6 +7,7 @@ A run that cannot be fitted is listed with its reason, never dropped silently.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import numpy as np
@@ -14,14 +15,18 @@ import numpy as np
 from scalerl import runfolder as rf
 from scalerl.serve.runs import MAX_FITS, Found, Served
 
+NUMBER = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+BAND_POINTS = 30
 STUDY_WAIT = 5.0  # seconds a study page waits for its runs' laws before it answers with those made
 MAX_VERDICT = 20  # runs the page's verdict compares (each pair's refit at a shared A)
 
-__all__ = ["compare", "study"]
+__all__ = ["compare", "order", "study"]
 
 
-def study(served: Served, found: Found, runs: list[Found]) -> dict:
-    """A study's runs (those under its folder), compared, and its decisions when adaptive."""
+def study(served: Served, found: Found, runs: list[Found], baseline: str | None = None) -> dict:
+    """A study's runs (those under its folder), compared, and its decisions when adaptive: while
+    the study runs (``decisions.json``'s ``done`` is false) the rung under way and the decisions
+    so far, and no winner."""
     inside = {r.path.relative_to(found.path).as_posix(): r for r in runs
               if r.path != found.path and r.path.is_relative_to(found.path)}  # fmt: skip
     try:
@@ -30,41 +35,76 @@ def study(served: Served, found: Found, runs: list[Found]) -> dict:
         decided = None
     except (rf.BadRunFile, ValueError, RecursionError, UnicodeDecodeError) as err:
         decided = {"error": f"{found.path / rf.DECISIONS} cannot be read ({err})"}
-    return {"id": found.id, "folder": str(found.path), **compare(served, inside), "decisions": decided}
+    if isinstance(decided, dict) and "error" not in decided:
+        decided = _progress(decided)
+    return {"id": found.id, "folder": str(found.path), **compare(served, inside, baseline), "decisions": decided}
 
 
-def compare(served: Served, picked: dict[str, Found]) -> dict:
-    """Runs on one axis: each curve, the table of A, B and C_mid with their intervals and
-    ceiling verdicts (``fit.compare.fit_run``, fitted in the background once per change of a
-    log: ``Served.law``), and with two or more fitted runs the compare rule's verdict; each run
-    that could not be fitted (yet) with its reason (``unfitted``). A study of more than
-    ``MAX_FITS`` runs fits the first of them and says so."""
+def _progress(d: dict) -> dict:
+    """``decisions.json`` as the page shows it: a study not done has no winner, and says its rung."""
+    done = d.get("done", True)  # a file from before ``done`` existed is a finished study's
+    out = dict(d, done=bool(done))
+    if not done:
+        out["winner"] = None
+        u = d.get("under_way") or {}
+        running = u.get("running") or []
+        out["progress"] = (f"rung {u.get('rung', '?')} of {u.get('of', '?')} under way (to compute "
+                           f"{_fmt(u.get('at_compute'))}); {len(running)} point(s) running")  # fmt: skip
+    return out
+
+
+def _fmt(v) -> str:
+    return f"{v:.4g}" if isinstance(v, int | float) else "?"
+
+
+def order(names) -> list[str]:
+    """Names sorted with their numbers read as numbers (0.0003 after 5e-05, seed10 after seed9)."""
+    def key(name: str):
+        parts = NUMBER.split(name)
+        return [(0, float(p), "") if i % 2 else (1, 0.0, p) for i, p in enumerate(parts) if p != ""]
+
+    return sorted(names, key=lambda n: ([(t, v, w) for t, v, w in key(n)], n))
+
+
+def compare(served: Served, picked: dict[str, Found], baseline: str | None = None) -> dict:
+    """Runs on one axis: each curve with its law and its forecast band, the table of A, B and
+    C_mid with their intervals and ceiling verdicts (``fit.compare.fit_run``, fitted in the
+    background once per change of a log: ``Served.law``), and with two or more fitted runs the
+    compare rule's verdict; each run that could not be fitted (yet) with its reason
+    (``unfitted``); with a ``baseline``, every other run's differences from it
+    (``fit.versus``). A study of more than ``MAX_FITS`` runs fits the first of them and says so."""
     from scalerl.fit.compare import compare_runs
     from scalerl.fit.errors import CurveError
     from scalerl.fit.options import FitOptions
 
     options = FitOptions()
-    curves, fits, fitted, fit_of, unfitted = {}, [], [], {}, []
+    curves, fits, fitted, fit_of, unfitted, laws, made = {}, [], [], {}, [], {}, {}
     deadline = time.monotonic() + STUDY_WAIT
-    for i, (name, r) in enumerate(picked.items()):
+    for i, name in enumerate(order(picked)):
+        r = picked[name]
         view = served.view(r, wait=max(deadline - time.monotonic(), 0.0))
         if view.log is None:
             curves[name] = {"id": r.id, "compute": [], "value": []}
             unfitted.append({"run": name, "reason": view.error or "no evaluation yet"})
             continue
         curve = view.log.curve
-        curves[name] = {"id": r.id, "compute": curve.compute.tolist(), "value": curve.reward.tolist()}
+        fc = served.forecast(r, view, wait=max(deadline - time.monotonic(), 0.0)).forecast
+        made[name] = fc
+        curves[name] = {"id": r.id, "compute": curve.compute.tolist(), "value": curve.reward.tolist(),
+                        "band": _band(fc)}  # fmt: skip
         if i >= MAX_FITS:
             unfitted.append({"run": name, "reason": f"not fitted: a study page fits its first {MAX_FITS} runs; "
                                                     "compare the rest in smaller groups"})  # fmt: skip
             continue
-        made = served.law(r, view, wait=max(deadline - time.monotonic(), 0.0))
-        if made.forecast is None:
-            unfitted.append({"run": name, "reason": made.error or "being fitted"})
+        law = served.law(r, view, wait=max(deadline - time.monotonic(), 0.0))
+        if law.forecast is None:
+            unfitted.append({"run": name, "reason": law.error or "being fitted"})
             continue
-        run = made.forecast
+        run = law.forecast
+        laws[name] = run
         fitted.append(curve)
         fit_of[curve.name] = run.fit
+        curves[name]["law"] = _law_curve(run, float(curve.compute[-1]))
         row = {"run": name}
         for p in ("A", "B", "C_mid"):
             lo, hi = run.intervals.get(p, (None, None))
@@ -80,7 +120,47 @@ def compare(served: Served, picked: dict[str, Found]) -> dict:
             verdict = compare_runs(fitted, options=options, fits=fit_of).verdict.to_dict()
         except (CurveError, ValueError, np.linalg.LinAlgError) as err:
             verdict = {"error": str(err)}
-    return {"curves": curves, "fits": fits, "verdict": verdict, "unfitted": unfitted}
+    return {"curves": curves, "order": list(curves), "fits": fits, "verdict": verdict, "unfitted": unfitted,
+            "baseline": baseline, "versus": _versus(baseline, laws, made, options.level)}  # fmt: skip
+
+
+def _band(fc) -> dict | None:
+    """The run's forecast band ahead of its data (its one ``Forecast``), None before it has one."""
+    if fc is None or fc.draws is None:
+        return None
+    grid = np.linspace(fc.cut, max(fc.budget or 0.0, 2.0 * fc.cut), BAND_POINTS)
+    a = fc.at(grid)
+    return {"compute": grid.tolist(), "median": np.asarray(a.value).tolist(), "lo": np.asarray(a.lo).tolist(),
+            "hi": np.asarray(a.hi).tolist()}  # fmt: skip
+
+
+def _law_curve(run, end: float) -> dict:
+    """Eq. 1 with the run's fitted A, B, C_mid and R0 over its own range."""
+    from scalerl.fit.law import sigmoid
+
+    grid = np.linspace(end / BAND_POINTS, end, BAND_POINTS)
+    f = run.fit
+    return {"compute": grid.tolist(), "value": np.asarray(sigmoid(grid, f.A, f.B, f.C_mid, f.R0)).tolist()}
+
+
+def _versus(baseline: str | None, laws: dict, made: dict, level: float) -> dict | None:
+    """Each run against ``baseline``: ΔA, ΔB, ΔC_mid and the gap of the forecasts at the
+    baseline's budget (``fit.versus``); the reason where there is none."""
+    from scalerl.fit.versus import forecast_gap, parameter_gaps
+
+    if baseline is None:
+        return None
+    if baseline not in laws:
+        return {"error": f"the baseline {baseline} has no fit yet"}
+    base_fc = made.get(baseline)
+    at = None if base_fc is None else (base_fc.budget or 2.0 * base_fc.cut)
+    rows = []
+    for name, run in laws.items():
+        if name == baseline:
+            continue
+        gap = None if at is None or made.get(name) is None else forecast_gap(made[name], base_fc, at, level)
+        rows.append({"run": name, **parameter_gaps(run, laws[baseline]), "forecast": gap})
+    return {"at": at, "rows": rows}
 
 
 def _number(v) -> float | None:

@@ -137,7 +137,9 @@ def test_a_flat_run_is_not_learning_with_exit_0_and_a_chance_not_an_error(tmp_pa
     assert main(["plan", str(path), "--target", "0.6", "--budget-hours", "1"]) == 0
     assert main(["fit", str(path), "--target-reward", "0.6", "--no-budget"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "not learning: no rise detected" in out and "no crossing time" in out
+    assert "not learning: no rise detected" in out
+    # the flat band: no time; the late risers: their time, or a target none of them reached
+    assert "no crossing time" in out or "if it gets there: compute" in out or "0.6 is not reachable" in out
     assert "no sigmoid to fit" not in out and "inf" not in out.replace("finished", "")
 
 

@@ -12,8 +12,10 @@ Each draw's crossing ``C*_j`` (``crossing``) goes through the run's clock at its
   P(at all) the share within the horizon: the same draws, so P(within) <= P(at all).
 
 A target the run's own reads already reached needs no forecast: the answer is that moment.
-Where the forecast's state supports no crossing time (a run not learning, declining or with
-too few evaluations), the probabilities stand and the unconditional times are "never".
+Where the forecast's state supports no crossing time (a flat band, a decline, too few
+evaluations), the probabilities stand and the unconditional times are "never". A run not
+learning whose draws are the corpus's late risers is timed by them: its interval is then
+"[lo, never]" unless nearly every such run rose that far, and "if it gets there" is finite.
 """
 
 from __future__ import annotations

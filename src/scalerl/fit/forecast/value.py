@@ -99,9 +99,11 @@ class Forecast:
 
     @property
     def supported(self) -> bool:
-        """Whether the state supports a crossing time (a rising run; one whose training
-        reward it follows)."""
-        return self.state.name == st.RISING
+        """Whether the state supports a crossing time: a rising run (one whose training reward
+        it follows included), and a run not learning whose draws are the corpus's late risers
+        (``late``: the share that rose later, and how; its interval is then "[lo, never]", the
+        draws that never rise being "never"). A flat band, a decline or a divergence has none."""
+        return self.state.name == st.RISING or (self.state.name == st.NOT_LEARNING and self.method == "late risers")
 
     # --- answers ---------------------------------------------------------------------------
 
@@ -143,7 +145,7 @@ class Forecast:
             nan = (np.nan,) * 3
             return Reach(target, self.level, window, nan, np.nan, self.horizon, False, supported=False,
                          note=self.state.message, budget_compute=budget_compute, budget_hours=budget_hours)  # fmt: skip
-        note = "" if self.supported else self.state.message
+        note = "" if self.state.name == st.RISING else self.state.message
         return reach_of(cross, clock, budget_compute=budget_compute, budget_hours=budget_hours,
                         supported=self.supported, note=note)  # fmt: skip
 

@@ -88,6 +88,8 @@ def reach_sentences(f: Forecast, reach: Reach) -> list[str]:
         out.append(f"target {t:g} is not reachable: P(reaching it within {within}) = {reach.p_at_all:.3f}, below "
                    f"{(1 - reach.level) / 2:.3f}.")  # fmt: skip
     else:
+        if reach.note:  # a run not learning, timed by the corpus's late risers
+            out.append(f"{reach.note}.")
         hours = ""
         if reach.hours is not None:
             hours = (f", hours {triple_text(reach.hours, hours_text)}, device-hours "

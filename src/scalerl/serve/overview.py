@@ -1,0 +1,128 @@
+"""The runs list as an overview: every listed run's validation curve with its forecast band,
+the config values that differ between the runs, and the runs grouped by seed.
+
+- **Differing values.** Each run's ``config.yaml`` flattened to dotted keys
+  (``optim.lr``); the keys whose values are not all equal are the list's extra columns, at
+  most ``MAX_COLUMNS``, seed keys last.
+- **Seed groups.** Runs whose recipe and differing values agree except for a seed key
+  (``SEED_KEYS``) are one group. A group of two or more is drawn as its mean and its min-max
+  band on a shared compute grid (``GRID`` points over the range every member covers,
+  each member linearly interpolated there), as W&B groups runs.
+- **Bands.** Each run's forecast band is read from its one ``Forecast`` (``Served.forecast``:
+  never made here, only read from what the server keeps, so a page never waits for a fit).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+
+from scalerl.serve.runs import Found, Served
+
+__all__ = ["MAX_CURVES", "differing", "overview"]
+
+MAX_CURVES = 60  # runs an overview draws (the first, in the list's order); more are said
+MAX_COLUMNS = 8
+SEED_KEYS = ("train.seed", "seed")
+GRID = 60
+CURVE_POINTS = 300  # each curve thinned to at most this many points (every k-th, the last kept)
+BAND_POINTS = 24
+
+
+def flat(cfg: dict, prefix: str = "") -> dict[str, str]:
+    """``cfg`` as ``{"a.b": "value"}``, each value as compact JSON text."""
+    out = {}
+    for k, v in cfg.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out |= flat(v, key + ".")
+        else:
+            out[key] = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+    return out
+
+
+def differing(configs: dict[str, dict]) -> list[str]:
+    """The keys whose values differ between the runs (module docstring), seed keys last."""
+    flats = [flat(c) for c in configs.values()]
+    if len(flats) < 2:
+        return []
+    keys = sorted({k for f in flats for k in f})
+    diff = [k for k in keys if len({f.get(k) for f in flats}) > 1 and k != "name"]
+    diff.sort(key=lambda k: (k in SEED_KEYS, k))
+    return diff[:MAX_COLUMNS]
+
+
+def group_of(recipe: str, values: dict[str, str]) -> str:
+    """The seed group's name: the recipe and every differing value but the seed's."""
+    rest = ", ".join(f"{k}={v}" for k, v in values.items() if k not in SEED_KEYS)
+    return recipe + (f" ({rest})" if rest else "")
+
+
+def overview(served: Served, runs: Sequence[Found]) -> dict:
+    """Every run's curve and band, its differing values and group, and each group's mean and
+    band (module docstring)."""
+    views = {f.id: served.view(f, wait=0.0) for f in runs}
+    columns = differing({i: v.config for i, v in views.items()})
+    out, truncated = [], max(len(runs) - MAX_CURVES, 0)
+    for f in runs[:MAX_CURVES]:
+        view = views[f.id]
+        values = {k: flat(view.config).get(k) for k in columns}
+        recipe = str(view.config.get("name", ""))
+        row = {"id": f.id, "recipe": recipe, "state": view.state.state, "values": values,
+               "group": group_of(recipe, values), "compute": [], "value": [], "band": None}  # fmt: skip
+        if view.log is not None:
+            c, y = view.log.curve.compute, view.log.curve.reward
+            keep = _thin(c.size, CURVE_POINTS)
+            row |= {"compute": c[keep].tolist(), "value": y[keep].tolist(), "band": _band(served, f, view)}
+        out.append(row)
+    return {"runs": out, "columns": columns, "groups": groups(out), "truncated": truncated}
+
+
+def groups(rows: list[dict]) -> list[dict]:
+    """Each group of two or more runs with curves: its mean and min-max band on a shared grid."""
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        if len(r["compute"]) >= 2:
+            by.setdefault(r["group"], []).append(r)
+    out = []
+    for name, members in by.items():
+        if len(members) < 2:
+            continue
+        lo_c = max(m["compute"][0] for m in members)
+        hi_c = min(m["compute"][-1] for m in members)
+        if not hi_c > lo_c:
+            continue
+        grid = np.linspace(lo_c, hi_c, GRID)
+        ys = np.stack([np.interp(grid, m["compute"], m["value"]) for m in members])  # (runs, GRID)
+        out.append({"name": name, "runs": [m["id"] for m in members], "compute": grid.tolist(),
+                    "mean": ys.mean(axis=0).tolist(), "lo": ys.min(axis=0).tolist(), "hi": ys.max(axis=0).tolist()})  # fmt: skip
+    return out
+
+
+def _band(served: Served, found: Found, view) -> dict | None:
+    made = served.forecast(found, view)
+    f = made.forecast
+    if f is None or f.draws is None:
+        return None
+    end = max(f.budget or 0.0, 2.0 * f.cut)
+    grid = np.linspace(f.cut, end, BAND_POINTS)
+    a = f.at(grid)
+    return {"compute": grid.tolist(), "median": np.asarray(a.value).tolist(), "lo": np.asarray(a.lo).tolist(),
+            "hi": np.asarray(a.hi).tolist(), "state": f.state.name}  # fmt: skip
+
+
+def _thin(n: int, most: int) -> np.ndarray:
+    if n <= most:
+        return np.arange(n)
+    idx = np.arange(0, n, int(np.ceil(n / most)))
+    return np.unique(np.append(idx, n - 1))
+
+
+def config_values(served: Served, runs: Sequence[Found]) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The differing keys, and each run's values of them (the runs list's extra columns)."""
+    configs = {f.id: served.view(f, wait=0.0).config for f in runs}
+    columns = differing(configs)
+    return columns, {i: {k: flat(c).get(k) for k in columns} for i, c in configs.items()}
+
