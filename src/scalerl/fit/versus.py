@@ -5,7 +5,8 @@
   side by side: ``lo = Δ - sqrt((A - A_lo)^2 + (A_base,hi - A_base)^2)`` and ``hi = Δ +
   sqrt((A_hi - A)^2 + (A_base - A_base,lo)^2)`` (the usual interval of a difference of two
   independent estimates, kept asymmetric as each fit's profile interval is). A parameter
-  either fit leaves without an interval (a ceiling the data cannot pin) has none here.
+  either fit leaves without an interval has none here, and neither has ΔA where either
+  ceiling is not identified (``Uncertainty.identified``): its interval would be the box's.
 - **Forecast at a compute.** ``Δ mu(C) = mu(C) - mu_base(C)`` from the two forecasts' draws
   (``Forecast.draws``), each in its own random order (as ``choose.p_best`` pairs them: the
   draws of one forecast are stratified in a fixed order), and the median and the ``level``
@@ -29,7 +30,9 @@ def parameter_gaps(run: RunFit, base: RunFit) -> dict[str, dict]:
     for p in PARAMS:
         v, b = float(getattr(run.fit, p)), float(getattr(base.fit, p))
         gap = {"value": v - b, "lo": None, "hi": None}
-        if p in run.intervals and p in base.intervals:
+        if p == "A" and not (run.identified and base.identified):
+            gap["why"] = "a ceiling the data cannot pin down: no interval for its difference"
+        elif p in run.intervals and p in base.intervals:
             (lo, hi), (blo, bhi) = run.intervals[p], base.intervals[p]
             if all(math.isfinite(x) for x in (lo, hi, blo, bhi)):
                 gap["lo"] = v - b - math.hypot(v - lo, bhi - b)

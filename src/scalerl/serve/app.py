@@ -152,6 +152,7 @@ def build_app(roots: Sequence[Path]) -> Starlette:
         Route("/api/run/{rid:path}", api_run),
         Route("/api/study/{sid:path}", api_study),
         Route("/static/{name}", static),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),  # no icon, and no 404 in the console
     ])  # fmt: skip
     app.state.served = served
     return app

@@ -77,7 +77,9 @@ def overview(served: Served, runs: Sequence[Found]) -> dict:
             keep = _thin(c.size, CURVE_POINTS)
             row |= {"compute": c[keep].tolist(), "value": y[keep].tolist(), "band": _band(served, f, view)}
         out.append(row)
-    return {"runs": out, "columns": columns, "groups": groups(out), "truncated": truncated}
+    units = sorted({served.unit(f) for f in runs[:MAX_CURVES]})
+    unit = units[0] if len(units) == 1 else "mixed: " + ", ".join(units) if units else "device-hours"
+    return {"runs": out, "columns": columns, "groups": groups(out), "truncated": truncated, "unit": unit}
 
 
 def groups(rows: list[dict]) -> list[dict]:

@@ -77,6 +77,7 @@ class Served:
         self.reads = Background("read", workers=2)
         self.laws = Background("law")
         self._found: tuple[float, list[Found]] | None = None
+        self._units: dict[str, tuple] = {}  # run id -> (plan.json's stamp, its compute unit)
         self.truncated = False
 
     # --- discovery -------------------------------------------------------------------------
@@ -164,6 +165,21 @@ class Served:
         """The run's forecast metric's column (``forecast.metric``)."""
         return rf.VAL_REWARD_MEAN if rf.section(config, "forecast").get("metric") == "reward_mean" else rf.VAL_PASS_RATE
 
+    def unit(self, found: Found) -> str:
+        """The run's compute unit (``runfolder.compute_unit`` of its ``plan.json``), read once per
+        change of that file."""
+        stamp = self.files.stamp(found.path / rf.PLACEMENT)
+        hit = self._units.get(found.id)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        try:
+            plan = _json_or_none(self.files.text(found.path / rf.PLACEMENT))
+        except (rf.BadRunFile, OSError):
+            plan = None
+        unit = rf.compute_unit(plan)
+        self._units[found.id] = (stamp, unit)
+        return unit
+
     # --- its forecast ------------------------------------------------------------------------
 
     def forecast(self, found: Found, view: RunView, wait: float = 0.0) -> Made:
@@ -242,7 +258,7 @@ class Served:
         if made.forecast is not None and made.forecast.draws is not None and compute:
             fitted = np.asarray(made.forecast.at(np.asarray(compute)).value).tolist()  # the forecast at each x
         return head | {
-            "units": {"compute": rf.compute_unit(plan), "hours": "hours since the run started", "step": "step"},
+            "units": {"compute": self.unit(found), "hours": "hours since the run started", "step": "step"},
             "validation": {"compute": compute, "value": [float(r[y]) for r in evals],
                            "hours": [(_number(r.get(rf.WALL)) or 0.0) / 3600.0 for r in evals],
                            "step": [_number(r.get(rf.STEP)) for r in evals],

@@ -120,7 +120,9 @@ def compare(served: Served, picked: dict[str, Found], baseline: str | None = Non
             verdict = compare_runs(fitted, options=options, fits=fit_of).verdict.to_dict()
         except (CurveError, ValueError, np.linalg.LinAlgError) as err:
             verdict = {"error": str(err)}
-    return {"curves": curves, "order": list(curves), "fits": fits, "verdict": verdict, "unfitted": unfitted,
+    units = sorted({served.unit(r) for r in picked.values()})
+    unit = units[0] if len(units) == 1 else "mixed: " + ", ".join(units) if units else "device-hours"
+    return {"curves": curves, "order": list(curves), "unit": unit, "fits": fits, "verdict": verdict, "unfitted": unfitted,
             "baseline": baseline, "versus": _versus(baseline, laws, made, options.level)}  # fmt: skip
 
 
