@@ -24,7 +24,7 @@ def test_the_runs_list_and_a_runs_data(client):
     d = client.get("/api/runs").json()
     assert [r["id"] for r in d["runs"]] == ["scalerl/lr=1e-4/seed0", "scalerl/lr=1e-5/seed0"]
     assert [s["id"] for s in d["studies"]] == ["sweep"]
-    run = client.get("/api/run/scalerl/lr=1e-4/seed0").json()
+    run = _until(lambda: client.get("/api/run/scalerl/lr=1e-4/seed0").json(), lambda d: "median" in d["band"])
     assert run["state"] == "finished" and len(run["validation"]["value"]) == 13 and run["band"]["median"]
     hits = client.get("/api/run/scalerl/lr=1e-4/seed0/samples", params={"q": "40+2"}).json()
     assert [h["prompt"] for h in hits] == ["add 40+2 ="]

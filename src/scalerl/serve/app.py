@@ -69,6 +69,7 @@ def build_app(roots: Sequence[Path]) -> Starlette:
     def api_runs(request: Request):
         found = served.discover()
         runs = [f for f in found if f.kind == "run"]
+        served.prefetch(runs)
         columns, values = config_values(served, runs)
         return JSONResponse(json_safe({"runs": [served.summary(f) | {"values": values[f.id]} for f in runs],
                                        "columns": columns,

@@ -3,11 +3,11 @@ files (``runs.Served.view``), its one ``Forecast``, its law for a study's table.
 
 A page polls every few seconds and a live run's log changes at every step, so each is made at
 most once per version of the files (their sizes and modification times), in a few worker
-threads, and a request never waits on one for longer than a deadline: while the newest version
-is being made, the result for the one before is answered, marked stale; a run seen for the first
-time waits up to ``FIRST_WAIT_S`` for its first, then is answered "being made". A failure is
-kept as its one sentence. A huge or slow run is so marked, never waited on, and never delays
-another run's page or a static file.
+threads, and a request never waits on one for longer than its deadline: while the newest version
+is being made, the result for the one before is answered, marked stale; a key seen for the first
+time waits up to its own first deadline (``first_wait``), then is answered "being made". A
+failure is kept as its one sentence. A huge or slow run is so marked, never waited on past
+those, and never delays another run's page or a static file.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 __all__ = ["Background", "Forecasts", "Made"]
 
-FIRST_WAIT_S = 3.0
 MAX_KEPT = 4096
 
 
@@ -45,9 +44,11 @@ class Background:
         self._running: dict[str, tuple[tuple, Future]] = {}
         self._closed = False
 
-    def get(self, key: str, stamp: tuple, make: Callable[[], object], wait: float = 0.0) -> Made:
-        """The forecast of ``key``'s log at ``stamp`` (``make()`` makes it), waiting at most
-        ``wait`` seconds (``FIRST_WAIT_S`` the first time a log is seen)."""
+    def get(self, key: str, stamp: tuple, make: Callable[[], object], wait: float = 0.0,
+            first_wait: float | None = None) -> Made:
+        """The result for ``key`` at ``stamp`` (``make()`` makes it), waiting at most ``wait``
+        seconds where an older one can be answered meanwhile, and ``first_wait`` (default
+        ``wait``) where none has been made yet."""
         with self._lock:
             latest = self._latest.get(key)
             if latest is not None and latest[0] == stamp:
@@ -63,7 +64,7 @@ class Background:
                 running = self._running[key] = (stamp, self._pool.submit(_guarded, make))
         if running is None:
             return Made(error="the server is stopping")
-        limit = wait if latest is not None else max(wait, FIRST_WAIT_S)
+        limit = wait if latest is not None or first_wait is None else first_wait
         try:
             running[1].result(timeout=limit)
         except Late:

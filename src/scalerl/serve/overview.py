@@ -104,15 +104,14 @@ def groups(rows: list[dict]) -> list[dict]:
 
 
 def _band(served: Served, found: Found, view) -> dict | None:
-    made = served.forecast(found, view)
-    f = made.forecast
-    if f is None or f.draws is None:
+    drawn = served.forecast(found, view).forecast
+    if drawn is None or drawn.band is None:
         return None
-    end = max(f.budget or 0.0, 2.0 * f.cut)
-    grid = np.linspace(f.cut, end, BAND_POINTS)
-    a = f.at(grid)
-    return {"compute": grid.tolist(), "median": np.asarray(a.value).tolist(), "lo": np.asarray(a.lo).tolist(),
-            "hi": np.asarray(a.hi).tolist(), "state": f.state.name}  # fmt: skip
+    keep = _thin(drawn.grid.size, BAND_POINTS)
+    a = drawn.band
+    return {"compute": drawn.grid[keep].tolist(), "median": np.asarray(a.value)[keep].tolist(),
+            "lo": np.asarray(a.lo)[keep].tolist(), "hi": np.asarray(a.hi)[keep].tolist(),
+            "state": drawn.forecast.state.name}  # fmt: skip
 
 
 def _thin(n: int, most: int) -> np.ndarray:

@@ -28,7 +28,7 @@ from scalerl import runfolder as rf
 from scalerl.serve.files import MAX_SMALL, Files
 from scalerl.serve.forecasts import Background, Made
 
-__all__ = ["Found", "Served"]
+__all__ = ["Drawn", "Found", "Served"]
 
 TRAINING = (rf.TRAIN_REWARD, "pass_rate", "completion_len", "truncation_rate", "entropy", "staleness_mean",
             "mismatch_kl", "loss", "grad_norm")  # fmt: skip
@@ -36,10 +36,11 @@ TRAINING = (rf.TRAIN_REWARD, "pass_rate", "completion_len", "truncation_rate", "
 NOT_FUNCTIONS = (rf.TRAIN_REWARD, "reward_none", "reward_errors")
 GRID = 60  # the band's compute points ahead of the data
 DISCOVER_S = 2.0  # a discovery of the served folders is reused this long
-READ_WAIT = 2.0  # seconds a request waits for a run's files to be read before it says "being read"
+READ_WAIT = 2.0  # seconds a request waits for a run's files to be read the first time, before "being read"
+READ_AGAIN = 0.15  # ... and for a newer version of them, before it answers the one before (the next poll has it)
 MAX_FITS = 60  # runs a study's table fits the law of; more are listed, said, and left out
 MAX_RUNS = 5000  # runs a served folder may hold; more are left out, and said
-FIRST_WAIT = 3.0  # seconds a page waits for a run's forecast before it is answered "being made"
+PAGE_WAIT = 0.5  # seconds a run's page waits for its first forecast before it is answered "being made"
 
 
 @dataclass(frozen=True)
@@ -117,12 +118,13 @@ class Served:
 
     # --- one run's files -------------------------------------------------------------------
 
-    def view(self, found: Found, wait: float = READ_WAIT) -> RunView:
+    def view(self, found: Found, wait: float = READ_AGAIN, first_wait: float | None = READ_WAIT) -> RunView:
         """The run's files as they are now, read once per change of them in a background thread
-        (a huge log is marked "being read", never waited on past ``wait``); its state is read every
-        time (a run stops being "running" when its files stop changing)."""
+        (a huge log is marked "being read", never waited on past ``first_wait``; a newer version
+        past ``wait``, the one before answered meanwhile); its state is read every time (a run
+        stops being "running" when its files stop changing)."""
         stamp = tuple(self.files.stamp(found.path / n) for n in (rf.METRICS, rf.CONFIG))
-        made = self.reads.get(found.id, stamp, lambda: self._read(found), wait)
+        made = self.reads.get(found.id, stamp, lambda: self._read(found), wait, first_wait)
         view = made.forecast
         if view is None:  # being read, or the read itself failed
             return RunView(state=rf.RunState("reading" if made.pending else "unreadable", made.error or
@@ -131,6 +133,12 @@ class Served:
             return view
         state = rf.run_state(found.path, view.records, view.config, read=self.files.tail)
         return RunView(view.records, view.config, state, view.log, view.error)
+
+    def prefetch(self, runs: Sequence[Found]) -> None:
+        """Start reading every run's newest files at once (a list's rows then wait on reads
+        already under way, in the read workers, rather than one after another)."""
+        for found in runs:
+            self.view(found, wait=0.0, first_wait=0.0)
 
     def _read(self, found: Found) -> RunView:
         from scalerl.fit.errors import CurveError
@@ -182,16 +190,16 @@ class Served:
 
     # --- its forecast ------------------------------------------------------------------------
 
-    def forecast(self, found: Found, view: RunView, wait: float = 0.0) -> Made:
+    def forecast(self, found: Found, view: RunView, wait: float = 0.0, first_wait: float | None = None) -> Made:
         """The run's one forecast (``forecasts``), made as ``scalerl plan RUN`` makes it."""
         if view.log is None:
             return Made(error=view.error or "no evaluation yet")
         stamp = self.files.stamp(found.path / rf.METRICS)
-        return self.forecasts.get(found.id, stamp, lambda: _forecast_of(view.log), wait)
+        return self.forecasts.get(found.id, stamp, lambda: _forecast_of(view.log), wait, first_wait)
 
     # --- what the pages read -------------------------------------------------------------------
 
-    def summary(self, found: Found, wait: float = 0.0) -> dict:
+    def summary(self, found: Found, wait: float = 0.0, first_wait: float | None = None) -> dict:
         """One row of the runs list: the run's state and progress, and its forecast's answers."""
         view = self.view(found)
         records, cfg = view.records, view.config
@@ -205,11 +213,13 @@ class Served:
                "reward": _number(next((r[rf.TRAIN_REWARD] for r in reversed(records) if rf.TRAIN_REWARD in r), None)),
                "val": _number(evals[-1][y]) if evals else None,
                "val_step": _number(evals[-1].get(rf.STEP)) if evals else None, "target": target}  # fmt: skip
-        return row | self._answers(found, view, target, wait)
+        return row | self._answers(found, view, target, wait, first_wait)
 
-    def _answers(self, found: Found, view: RunView, target: float | None, wait: float) -> dict:
-        made = self.forecast(found, view, wait)
-        f = made.forecast
+    def _answers(self, found: Found, view: RunView, target: float | None, wait: float,
+                 first_wait: float | None) -> dict:  # fmt: skip
+        made = self.forecast(found, view, wait, first_wait)
+        drawn: Drawn | None = made.forecast
+        f = None if drawn is None else drawn.forecast
         none = {"median": None, "lo": None, "hi": None}
         head = {"budget": None, "state": None, "method": None, "note": made.error, "stale": made.stale, "cut": None}
         out = {"forecast": none | head, "hours_to_target": dict(none), "compute_to_target": dict(none), "p_reach": None}
@@ -224,10 +234,10 @@ class Served:
         out["forecast"] |= {"state": f.state.name, "method": f.method, "note": f.state.message, "cut": f.cut,
                             "level": f.level, "budget": f.budget}  # fmt: skip
         if f.budget is not None and f.draws is not None:
-            a = f.at(f.budget)
+            a = drawn.at_budget
             out["forecast"] |= {"median": a.value, "lo": a.pred_lo, "hi": a.pred_hi, "band_lo": a.lo, "band_hi": a.hi}
         if target is not None:
-            reach = f.reach(target)
+            reach = drawn.reach if drawn.target == target else f.reach(target)  # a target changed since
             out["compute_to_target"] = _triple(reach.compute)
             out["hours_to_target"] = _triple(reach.hours) if reach.hours else dict(none)
             out["p_reach"] = reach.p_within
@@ -236,12 +246,12 @@ class Served:
                 out["hours_note"] = f.log.clock_error() if f.clock is None else "not reached within the horizon"
         return out
 
-    def detail(self, found: Found, wait: float = FIRST_WAIT) -> dict:
+    def detail(self, found: Found, wait: float = 0.0, first_wait: float | None = PAGE_WAIT) -> dict:
         """Everything a run's page draws: the validation curve against compute and hours with
         the forecast ahead of it, the training curves, where the roles ran, the config and the
         resume command."""
         view = self.view(found)
-        head = self.summary(found, wait)
+        head = self.summary(found, wait, first_wait)
         records, y = view.records, head["metric"]
         evals = [r for r in records if _number(r.get(y)) is not None and _number(r.get(rf.COMPUTE)) is not None]
         keys = [k for k in TRAINING if any(_number(r.get(k)) is not None for r in records)]
@@ -253,10 +263,10 @@ class Served:
             placed = json.dumps({"not shown": str(err)})
         plan = _json_or_none(placed)
         compute = [float(r[rf.COMPUTE]) for r in evals]
-        made = self.forecast(found, view)
-        fitted = None
-        if made.forecast is not None and made.forecast.draws is not None and compute:
-            fitted = np.asarray(made.forecast.at(np.asarray(compute)).value).tolist()  # the forecast at each x
+        drawn = self.forecast(found, view).forecast
+        fitted = None  # the forecast at each evaluation, where the forecast saw the same ones
+        if drawn is not None and drawn.fitted is not None and len(drawn.fitted) == len(compute):
+            fitted = drawn.fitted
         return head | {
             "units": {"compute": self.unit(found), "hours": "hours since the run started", "step": "step"},
             "validation": {"compute": compute, "value": [float(r[y]) for r in evals],
@@ -279,12 +289,11 @@ class Served:
         median, its band and the predictive interval on a grid from the cut to the budget (2x the
         compute so far without one), against compute and hours; the target's crossing."""
         made = self.forecast(found, view)
-        f = made.forecast
+        drawn: Drawn | None = made.forecast
+        f = None if drawn is None else drawn.forecast
         if f is None or f.draws is None:
             return {"error": made.error or (f.state.message if f is not None else "being made")}
-        end = max(f.budget or 0.0, 2.0 * f.cut)
-        grid = np.linspace(f.cut, end, GRID)
-        a = f.at(grid)
+        grid, a = drawn.grid, drawn.band
         clock = f.clock
         out = {"compute": grid.tolist(), "median": np.asarray(a.value).tolist(), "lo": np.asarray(a.lo).tolist(),
                "hi": np.asarray(a.hi).tolist(), "pred_lo": np.asarray(a.pred_lo).tolist(),
@@ -328,14 +337,37 @@ class Served:
             background.close()
 
 
-def _forecast_of(log):
+@dataclass(frozen=True, eq=False)
+class Drawn:
+    """A run's one ``Forecast`` and what its pages read off it, all made in the background
+    thread with it (the band at a grid costs more than a poll: ``Forecast.at`` projects the
+    law's band at every point): the forecast at the budget, the answer for the run's own
+    target, the band from the cut to the budget (2x the compute so far without one), and
+    the forecast at each evaluation it saw."""
+
+    forecast: Any
+    target: float | None = None
+    at_budget: Any = None
+    reach: Any = None
+    grid: np.ndarray | None = None
+    band: Any = None
+    fitted: list[float] | None = None
+
+
+def _forecast_of(log) -> Drawn:
     """The run's one forecast: its folder's ``forecast.*`` settings, its own budget, as ``plan``."""
     from scalerl.fit.forecast import ForecastOptions, forecast_of
     from scalerl.fit.forecast.options import forecast_defaults
     from scalerl.fit.options import FitOptions
 
     fit = FitOptions.from_given(forecast_defaults(log.config))
-    return forecast_of(log, options=ForecastOptions(fit=fit, budget=log.budget))
+    f = forecast_of(log, options=ForecastOptions(fit=fit, budget=log.budget))
+    reach = None if log.target is None else f.reach(log.target)
+    if f.draws is None:
+        return Drawn(f, log.target, reach=reach)
+    grid = np.linspace(f.cut, max(f.budget or 0.0, 2.0 * f.cut), GRID)
+    return Drawn(f, log.target, None if f.budget is None else f.at(f.budget), reach, grid, f.at(grid),
+                 np.asarray(f.at(log.curve.compute).value).tolist())  # fmt: skip
 
 
 def steps_at(records: list[dict], compute: np.ndarray) -> list[float | None] | None:

@@ -16,7 +16,7 @@ from scalerl import runfolder as rf
 from scalerl.serve.runs import MAX_FITS, Found, Served
 
 NUMBER = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
-BAND_POINTS = 30
+BAND_POINTS = 30  # points of each run's law on the chart
 STUDY_WAIT = 5.0  # seconds a study page waits for its runs' laws before it answers with those made
 MAX_VERDICT = 20  # runs the page's verdict compares (each pair's refit at a shared A)
 
@@ -88,10 +88,10 @@ def compare(served: Served, picked: dict[str, Found], baseline: str | None = Non
             unfitted.append({"run": name, "reason": view.error or "no evaluation yet"})
             continue
         curve = view.log.curve
-        fc = served.forecast(r, view, wait=max(deadline - time.monotonic(), 0.0)).forecast
-        made[name] = fc
+        drawn = served.forecast(r, view, wait=max(deadline - time.monotonic(), 0.0)).forecast
+        made[name] = None if drawn is None else drawn.forecast
         curves[name] = {"id": r.id, "compute": curve.compute.tolist(), "value": curve.reward.tolist(),
-                        "band": _band(fc)}  # fmt: skip
+                        "band": _band(drawn)}  # fmt: skip
         if i >= MAX_FITS:
             unfitted.append({"run": name, "reason": f"not fitted: a study page fits its first {MAX_FITS} runs; "
                                                     "compare the rest in smaller groups"})  # fmt: skip
@@ -126,13 +126,13 @@ def compare(served: Served, picked: dict[str, Found], baseline: str | None = Non
             "baseline": baseline, "versus": _versus(baseline, laws, made, options.level)}  # fmt: skip
 
 
-def _band(fc) -> dict | None:
-    """The run's forecast band ahead of its data (its one ``Forecast``), None before it has one."""
-    if fc is None or fc.draws is None:
+def _band(drawn) -> dict | None:
+    """The run's forecast band ahead of its data (its one ``Forecast``, drawn in the
+    background: ``runs.Drawn``), None before it has one."""
+    if drawn is None or drawn.band is None:
         return None
-    grid = np.linspace(fc.cut, max(fc.budget or 0.0, 2.0 * fc.cut), BAND_POINTS)
-    a = fc.at(grid)
-    return {"compute": grid.tolist(), "median": np.asarray(a.value).tolist(), "lo": np.asarray(a.lo).tolist(),
+    a = drawn.band
+    return {"compute": drawn.grid.tolist(), "median": np.asarray(a.value).tolist(), "lo": np.asarray(a.lo).tolist(),
             "hi": np.asarray(a.hi).tolist()}  # fmt: skip
 
 
