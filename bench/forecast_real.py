@@ -23,12 +23,14 @@ evaluations inside the cut, **the run itself never in its own prior**:
   - ``validation alone``: the same with ``train_reward="none"``;
   - ``with the siblings' prior``: the same under the prior learned from the run's siblings (the
     other runs of its family; ``prior.runs.load_prior``, as ``--prior-runs`` does);
-  - ``power law``: App. A.4's ``R = A - D / C^B`` (``fit_power_law``), its band by the delta
-    method on the least-squares covariance, plus the evaluation noise;
+  - the baselines of ``bench/baselines.py``, each one registered function: App. A.4's power
+    law ``R = A - D / C^B``, the learning-curve literature's POW4 and MMF4, the entropy law
+    ``R = -a e^H + b`` where a log has entropy (each band by the delta method on its least-squares
+    covariance, plus the evaluation noise), and the last value;
   - ``stack``: the two laws' predictive distributions mixed with pseudo-BMA weights, each
     law's Gaussian log score on the last third of the cut when fitted on the first two;
-  - ``last value``: no law, the mean of the last 5 evaluations and its noise: the baseline a
-    forecast has to beat on width and coverage both.
+    the last value (the mean of the last 5 evaluations and its noise: the certified
+    pruner's predictor) is the one a forecast has to beat on width and coverage both.
 * **Time to target** (``plan``'s answer, ``Forecast.reach``, read as the mean of 5
   evaluations): targets at 60, 75 and 90% of the rise the run's smoothed curve still made
   after the cut (``plan_accuracy.targets``); coverage of the 95% interval of hours, how often
@@ -57,18 +59,17 @@ from pathlib import Path
 
 import numpy as np
 from scipy import stats
-from scipy.optimize import approx_fprime
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import population  # noqa: E402
+from baselines import BASELINES, Cut  # noqa: E402
 from plan_accuracy import smooth, targets  # noqa: E402
 
-from scalerl.fit import FitOptions, fit_power_law  # noqa: E402
+from scalerl.fit import FitOptions  # noqa: E402
 from scalerl.fit.errors import CurveError, CurveWarning  # noqa: E402
 from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of  # noqa: E402
 from scalerl.fit.forecast.rise import rise  # noqa: E402
-from scalerl.fit.law import power_law  # noqa: E402
 from scalerl.fit.prior.runs import load_prior  # noqa: E402
 from scalerl.fit.readers import Columns, Curve  # noqa: E402
 from scalerl.runfolder import read_records  # noqa: E402
@@ -80,7 +81,7 @@ WINDOW = 5
 REACH_STEPS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 LEVEL = 0.95
 Z = float(stats.norm.ppf(0.975))
-METHODS = ("shipped", "validation alone", "with the siblings' prior", "power law", "stack", "last value")
+METHODS = ("shipped", "validation alone", "with the siblings' prior", "stack", *BASELINES)
 VARIANTS = ("shipped", "validation alone", "with the siblings' prior")  # the forecasts scored for time and P(reach)
 SETTINGS = {"shipped": {}, "validation alone": {"train_reward": "none"}, "with the siblings' prior": {"prior": True}}
 MIN_POINTS = 6
@@ -97,6 +98,7 @@ class Run:
     y: np.ndarray  # (n,) validation pass rate
     wall_s: np.ndarray  # (n,) seconds since the start
     train: np.ndarray  # (n,) mean training reward since the evaluation before (nan: not logged)
+    entropy: np.ndarray | None = None  # (n,) mean policy entropy since the evaluation before (nan: not logged)
 
     def log(self) -> RunLog:
         """The run's log as ``scalerl plan`` reads it: validation, training reward (one bin per
@@ -111,8 +113,9 @@ def _run(family: str, path: Path, siblings: str, x: str, wall: str | None) -> Ru
     xs = np.array([float(r[x]) for r in recs])
     w = np.array([float(r[wall]) for r in recs]) if wall else xs * 3600.0 / 2.0
     t = np.array([float(r["train_reward"]) if isinstance(r.get("train_reward"), int | float) else np.nan for r in recs])
+    h = np.array([float(r["entropy"]) if isinstance(r.get("entropy"), int | float) else np.nan for r in recs])
     return Run(family, path.stem, path, siblings, Columns(x=x, y="val_pass_rate"), xs,
-               np.array([float(r["val_pass_rate"]) for r in recs]), w, t)  # fmt: skip
+               np.array([float(r["val_pass_rate"]) for r in recs]), w, t, h)  # fmt: skip
 
 
 def runs(quick: bool) -> list[Run]:
@@ -131,20 +134,8 @@ def runs(quick: bool) -> list[Run]:
 
 
 def _powerlaw_normal(x, y, C, sigma):
-    """(mean, sd) of one evaluation at C under the power law: delta-method band and noise."""
-    p = fit_power_law(x, y)
-    theta = np.array([p.A, p.D, p.B])
-    keep = x >= p.c0
-
-    def resid(t):
-        return power_law(x[keep], *t) - y[keep]
-
-    J = np.array([approx_fprime(theta, lambda t, i=i: resid(t)[i], 1e-7) for i in range(int(keep.sum()))])
-    dof = max(int(keep.sum()) - 3, 1)
-    s2 = float(np.sum(resid(theta) ** 2) / dof)
-    cov = s2 * np.linalg.pinv(J.T @ J)
-    g = approx_fprime(theta, lambda t: float(power_law(C, *t)), 1e-7)
-    return float(power_law(C, *theta)), float(np.sqrt(max(g @ cov @ g, 0.0) + sigma**2))
+    """(mean, sd) of one evaluation at C under the power law (``baselines.py``)."""
+    return BASELINES["power law"](Cut(x, y, sigma), C)
 
 
 def _sigmoid_normal(x, y, C, options):
@@ -218,9 +209,16 @@ def final_cases(run: Run, frac: float, options: FitOptions, made: dict) -> list[
         mu = f.draws.curves(np.array([C]))[:, 0] + np.random.default_rng(0).standard_normal(f.draws.n) * f.draws.sigma
         draws[variant] = mu
         add(variant, *np.quantile(mu, [0.025, 0.5, 0.975]), source=f.method)
+    cut = Cut(x, y, sigma, None if run.entropy is None else run.entropy[k])
+    for name, fn in BASELINES.items():  # bench/baselines.py: each one function, scored on the same cut
+        try:
+            m, sd = fn(cut, C)
+            if np.isfinite(m) and np.isfinite(sd):  # a rate: its interval within [0, 1], as the forecast's
+                add(name, max(m - Z * sd, 0.0), m, min(m + Z * sd, 1.0))
+        except (CurveError, np.linalg.LinAlgError, ValueError) as err:
+            print(f"  {run.name} cut {frac:.0%}: {name}: {err}", file=sys.stderr)
     try:
         m, sd = _powerlaw_normal(x, y, C, sigma)
-        add("power law", m - Z * sd, m, m + Z * sd)
         w = _stack_weight(x, y, options, sigma)
         rng = np.random.default_rng(1)
         n = draws["validation alone"].size
@@ -229,9 +227,6 @@ def final_cases(run: Run, frac: float, options: FitOptions, made: dict) -> list[
         add("stack", *np.quantile(mix, [0.025, 0.5, 0.975]))
     except (CurveError, np.linalg.LinAlgError, ValueError) as err:
         print(f"  {run.name} cut {frac:.0%}: power law: {err}", file=sys.stderr)
-    last = y[-WINDOW:]
-    half = Z * sigma * np.sqrt(1.0 + 1.0 / last.size)
-    add("last value", last.mean() - half, last.mean(), last.mean() + half)
     return out
 
 
