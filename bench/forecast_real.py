@@ -81,8 +81,8 @@ WINDOW = 5
 REACH_STEPS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 LEVEL = 0.95
 Z = float(stats.norm.ppf(0.975))
-METHODS = ("shipped", "validation alone", "with the siblings' prior", "stack", *BASELINES)
-VARIANTS = ("shipped", "validation alone", "with the siblings' prior")  # the forecasts scored for time and P(reach)
+METHODS = ("shipped", "validation alone", "with the siblings' prior", "prequential mixture", "stack", *BASELINES)
+VARIANTS = ("shipped", "validation alone", "with the siblings' prior", "prequential mixture")  # scored for time and P(reach)
 SETTINGS = {"shipped": {}, "validation alone": {"train_reward": "none"}, "with the siblings' prior": {"prior": True}}
 MIN_POINTS = 6
 
@@ -190,7 +190,48 @@ def forecasts(run: Run, frac: float, options: FitOptions, prior, table: Path) ->
     for variant, change in SETTINGS.items():
         change = {"prior": prior} if change.get("prior") else change
         out[variant] = forecast_of(run.log(), cut=cut, options=base.with_(**change))
+    mixed = prequential(run, cut, base, out)
+    if mixed is not None:
+        out["prequential mixture"] = mixed
     return out
+
+
+def prequential(run: Run, cut: float, base: ForecastOptions, made: dict):
+    """Issue 48, item 2, beside the fixed order: the shipped forecast's method and the
+    validation's own fit mixed by how well each predicted this run's later evaluations from its
+    earlier ones (a rolling origin on the run itself: each forecast from the cut's first two
+    thirds, scored by the Gaussian log density of the last third under its predictive draws;
+    pseudo-BMA weights). Where the shipped forecast is the validation's own, it is itself."""
+    from dataclasses import replace
+
+    from scalerl.fit.forecast.draws import mixture
+
+    shipped, alone = made["shipped"], made["validation alone"]
+    if shipped.draws is None or alone.draws is None:
+        return None
+    if shipped.method == alone.method:
+        return replace(shipped, method="prequential mixture: " + shipped.method)
+    x = run.x[run.x <= cut]
+    m = max(int(x.size * 2 / 3), MIN_POINTS)
+    if x.size - m < 2:
+        return replace(shipped, method="prequential mixture: " + shipped.method)
+    scores = []
+    for change in ({}, {"train_reward": "none"}):
+        try:
+            f = forecast_of(run.log().upto(cut), cut=float(x[m - 1]), options=base.with_(**change))
+        except CurveError:
+            return None
+        if f.draws is None:
+            return None
+        mu = f.draws.curves(x[m:])  # (n, h) the expected curve at the held-out evaluations
+        sd = np.sqrt(mu.var(axis=0) + f.draws.sigma**2)
+        scores.append(float(stats.norm.logpdf(run.y[m:x.size], mu.mean(axis=0), sd).sum()))
+    s = np.array(scores)
+    w = np.exp(s - s.max())
+    w = w / w.sum()
+    draws = mixture([(w[0], shipped.draws), (w[1], alone.draws)])
+    return replace(shipped, draws=draws, method="prequential mixture",
+                   weights={shipped.method: float(w[0]), "fit": float(w[1])})  # fmt: skip
 
 
 def final_cases(run: Run, frac: float, options: FitOptions, made: dict) -> list[Final]:
