@@ -13,7 +13,9 @@ Points are independent runs, so the chance that point ``i`` is the best at the b
 
 with each point's draws paired in its own random order ``pi_i`` (the draws of one point are
 stratified quantiles in one fixed order; pairing them in that order would make all points
-move together). At each **rung** (compute ``first_rung``, then ``eta`` times that, ..., and
+move together). A rising point's draws are floored at what it has already shown (the mean of
+its last 5 evaluations less one standard error, ``shown``): its expected curve at the budget is
+never below its own recent level. At each **rung** (compute ``first_rung``, then ``eta`` times that, ..., and
 the budget), the survivors are cut to the rung, forecast at the budget, and those with
 ``P_i < threshold`` are stopped; the leader never is. At the budget itself the same rule reads
 the band of each survivor's value there: the survivors still above the threshold are **tied**,
@@ -44,6 +46,7 @@ ETA = 2.0
 """Each rung is this many times the compute of the one before (successive halving's eta)."""
 MIN_ETA = 1.5  # rungs closer than this decide on the same evaluations again and again
 MAX_RUNGS = 12  # a study of more rungs is refused (the adaptive spec's bound, ``experiments.adaptive``)
+SHOWN_WINDOW = 5  # evaluations a point's "already shown" level is the mean of (``shown``)
 FIRST_RUNG = 1.0 / 8.0
 """The first rung as a fraction of the budget, when none is given."""
 
@@ -88,7 +91,18 @@ def standing(log: RunLog, budget: float, options: ForecastOptions) -> Standing:
         raise CurveError(f"{log.curve.source}: {len(seen)} evaluation(s) up to compute {budget:.4g}; "
                          f"a forecast needs {MIN_EVALS}.")  # fmt: skip
     fc = forecast_of(log, cut=float(seen.compute[-1]), options=options.with_(budget=budget))
-    return Standing(log.name, fc.cut, fc.draws.curves(np.array([budget]))[:, 0], fc.method, fc.state.name)
+    draws = fc.draws.curves(np.array([budget]))[:, 0]
+    if fc.state.name == "rising":  # a rising curve ends no lower than it has already shown
+        draws = np.maximum(draws, shown(seen.reward, fc.draws.sigma))
+    return Standing(log.name, fc.cut, draws, fc.method, fc.state.name)
+
+
+def shown(reward: np.ndarray, sigma: float, window: int = SHOWN_WINDOW) -> float:
+    """What a point has already shown: the mean of its last ``window`` evaluations, less one
+    standard error of that mean (one evaluation's noise ``sigma`` over sqrt(window)), so that
+    noise alone does not raise the floor."""
+    last = np.asarray(reward, dtype=float)[-window:]
+    return float(last.mean() - sigma / np.sqrt(last.size))
 
 
 def p_best(standings: Sequence[Standing], seed: int = 0) -> dict[str, float]:
