@@ -1,9 +1,14 @@
-"""Run folders written as ``scalerl train`` writes them, for the serve tests."""
+"""Run folders written as ``scalerl train`` writes them, for the serve tests; ``live_server``
+runs the app on a free local port for the tests that need a real socket (a browser, a crowd)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import socket
+import threading
+import time
 from pathlib import Path
 
 import yaml
@@ -32,3 +37,29 @@ def write_run(run: Path, *, steps: int = 60, upto: int | None = None, target: fl
         for i, (p, c) in enumerate((("add 1+2 =", "<think></think> 3"), ("add 40+2 =", "<think></think> 41"))):
             f.write(json.dumps({"step": 5 * i, "prompt": p, "completion": c, "reward": 1.0 - i, "finish_reason": "stop"}) + "\n")
     return run
+
+
+@contextlib.contextmanager
+def live_server(roots, start_s: float = 60.0):
+    """``scalerl serve``'s app over ``roots`` in a uvicorn thread: yields its URL, and stops it
+    (asserting its thread ended) on the way out. Every wait is a bound, never a time asserted."""
+    import uvicorn
+
+    from scalerl.serve.app import build_app
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(build_app(list(roots)), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_s
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+    assert not thread.is_alive()

@@ -13,10 +13,8 @@ plan --json``'s. Every wait is a bound (the machine may be busy), never an exact
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -28,24 +26,10 @@ WAIT_MS = 300_000  # a generous bound for a busy machine; the run takes well und
 
 @pytest.fixture
 def served(tmp_path):
-    import uvicorn
+    from serve_runs import live_server
 
-    from scalerl.serve.app import build_app
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_app([tmp_path]), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
-    yield f"http://127.0.0.1:{port}", tmp_path
-    server.should_exit = True
-    thread.join(30)
-    assert not thread.is_alive()
+    with live_server([tmp_path]) as url:
+        yield url, tmp_path
 
 
 def _train(model_dir, out) -> subprocess.Popen:

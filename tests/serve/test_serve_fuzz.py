@@ -8,9 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import statistics
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -136,36 +134,23 @@ def test_every_endpoint_answers_without_a_byte_from_outside_and_never_a_500(host
 
 
 def test_four_hundred_concurrent_requests_are_all_answered(hostile):
-    import uvicorn
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(build_app([hostile]), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started
     import urllib.request
 
-    def fetch(path: str) -> tuple[int, float, str]:
-        t = time.monotonic()
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=BOUND_S) as r:
-                return r.status, time.monotonic() - t, r.read().decode("utf-8", "replace")
-        except urllib.error.HTTPError as err:
-            return err.code, time.monotonic() - t, ""
+    from serve_runs import live_server
 
-    try:
+    with live_server([hostile]) as url:
+
+        def fetch(path: str) -> tuple[int, float, str]:
+            t = time.monotonic()
+            try:
+                with urllib.request.urlopen(f"{url}{path}", timeout=BOUND_S) as r:
+                    return r.status, time.monotonic() - t, r.read().decode("utf-8", "replace")
+            except urllib.error.HTTPError as err:
+                return err.code, time.monotonic() - t, ""
+
         fetch("/api/runs")  # the first reads of every run, before the crowd
         paths = ["/api/runs", "/static/style.css", "/api/run/good", "/api/run/deep"] * 100
         with ThreadPoolExecutor(max_workers=32) as pool:
             got = list(pool.map(fetch, paths))
         assert all(status in (200, 404) for status, _, _ in got) and not any(SECRET in body for *_, body in got)
         assert statistics.median(t for _, t, _ in got) < BOUND_S / 4
-    finally:
-        server.should_exit = True
-        thread.join(30)
-    assert not thread.is_alive()

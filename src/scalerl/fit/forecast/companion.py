@@ -22,15 +22,10 @@ value at 95% from half a run, where the validation curve alone reads climbing ru
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from scalerl.fit.errors import CurveError
-from scalerl.fit.readers import Columns, Curve, read_curves
-from scalerl.fit.readers.core import TRAIN_REWARD_COLUMNS, find_column
-
-__all__ = ["MIN_POINTS", "Companion", "align", "read_companion"]
+__all__ = ["MIN_POINTS", "Companion", "align"]
 
 MIN_POINTS = 6
 """Evaluations with a training reward below which the companion is not used (the sigmoid's
@@ -95,34 +90,3 @@ class Companion:
         n = max(int(np.ceil(len(self) * TAIL)), 3)
         c, v = self.compute[-n:], self.val[-n:]
         return v - np.asarray(centre(c), dtype=float).reshape(-1)
-
-
-def read_companion(
-    path: str | Path, curve: Curve, columns: Columns, train: str | None = None
-) -> Companion | None:
-    """The companion of ``curve`` read from its log ``path`` (a file or run folder): the
-    training reward column ``train`` (default: the first of ``TRAIN_REWARD_COLUMNS`` the log
-    has that is not the validation's own), on the validation's compute column. None where
-    the log has no such column or too few evaluations with one; a column named with
-    ``train`` that is not there is one sentence."""
-    names = (
-        (train,)
-        if train
-        else tuple(c for c in TRAIN_REWARD_COLUMNS if find_column([curve.y], c) is None)
-    )
-    for name in names:
-        try:
-            found = read_curves(path, Columns(x=columns.x, y=name, step_to_compute=columns.step_to_compute,
-                                              bounded=False))  # fmt: skip
-        except CurveError as err:
-            if train:
-                raise CurveError(f"--train-reward {train}: {err}") from None
-            continue
-        match = [c for c in found if c.name == curve.name] or (found if len(found) == 1 else [])
-        if not match:
-            continue
-        comp = Companion.of(
-            curve.compute, curve.reward, match[0].compute, match[0].reward, match[0].y
-        )
-        return comp if len(comp) >= MIN_POINTS else None
-    return None
