@@ -246,12 +246,14 @@ class Served:
                 out["hours_note"] = f.log.clock_error() if f.clock is None else "not reached within the horizon"
         return out
 
-    def detail(self, found: Found, wait: float = 0.0, first_wait: float | None = PAGE_WAIT) -> dict:
+    def detail(self, found: Found, wait: float | None = None) -> dict:
         """Everything a run's page draws: the validation curve against compute and hours with
         the forecast ahead of it, the training curves, where the roles ran, the config and the
         resume command."""
         view = self.view(found)
-        head = self.summary(found, wait, first_wait)
+        # a page's policy: a forecast remade is answered stale at once, a first one waited on
+        # PAGE_WAIT; a caller's own ``wait`` bounds both
+        head = self.summary(found, 0.0, PAGE_WAIT) if wait is None else self.summary(found, wait)
         records, y = view.records, head["metric"]
         evals = [r for r in records if _number(r.get(y)) is not None and _number(r.get(rf.COMPUTE)) is not None]
         keys = [k for k in TRAINING if any(_number(r.get(k)) is not None for r in records)]
