@@ -133,3 +133,12 @@ def test_a_runs_records_download_as_they_are_written(client, tmp_path):
     assert d["columns"] == [] and all(r["values"] == {} for r in d["runs"])  # the two runs' configs agree
     o = client.get("/api/overview").json()
     assert [r["id"] for r in o["runs"]] == [r["id"] for r in d["runs"]]
+
+
+def test_a_records_download_names_any_folder(tmp_path):
+    write_run(tmp_path / "实验 \"1\"", upto=10)
+    with TestClient(build_app([tmp_path])) as client:
+        (run,) = client.get("/api/runs").json()["runs"]
+        got = client.get(f"/api/run/{run['id']}/metrics.jsonl")
+        assert got.status_code == 200 and "filename*=UTF-8''" in got.headers["content-disposition"]
+        assert got.content == (tmp_path / "实验 \"1\"" / "metrics.jsonl").read_bytes()

@@ -242,3 +242,28 @@ def test_against_a_baseline_every_run_shows_its_gaps_with_intervals(tmp_path, se
         assert row["A"]["lo"] <= row["A"]["value"] <= row["A"]["hi"]
     g = row["forecast"]
     assert g["lo"] <= g["median"] <= g["hi"] and 0.0 <= g["p_above"] <= 1.0
+
+
+def test_a_forecast_is_of_the_version_of_the_files_its_view_read(tmp_path, served):
+    """Keyed by the view's own stamp: a view answered from an older read is forecast as what it
+    is, and the newer files get their own forecast (never the older one under the newer key)."""
+    run, found, server = _one(tmp_path, served, upto=40)
+    old = server.view(found, wait=WAIT, first_wait=WAIT)
+    first = server.forecast(found, old, wait=WAIT).forecast
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 41, "compute_gpu_hours": 0.042, "wall_s": 73.8, "val_pass_rate": 0.61}) + "\n")
+    new = server.view(found, wait=WAIT, first_wait=WAIT)
+    assert new.stamp != old.stamp and len(new.log.curve) == len(old.log.curve) + 1
+    second = server.forecast(found, new, wait=WAIT).forecast
+    assert len(first.forecast.log.curve) == len(old.log.curve) and len(second.forecast.log.curve) == len(new.log.curve)
+
+
+def test_a_run_whose_config_is_not_read_takes_no_part_in_the_differing_values():
+    from scalerl.serve.overview import differing, group_of
+
+    configs = {"a": {"optim": {"lr": 1e-4}, "train": {"seed": 0}}, "b": {"optim": {"lr": 1e-4}, "train": {"seed": 1}},
+               "c": {"optim": {"lr": 3e-4}, "train": {"seed": 0}}, "unread": {}}  # fmt: skip
+    assert differing(configs) == ["optim.lr", "train.seed"]
+    many = {i: {"k": {f"x{j}": i * j for j in range(12)}, "train": {"seed": i}} for i in range(3)}
+    assert len(differing(many)) == 8 and len(differing(many, most=None)) == 12  # columns capped, groups not
+    assert group_of("scalerl", {"optim.lr": "0.0001", "train.seed": "0"}) == "scalerl (optim.lr=0.0001)"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -92,9 +93,10 @@ def build_app(roots: Sequence[Path]) -> Starlette:
             data = b""
         except (rf.BadRunFile, OSError) as err:
             raise HTTPException(409, str(err)) from None
-        name = hit.id.replace("/", "_") or "run"
+        name = quote(hit.id.replace("/", "_") or "run", safe="")  # any folder name, as RFC 6266's UTF-8 form
         return Response(data, media_type="application/x-ndjson",
-                        headers={"Content-Disposition": f'attachment; filename="{name}.metrics.jsonl"'})  # fmt: skip
+                        headers={"Content-Disposition": "attachment; filename=\"run.metrics.jsonl\"; "
+                                                        f"filename*=UTF-8''{name}.metrics.jsonl"})  # fmt: skip
 
     def api_run(request: Request):
         hit, _ = lookup("run", request.path_params["rid"])

@@ -72,7 +72,9 @@ class Background:
         with self._lock:
             if self._running.get(key) is running:
                 del self._running[key]
-            kept = self._keep(key, *running)
+                kept = self._keep(key, *running)
+            else:  # another request kept it, and maybe a newer one since: never go back to an older
+                kept = self._latest.get(key) or (running[0], running[1].result())
         return kept[1] if kept[0] == stamp else Made(kept[1].forecast, kept[1].error, stale=True)
 
     def _keep(self, key: str, stamp: tuple, future: Future) -> tuple[tuple, Made]:

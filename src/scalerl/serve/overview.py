@@ -43,15 +43,16 @@ def flat(cfg: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def differing(configs: dict[str, dict]) -> list[str]:
-    """The keys whose values differ between the runs (module docstring), seed keys last."""
-    flats = [flat(c) for c in configs.values()]
+def differing(configs: dict[str, dict], most: int | None = MAX_COLUMNS) -> list[str]:
+    """The keys whose values differ between the runs (module docstring), seed keys last, at
+    most ``most``; a run whose config is not (yet) read takes no part."""
+    flats = [flat(c) for c in configs.values() if c]
     if len(flats) < 2:
         return []
     keys = sorted({k for f in flats for k in f})
     diff = [k for k in keys if len({f.get(k) for f in flats}) > 1 and k != "name"]
     diff.sort(key=lambda k: (k in SEED_KEYS, k))
-    return diff[:MAX_COLUMNS]
+    return diff if most is None else diff[:most]
 
 
 def group_of(recipe: str, values: dict[str, str]) -> str:
@@ -65,13 +66,16 @@ def overview(served: Served, runs: Sequence[Found]) -> dict:
     band (module docstring)."""
     views = {f.id: served.view(f, wait=0.0) for f in runs}
     columns = differing({i: v.config for i, v in views.items()})
+    every = differing({i: v.config for i, v in views.items()}, most=None)  # a group is equal in all but seeds
     out, truncated = [], max(len(runs) - MAX_CURVES, 0)
     for f in runs[:MAX_CURVES]:
         view = views[f.id]
-        values = {k: flat(view.config).get(k) for k in columns}
+        flat_cfg = flat(view.config)
+        values = {k: flat_cfg.get(k) for k in columns}
         recipe = str(view.config.get("name", ""))
-        row = {"id": f.id, "recipe": recipe, "state": view.state.state, "values": values,
-               "group": group_of(recipe, values), "compute": [], "value": [], "band": None}  # fmt: skip
+        group = group_of(recipe, {k: flat_cfg.get(k) for k in every}) if view.config else f.id
+        row = {"id": f.id, "recipe": recipe, "state": view.state.state, "values": values, "metric": served.metric(view.config),
+               "group": group, "compute": [], "value": [], "band": None}  # fmt: skip
         if view.log is not None:
             c, y = view.log.curve.compute, view.log.curve.reward
             keep = _thin(c.size, CURVE_POINTS)

@@ -62,6 +62,7 @@ class RunView:
     state: rf.RunState = rf.RunState("paused")
     log: Any = None  # the RunLog its forecast reads; None where there is none to read
     error: str | None = None
+    stamp: tuple | None = None  # the (size, mtime) of metrics.jsonl and config.yaml this version was read at
 
 
 def _number(v) -> float | None:
@@ -123,8 +124,7 @@ class Served:
         (a huge log is marked "being read", never waited on past ``first_wait``; a newer version
         past ``wait``, the one before answered meanwhile); its state is read every time (a run
         stops being "running" when its files stop changing)."""
-        stamp = tuple(self.files.stamp(found.path / n) for n in (rf.METRICS, rf.CONFIG))
-        made = self.reads.get(found.id, stamp, lambda: self._read(found), wait, first_wait)
+        made = self.reads.get(found.id, self._stamp(found), lambda: self._read(found), wait, first_wait)
         view = made.forecast
         if view is None:  # being read, or the read itself failed
             return RunView(state=rf.RunState("reading" if made.pending else "unreadable", made.error or
@@ -132,7 +132,7 @@ class Served:
         if view.state.state == "unreadable":
             return view
         state = rf.run_state(found.path, view.records, view.config, read=self.files.tail)
-        return RunView(view.records, view.config, state, view.log, view.error)
+        return RunView(view.records, view.config, state, view.log, view.error, view.stamp)
 
     def prefetch(self, runs: Sequence[Found]) -> None:
         """Start reading every run's newest files at once (a list's rows then wait on reads
@@ -144,12 +144,13 @@ class Served:
         from scalerl.fit.errors import CurveError
         from scalerl.fit.forecast.log import log_from_records
 
+        stamp = self._stamp(found)  # before reading: a write meanwhile is read again at the next poll
         try:
             numbered = self._numbered(found.path / rf.METRICS)
             records = [r for _, r in numbered]
             config = self.files.config(found.path)
         except (rf.BadRunFile, OSError) as err:
-            return RunView(state=rf.RunState("unreadable", str(err)), error=str(err))
+            return RunView(state=rf.RunState("unreadable", str(err)), error=str(err), stamp=stamp)
         state = rf.RunState("paused")
         log, why = None, None
         try:
@@ -157,7 +158,10 @@ class Served:
                 log = log_from_records(numbered, found.path / rf.METRICS, config, name=found.id)
         except (CurveError, ValueError) as err:
             why = str(err).rstrip(".")
-        return RunView(records, config, state, log, why)
+        return RunView(records, config, state, log, why, stamp)
+
+    def _stamp(self, found: Found) -> tuple:
+        return tuple(self.files.stamp(found.path / n) for n in (rf.METRICS, rf.CONFIG))
 
     def _numbered(self, path: Path) -> list[tuple[int, dict]]:
         from scalerl.serve.files import MAX_LOG
@@ -194,14 +198,16 @@ class Served:
         """The run's one forecast (``forecasts``), made as ``scalerl plan RUN`` makes it."""
         if view.log is None:
             return Made(error=view.error or "no evaluation yet")
-        stamp = self.files.stamp(found.path / rf.METRICS)
-        return self.forecasts.get(found.id, stamp, lambda: _forecast_of(view.log), wait, first_wait)
+        # keyed by the version the view was read at (a view answered stale is forecast as what it is)
+        return self.forecasts.get(found.id, view.stamp, lambda: _forecast_of(view.log), wait, first_wait)
 
     # --- what the pages read -------------------------------------------------------------------
 
-    def summary(self, found: Found, wait: float = 0.0, first_wait: float | None = None) -> dict:
-        """One row of the runs list: the run's state and progress, and its forecast's answers."""
-        view = self.view(found)
+    def summary(self, found: Found, wait: float = 0.0, first_wait: float | None = None,
+                view: RunView | None = None) -> dict:
+        """One row of the runs list: the run's state and progress, and its forecast's answers
+        (of ``view``, the version of its files a page already read, else the newest)."""
+        view = self.view(found) if view is None else view
         records, cfg = view.records, view.config
         y = self.metric(cfg)
         evals = [r for r in records if _number(r.get(y)) is not None]
@@ -243,7 +249,9 @@ class Served:
             out["p_reach"] = reach.p_within
             out["reach"] = reach.to_dict()
             if reach.hours is None:
-                out["hours_note"] = f.log.clock_error() if f.clock is None else "not reached within the horizon"
+                out["hours_note"] = f.log.clock_error() if f.clock is None else (reach.note or "no forecast yet")
+            elif not np.isfinite(reach.hours[0]):
+                out["hours_note"] = reach.note or "not reached within the horizon at the median"
         return out
 
     def detail(self, found: Found, wait: float | None = None) -> dict:
@@ -253,7 +261,7 @@ class Served:
         view = self.view(found)
         # a page's policy: a forecast remade is answered stale at once, a first one waited on
         # PAGE_WAIT; a caller's own ``wait`` bounds both
-        head = self.summary(found, 0.0, PAGE_WAIT) if wait is None else self.summary(found, wait)
+        head = self.summary(found, 0.0, PAGE_WAIT, view) if wait is None else self.summary(found, wait, view=view)
         records, y = view.records, head["metric"]
         evals = [r for r in records if _number(r.get(y)) is not None and _number(r.get(rf.COMPUTE)) is not None]
         keys = [k for k in TRAINING if any(_number(r.get(k)) is not None for r in records)]
@@ -272,7 +280,7 @@ class Served:
         return head | {
             "units": {"compute": self.unit(found), "hours": "hours since the run started", "step": "step"},
             "validation": {"compute": compute, "value": [float(r[y]) for r in evals],
-                           "hours": [(_number(r.get(rf.WALL)) or 0.0) / 3600.0 for r in evals],
+                           "hours": [None if (w := _number(r.get(rf.WALL))) is None else w / 3600.0 for r in evals],
                            "step": [_number(r.get(rf.STEP)) for r in evals],
                            "stderr": [_number(r.get(rf.VAL_STDERR)) for r in evals], "forecast": fitted},
             "band": self._band(found, view, head), "training": {k: _series(records, k) for k in keys},
@@ -331,8 +339,7 @@ class Served:
         if view.log is None:
             return Made(error=view.error or "no evaluation yet")
         curve = view.log.curve
-        stamp = self.files.stamp(found.path / rf.METRICS)
-        return self.laws.get(found.id, stamp, lambda: fit_run(curve, options=FitOptions()), wait)
+        return self.laws.get(found.id, view.stamp, lambda: fit_run(curve, options=FitOptions()), wait)
 
     def close(self) -> None:
         for background in (self.reads, self.forecasts, self.laws):

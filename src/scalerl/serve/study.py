@@ -80,9 +80,11 @@ def compare(served: Served, picked: dict[str, Found], baseline: str | None = Non
     options = FitOptions()
     curves, fits, fitted, fit_of, unfitted, laws, made = {}, [], [], {}, [], {}, {}
     deadline = time.monotonic() + STUDY_WAIT
+    served.prefetch(list(picked.values()))  # every run's files read at once, never one after another
     for i, name in enumerate(order(picked)):
         r = picked[name]
-        view = served.view(r, wait=max(deadline - time.monotonic(), 0.0))
+        left = max(deadline - time.monotonic(), 0.0)
+        view = served.view(r, wait=left, first_wait=left)
         if view.log is None:
             curves[name] = {"id": r.id, "compute": [], "value": []}
             unfitted.append({"run": name, "reason": view.error or "no evaluation yet"})
@@ -122,7 +124,9 @@ def compare(served: Served, picked: dict[str, Found], baseline: str | None = Non
             verdict = {"error": str(err)}
     units = sorted({served.unit(r) for r in picked.values()})
     unit = units[0] if len(units) == 1 else "mixed: " + ", ".join(units) if units else "device-hours"
-    return {"curves": curves, "order": list(curves), "unit": unit, "fits": fits, "verdict": verdict, "unfitted": unfitted,
+    metrics = sorted({served.metric(served.view(r, wait=0.0).config) for r in picked.values()})
+    return {"curves": curves, "order": list(curves), "unit": unit, "metric": metrics[0] if len(metrics) == 1 else None,
+            "fits": fits, "verdict": verdict, "unfitted": unfitted,
             "baseline": baseline, "versus": _versus(baseline, laws, made, options.level)}  # fmt: skip
 
 
