@@ -65,6 +65,12 @@ class RunView:
     stamp: tuple | None = None  # the (size, mtime) of metrics.jsonl and config.yaml this version was read at
 
 
+def _evaluations(records: list[dict], y: str) -> list[dict]:
+    """The records that are evaluations: a number in the forecast metric's column ``y`` and in
+    the compute column (the one filter of the list, the page and the reader)."""
+    return [r for r in records if _number(r.get(y)) is not None and _number(r.get(rf.COMPUTE)) is not None]
+
+
 def _number(v) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else None
 
@@ -154,7 +160,7 @@ class Served:
         state = rf.RunState("paused")
         log, why = None, None
         try:
-            if any(_number(r.get(self.metric(config))) is not None for r in records):
+            if _evaluations(records, self.metric(config)):
                 log = log_from_records(numbered, found.path / rf.METRICS, config, name=found.id)
         except (CurveError, ValueError) as err:
             why = str(err).rstrip(".")
@@ -210,7 +216,7 @@ class Served:
         view = self.view(found) if view is None else view
         records, cfg = view.records, view.config
         y = self.metric(cfg)
-        evals = [r for r in records if _number(r.get(y)) is not None]
+        evals = _evaluations(records, y)
         last = records[-1] if records else {}
         target = rf.number(rf.section(cfg, "forecast"), "target")
         row = {"id": found.id, "folder": str(found.path), "recipe": str(cfg.get("name", "")),
@@ -263,7 +269,7 @@ class Served:
         # PAGE_WAIT; a caller's own ``wait`` bounds both
         head = self.summary(found, 0.0, PAGE_WAIT, view) if wait is None else self.summary(found, wait, view=view)
         records, y = view.records, head["metric"]
-        evals = [r for r in records if _number(r.get(y)) is not None and _number(r.get(rf.COMPUTE)) is not None]
+        evals = _evaluations(records, y)
         keys = [k for k in TRAINING if any(_number(r.get(k)) is not None for r in records)]
         keys += sorted({k for r in records for k in r if isinstance(k, str) and k.startswith("reward_")
                         and k not in NOT_FUNCTIONS and _number(r.get(k)) is not None})  # fmt: skip
