@@ -81,9 +81,12 @@ WINDOW = 5
 REACH_STEPS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 LEVEL = 0.95
 Z = float(stats.norm.ppf(0.975))
-METHODS = ("shipped", "validation alone", "with the siblings' prior", "prequential mixture", "stack", *BASELINES)
-VARIANTS = ("shipped", "validation alone", "with the siblings' prior", "prequential mixture")  # scored for time and P(reach)
-SETTINGS = {"shipped": {}, "validation alone": {"train_reward": "none"}, "with the siblings' prior": {"prior": True}}
+METHODS = ("shipped", "validation alone", "with the siblings' prior", "with a population prior", "prequential mixture",
+           "stack", *BASELINES)
+VARIANTS = ("shipped", "validation alone", "with the siblings' prior", "with a population prior",
+            "prequential mixture")  # scored for time and P(reach)
+SETTINGS = {"shipped": {}, "validation alone": {"train_reward": "none"}, "with the siblings' prior": {"prior": True},
+            "with a population prior": {"population_prior": True}}
 MIN_POINTS = 6
 
 
@@ -182,13 +185,18 @@ class Final:
         return self.lo <= self.actual <= self.hi
 
 
-def forecasts(run: Run, frac: float, options: FitOptions, prior, table: Path) -> dict:
+def forecasts(run: Run, frac: float, options: FitOptions, prior, table: Path, population_prior=None) -> dict:
     """The forecast of each variant, made once per (run, cut): every question is read from it."""
     cut = float(run.x[run.x <= frac * run.x[-1]][-1])
     base = ForecastOptions(fit=options, budget=float(run.x[-1]), population=table)
     out = {}
     for variant, change in SETTINGS.items():
-        change = {"prior": prior} if change.get("prior") else change
+        if change.get("population_prior"):
+            if population_prior is None:
+                continue
+            change = {"prior": population_prior}
+        elif change.get("prior"):
+            change = {"prior": prior}
         out[variant] = forecast_of(run.log(), cut=cut, options=base.with_(**change))
     mixed = prequential(run, cut, base, out)
     if mixed is not None:
@@ -469,6 +477,7 @@ def main() -> int:
     finals, timed, reach = [], [], []
     all_runs = runs(args.quick)
     tables = _tables_without_each_family(sorted({r.family for r in all_runs}))
+    populations = _priors_without_each_family(all_runs if not args.quick else runs(False), options)
     for run in all_runs:
         for frac in CUTS:
             k = run.x <= frac * run.x[-1]
@@ -479,7 +488,7 @@ def main() -> int:
                 warnings.simplefilter("ignore", CurveWarning)
                 prior = load_prior(run.siblings, options, run.columns, exclude=(str(run.path),), forecast=[head])
             try:
-                made = forecasts(run, frac, options, prior, tables[run.family])
+                made = forecasts(run, frac, options, prior, tables[run.family], populations.get(run.family))
                 finals += final_cases(run, frac, options, made)
                 t, r = timed_cases(run, frac, made)
                 timed += t
@@ -494,6 +503,23 @@ def main() -> int:
         args.json.write_text(json.dumps({"final": [asdict(c) for c in finals], "timed": [asdict(c) for c in timed],
                                          "reach": [asdict(c) for c in reach]}, default=float))  # fmt: skip
     return 0
+
+
+def _priors_without_each_family(every: list[Run], options: FitOptions) -> dict:
+    """Issue 48, item 1, as a variant: the prior of Eq. 1's shape learned from every finished
+    run of the *other* families (``prior.learn``'s unit-free z = (A - R0, log B, log(C_mid /
+    budget)), so trainers that log steps and ones that log core-hours pool), as
+    ``ForecastOptions.prior`` takes it: (prior, why none, runs)."""
+    from scalerl.fit.prior.learn import learn_prior
+
+    out = {}
+    for fam in sorted({r.family for r in every}):
+        others = [(f"{r.family}/{r.name}", r.x, r.y) for r in every if r.family != fam]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CurveWarning)
+            prior, why = learn_prior(others, options)
+        out[fam] = (prior, why, len(others))
+    return out
 
 
 def _tables_without_each_family(families: list[str]) -> dict[str, Path]:
