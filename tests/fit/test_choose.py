@@ -155,7 +155,7 @@ def test_a_point_that_is_not_learning_stops_at_the_first_rung_that_shows_it():
     rung = study.decisions.rungs[1]
     stops = study.step(study.decisions.rungs[0], {n: g.upto(study.decisions.rungs[0]) for n, g in logs.items()})
     stops += study.step(rung, {n: g.upto(rung) for n, g in logs.items() if n in study.alive})
-    assert [s["point"] for s in stops] == ["flat"] and stops[0]["reason"].startswith("not learning: forecast ")
+    assert [s["point"] for s in stops] == ["flat"] and stops[0]["reason"].startswith("not learning, the leader rising: ")
     assert stops[0]["p_best"] >= study.decisions.threshold  # stopped for being flat, not for its P(best)
     assert any(x.endswith("(not learning)") and " flat stopped: " in x for x in study.decisions.lines())
 
@@ -194,3 +194,17 @@ def test_a_rising_points_forecast_at_the_budget_is_never_below_what_it_has_shown
     assert s.state == "rising" and s.draws.min() >= floor
     assert (fc.draws.curves(np.array([1.0]))[:, 0] < floor).any()  # the floor did lift some draws
     assert shown(np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6]), 0.05) == pytest.approx(0.4 - 0.05 / np.sqrt(5))
+
+
+def test_flat_points_beside_a_flat_leader_are_not_stopped_for_being_flat():
+    """Where nobody learns, a flat point is not stopped for it: the study cannot tell them apart."""
+    from scalerl.fit.choose import Study
+
+    c = np.linspace(1.0 / 48, 1.0, 48)
+    logs = {n: RunLog.of(c, np.clip(0.35 + np.random.default_rng(i).normal(0.0, 0.01, 48), 0, 1), name=n)
+            for i, n in enumerate(("a", "b", "c"))}  # fmt: skip
+    study = Study(list(logs), 1.0)
+    stopped = []
+    for rung in study.decisions.rungs:
+        stopped += study.step(rung, {n: g.upto(rung) for n, g in logs.items() if n in study.alive})
+    assert not any(s["reason"].startswith("not learning") for s in stopped)

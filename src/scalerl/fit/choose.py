@@ -173,17 +173,18 @@ def _iv(f: Mapping) -> str:
 
 def decide(standings: Sequence[Standing], threshold: float, level: float) -> tuple[dict[str, float], list[dict]]:
     """(P(best) of every point, the ones to stop): below ``threshold``, or ``not_learning``
-    (flat, and the population's late risers give it no rise that could win), never the leader."""
+    while the leader is rising (a flat point beside a learning one), never the leader. Where the
+    leader is flat too, no point is stopped for being flat: the study cannot tell them apart."""
     p = p_best(standings)
     leader = max(p, key=p.get)
     best = next(s for s in standings if s.point == leader)
     stop = []
     for s in standings:
-        flat = s.state == "not_learning"
+        flat = s.state == "not_learning" and best.state == "rising"
         if s.point == leader or (p[s.point] >= threshold and not flat):
             continue
         f, lead = s.forecast(level), best.forecast(level)
-        why = f"P(best at the budget) = {p[s.point]:.3f} < {threshold:g}" if not flat else "not learning"
+        why = f"P(best at the budget) = {p[s.point]:.3f} < {threshold:g}" if not flat else "not learning, the leader rising"
         stop.append({"point": s.point, "at_compute": s.at_compute, "forecast": f, "p_best": p[s.point],
                      "leader": leader, "leader_forecast": lead,
                      "reason": f"{why}: forecast {_iv(f)} against the leader {leader}'s {_iv(lead)}"
