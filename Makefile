@@ -66,6 +66,7 @@ test: $(STAMP) $(VLLM) $(BROWSER)
 	$(PY) -m pytest -m "not slow and serial" tests; serial=$$?; \
 	isa=$$(grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo avx2 || echo default); \
 	ATEN_CPU_CAPABILITY=$$isa $(PY) -m pytest -m "not slow and numerics" tests; numerics=$$?; \
+	echo "torch's CPU kernels: $$($(PY) -c 'import torch; print(torch.backends.cpu.get_cpu_capability())'), then $$isa for the numerics tests"; \
 	test $$parallel -eq 0 -a $$serial -eq 0 -a $$numerics -eq 0
 
 test-slow: $(STAMP)
