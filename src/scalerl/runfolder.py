@@ -183,6 +183,10 @@ def parse_records(data: bytes, path: str | Path) -> list[tuple[int, dict[str, An
     return records
 
 
+def _not_text(where: object, err: UnicodeDecodeError) -> BadRunFile:
+    return BadRunFile(f"{where} is not UTF-8 text (byte 0x{err.object[err.start]:02x}).")
+
+
 def _record(path: Path, number: int, raw: bytes) -> dict[str, Any]:
     where = f"{path} line {number}"
     if len(raw) > MAX_LINE:
@@ -190,7 +194,7 @@ def _record(path: Path, number: int, raw: bytes) -> dict[str, Any]:
     try:
         value = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise BadRunFile(f"{where} is not UTF-8 text (byte 0x{err.object[err.start]:02x}).") from None
+        raise _not_text(where, err) from None
     except json.JSONDecodeError as err:
         raise BadRunFile(f"{where} is not valid JSON ({err.msg}).") from None
     except RecursionError:
@@ -233,7 +237,7 @@ def parse_config(raw: bytes, path: str | Path) -> dict[str, Any]:
     try:
         data = load_yaml(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise BadRunFile(f"{path} is not UTF-8 text (byte 0x{err.object[err.start]:02x}).") from None
+        raise _not_text(path, err) from None
     except yaml.YAMLError as err:
         raise BadRunFile(f"{path} is not a config ({getattr(err, 'problem', None) or err}).") from None
     except RecursionError:
