@@ -15,6 +15,7 @@ import pytest
 from scalerl.experiments.adaptive import Adaptive, run_adaptive
 from scalerl.experiments.spec import load_spec, points
 from scalerl.fit import law
+from scalerl.fit.choose import MEASURED, THRESHOLD
 from scalerl.runfolder import COMPUTE, VAL_PASS_RATE
 
 CEILING = {2: 0.8, 3: 0.3, 4: 0.5}  # prompts per step -> the point's ceiling A
@@ -95,6 +96,14 @@ def test_the_report_shows_the_decisions(study, cli_here):
     assert "Adaptive study: judged at 0.64 compute per point" in md and "Winner: scalerl/batch=2/seed0" in md
     assert "**Points stopped early" in md and "decisions.png)" in md and "P(best at the budget)" in md
     assert "**Every rung's decision for every point" in md and "scalerl/batch=3/seed0 stopped: P(best)" in md
+    assert f"Its threshold, the default, was {MEASURED}." in md  # the false-stop rate measured on real runs
+
+
+def test_the_help_states_the_default_thresholds_measured_false_stop_rate(cli_here):
+    done = cli_here("sweep", "--help")
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stdout.split())
+    assert f"The default threshold, {THRESHOLD:g}, {MEASURED}." in said and "ended within 0.01 of the best" in said
 
 
 @pytest.mark.parametrize(

@@ -69,8 +69,14 @@ prints one sentence and exits with code 2.
 
 
 def register(subparsers) -> None:
+    import textwrap
+
+    from scalerl.fit.choose import MEASURED, THRESHOLD
+
+    said = textwrap.fill(f"The default threshold, {THRESHOLD:g}, {MEASURED}.", 95)
     p = subparsers.add_parser("sweep", help="train recipes x seeds x scaling axes and compare them",
-                              description=SWEEP_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=f"{SWEEP_HELP}\n{said}\n",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("spec", nargs="?", type=Path, help="a sweep spec (YAML, as above)")
     p.add_argument("--recipes", nargs="+", default=[], metavar="RECIPE", help="recipe names or YAML paths")
     p.add_argument("--loo", action="store_true", help="add scalerl and every shipped loo-* recipe")
@@ -92,7 +98,8 @@ def register(subparsers) -> None:
                         "folders of runs) and say what it would have stopped, kept and saved")
     p.add_argument("--budget", type=float, help="compute per point the study is judged at (--adaptive, --replay)")
     p.add_argument("--first-rung", type=float, help="compute of the first decision (default: budget / 8)")
-    p.add_argument("--threshold", type=float, help="stop a point below this P(best at the budget) (default 0.05)")
+    p.add_argument("--threshold", type=float,
+                   help=f"stop a point below this P(best at the budget) (default {THRESHOLD:g}: see above)")
     p.add_argument("--json", type=Path, help="write the decisions here (--replay; decisions.json's fields)")
     p.set_defaults(func=handle)
     r = subparsers.add_parser("report", help="the study report of a sweep or any folder of runs",

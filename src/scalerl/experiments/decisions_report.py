@@ -19,6 +19,14 @@ def _winner(d: dict) -> str:
     return w if isinstance(w, str) else "tied: " + ", ".join(w or [])
 
 
+def _measured(threshold) -> str:
+    """What this threshold's stops cost on real runs, where it is the measured default."""
+    from scalerl.fit.choose import MEASURED, THRESHOLD
+
+    return f" Its threshold, the default, was {MEASURED}." if threshold == THRESHOLD else (
+        f" Its threshold is not the default {THRESHOLD:g}, whose stops were {MEASURED}.")
+
+
 def decisions_section(out: Path, x: str | None = None) -> tuple[str, tuple[report.Table, ...], report.Figure] | None:
     """(a paragraph, the tables of stopped points and of every rung's lines, the figure), or
     None without decisions. A study still running says its rung, never a winner."""
@@ -35,7 +43,7 @@ def decisions_section(out: Path, x: str | None = None) -> tuple[str, tuple[repor
     text = (f"Adaptive study: judged at {budget:.4g} compute per point, stopping a point once P(best at the "
             f"budget) < {d.get('threshold')}. Winner: {_winner(d)}. {len(stopped)} point(s) stopped early; the study "
             f"used {d.get('compute_used', 0):.4g} of {d.get('compute_full', 0):.4g} compute"
-            + (f" ({100 * used:.0f}%)." if used is not None else "."))  # fmt: skip
+            + (f" ({100 * used:.0f}%)." if used is not None else ".") + _measured(d.get("threshold")))  # fmt: skip
     rows = tuple((s["point"], f"{s['at_compute']:.4g}",
                   f"{s['forecast']['median']:.3f} [{s['forecast']['lo']:.3f}, {s['forecast']['hi']:.3f}]",
                   f"{s['p_best']:.3f}", s["reason"]) for s in stopped)  # fmt: skip

@@ -38,10 +38,18 @@ from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
 from scalerl.fit.forecast.states import MIN_EVALS
 from scalerl.fit.readers import Curve
 
-__all__ = ["THRESHOLD", "Decisions", "Standing", "Study", "p_best", "replay", "rungs", "standing"]
+__all__ = ["MEASURED", "THRESHOLD", "Decisions", "Standing", "Study", "p_best", "replay", "rungs", "standing"]
 
 THRESHOLD = 0.05
 """A point is stopped when P(it is the best at the budget) falls below this."""
+MEASURED = ("measured on 200 replayed studies of 10 families of real runs (bench/pruners.py, 2026-12-05): "
+            "the winner kept in 98%, at a median 86% of the compute; 7.1% of the points were stopped "
+            "although they ended within 0.01 of the best (3.5% on the 5 older families, where a threshold "
+            "up to 0.1 stays at or below 5%, and 11.1% on the 5 newer, mostly flat seeds of one setting); "
+            "adaptive.confirm 2 (a stop held until 2 rungs agree): 0.0% at a median 100%")
+"""What the default threshold's stops cost on real runs, said wherever a study stops points
+(``scalerl sweep --help``, ``study.md``): its false-stop rate, a false stop being a stopped
+point whose value at the budget came within 0.01 of the best (issue 49)."""
 ETA = 2.0
 """Each rung is this many times the compute of the one before (successive halving's eta)."""
 MIN_ETA = 1.5  # rungs closer than this decide on the same evaluations again and again

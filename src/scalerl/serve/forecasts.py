@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as Late
 from dataclasses import dataclass
 
@@ -39,16 +39,19 @@ class Background:
 
     def __init__(self, name: str = "forecast", workers: int = 1) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"serve-{name}")
+        # a page someone opened waits on its own result: it is made here, never behind a list's queue
+        self._urgent = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"serve-{name}-page")
         self._lock = threading.Lock()
         self._latest: dict[str, tuple[tuple, Made]] = {}
         self._running: dict[str, tuple[tuple, Future]] = {}
         self._closed = False
 
     def get(self, key: str, stamp: tuple, make: Callable[[], object], wait: float = 0.0,
-            first_wait: float | None = None) -> Made:
+            first_wait: float | None = None, urgent: bool = False) -> Made:
         """The result for ``key`` at ``stamp`` (``make()`` makes it), waiting at most ``wait``
         seconds where an older one can be answered meanwhile, and ``first_wait`` (default
-        ``wait``) where none has been made yet."""
+        ``wait``) where none has been made yet. ``urgent`` (a page waiting on it): made in its
+        own worker, taken out of the shared queue if it has not started there."""
         with self._lock:
             latest = self._latest.get(key)
             if latest is not None and latest[0] == stamp:
@@ -60,14 +63,18 @@ class Background:
                 running = None
                 if latest[0] == stamp:
                     return latest[1]
+            if urgent and running is not None and running[0] == stamp and running[1].cancel():
+                del self._running[key]  # it was still queued behind others: made at once in the page's worker
+                running = None
             if running is None and not self._closed:
-                running = self._running[key] = (stamp, self._pool.submit(_guarded, make))
+                pool = self._urgent if urgent else self._pool
+                running = self._running[key] = (stamp, pool.submit(_guarded, make))
         if running is None:
             return Made(error="the server is stopping")
         limit = wait if latest is not None or first_wait is None else first_wait
         try:
             running[1].result(timeout=limit)
-        except Late:
+        except (Late, CancelledError):  # not made yet (or moved to a page's worker: the next poll has it)
             return Made(pending=True) if latest is None else Made(latest[1].forecast, latest[1].error, stale=True)
         with self._lock:
             if self._running.get(key) is running:
@@ -89,6 +96,7 @@ class Background:
         with self._lock:
             self._closed = True
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._urgent.shutdown(wait=True, cancel_futures=True)
         self._latest.clear()
         self._running.clear()
 

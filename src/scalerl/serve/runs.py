@@ -63,6 +63,7 @@ class RunView:
     log: Any = None  # the RunLog its forecast reads; None where there is none to read
     error: str | None = None
     stamp: tuple | None = None  # the (size, mtime) of metrics.jsonl and config.yaml this version was read at
+    evals: list[dict] = field(default_factory=list)  # its evaluations (``_evaluations``), filtered once per read
 
 
 def _evaluations(records: list[dict], y: str) -> list[dict]:
@@ -138,7 +139,7 @@ class Served:
         if view.state.state == "unreadable":
             return view
         state = rf.run_state(found.path, view.records, view.config, read=self.files.tail)
-        return RunView(view.records, view.config, state, view.log, view.error, view.stamp)
+        return RunView(view.records, view.config, state, view.log, view.error, view.stamp, view.evals)
 
     def prefetch(self, runs: Sequence[Found]) -> None:
         """Start reading every run's newest files at once (a list's rows then wait on reads
@@ -159,12 +160,13 @@ class Served:
             return RunView(state=rf.RunState("unreadable", str(err)), error=str(err), stamp=stamp)
         state = rf.RunState("paused")
         log, why = None, None
+        evals = _evaluations(records, self.metric(config))
         try:
-            if _evaluations(records, self.metric(config)):
+            if evals:
                 log = log_from_records(numbered, found.path / rf.METRICS, config, name=found.id)
         except (CurveError, ValueError) as err:
             why = str(err).rstrip(".")
-        return RunView(records, config, state, log, why, stamp)
+        return RunView(records, config, state, log, why, stamp, evals)
 
     def _stamp(self, found: Found) -> tuple:
         return tuple(self.files.stamp(found.path / n) for n in (rf.METRICS, rf.CONFIG))
@@ -205,7 +207,8 @@ class Served:
         if view.log is None:
             return Made(error=view.error or "no evaluation yet")
         # keyed by the version the view was read at (a view answered stale is forecast as what it is)
-        return self.forecasts.get(found.id, view.stamp, lambda: _forecast_of(view.log), wait, first_wait)
+        return self.forecasts.get(found.id, view.stamp, lambda: _forecast_of(view.log), wait, first_wait,
+                                  urgent=bool(first_wait))  # a page waiting on its first forecast
 
     # --- what the pages read -------------------------------------------------------------------
 
@@ -215,8 +218,7 @@ class Served:
         (of ``view``, the version of its files a page already read, else the newest)."""
         view = self.view(found) if view is None else view
         records, cfg = view.records, view.config
-        y = self.metric(cfg)
-        evals = _evaluations(records, y)
+        y, evals = self.metric(cfg), view.evals
         last = records[-1] if records else {}
         target = rf.number(rf.section(cfg, "forecast"), "target")
         row = {"id": found.id, "folder": str(found.path), "recipe": str(cfg.get("name", "")),
@@ -268,8 +270,7 @@ class Served:
         # a page's policy: a forecast remade is answered stale at once, a first one waited on
         # PAGE_WAIT; a caller's own ``wait`` bounds both
         head = self.summary(found, 0.0, PAGE_WAIT, view) if wait is None else self.summary(found, wait, view=view)
-        records, y = view.records, head["metric"]
-        evals = _evaluations(records, y)
+        records, y, evals = view.records, head["metric"], view.evals
         keys = [k for k in TRAINING if any(_number(r.get(k)) is not None for r in records)]
         keys += sorted({k for r in records for k in r if isinstance(k, str) and k.startswith("reward_")
                         and k not in NOT_FUNCTIONS and _number(r.get(k)) is not None})  # fmt: skip
@@ -382,7 +383,7 @@ def _forecast_of(log) -> Drawn:
         return Drawn(f, log.target, reach=reach)
     grid = np.linspace(f.cut, max(f.budget or 0.0, 2.0 * f.cut), GRID)
     return Drawn(f, log.target, None if f.budget is None else f.at(f.budget), reach, grid, f.at(grid),
-                 np.asarray(f.at(log.curve.compute).value).tolist())  # fmt: skip
+                 f.median_at(log.curve.compute).tolist())  # fmt: skip
 
 
 def steps_at(records: list[dict], compute: np.ndarray) -> list[float | None] | None:

@@ -88,6 +88,9 @@ def test_plan_fit_the_forecast_and_a_replay_give_one_answer(tmp_path, name, caps
         (fc,) = fit["forecasts"]
         for key, value in zip(("value", "lo", "hi", "pred_lo", "pred_hi"), at):
             assert plan["at_budget"][key] == pytest.approx(value, abs=1e-9) == fc[key]
+        # a page's hover reads the median alone at every evaluation: the same number as ``at``
+        grid = log.curve.compute
+        assert np.array_equal(f.median_at(grid), f.at(grid).value, equal_nan=True)
         # a study's replay reads the same draws at its budget
         if f.draws is not None and len(through(log.curve, cut)) >= 6:
             s = standing(log.upto(cut), budget, ForecastOptions())

@@ -205,9 +205,9 @@ def build(
     reward: list[float] = []
     lines: list[int] = []
     for where, line, x_cell, y_cell in points:
-        at = f"{where} {line_word} {line}"
         if empty(y_cell):
             continue
+        at = f"{where} {line_word} {line}"
         y_val = _number(y_cell, at, choice.y)
         if empty(x_cell) and not compute:
             x_cell = 0.0  # the first evaluation, before any compute was counted (step 0)
