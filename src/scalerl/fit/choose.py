@@ -181,14 +181,18 @@ def _iv(f: Mapping) -> str:
 
 def decide(standings: Sequence[Standing], threshold: float, level: float) -> tuple[dict[str, float], list[dict]]:
     """(P(best) of every point, the ones to stop): below ``threshold``, or ``not_learning``
-    while the leader is rising (a flat point beside a learning one), never the leader. Where the
-    leader is flat too, no point is stopped for being flat: the study cannot tell them apart."""
+    while the leader is rising and forecast above it at the budget (a flat point beside a
+    learning one that will pass it), never the leader. Where the leader is flat too, or its
+    median at the budget is not above the flat point's, no point is stopped for being flat:
+    the study cannot tell them apart (``bench/pruners.py``: three flat seeds of one setting, the
+    leader's early rise read as "rising" with a median below theirs, were stopped and ended
+    within 0.01 of the best)."""
     p = p_best(standings)
     leader = max(p, key=p.get)
     best = next(s for s in standings if s.point == leader)
     stop = []
     for s in standings:
-        flat = s.state == "not_learning" and best.state == "rising"
+        flat = s.state == "not_learning" and best.state == "rising" and best.median > s.median
         if s.point == leader or (p[s.point] >= threshold and not flat):
             continue
         f, lead = s.forecast(level), best.forecast(level)
