@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from scalerl.fit import law
+from scalerl.fit.choose import THRESHOLD
 
 
 def _write_run(path, A: float, seed: int, end: float = 1.0, n: int = 40) -> None:
@@ -39,7 +40,7 @@ def test_replay_names_the_winner_and_writes_every_decision(study, tmp_path, cli_
     for s in d["stopped"]:
         assert set(s) == {"point", "at_compute", "forecast", "p_best", "reason", "leader", "leader_forecast"}
         assert s["leader"] == "lr=1e-4/seed0"
-        assert s["forecast"]["lo"] <= s["forecast"]["median"] <= s["forecast"]["hi"] and s["p_best"] < 0.05
+        assert s["forecast"]["lo"] <= s["forecast"]["median"] <= s["forecast"]["hi"] and s["p_best"] < THRESHOLD
     assert d["compute_used"] < 0.6 * d["compute_full"] and d["compute_full"] == pytest.approx(3.0)
     assert "winner: lr=1e-4/seed0" in done.stdout and f"wrote {out}" in done.stdout
     # one line a point at every rung it ran to, as decisions.json keeps them

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from scalerl.fit import law
-from scalerl.fit.choose import Standing, p_best, replay, rungs
+from scalerl.fit.choose import THRESHOLD, Standing, p_best, replay, rungs
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import RunLog
 from scalerl.fit.paper import TABLE1
@@ -55,7 +55,7 @@ def test_replay_stops_a_clear_loser_early_and_keeps_the_winner():
     d = replay(curves, 1.0).to_dict()
     assert d["winner"] == "good" and d["full"]["winner"] == "good"
     (stop,) = d["stopped"]
-    assert stop["point"] == "poor" and stop["at_compute"] <= 0.5 and stop["p_best"] < 0.05
+    assert stop["point"] == "poor" and stop["at_compute"] <= 0.5 and stop["p_best"] < THRESHOLD
     assert set(stop["forecast"]) == {"median", "lo", "hi"} and "P(best at the budget)" in stop["reason"]
     # compute: the loser ran to its rung, the winner to the budget (the runs' own last points)
     assert d["compute_used"] == pytest.approx(stop["at_compute"] + 1.0)
@@ -151,7 +151,7 @@ def test_a_point_that_is_not_learning_stops_at_the_first_rung_that_shows_it():
     c = np.linspace(1.0 / 48, 1.0, 48)
     flat = RunLog.of(c, np.clip(0.35 + rng.normal(0.0, 0.01, 48), 0, 1), name="flat")
     logs = {"rising": _run("rising", 0.6, 1.5, 0.12, 1.0, seed=3, sd=0.01), "flat": flat}
-    study = Study(list(logs), 1.0)
+    study = Study(list(logs), 1.0, threshold=0.05)  # its P(best), 0.07, would keep it at this threshold
     rung = study.decisions.rungs[1]
     stops = study.step(study.decisions.rungs[0], {n: g.upto(study.decisions.rungs[0]) for n, g in logs.items()})
     stops += study.step(rung, {n: g.upto(rung) for n, g in logs.items() if n in study.alive})

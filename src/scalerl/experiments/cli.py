@@ -52,7 +52,7 @@ Studies that choose:
   scalerl sweep --replay runs/lr-full --budget 0.05 --json decisions.json
 
 --adaptive trains every point to a first rung (budget / 8), forecasts each at the budget and
-stops the points whose P(best at the budget) fell below 5%; the rest go on, doubling, to the
+stops the points whose P(best at the budget) fell below the threshold; the rest go on, doubling, to the
 budget (OUT/decisions.json: winner or tie, compute used, every stop and why). --replay applies
 the same policy to finished runs of any trainer and trains nothing.
 """

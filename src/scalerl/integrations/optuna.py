@@ -28,13 +28,17 @@ from __future__ import annotations
 import numpy as np
 import optuna
 
-from scalerl.fit.choose import THRESHOLD
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
 from scalerl.fit.forecast.states import MIN_EVALS
 from scalerl.fit.options import FitOptions
 
-__all__ = ["SMOOTH", "ForecastPruner"]
+__all__ = ["PRUNE_BELOW", "SMOOTH", "ForecastPruner"]
+
+PRUNE_BELOW = 0.05
+"""The default threshold on P(beating the best finished trial at the budget); its figures
+(``bench/pruners.py``, 200 studies of real runs, trials one after another): the winner kept in
+94%, 5.8% of the trials pruned although they ended within 0.01 of the best."""
 
 SMOOTH = 3
 """Reports of a finished trial averaged for its value at the budget."""
@@ -44,7 +48,7 @@ class ForecastPruner(optuna.pruners.BasePruner):
     """Prune a trial whose forecast gives it P(beating the best finished trial at ``budget``)
     below ``threshold`` (module docstring)."""
 
-    def __init__(self, budget: float, *, threshold: float = THRESHOLD, min_reports: int = MIN_EVALS,
+    def __init__(self, budget: float, *, threshold: float = PRUNE_BELOW, min_reports: int = MIN_EVALS,
                  level: float = 0.95, options: ForecastOptions | None = None) -> None:  # fmt: skip
         if not np.isfinite(budget) or budget <= 0:
             raise ValueError(f"ForecastPruner: budget must be a positive number in the reports' step unit, got {budget!r}")
