@@ -97,6 +97,12 @@ def test_the_report_shows_the_decisions(study, cli_here):
     assert "**Points stopped early" in md and "decisions.png)" in md and "P(best at the budget)" in md
     assert "**Every rung's decision for every point" in md and "scalerl/batch=3/seed0 stopped: P(best)" in md
     assert f"Its threshold, the default, was {MEASURED}." in md  # the false-stop rate measured on real runs
+    # the comparison report an adaptive sweep writes at its end carries the same decisions
+    from scalerl.experiments.report import write_report
+
+    write_report({v.label: [v.run_dir] for v in variants}, out)
+    report_md = (out / "report.md").read_text()
+    assert "**Points stopped early" in report_md and "**Every rung's decision for every point" in report_md
 
 
 def test_the_help_states_the_default_thresholds_measured_false_stop_rate(cli_here):

@@ -208,3 +208,17 @@ def test_flat_points_beside_a_flat_leader_are_not_stopped_for_being_flat():
     for rung in study.decisions.rungs:
         stopped += study.step(rung, {n: g.upto(rung) for n, g in logs.items() if n in study.alive})
     assert not any(s["reason"].startswith("not learning") for s in stopped)
+
+
+def test_every_line_that_compares_p_best_with_the_threshold_says_it_truly():
+    """A point held by the guard until the budget ends "not the winner", never "P(best) 0.00 >= 0.1"
+    (a live study's last rung printed that)."""
+    import re
+
+    curves = [_run("good", 0.8, 1.5, 0.2, 1.0, seed=0), _run("poor", 0.4, 1.5, 0.2, 1.0, seed=1)]
+    d = replay(curves, 1.0, first_rung=0.5, confirm=3).to_dict()
+    lines = [x for r in d["rounds"] for x in r["lines"]]
+    assert any(" poor final: " in x and ", not the winner" in x for x in lines), lines
+    for x in lines:
+        for p, sign, t in re.findall(r"P\(best\) ([0-9.]+) (>=|<) ([0-9.]+)", x):
+            assert (float(p) >= float(t)) == (sign == ">="), x

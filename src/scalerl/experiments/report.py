@@ -56,7 +56,7 @@ def write_report(runs: dict[str, list[Path]], out: Path, *, x: str | None = None
     figures = report.comparison_figures(comparison, loo if loo is not None else loo_table(curves))
     rep = replace(report.comparison_report(comparison, loo=loo), title="scalerl sweep", figures=tuple(figures))
     if section := decisions_section(out, x):  # an adaptive study's decisions come first
-        rep = replace(rep, paragraphs=(section[0], *rep.paragraphs), tables=(section[1], *rep.tables),
+        rep = replace(rep, paragraphs=(section[0], *rep.paragraphs), tables=(*section[1], *rep.tables),
                       figures=(section[2], *rep.figures))
     written = report.write_markdown(out / "report.md", rep)
     written.append(report.write(out / "report.html", report.to_html(rep)))

@@ -269,7 +269,8 @@ class Study:
                 lines[s.point] = (f"{head}: {s.point} undecided: P(best) {p:.2f}, forecast {_iv(f)}; held until "
                                   f"{d.confirm} rungs in a row agree ({self.strikes[s.point]} so far)")  # fmt: skip
             else:
-                role = "leader" if s.point == leader else f"P(best) {p:.2f} >= {d.threshold:g}"
+                role = ("leader" if s.point == leader else f"P(best) {p:.2f} >= {d.threshold:g}" if p >= d.threshold
+                        else f"P(best) {p:.2f} < {d.threshold:g}, not the winner")  # at the budget: held, never stopped
                 lines[s.point] = f"{head}: {s.point} {'final' if final else 'kept'}: {role}, forecast {_iv(f)}"
         d.rounds.append({"at_compute": rung, "forecasts": {s.point: s.forecast(level) | {"p_best": self.p[s.point]}
                                                            for s in ready},
