@@ -62,7 +62,7 @@ sys.path.insert(0, str(HERE))
 from forecast_real import _print, _scaling, _tables_without_each_family, runs  # noqa: E402
 
 from scalerl.fit import law  # noqa: E402
-from scalerl.fit.choose import Study, standing  # noqa: E402
+from scalerl.fit.choose import Study, pairing, standing  # noqa: E402
 from scalerl.fit.forecast import ForecastOptions, RunLog  # noqa: E402
 from scalerl.fit.paper import TABLE1  # noqa: E402
 
@@ -92,6 +92,12 @@ class Pool:
             self.cache[key] = standing(log, budget, options)
         return self.cache[key]
 
+    def pairing(self, logs: list[RunLog], budget: float):
+        key = ("pairing", *((g.name, float(g.curve.compute[-1])) for g in logs))
+        if key not in self.cache:
+            self.cache[key] = pairing(logs, budget)
+        return self.cache[key]
+
 
 @dataclass
 class Outcome:
@@ -118,9 +124,10 @@ def outcome(rule: str, pool: Pool, names: list[str], stopped: dict[str, float]) 
 # --- the rung rules ---------------------------------------------------------------------------------
 
 
-def scalerl_rule(pool: Pool, names: list[str], threshold: float = 0.05, confirm: int = 1) -> dict[str, float]:
-    study = Study(names, pool.budget, threshold=threshold, options=pool.options, confirm=confirm,
-                  standing_of=pool.standing)  # fmt: skip
+def scalerl_rule(pool: Pool, names: list[str], threshold: float = 0.05, confirm: int = 1,
+                 joint: bool = False) -> dict[str, float]:  # fmt: skip
+    study = Study(names, pool.budget, threshold=threshold, options=pool.options, confirm=confirm, joint=joint,
+                  standing_of=pool.standing, pairing_of=pool.pairing)  # fmt: skip
     stopped = {}
     for rung in study.decisions.rungs:
         for s in study.step(rung, {n: pool.logs[n].upto(rung) for n in study.alive}):
@@ -131,6 +138,14 @@ def scalerl_rule(pool: Pool, names: list[str], threshold: float = 0.05, confirm:
 def _last(pool: Pool, name: str, rung: float) -> tuple[float, float]:
     seen = pool.logs[name].curve.head(rung)
     return float(seen.reward[-SMOOTH:].mean()), float(seen.compute[-1])
+
+
+def hindsight(pool: Pool, names: list[str]) -> dict[str, float]:
+    """The floor of every rule on these rungs: each point that is not good at the budget
+    (which only the end shows) stopped at the first rung, every good one run to the budget."""
+    values = {n: pool.value(n) for n in names}
+    best = max(values.values())
+    return {n: _last(pool, n, pool.budget / 8)[1] for n in names if values[n] < best - WITHIN}
 
 
 def top_k(pool: Pool, names: list[str], k: int = 2) -> dict[str, float]:
@@ -321,11 +336,17 @@ def main() -> int:
     past, future = set(order[: len(order) // 2]), set(order[len(order) // 2:])
     threshold, t_rows = calibrate(pools, studies, past, THRESHOLDS,
                                   lambda t: lambda p, n: scalerl_rule(p, n, threshold=t))  # fmt: skip
+    joint_t, j_rows = calibrate(pools, studies, past, THRESHOLDS,
+                                lambda t: lambda p, n: scalerl_rule(p, n, threshold=t, joint=True))  # fmt: skip
     delta, d_rows = calibrate(pools, studies, past, DELTAS[::-1], lambda d: lambda p, n: last_value(p, n, d))
     rules: dict[str, Callable] = {
         "scalerl (threshold 0.05)": lambda p, n: scalerl_rule(p, n),
         "scalerl (guard: 2 rungs agree)": lambda p, n: scalerl_rule(p, n, confirm=2),
         f"scalerl (calibrated threshold {threshold:g})": lambda p, n: scalerl_rule(p, n, threshold=threshold),
+        f"scalerl, joint shape (calibrated threshold {joint_t:g})":
+            lambda p, n: scalerl_rule(p, n, threshold=joint_t, joint=True),
+        "scalerl, joint shape (threshold 0.1)": lambda p, n: scalerl_rule(p, n, threshold=0.1, joint=True),
+        "hindsight (losers stopped at rung 1)": hindsight,
         "top-2 at rung 1": top_k,
         f"last value (calibrated delta {delta:g})": lambda p, n: last_value(p, n, delta),
     }
@@ -348,6 +369,9 @@ def main() -> int:
     _print("Calibration on the past families: scalerl's threshold (false stops / points, median compute)",
            ("threshold", "false stops / points", "compute used"),
            [(f"{g:g}", f"{100 * r:.1f}%", f"{100 * u:.0f}%") for g, r, u in t_rows], args.markdown)  # fmt: skip
+    _print("Calibration on the past families: scalerl's threshold with the joint shape",
+           ("threshold", "false stops / points", "compute used"),
+           [(f"{g:g}", f"{100 * r:.1f}%", f"{100 * u:.0f}%") for g, r, u in j_rows], args.markdown)  # fmt: skip
     _print("Calibration on the past families: the last-value rule's delta",
            ("delta", "false stops / points", "compute used"),
            [(f"{g:g}", f"{100 * r:.1f}%", f"{100 * u:.0f}%") for g, r, u in d_rows], args.markdown)  # fmt: skip

@@ -36,6 +36,7 @@ import numpy as np
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
 from scalerl.fit.forecast.states import MIN_EVALS
+from scalerl.fit.joint import joint_fit, ranks
 from scalerl.fit.readers import Curve
 
 __all__ = ["MEASURED", "THRESHOLD", "Decisions", "Standing", "Study", "p_best", "replay", "rungs", "standing"]
@@ -107,6 +108,12 @@ def standing(log: RunLog, budget: float, options: ForecastOptions) -> Standing:
     return Standing(log.name, fc.cut, draws, fc.method, fc.state.name)
 
 
+def pairing(logs: Sequence[RunLog], budget: float) -> np.ndarray:
+    """(R, k): the quantile of each of ``logs``' points in each joint draw of their shared
+    shape (``joint``), from their evaluations up to the budget's."""
+    return ranks(joint_fit([(c.compute, c.reward) for c in (through(log.curve, budget) for log in logs)], budget))
+
+
 def shown(reward: np.ndarray, sigma: float, window: int = SHOWN_WINDOW) -> float:
     """What a point has already shown: the mean of its last ``window`` evaluations, less one
     standard error of that mean (one evaluation's noise ``sigma`` over sqrt(window)), so that
@@ -115,15 +122,21 @@ def shown(reward: np.ndarray, sigma: float, window: int = SHOWN_WINDOW) -> float
     return float(last.mean() - sigma / np.sqrt(last.size))
 
 
-def p_best(standings: Sequence[Standing], seed: int = 0) -> dict[str, float]:
+def p_best(standings: Sequence[Standing], seed: int = 0, pairing: np.ndarray | None = None) -> dict[str, float]:
     """P(each point is the best at the budget): its draws against the others', each point's
-    draws in an independent random order (module docstring). Ties between draws (two flat
-    runs at one value) are shared."""
+    draws in an independent random order (module docstring), or, given ``pairing`` (R, k):
+    the quantile each point's draw takes in each of R joint draws (``joint.ranks``, the
+    points in the order of ``standings``). Ties between draws (two flat runs at one value)
+    are shared."""
     if len(standings) == 1:
         return {standings[0].point: 1.0}
-    rng = np.random.default_rng(seed)
-    n = min(s.draws.size for s in standings)
-    joint = np.stack([rng.permutation(s.draws)[:n] for s in standings])  # (points, n)
+    if pairing is None:
+        rng = np.random.default_rng(seed)
+        n = min(s.draws.size for s in standings)
+        joint = np.stack([rng.permutation(s.draws)[:n] for s in standings])  # (points, n)
+    else:
+        joint = np.stack([np.sort(s.draws)[np.minimum((q * s.draws.size).astype(int), s.draws.size - 1)]
+                          for s, q in zip(standings, pairing.T)])  # (points, R)  # fmt: skip
     top = joint == joint.max(axis=0, keepdims=True)
     share = top / top.sum(axis=0, keepdims=True)
     return {s.point: float(p) for s, p in zip(standings, share.mean(axis=1))}
@@ -156,6 +169,7 @@ class Decisions:
     threshold: float
     rungs: list[float]
     confirm: int = 1
+    joint: bool = False  # P(best) pairs the points' draws by their joint shape fit (``joint``)
     winner: str | list[str] = ""
     compute_used: float = 0.0
     compute_full: float = 0.0
@@ -169,7 +183,8 @@ class Decisions:
         return {"done": self.done, "under_way": self.under_way, "winner": self.winner,
                 "compute_used": self.compute_used, "compute_full": self.compute_full,
                 "fraction_used": self.compute_used / self.compute_full if self.compute_full else None,
-                "budget": self.budget, "threshold": self.threshold, "confirm": self.confirm, "rungs": self.rungs,
+                "budget": self.budget, "threshold": self.threshold, "confirm": self.confirm, "joint": self.joint,
+                "rungs": self.rungs,
                 "stopped": self.stopped, "rounds": self.rounds, "full": self.full}  # fmt: skip
 
     def lines(self) -> list[str]:
@@ -181,15 +196,16 @@ def _iv(f: Mapping) -> str:
     return f"{f['median']:.3f} [{f['lo']:.3f}, {f['hi']:.3f}]"
 
 
-def decide(standings: Sequence[Standing], threshold: float, level: float) -> tuple[dict[str, float], list[dict]]:
+def decide(standings: Sequence[Standing], threshold: float, level: float,
+           pairing: np.ndarray | None = None) -> tuple[dict[str, float], list[dict]]:
     """(P(best) of every point, the ones to stop): below ``threshold``, or ``not_learning``
     while the leader is rising and forecast above it at the budget (a flat point beside a
     learning one that will pass it), never the leader. Where the leader is flat too, or its
     median at the budget is not above the flat point's, no point is stopped for being flat:
     the study cannot tell them apart (``bench/pruners.py``: three flat seeds of one setting, the
     leader's early rise read as "rising" with a median below theirs, were stopped and ended
-    within 0.01 of the best)."""
-    p = p_best(standings)
+    within 0.01 of the best). ``pairing``: ``p_best``'s."""
+    p = p_best(standings, pairing=pairing)
     leader = max(p, key=p.get)
     best = next(s for s in standings if s.point == leader)
     stop = []
@@ -220,14 +236,18 @@ class Study:
     --adaptive`` (``scalerl.experiments.adaptive``) over runs it trains rung by rung.
 
     ``confirm``: the rungs in a row a point must be a stop for before it is stopped (1: at once;
-    2: the certified pruner's guard, the early ranking agreeing with itself across rungs)."""
+    2: the certified pruner's guard, the early ranking agreeing with itself across rungs).
+    ``joint``: pair the points' draws by their joint shape fit (``joint``; issue 49, item 3)
+    instead of independently."""
 
     def __init__(self, points: Sequence[str], budget: float, *, first_rung: float | None = None, eta: float = ETA,
                  threshold: float = THRESHOLD, options: ForecastOptions | None = None, confirm: int = 1,
-                 standing_of=None) -> None:  # fmt: skip
+                 joint: bool = False, standing_of=None, pairing_of=None) -> None:  # fmt: skip
         self.options = options or ForecastOptions()
         self.standing_of = standing_of or standing  # (log, budget, options) -> Standing; a bench caches it
-        self.decisions = Decisions(budget, threshold, rungs(budget, first_rung, eta), confirm=max(int(confirm), 1))
+        self.pairing_of = pairing_of or pairing  # (logs, budget) -> (R, k) quantiles; a bench caches it
+        self.decisions = Decisions(budget, threshold, rungs(budget, first_rung, eta), confirm=max(int(confirm), 1),
+                                   joint=joint)  # fmt: skip
         self.alive = list(points)
         self.spent = dict.fromkeys(points, 0.0)
         self.p: dict[str, float] = {}  # P(best) at the latest round
@@ -252,7 +272,8 @@ class Study:
             lines |= {s.point: f"{head}: {s.point} {alone}" for s in ready}
             d.rounds.append({"at_compute": rung, "forecasts": {}, "lines": [lines[n] for n in self.alive]})
             return []
-        self.p, candidates = decide(ready, d.threshold, self.options.level)
+        pairs = self.pairing_of([logs[s.point] for s in ready], d.budget) if d.joint else None
+        self.p, candidates = decide(ready, d.threshold, self.options.level, pairs)
         final = rung >= d.budget
         stop = [] if final else self._confirmed(candidates, ready)
         gone = {s["point"] for s in stop}
@@ -324,7 +345,8 @@ class Study:
 
 
 def replay(logs: Sequence[RunLog], budget: float, *, first_rung: float | None = None, eta: float = ETA,
-           threshold: float = THRESHOLD, options: ForecastOptions | None = None, confirm: int = 1) -> Decisions:
+           threshold: float = THRESHOLD, options: ForecastOptions | None = None, confirm: int = 1,
+           joint: bool = False) -> Decisions:
     """The policy on finished runs (module docstring); each must reach ``budget``."""
     curves = [log.curve for log in logs]
     short = [c for c in curves if float(c.compute[-1]) < budget * (1 - 1e-9)]
@@ -333,13 +355,13 @@ def replay(logs: Sequence[RunLog], budget: float, *, first_rung: float | None = 
                          f"budget {budget:.4g}: a replay needs every run to reach the budget.")  # fmt: skip
     by_name = {log.name: log for log in logs}
     study = Study(list(by_name), budget, first_rung=first_rung, eta=eta, threshold=threshold, options=options,
-                  confirm=confirm)
+                  confirm=confirm, joint=joint)
     for rung in study.decisions.rungs:
         study.step(rung, {n: by_name[n].upto(rung) for n in study.alive})
     out = study.finish()
     out.compute_full = float(sum(float(c.head(budget).compute[-1]) for c in curves))
     everyone = [standing(log.upto(budget), budget, study.options) for log in logs]
-    p_all = p_best(everyone)
+    p_all = p_best(everyone, pairing=pairing([log.upto(budget) for log in logs], budget) if joint else None)
     out.full = {"winner": tied(p_all, threshold),
                 "ranking": [{"point": s.point, **s.forecast(study.options.level), "p_best": p_all[s.point]}
                             for s in sorted(everyone, key=lambda s: -s.median)]}  # fmt: skip
