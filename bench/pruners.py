@@ -62,7 +62,7 @@ sys.path.insert(0, str(HERE))
 from forecast_real import _print, _scaling, _tables_without_each_family, runs  # noqa: E402
 
 from scalerl.fit import law  # noqa: E402
-from scalerl.fit.choose import Study, pairing, standing  # noqa: E402
+from scalerl.fit.choose import Study, shape_pairing, standing  # noqa: E402
 from scalerl.fit.forecast import ForecastOptions, RunLog  # noqa: E402
 from scalerl.fit.paper import TABLE1  # noqa: E402
 
@@ -95,7 +95,7 @@ class Pool:
     def pairing(self, logs: list[RunLog], budget: float):
         key = ("pairing", *((g.name, float(g.curve.compute[-1])) for g in logs))
         if key not in self.cache:
-            self.cache[key] = pairing(logs, budget)
+            self.cache[key] = shape_pairing(logs, budget)
         return self.cache[key]
 
 
@@ -126,7 +126,8 @@ def outcome(rule: str, pool: Pool, names: list[str], stopped: dict[str, float]) 
 
 def scalerl_rule(pool: Pool, names: list[str], threshold: float = 0.05, confirm: int = 1,
                  joint: bool = False) -> dict[str, float]:  # fmt: skip
-    study = Study(names, pool.budget, threshold=threshold, options=pool.options, confirm=confirm, joint=joint,
+    study = Study(names, pool.budget, threshold=threshold, options=pool.options, confirm=confirm,
+                  pairing="shared-shape" if joint else "independent",
                   standing_of=pool.standing, pairing_of=pool.pairing)  # fmt: skip
     stopped = {}
     for rung in study.decisions.rungs:

@@ -123,6 +123,7 @@ def test_the_help_states_the_default_thresholds_measured_false_stop_rate(cli_her
         ("adaptive:\n  budget: 1.0\n  first_rung: 1.0e-300\n", "makes 998 rungs to the budget 1, more than 12"),
         ("adaptive:\n  budget: 0.1\n  rungs: 3\n", "'adaptive.rungs': unknown key"),
         ("adaptive:\n  budget: fast\n", "budget must be a number"),
+        ("adaptive:\n  budget: 0.1\n  pairing: copula\n", "pairing: 'copula' is not a pairing; choose one of independent, shared-shape"),
     ],
 )
 def test_a_bad_adaptive_section_is_one_sentence_with_exit_2(tmp_path, cli_here, adaptive, says):

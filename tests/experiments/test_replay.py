@@ -50,6 +50,26 @@ def test_replay_names_the_winner_and_writes_every_decision(study, tmp_path, cli_
     assert any(" stopped: P(best) " in line and "against the leader's" in line for line in done.stdout.splitlines())
 
 
+def test_replay_with_the_shared_shape_pairing_says_so_and_keeps_the_winner(study, tmp_path, cli_here):
+    out = tmp_path / "decisions.json"
+    done = cli_here("sweep", "--replay", str(study), "--budget", "1.0", "--pairing", "shared-shape", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    d = json.loads(out.read_text())
+    assert d["pairing"] == "shared-shape" and "draws paired: shared-shape" in done.stdout
+    assert d["winner"] == "lr=1e-4/seed0" and "lr=1e-4/seed0" not in {s["point"] for s in d["stopped"]}
+
+
+def test_every_pairing_is_a_choice_of_the_flag_and_the_spec(cli_here):
+    from scalerl.experiments.adaptive import Adaptive
+    from scalerl.fit.choose import PAIRING, PAIRINGS
+
+    said = " ".join(cli_here("sweep", "--help").stdout.split())
+    assert "--pairing {" + ",".join(PAIRINGS) + "}" in said
+    assert PAIRING in PAIRINGS and Adaptive(budget=1.0).pairing == PAIRING
+    for name in PAIRINGS:
+        assert Adaptive(budget=1.0, pairing=name).pairing == name
+
+
 def test_replay_takes_run_folders_and_log_files_by_name(tmp_path, cli_here):
     _write_run(tmp_path / "a", 0.8, 0)
     _write_run(tmp_path / "b", 0.79, 1)
@@ -67,6 +87,7 @@ def test_replay_takes_run_folders_and_log_files_by_name(tmp_path, cli_here):
         (["--budget", "1", "--first-rung", "2"], "the first rung (2) must be a positive compute no larger than the budget (1)"),
         (["--budget", "5"], "before the budget 5: a replay needs every run to reach the budget"),
         (["--budget", "1", "--threshold", "1.5"], "--threshold must lie in (0, 1)"),
+        (["--budget", "1", "--pairing", "copula"], "--pairing: invalid choice: 'copula'"),
     ],
 )
 def test_bad_replays_are_one_sentence_with_exit_2(study, tmp_path, cli_here, args, says):

@@ -24,9 +24,9 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from scalerl.fit.choose import MAX_RUNGS, MIN_ETA
+from scalerl.fit.choose import MAX_RUNGS, MIN_ETA, PAIRING, PAIRINGS
 from scalerl.fit.forecast.states import MIN_EVALS
 from scalerl.runfolder import DECISIONS
 
@@ -54,6 +54,16 @@ class Adaptive(BaseModel):
     confirm: int = Field(1, ge=1, le=3)
     """Rungs in a row a point must be a stop for before it is stopped (2: the certified
     pruner's guard, the early ranking agreeing with itself; ``bench/pruners.py`` measures both)."""
+    pairing: str = PAIRING
+    """How P(best) pairs the points' draws: one of ``scalerl.fit.choose.PAIRINGS`` ("independent";
+    "shared-shape": by one fit of all the points with one shape)."""
+
+    @field_validator("pairing")
+    @classmethod
+    def _pairing(cls, v: str) -> str:
+        if v not in PAIRINGS:
+            raise ValueError(f"{v!r} is not a pairing; choose one of {', '.join(PAIRINGS)}")
+        return v
 
     @model_validator(mode="after")
     def _rungs(self) -> Adaptive:
@@ -162,11 +172,11 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
     configs = {n: with_cadence(v.config, every, n) for n, v in by_name.items()}
     study = Study(list(by_name), adaptive.budget, first_rung=adaptive.first_rung,
                   eta=ETA if adaptive.eta is None else adaptive.eta, threshold=threshold,
-                  confirm=adaptive.confirm)  # fmt: skip
+                  confirm=adaptive.confirm, pairing=adaptive.pairing)  # fmt: skip
     study.decisions.compute_full = adaptive.budget * len(by_name)  # the same study run to the end
     log(f"adaptive study: {len(by_name)} points judged at compute {adaptive.budget:g} each, rungs at "
         f"{', '.join(f'{r:.4g}' for r in study.decisions.rungs)}; a point stops once P(best at the budget) "
-        f"< {threshold:g} ({adaptive.confirm} rung(s) in a row); every point validates at least every "
+        f"< {threshold:g} ({adaptive.confirm} rung(s) in a row; draws paired: {adaptive.pairing}); every point validates at least every "
         f"{every:.4g} compute (eval.every_compute) so that each rung holds {CADENCE_EVALS} evaluations or more")  # fmt: skip
     earlier = _previous(out)
     for rung in study.decisions.rungs:

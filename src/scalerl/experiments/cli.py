@@ -71,7 +71,7 @@ prints one sentence and exits with code 2.
 def register(subparsers) -> None:
     import textwrap
 
-    from scalerl.fit.choose import MEASURED, THRESHOLD
+    from scalerl.fit.choose import MEASURED, PAIRING, PAIRINGS, THRESHOLD
 
     said = textwrap.fill(f"The default threshold, {THRESHOLD:g}, {MEASURED}.", 95)
     p = subparsers.add_parser("sweep", help="train recipes x seeds x scaling axes and compare them",
@@ -100,6 +100,9 @@ def register(subparsers) -> None:
     p.add_argument("--first-rung", type=float, help="compute of the first decision (default: budget / 8)")
     p.add_argument("--threshold", type=float,
                    help=f"stop a point below this P(best at the budget) (default {THRESHOLD:g}: see above)")
+    p.add_argument("--pairing", choices=list(PAIRINGS),
+                   help=f"how P(best) pairs the points' forecasts (default {PAIRING}): "
+                        + "; ".join(f"{k}: {v}" for k, v in PAIRINGS.items()))  # fmt: skip
     p.add_argument("--json", type=Path, help="write the decisions here (--replay; decisions.json's fields)")
     p.set_defaults(func=handle)
     r = subparsers.add_parser("report", help="the study report of a sweep or any folder of runs",
@@ -153,15 +156,15 @@ def _adaptive(args, spec):
     from scalerl.experiments.adaptive import Adaptive
 
     if not args.adaptive:
-        if args.budget is not None or args.first_rung is not None or args.threshold is not None:
-            raise ConfigError("--budget, --first-rung and --threshold go with --adaptive or --replay")
+        if any(v is not None for v in (args.budget, args.first_rung, args.threshold, args.pairing)):
+            raise ConfigError("--budget, --first-rung, --threshold and --pairing go with --adaptive or --replay")
         return None
     held = spec.adaptive if spec is not None else None
     if held is None and args.budget is None:
         raise ConfigError("--adaptive needs a compute budget per point: 'adaptive: {budget: C}' in the spec, "
                           "or --budget C")
     flags = {k: v for k, v in (("budget", args.budget), ("first_rung", args.first_rung),
-                                ("threshold", args.threshold)) if v is not None}  # fmt: skip
+                                ("threshold", args.threshold), ("pairing", args.pairing)) if v is not None}  # fmt: skip
     return Adaptive.checked({**(held.model_dump(exclude_none=True) if held else {}), **flags}, "--adaptive")
 
 
@@ -248,7 +251,7 @@ def handle(args: argparse.Namespace) -> int:
 def handle_replay(args: argparse.Namespace) -> int:
     """``--replay``: the policy on finished runs (``scalerl.experiments.replay``)."""
     from scalerl.experiments.replay import describe, replay_inputs, replay_logs, write_json
-    from scalerl.fit.choose import THRESHOLD, replay
+    from scalerl.fit.choose import PAIRING, THRESHOLD, replay
     from scalerl.fit.commands.outputs import check_outputs
     from scalerl.fit.errors import CurveError
 
@@ -262,7 +265,8 @@ def handle_replay(args: argparse.Namespace) -> int:
             raise CurveError(f"--threshold must lie in (0, 1), got {threshold:g}")
         check_outputs(replay_inputs(args.replay), {"--json": args.json})  # never over a run it reads
         logs = replay_logs(args.replay, x=args.x)
-        decided = replay(logs, args.budget, first_rung=args.first_rung, threshold=threshold).to_dict()
+        decided = replay(logs, args.budget, first_rung=args.first_rung, threshold=threshold,
+                         pairing=args.pairing or PAIRING).to_dict()  # fmt: skip
         if args.json is not None:
             write_json(decided, args.json)
     except (CurveError, OSError) as err:

@@ -41,7 +41,7 @@ def decisions_section(out: Path, x: str | None = None) -> tuple[str, tuple[repor
         return None  # a torn or foreign file: the rest of the report stands
     used = d.get("fraction_used")
     text = (f"Adaptive study: judged at {budget:.4g} compute per point, stopping a point once P(best at the "
-            f"budget) < {d.get('threshold')}. Winner: {_winner(d)}. {len(stopped)} point(s) stopped early; the study "
+            f"budget) < {d.get('threshold')} (draws paired: {d.get('pairing', 'independent')}). Winner: {_winner(d)}. {len(stopped)} point(s) stopped early; the study "
             f"used {d.get('compute_used', 0):.4g} of {d.get('compute_full', 0):.4g} compute"
             + (f" ({100 * used:.0f}%)." if used is not None else ".") + _measured(d.get("threshold")))  # fmt: skip
     rows = tuple((s["point"], f"{s['at_compute']:.4g}",

@@ -73,7 +73,7 @@ def describe(d: dict) -> list[str]:
     full = d["full"]
     best = full["winner"] if isinstance(full["winner"], str) else "tied: " + ", ".join(full["winner"])
     lines = [f"budget {d['budget']:.4g} compute per point; rungs {', '.join(f'{r:.4g}' for r in d['rungs'])}; "
-             f"stop below P(best) {d['threshold']:g}"]  # fmt: skip
+             f"stop below P(best) {d['threshold']:g}; draws paired: {d.get('pairing', 'independent')}"]  # fmt: skip
     lines += [line for r in d["rounds"] for line in r.get("lines", [])]  # one per point and rung
     lines.append(f"winner: {winner}, using {d['compute_used']:.4g} of {d['compute_full']:.4g} compute "
                  f"({100 * d['fraction_used']:.0f}% of the study run to the end)")  # fmt: skip

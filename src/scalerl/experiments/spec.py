@@ -226,8 +226,8 @@ def load_spec(path: str | Path) -> SweepSpec:
 
 def _adaptive(data, at: Callable[..., str]) -> Adaptive | None:
     """The ``adaptive`` section, checked by ``Adaptive``'s schema: a finite positive budget, a
-    first rung within it, a threshold in (0, 1), a rung factor of at least 1.5 and at most 12
-    rungs."""
+    first rung within it, a threshold in (0, 1), a rung factor of at least 1.5, at most 12
+    rungs and a pairing of ``choose.PAIRINGS``."""
     if data is None:
         return None
     if not isinstance(data, dict):
@@ -238,6 +238,8 @@ def _adaptive(data, at: Callable[..., str]) -> Adaptive | None:
     if "budget" not in data:
         raise ConfigError(f"{at('adaptive')}: give 'budget', the compute per point the study is judged at")
     for key, value in data.items():
+        if key == "pairing":  # the one named choice: ``Adaptive`` checks it against its registry
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{at('adaptive', key)}: {key} must be a number; got {value!r}")
     return Adaptive.checked(dict(data), at("adaptive"))

@@ -36,10 +36,11 @@ import numpy as np
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
 from scalerl.fit.forecast.states import MIN_EVALS
-from scalerl.fit.joint import joint_fit, ranks
 from scalerl.fit.readers import Curve
+from scalerl.fit.shared_shape import fit_shared_shape, ranks
 
-__all__ = ["MEASURED", "THRESHOLD", "Decisions", "Standing", "Study", "p_best", "replay", "rungs", "standing"]
+__all__ = ["MEASURED", "PAIRING", "PAIRINGS", "THRESHOLD", "Decisions", "Standing", "Study", "p_best", "replay",
+           "rungs", "shape_pairing", "standing"]
 
 THRESHOLD = 0.1
 """A point is stopped when P(it is the best at the budget) falls below this: the largest of
@@ -53,6 +54,15 @@ MEASURED = ("calibrated on 100 replayed studies of the 5 families of real runs m
 """How the default threshold was chosen and what its stops cost on real runs, said wherever a
 study stops points (``scalerl sweep --help``, ``study.md``): its false-stop rate, a false stop
 being a stopped point whose value at the budget came within 0.01 of the best (issue 49)."""
+PAIRINGS = {
+    "independent": "each point's draws in its own random order: the points' futures independent",
+    "shared-shape": "the points' draws paired by one fit of them all with one shape (fit.shared_shape): a shape "
+                    "they are all unsure of moves them together",
+}
+"""How ``p_best`` pairs the points' draws: the choices of a study's ``adaptive.pairing`` and of
+``scalerl sweep --replay --pairing``, with what each means."""
+PAIRING = "independent"
+"""The default pairing (``bench/pruners.py`` scores both)."""
 ETA = 2.0
 """Each rung is this many times the compute of the one before (successive halving's eta)."""
 MIN_ETA = 1.5  # rungs closer than this decide on the same evaluations again and again
@@ -108,10 +118,11 @@ def standing(log: RunLog, budget: float, options: ForecastOptions) -> Standing:
     return Standing(log.name, fc.cut, draws, fc.method, fc.state.name)
 
 
-def pairing(logs: Sequence[RunLog], budget: float) -> np.ndarray:
+def shape_pairing(logs: Sequence[RunLog], budget: float) -> np.ndarray:
     """(R, k): the quantile of each of ``logs``' points in each joint draw of their shared
-    shape (``joint``), from their evaluations up to the budget's."""
-    return ranks(joint_fit([(c.compute, c.reward) for c in (through(log.curve, budget) for log in logs)], budget))
+    shape (``shared_shape``), from their evaluations up to the budget's."""
+    seen = [through(log.curve, budget) for log in logs]
+    return ranks(fit_shared_shape([(c.compute, c.reward) for c in seen], budget))
 
 
 def shown(reward: np.ndarray, sigma: float, window: int = SHOWN_WINDOW) -> float:
@@ -125,7 +136,7 @@ def shown(reward: np.ndarray, sigma: float, window: int = SHOWN_WINDOW) -> float
 def p_best(standings: Sequence[Standing], seed: int = 0, pairing: np.ndarray | None = None) -> dict[str, float]:
     """P(each point is the best at the budget): its draws against the others', each point's
     draws in an independent random order (module docstring), or, given ``pairing`` (R, k):
-    the quantile each point's draw takes in each of R joint draws (``joint.ranks``, the
+    the quantile each point's draw takes in each of R joint draws (``shared_shape.ranks``, the
     points in the order of ``standings``). Ties between draws (two flat runs at one value)
     are shared."""
     if len(standings) == 1:
@@ -169,7 +180,7 @@ class Decisions:
     threshold: float
     rungs: list[float]
     confirm: int = 1
-    joint: bool = False  # P(best) pairs the points' draws by their joint shape fit (``joint``)
+    pairing: str = PAIRING  # how P(best) pairs the points' draws (``PAIRINGS``)
     winner: str | list[str] = ""
     compute_used: float = 0.0
     compute_full: float = 0.0
@@ -183,7 +194,7 @@ class Decisions:
         return {"done": self.done, "under_way": self.under_way, "winner": self.winner,
                 "compute_used": self.compute_used, "compute_full": self.compute_full,
                 "fraction_used": self.compute_used / self.compute_full if self.compute_full else None,
-                "budget": self.budget, "threshold": self.threshold, "confirm": self.confirm, "joint": self.joint,
+                "budget": self.budget, "threshold": self.threshold, "confirm": self.confirm, "pairing": self.pairing,
                 "rungs": self.rungs,
                 "stopped": self.stopped, "rounds": self.rounds, "full": self.full}  # fmt: skip
 
@@ -237,17 +248,19 @@ class Study:
 
     ``confirm``: the rungs in a row a point must be a stop for before it is stopped (1: at once;
     2: the certified pruner's guard, the early ranking agreeing with itself across rungs).
-    ``joint``: pair the points' draws by their joint shape fit (``joint``; issue 49, item 3)
-    instead of independently."""
+    ``pairing``: how P(best) pairs the points' draws (``PAIRINGS``; "shared-shape": by their joint
+    fit with one shape, issue 49's item 3)."""
 
     def __init__(self, points: Sequence[str], budget: float, *, first_rung: float | None = None, eta: float = ETA,
                  threshold: float = THRESHOLD, options: ForecastOptions | None = None, confirm: int = 1,
-                 joint: bool = False, standing_of=None, pairing_of=None) -> None:  # fmt: skip
+                 pairing: str = PAIRING, standing_of=None, pairing_of=None) -> None:  # fmt: skip
+        if pairing not in PAIRINGS:
+            raise CurveError(f"pairing {pairing!r} is not one of {', '.join(PAIRINGS)}.")
         self.options = options or ForecastOptions()
         self.standing_of = standing_of or standing  # (log, budget, options) -> Standing; a bench caches it
-        self.pairing_of = pairing_of or pairing  # (logs, budget) -> (R, k) quantiles; a bench caches it
+        self.pairing_of = pairing_of or shape_pairing  # (logs, budget) -> (R, k) quantiles; a bench caches it
         self.decisions = Decisions(budget, threshold, rungs(budget, first_rung, eta), confirm=max(int(confirm), 1),
-                                   joint=joint)  # fmt: skip
+                                   pairing=pairing)  # fmt: skip
         self.alive = list(points)
         self.spent = dict.fromkeys(points, 0.0)
         self.p: dict[str, float] = {}  # P(best) at the latest round
@@ -272,7 +285,7 @@ class Study:
             lines |= {s.point: f"{head}: {s.point} {alone}" for s in ready}
             d.rounds.append({"at_compute": rung, "forecasts": {}, "lines": [lines[n] for n in self.alive]})
             return []
-        pairs = self.pairing_of([logs[s.point] for s in ready], d.budget) if d.joint else None
+        pairs = self.pairing_of([logs[s.point] for s in ready], d.budget) if d.pairing == "shared-shape" else None
         self.p, candidates = decide(ready, d.threshold, self.options.level, pairs)
         final = rung >= d.budget
         stop = [] if final else self._confirmed(candidates, ready)
@@ -346,7 +359,7 @@ class Study:
 
 def replay(logs: Sequence[RunLog], budget: float, *, first_rung: float | None = None, eta: float = ETA,
            threshold: float = THRESHOLD, options: ForecastOptions | None = None, confirm: int = 1,
-           joint: bool = False) -> Decisions:
+           pairing: str = PAIRING) -> Decisions:
     """The policy on finished runs (module docstring); each must reach ``budget``."""
     curves = [log.curve for log in logs]
     short = [c for c in curves if float(c.compute[-1]) < budget * (1 - 1e-9)]
@@ -355,13 +368,14 @@ def replay(logs: Sequence[RunLog], budget: float, *, first_rung: float | None = 
                          f"budget {budget:.4g}: a replay needs every run to reach the budget.")  # fmt: skip
     by_name = {log.name: log for log in logs}
     study = Study(list(by_name), budget, first_rung=first_rung, eta=eta, threshold=threshold, options=options,
-                  confirm=confirm, joint=joint)
+                  confirm=confirm, pairing=pairing)
     for rung in study.decisions.rungs:
         study.step(rung, {n: by_name[n].upto(rung) for n in study.alive})
     out = study.finish()
     out.compute_full = float(sum(float(c.head(budget).compute[-1]) for c in curves))
     everyone = [standing(log.upto(budget), budget, study.options) for log in logs]
-    p_all = p_best(everyone, pairing=pairing([log.upto(budget) for log in logs], budget) if joint else None)
+    pairs = shape_pairing([log.upto(budget) for log in logs], budget) if pairing == "shared-shape" else None
+    p_all = p_best(everyone, pairing=pairs)
     out.full = {"winner": tied(p_all, threshold),
                 "ranking": [{"point": s.point, **s.forecast(study.options.level), "p_best": p_all[s.point]}
                             for s in sorted(everyone, key=lambda s: -s.median)]}  # fmt: skip

@@ -1,4 +1,4 @@
-"""scalerl.fit.joint: the shared shape fitted to a study's points, and the pairing it gives
+"""scalerl.fit.shared_shape: the one shape fitted to a study's points, and the pairing it gives
 ``choose.p_best``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from scipy import stats
 from scalerl.fit import law
 from scalerl.fit.choose import Standing, p_best, replay
 from scalerl.fit.forecast import RunLog
-from scalerl.fit.joint import B_GRID, MAX_BINS, MID_POINTS, MID_SPAN, joint_fit, ranks
+from scalerl.fit.shared_shape import B_GRID, MAX_BINS, MID_POINTS, MID_SPAN, fit_shared_shape, ranks
 
 
 def _points(budget: float, cut: float, n: int, heads: list[tuple[float, float]], b: float, mid: float,
@@ -25,7 +25,7 @@ def test_the_shared_shape_is_found_within_one_step_of_its_grid():
     # past the midpoint: the grid's steps are 10**(log10(50)/39) = 1.105 for B and
     # (MID_SPAN[1] / MID_SPAN[0]) ** (1 / 47) = 1.158 for C_mid.
     curves = _points(1000.0, 800.0, 60, [(0.8, 0.1), (0.6, 0.2), (0.5, 0.05)], 1.5, 300.0, 0.005)
-    fit = joint_fit(curves, 1000.0, replicates=50)
+    fit = fit_shared_shape(curves, 1000.0, replicates=50)
     b_step = B_GRID[1] / B_GRID[0]
     mid_step = (MID_SPAN[1] / MID_SPAN[0]) ** (1 / (MID_POINTS - 1))
     assert 1.5 / b_step <= fit.b <= 1.5 * b_step
@@ -39,7 +39,7 @@ def test_points_of_one_shape_seen_before_its_midpoint_move_together():
     # Cut at a third of the midpoint, the shape is unsure; every replicate draws one shape for
     # all three points, so their values at the budget rise and fall together.
     curves = _points(1000.0, 100.0, 40, [(0.8, 0.1), (0.7, 0.1), (0.6, 0.1)], 1.5, 300.0, 0.01)
-    q = ranks(joint_fit(curves, 1000.0))
+    q = ranks(fit_shared_shape(curves, 1000.0))
     corr = np.corrcoef(q.T)[np.triu_indices(3, 1)]
     assert corr.min() > 0.5
     assert q.min() > 0 and q.max() < 1
@@ -48,7 +48,7 @@ def test_points_of_one_shape_seen_before_its_midpoint_move_together():
 
 def test_a_long_curve_is_fitted_from_its_consecutive_means():
     curves = _points(1000.0, 800.0, 5 * MAX_BINS, [(0.8, 0.1), (0.6, 0.2)], 1.5, 300.0, 0.005)
-    fit = joint_fit(curves, 1000.0, replicates=20)
+    fit = fit_shared_shape(curves, 1000.0, replicates=20)
     assert fit.lines == pytest.approx(np.array([[0.1, 0.7], [0.2, 0.4]]), abs=0.05)
 
 
@@ -69,7 +69,7 @@ def test_p_best_with_a_pairing_compares_the_points_at_the_same_quantile():
     assert p_best([x, y], pairing=opposite)["x"] == pytest.approx(0.48, abs=0.01)
 
 
-def test_a_joint_replay_records_its_pairing_and_keeps_the_papers_late_winner():
+def test_a_shared_shape_replay_records_its_pairing_and_keeps_the_papers_late_winner():
     # Table 1's batch sizes (digest §5): bs512 leads early, bs2048 wins at the budget. The joint
     # pairing must not stop the late winner.
     from scalerl.fit.paper import TABLE1
@@ -79,6 +79,6 @@ def test_a_joint_replay_records_its_pairing_and_keeps_the_papers_late_winner():
     rng = np.random.default_rng(0)
     logs = [RunLog.of(c, np.clip(law.sigmoid(c, fits[k].A, fits[k].B, fits[k].C_mid, 0.0) + rng.normal(0, 0.01, 48),
                                  0, 1), name=k) for k in ("ScaleRL-bs512", "ScaleRL-bs2048")]  # fmt: skip
-    out = replay(logs, 1e5, joint=True)
-    assert out.to_dict()["joint"] is True
+    out = replay(logs, 1e5, pairing="shared-shape")
+    assert out.to_dict()["pairing"] == "shared-shape"
     assert "ScaleRL-bs2048" not in {s["point"] for s in out.stopped}

@@ -1,8 +1,8 @@
-"""How a study's points move together: Eq. 1 fitted jointly to the points seen up to a rung.
+"""How a study's points move together: Eq. 1 fitted to all of them with one shape (issue 49, item 3).
 
 The points of a learning-rate or batch-size study run the same recipe on the same task, so
-they share the law's shape (issue 49, item 3): one exponent ``B`` and one midpoint ``C_mid``
-for all, each point with its own start and ceiling,
+they share the law's shape: one exponent ``B`` and one midpoint ``C_mid`` for all, each point
+with its own start and ceiling,
 
     R_i(C) = R0_i + (A_i - R0_i) * g(C),    g(C) = 1 / (1 + (C_mid / C)^B)        (Eq. 1)
 
@@ -11,14 +11,18 @@ Given the shape, each point is a straight line in ``g`` (intercept ``R0_i``, slo
 closed form, and a residual bootstrap refits all points together, so that each replicate
 moves every point with the one shape it draws.
 
-What the study reads from it is only the *dependence* between the points' forecasts at the
+What a study reads from it is only the *dependence* between the points' forecasts at the
 budget: the ranks of each point's value across the replicates (``ranks``). Each point's
 forecast stays its own ``Forecast`` (the interval ``scalerl plan`` gives for that run); the
-ranks pair the points' draws when ``choose.p_best`` compares them (a Gaussian-free copula),
-so that a shape both points are unsure of moves them together instead of apart. Where the
-shape is not shared, the replicates' per-point noise dominates and the pairing is close to
-independent: the study's stop threshold is calibrated on real studies with this pairing
-(``bench/pruners.py``).
+ranks pair the points' draws when ``choose.p_best`` compares them (a copula), so that a shape
+both points are unsure of moves them together instead of apart. Where the shape is not
+shared, each point's own residuals dominate the replicates and the pairing is close to
+independent. ``bench/pruners.py`` measures what this pairing stops, and how often wrongly.
+
+(``prior.pooling`` is the other joint fit of a study: a comparison's partial pooling of each
+run's own ``(B, C_mid)``, one fit per run for its figures. This one shares the shape outright
+and is refitted hundreds of times a rung, which the grid makes cheap: a few hundredths of a
+second for four points.)
 """
 
 from __future__ import annotations
@@ -29,10 +33,10 @@ import numpy as np
 
 from scalerl.fit.fitting import B_BOUNDS
 
-__all__ = ["REPLICATES", "JointFit", "joint_fit", "ranks"]
+__all__ = ["REPLICATES", "SharedShape", "fit_shared_shape", "ranks"]
 
 REPLICATES = 400
-"""Bootstrap replicates of the joint fit: the pairs ``p_best`` averages over (its Monte Carlo
+"""Bootstrap replicates of the fit: the pairs ``p_best`` averages over (its Monte Carlo
 error on a probability is at most 0.5 / sqrt(400) = 0.025, a quarter of the default threshold)."""
 B_GRID = np.geomspace(0.2, B_BOUNDS[1], 40)  # the exponent's grid: below 0.2 a curve is a ramp over decades
 MID_SPAN = (0.05, 50.0)  # C_mid's grid, as multiples of the compute seen: a midpoint far outside is a ridge
@@ -49,7 +53,7 @@ def _binned(compute: np.ndarray, reward: np.ndarray) -> tuple[np.ndarray, np.nda
     return np.array([c[i].mean() for i in parts]), np.array([y[i].mean() for i in parts])
 
 
-class JointFit:
+class SharedShape:
     """The shared shape and each point's line in it, and the bootstrap's values at the budget."""
 
     def __init__(self, b: float, c_mid: float, lines: np.ndarray, at_budget: np.ndarray) -> None:
@@ -83,8 +87,8 @@ def _lines(g: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return slope, intercept, sse
 
 
-def joint_fit(curves: Sequence[tuple[np.ndarray, np.ndarray]], budget: float, *, replicates: int = REPLICATES,
-              seed: int = 0) -> JointFit:  # fmt: skip
+def fit_shared_shape(curves: Sequence[tuple[np.ndarray, np.ndarray]], budget: float, *, replicates: int = REPLICATES,
+              seed: int = 0) -> SharedShape:  # fmt: skip
     """Fit Eq. 1 with one shape to every ``(compute, reward)`` of ``curves`` (module
     docstring), then refit ``replicates`` times with each point's residuals resampled (with
     replacement, every point at once), reading each point at ``budget``.
@@ -118,10 +122,10 @@ def joint_fit(curves: Sequence[tuple[np.ndarray, np.ndarray]], budget: float, *,
     pick = np.argmin(total, axis=1)  # (R,) each replicate's shape
     rows = np.arange(replicates)
     at = np.stack([icpt[rows, pick] + slope[rows, pick] * gb[pick] for slope, icpt in parts], axis=1)  # (R, k)
-    return JointFit(float(b[best]), float(mid[best]), np.array(lines), at)
+    return SharedShape(float(b[best]), float(mid[best]), np.array(lines), at)
 
 
-def ranks(fit: JointFit) -> np.ndarray:
+def ranks(fit: SharedShape) -> np.ndarray:
     """(replicates, k): each point's rank among the replicates, as a quantile in (0, 1) (ties
     broken by order): the copula ``choose.p_best`` pairs the points' own draws by."""
     at = fit.at_budget
