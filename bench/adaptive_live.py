@@ -1,6 +1,6 @@
 """A learning-rate study run in full and adaptively, side by side: the winner, the compute used.
 
-    PYTHONPATH=src .venv/bin/python bench/adaptive_live.py [--lrs 1e-5 3e-5 1e-4 3e-4] [--steps 600]
+    PYTHONPATH=src .venv/bin/python bench/adaptive_live.py [--lrs 1e-5 3e-5 1e-4 3e-4] [--steps 600] [--pairing P]
 
 One task (the ``scalerl-tools`` recipe: the calculator environment, which learns within
 minutes here), four learning rates, seed 0, every point from the same SFT-warmed model:
@@ -9,7 +9,7 @@ minutes here), four learning rates, seed 0, every point from the same SFT-warmed
 2. the budget: the smallest final compute of the full runs (compute on a CPU is core-hours,
    so equal steps are not exactly equal compute);
 3. **replay**: ``scalerl sweep --replay`` of the full runs at that budget (what the policy
-   would have stopped on these very runs);
+   would have stopped on these very runs), once per pairing of ``fit.choose.PAIRINGS``;
 4. **adaptive**: ``scalerl sweep SPEC --adaptive --budget B`` in a fresh folder (its own
    training: rungs at B/8, B/4, B/2 and B; a survivor resumes with ``train.max_compute``).
 
@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from _workload import parallel_scaling  # noqa: E402
 
+from scalerl.fit.choose import PAIRING, PAIRINGS  # noqa: E402
 from scalerl.runfolder import read_records  # noqa: E402
 
 SCALERL = str(ROOT / ".venv/bin/scalerl")
@@ -58,6 +59,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--recipe", default="scalerl-tools")
     ap.add_argument("--keep", type=Path, help="keep the study folders here (default: a scratch folder)")
+    ap.add_argument("--pairing", choices=list(PAIRINGS), default=PAIRING,
+                    help="the live study's pairing (the replay of the full runs prints every pairing)")
     args = ap.parse_args()
     print(f"parallel scaling {parallel_scaling():.2f}x (two single-thread processes against one)", flush=True)
     with tempfile.TemporaryDirectory(prefix="scalerl-adaptive-") as scratch:
@@ -76,18 +79,24 @@ def main() -> int:
         finals = {m.parent.parent.name: read_records(m)[-1]["compute_gpu_hours"]
                   for m in (root / "full").rglob("metrics.jsonl")}  # fmt: skip
         budget = min(finals.values())
-        replay_json = root / "replay.json"
-        _run("sweep", "--replay", str(root / "full"), "--budget", repr(budget), "--json", str(replay_json))
-        replay = json.loads(replay_json.read_text())
-        adaptive_s, _ = _run("sweep", str(spec), "--adaptive", "--budget", repr(budget), "--out", str(root / "adaptive"))
+        replays = {}
+        for pairing in PAIRINGS:
+            replay_json = root / f"replay-{pairing}.json"
+            _run("sweep", "--replay", str(root / "full"), "--budget", repr(budget), "--pairing", pairing, "--json",
+                 str(replay_json))  # fmt: skip
+            replays[pairing] = json.loads(replay_json.read_text())
+        replay = replays[args.pairing]
+        adaptive_s, _ = _run("sweep", str(spec), "--adaptive", "--budget", repr(budget), "--pairing", args.pairing,
+                             "--out", str(root / "adaptive"))  # fmt: skip
         live = json.loads((root / "adaptive" / "decisions.json").read_text())
     print(f"\nbudget {budget:.4g} compute per point (the smallest final compute of {len(finals)} full runs of "
           f"{args.steps} steps)")  # fmt: skip
     print(f"full study:     winner {_winner(replay['full']['winner'])}, compute {replay['compute_full']:.4g} (1.00), "
           f"wall {full_s:.0f} s")  # fmt: skip
-    print(f"replay of it:   winner {_winner(replay['winner'])}, compute {replay['compute_used']:.4g} "
-          f"({replay['fraction_used']:.2f}), stopped {[s['point'] for s in replay['stopped']]}")  # fmt: skip
-    print(f"adaptive, live: winner {_winner(live['winner'])}, compute {live['compute_used']:.4g} "
+    for pairing, r in replays.items():
+        print(f"replay of it ({pairing}): winner {_winner(r['winner'])}, compute {r['compute_used']:.4g} "
+              f"({r['fraction_used']:.2f}), stopped {[s['point'] for s in r['stopped']]}")  # fmt: skip
+    print(f"adaptive, live ({args.pairing}): winner {_winner(live['winner'])}, compute {live['compute_used']:.4g} "
           f"({live['compute_used'] / replay['compute_full']:.2f} of the full study's), wall {adaptive_s:.0f} s "
           f"({adaptive_s / full_s:.2f}x), stopped {[(s['point'], round(s['at_compute'], 4)) for s in live['stopped']]}")  # fmt: skip
     for r in replay["full"]["ranking"]:

@@ -22,6 +22,11 @@ stopped, the survivors to the budget) over the same study run to the end.
   budget/8, /4, /2 and the budget, stop once P(best at the budget) < the threshold or the
   point is not learning; ``scalerl (guard)``: the same, a stop held until two rungs agree.
   Every forecast uses a population table learned without the study's own family.
+* ``scalerl, shared shape``: the same rule with P(best) read from the points' draws paired by
+  one fit of them all with one shape (``fit.shared_shape``, ``pairing="shared-shape"``), at
+  0.1 and at its own calibrated threshold.
+* ``hindsight``: the floor of every rule on these rungs: each point that is not good at the
+  budget stopped at budget/8, every good one run to the budget (it knows the end).
 * ``top-2 at rung 1``: keep the two best by their last value at budget/8, stop the rest.
 * ``last value (delta)``: at each rung, stop a point whose last value trails the leader's by
   more than ``delta``, calibrated like the certified pruner: the smallest ``delta`` whose
@@ -34,7 +39,7 @@ stopped, the survivors to the budget) over the same study run to the end.
   compares trials at equal steps): the newest evaluation at or before each step. Their
   settings match the rungs where they have one (first decision at budget/8, halving).
 
-The calibrated threshold of ``scalerl`` is chosen the same way as ``delta`` (past families;
+The calibrated thresholds of ``scalerl`` (each pairing) are chosen the same way as ``delta`` (past families;
 the largest threshold of ``THRESHOLDS`` at or below 5% false stops) and reported on the future
 ones. Every figure is measured in this one invocation; the machine's parallel scaling is
 printed first (single-threaded numpy: a second core changes nothing).
