@@ -62,7 +62,11 @@ PAIRINGS = {
 """How ``p_best`` pairs the points' draws: the choices of a study's ``adaptive.pairing`` and of
 ``scalerl sweep --replay --pairing``, with what each means."""
 PAIRING = "independent"
-"""The default pairing (``bench/pruners.py`` scores both)."""
+"""The default pairing. ``bench/pruners.py`` scored both on 200 replayed studies of real runs
+(2026-12-05): at the threshold 0.1, "shared-shape" used a mean 77% of the compute against 82%,
+with 1.8% false stops against 1.4% and the winner kept in 98% both; but on the paper's Table 1 it
+stopped the late winner (bs2048, whose C_mid is 4x bs512's: not one shape) in 2 of 10 studies,
+where "independent" kept it in 10 of 10."""
 ETA = 2.0
 """Each rung is this many times the compute of the one before (successive halving's eta)."""
 MIN_ETA = 1.5  # rungs closer than this decide on the same evaluations again and again
