@@ -220,7 +220,9 @@ def sequential(pool: Pool, names: list[str], make_pruner: Callable) -> dict[str,
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", pruner=make_pruner(),
+    # a fixed name: HyperbandPruner assigns brackets by a hash of the study's name and the trial
+    # number, and a random name made its rows differ from one run of this script to the next
+    study = optuna.create_study(direction="maximize", pruner=make_pruner(), study_name="pruners",
                                 sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
     stopped: dict[str, float] = {}
     for name in names:
