@@ -8,9 +8,18 @@ import pytest
 from scipy import stats
 
 from scalerl.fit import law
-from scalerl.fit.choose import Standing, p_best, replay
+from scalerl.fit.choose import Standing, p_best, replay, shape_pairing
 from scalerl.fit.forecast import RunLog
-from scalerl.fit.shared_shape import B_GRID, MAX_BINS, MID_POINTS, MID_SPAN, fit_shared_shape, ranks
+from scalerl.fit.shared_shape import (
+    B_GRID,
+    MAX_BINS,
+    MID_POINTS,
+    MID_SPAN,
+    ONE_SHAPE_P,
+    REPLICATES,
+    fit_shared_shape,
+    ranks,
+)
 
 
 def _points(budget: float, cut: float, n: int, heads: list[tuple[float, float]], b: float, mid: float,
@@ -82,3 +91,20 @@ def test_a_shared_shape_replay_records_its_pairing_and_keeps_the_papers_late_win
     out = replay(logs, 1e5, pairing="shared-shape")
     assert out.to_dict()["pairing"] == "shared-shape"
     assert "ScaleRL-bs2048" not in {s["point"] for s in out.stopped}
+
+
+def test_points_of_two_shapes_are_told_apart_and_paired_independently():
+    # One point bends at C_mid 100, the other at 1000 (Table 1's bs512 against bs2048 is 4x):
+    # no one shape fits both to their noise, and the study pairs them independently.
+    c = np.linspace(20.0, 2000.0, 40)
+    rng = np.random.default_rng(1)
+    early = law.sigmoid(c, 0.6, 1.5, 100.0, 0.0) + rng.normal(0, 0.01, c.size)
+    late = law.sigmoid(c, 0.65, 1.5, 1000.0, 0.0) + rng.normal(0, 0.01, c.size)
+    assert fit_shared_shape([(c, early), (c, late)], 4000.0, replicates=20).p_one < ONE_SHAPE_P
+    assert shape_pairing([RunLog.of(c, early, name="a"), RunLog.of(c, late, name="b")], 4000.0) is None
+    # three points of one shape pass the test (its p-value is about uniform under one shape;
+    # these draws give 0.75, far from the level), and get a pairing
+    same = _points(1000.0, 800.0, 60, [(0.8, 0.1), (0.6, 0.2), (0.5, 0.05)], 1.5, 300.0, 0.01, seed=0)
+    assert fit_shared_shape(same, 1000.0, replicates=20).p_one > 4 * ONE_SHAPE_P
+    logs = [RunLog.of(c_, y_, name=str(i)) for i, (c_, y_) in enumerate(same)]
+    assert shape_pairing(logs, 1000.0).shape == (REPLICATES, 3)

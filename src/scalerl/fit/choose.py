@@ -37,7 +37,7 @@ from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
 from scalerl.fit.forecast.states import MIN_EVALS
 from scalerl.fit.readers import Curve
-from scalerl.fit.shared_shape import fit_shared_shape, ranks
+from scalerl.fit.shared_shape import ONE_SHAPE_P, fit_shared_shape, ranks
 
 __all__ = ["MEASURED", "PAIRING", "PAIRINGS", "THRESHOLD", "Decisions", "Standing", "Study", "p_best", "replay",
            "rungs", "shape_pairing", "standing"]
@@ -122,11 +122,13 @@ def standing(log: RunLog, budget: float, options: ForecastOptions) -> Standing:
     return Standing(log.name, fc.cut, draws, fc.method, fc.state.name)
 
 
-def shape_pairing(logs: Sequence[RunLog], budget: float) -> np.ndarray:
+def shape_pairing(logs: Sequence[RunLog], budget: float) -> np.ndarray | None:
     """(R, k): the quantile of each of ``logs``' points in each joint draw of their shared
-    shape (``shared_shape``), from their evaluations up to the budget's."""
+    shape (``shared_shape``), from their evaluations up to the budget's; None where the test
+    says they do not share one (``p_best`` then pairs them independently)."""
     seen = [through(log.curve, budget) for log in logs]
-    return ranks(fit_shared_shape([(c.compute, c.reward) for c in seen], budget))
+    fit = fit_shared_shape([(c.compute, c.reward) for c in seen], budget)
+    return ranks(fit) if fit.p_one >= ONE_SHAPE_P else None
 
 
 def shown(reward: np.ndarray, sigma: float, window: int = SHOWN_WINDOW) -> float:
@@ -312,6 +314,7 @@ class Study:
                 lines[s.point] = f"{head}: {s.point} {'final' if final else 'kept'}: {role}, forecast {_iv(f)}"
         d.rounds.append({"at_compute": rung, "forecasts": {s.point: s.forecast(level) | {"p_best": self.p[s.point]}
                                                            for s in ready},
+                         "paired": "independent" if pairs is None else "shared-shape",
                          "lines": [lines[n] for n in self.alive]})  # fmt: skip
         d.stopped.extend(stop)
         self.alive = [n for n in self.alive if n not in gone]

@@ -11,6 +11,16 @@ Given the shape, each point is a straight line in ``g`` (intercept ``R0_i``, slo
 closed form, and a residual bootstrap refits all points together, so that each replicate
 moves every point with the one shape it draws.
 
+Whether the points share one shape at all is tested first: each point's own best shape on the
+same grid against the one shape, by the drop in the noise-weighted residuals,
+
+    D = sum_i (SSE_i(shared) - SSE_i(own)) / s_i^2  ~  chi^2 with 2(k - 1) degrees of freedom,
+
+``s_i^2`` each point's residual variance about its own shape. Where ``P(chi^2 > D)`` is below
+``ONE_SHAPE_P`` the points do not share a shape (Table 1's bs512 and bs2048, C_mid 2818 against
+10909) and the study pairs them independently. Residuals that follow each other (AR(1), the
+evaluations' noise) only make ``D`` larger: the test errs toward independence.
+
 What a study reads from it is only the *dependence* between the points' forecasts at the
 budget: the ranks of each point's value across the replicates (``ranks``). Each point's
 forecast stays its own ``Forecast`` (the interval ``scalerl plan`` gives for that run); the
@@ -30,10 +40,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import stats
 
 from scalerl.fit.fitting import B_BOUNDS
 
-__all__ = ["REPLICATES", "SharedShape", "fit_shared_shape", "ranks"]
+__all__ = ["ONE_SHAPE_P", "REPLICATES", "SharedShape", "fit_shared_shape", "ranks"]
+
+ONE_SHAPE_P = 0.05
+"""The points share one shape unless the chi-square test (module docstring) rejects it at this level."""
 
 REPLICATES = 400
 """Bootstrap replicates of the fit: the pairs ``p_best`` averages over (its Monte Carlo
@@ -56,8 +70,9 @@ def _binned(compute: np.ndarray, reward: np.ndarray) -> tuple[np.ndarray, np.nda
 class SharedShape:
     """The shared shape and each point's line in it, and the bootstrap's values at the budget."""
 
-    def __init__(self, b: float, c_mid: float, lines: np.ndarray, at_budget: np.ndarray) -> None:
+    def __init__(self, b: float, c_mid: float, lines: np.ndarray, at_budget: np.ndarray, p_one: float) -> None:
         self.b, self.c_mid = b, c_mid
+        self.p_one = p_one  # P(chi^2 > D): the test that the points share one shape (module docstring)
         self.lines = lines  # (k, 2): each point's (R0_i, A_i - R0_i)
         self.at_budget = at_budget  # (replicates, k): each replicate's R_i(C_b)
 
@@ -102,8 +117,10 @@ def fit_shared_shape(curves: Sequence[tuple[np.ndarray, np.ndarray]], budget: fl
     gs = [_g(np.asarray(c, dtype=float), b, mid) for c, _ in curves]
     ys = [np.asarray(y, dtype=float)[None, :] for _, y in curves]
     sse = [_lines(g, y)[2][0] for g, y in zip(gs, ys)]  # each (S,)
-    var = [max(float(s.min()) / max(y.size - 2, 1), 1e-8) for s, y in zip(sse, ys)]
+    var = [max(float(s.min()) / max(y.size - 4, 1), 1e-8) for s, y in zip(sse, ys)]  # about its own shape
     best = int(np.argmin(sum(s / v for s, v in zip(sse, var))))
+    drop = sum((s[best] - s.min()) / v for s, v in zip(sse, var))
+    p_one = float(stats.chi2.sf(drop, 2 * (len(curves) - 1))) if len(curves) > 1 else 1.0
     fitted, resid, lines = [], [], []
     for g, y in zip(gs, ys):
         slope, icpt, _ = _lines(g[best:best + 1], y)
@@ -122,7 +139,7 @@ def fit_shared_shape(curves: Sequence[tuple[np.ndarray, np.ndarray]], budget: fl
     pick = np.argmin(total, axis=1)  # (R,) each replicate's shape
     rows = np.arange(replicates)
     at = np.stack([icpt[rows, pick] + slope[rows, pick] * gb[pick] for slope, icpt in parts], axis=1)  # (R, k)
-    return SharedShape(float(b[best]), float(mid[best]), np.array(lines), at)
+    return SharedShape(float(b[best]), float(mid[best]), np.array(lines), at, p_one)
 
 
 def ranks(fit: SharedShape) -> np.ndarray:
