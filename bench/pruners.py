@@ -130,9 +130,9 @@ def outcome(rule: str, pool: Pool, names: list[str], stopped: dict[str, float]) 
 
 
 def scalerl_rule(pool: Pool, names: list[str], threshold: float = 0.05, confirm: int = 1,
-                 joint: bool = False) -> dict[str, float]:  # fmt: skip
+                 pairing: str = "independent") -> dict[str, float]:  # fmt: skip
     study = Study(names, pool.budget, threshold=threshold, options=pool.options, confirm=confirm,
-                  pairing="shared-shape" if joint else "independent",
+                  pairing=pairing,
                   standing_of=pool.standing, pairing_of=pool.pairing)  # fmt: skip
     stopped = {}
     for rung in study.decisions.rungs:
@@ -344,16 +344,16 @@ def main() -> int:
     past, future = set(order[: len(order) // 2]), set(order[len(order) // 2:])
     threshold, t_rows = calibrate(pools, studies, past, THRESHOLDS,
                                   lambda t: lambda p, n: scalerl_rule(p, n, threshold=t))  # fmt: skip
-    joint_t, j_rows = calibrate(pools, studies, past, THRESHOLDS,
-                                lambda t: lambda p, n: scalerl_rule(p, n, threshold=t, joint=True))  # fmt: skip
+    shared_t, j_rows = calibrate(pools, studies, past, THRESHOLDS,
+                                 lambda t: lambda p, n: scalerl_rule(p, n, threshold=t, pairing="shared-shape"))  # fmt: skip
     delta, d_rows = calibrate(pools, studies, past, DELTAS[::-1], lambda d: lambda p, n: last_value(p, n, d))
     rules: dict[str, Callable] = {
         "scalerl (threshold 0.05)": lambda p, n: scalerl_rule(p, n),
         "scalerl (guard: 2 rungs agree)": lambda p, n: scalerl_rule(p, n, confirm=2),
         f"scalerl (calibrated threshold {threshold:g})": lambda p, n: scalerl_rule(p, n, threshold=threshold),
-        f"scalerl, joint shape (calibrated threshold {joint_t:g})":
-            lambda p, n: scalerl_rule(p, n, threshold=joint_t, joint=True),
-        "scalerl, joint shape (threshold 0.1)": lambda p, n: scalerl_rule(p, n, threshold=0.1, joint=True),
+        f"scalerl, shared shape (calibrated threshold {shared_t:g})":
+            lambda p, n: scalerl_rule(p, n, threshold=shared_t, pairing="shared-shape"),
+        "scalerl, shared shape (threshold 0.1)": lambda p, n: scalerl_rule(p, n, threshold=0.1, pairing="shared-shape"),
         "hindsight (losers stopped at rung 1)": hindsight,
         "top-2 at rung 1": top_k,
         f"last value (calibrated delta {delta:g})": lambda p, n: last_value(p, n, delta),
@@ -377,7 +377,7 @@ def main() -> int:
     _print("Calibration on the past families: scalerl's threshold (false stops / points, median compute)",
            ("threshold", "false stops / points", "compute used"),
            [(f"{g:g}", f"{100 * r:.1f}%", f"{100 * u:.0f}%") for g, r, u in t_rows], args.markdown)  # fmt: skip
-    _print("Calibration on the past families: scalerl's threshold with the joint shape",
+    _print("Calibration on the past families: scalerl's threshold with the shared shape",
            ("threshold", "false stops / points", "compute used"),
            [(f"{g:g}", f"{100 * r:.1f}%", f"{100 * u:.0f}%") for g, r, u in j_rows], args.markdown)  # fmt: skip
     _print("Calibration on the past families: the last-value rule's delta",
