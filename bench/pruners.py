@@ -220,9 +220,12 @@ def sequential(pool: Pool, names: list[str], make_pruner: Callable) -> dict[str,
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    # a fixed name: HyperbandPruner assigns brackets by a hash of the study's name and the trial
-    # number, and a random name made its rows differ from one run of this script to the next
-    study = optuna.create_study(direction="maximize", pruner=make_pruner(), study_name="pruners",
+    # HyperbandPruner puts a trial in a bracket by a hash of the study's name and the trial's
+    # number: a random name (Optuna's default) changed its rows from one run of this script to
+    # the next, and one name for every study put every study's trials in the same brackets; the
+    # study's own points name it
+    study = optuna.create_study(direction="maximize", pruner=make_pruner(),
+                                study_name=f"{pool.family}: {', '.join(names)}",
                                 sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
     stopped: dict[str, float] = {}
     for name in names:
