@@ -63,10 +63,10 @@ PAIRINGS = {
 ``scalerl sweep --replay --pairing``, with what each means."""
 PAIRING = "independent"
 """The default pairing. ``bench/pruners.py`` scored both on 200 replayed studies of real runs
-(2026-12-05): at the threshold 0.1, "shared-shape" used a mean 77% of the compute against 82%,
-with 1.8% false stops against 1.4% and the winner kept in 98% both; but on the paper's Table 1 it
-stopped the late winner (bs2048, whose C_mid is 4x bs512's: not one shape) in 2 of 10 studies,
-where "independent" kept it in 10 of 10."""
+(2026-12-05), at the threshold 0.1: with the shape always shared, 77% of the compute (mean)
+against 82%, but the paper's Table 1 late winner (bs2048, whose C_mid is 4x bs512's: not one
+shape) stopped in 2 of 10 studies; with the shape tested first (``shared_shape.ONE_SHAPE_P``),
+Table 1 kept in 10 of 10 and 81% of the compute, for 1.8% false stops against 1.4%."""
 ETA = 2.0
 """Each rung is this many times the compute of the one before (successive halving's eta)."""
 MIN_ETA = 1.5  # rungs closer than this decide on the same evaluations again and again
