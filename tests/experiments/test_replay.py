@@ -56,6 +56,8 @@ def test_replay_with_the_shared_shape_pairing_says_so_and_keeps_the_winner(study
     assert done.returncode == 0, done.stderr
     d = json.loads(out.read_text())
     assert d["pairing"] == "shared-shape" and "draws paired: shared-shape" in done.stdout
+    decided = [r for r in d["rounds"] if r["forecasts"]]
+    assert decided and all(r["paired"] in ("independent", "shared-shape") for r in decided)
     assert d["winner"] == "lr=1e-4/seed0" and "lr=1e-4/seed0" not in {s["point"] for s in d["stopped"]}
 
 

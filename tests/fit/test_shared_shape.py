@@ -59,6 +59,14 @@ def test_a_long_curve_is_fitted_from_its_consecutive_means():
     curves = _points(1000.0, 800.0, 5 * MAX_BINS, [(0.8, 0.1), (0.6, 0.2)], 1.5, 300.0, 0.005)
     fit = fit_shared_shape(curves, 1000.0, replicates=20)
     assert fit.lines == pytest.approx(np.array([[0.1, 0.7], [0.2, 0.4]]), abs=0.05)
+    # the same fit as from the means of 5 consecutive evaluations, given as the curve: the two
+    # ways of taking a mean of 5 float64 terms differ by a few ulps (~1e-16 on values <= 1), and
+    # a least-squares line through 100 points with g in [0, 1] amplifies that far less than 1e6x
+    means = [(c.reshape(MAX_BINS, 5).mean(axis=1), y.reshape(MAX_BINS, 5).mean(axis=1)) for c, y in curves]
+    binned = fit_shared_shape(means, 1000.0, replicates=20)
+    assert (fit.b, fit.c_mid) == (binned.b, binned.c_mid)
+    assert fit.lines == pytest.approx(binned.lines, abs=1e-10)
+    assert fit.at_budget == pytest.approx(binned.at_budget, abs=1e-10)
 
 
 def test_p_best_with_a_pairing_compares_the_points_at_the_same_quantile():

@@ -291,7 +291,7 @@ class Study:
             lines |= {s.point: f"{head}: {s.point} {alone}" for s in ready}
             d.rounds.append({"at_compute": rung, "forecasts": {}, "lines": [lines[n] for n in self.alive]})
             return []
-        pairs = self.pairing_of([logs[s.point] for s in ready], d.budget) if d.pairing == "shared-shape" else None
+        pairs = self.pairs([logs[s.point] for s in ready])
         self.p, candidates = decide(ready, d.threshold, self.options.level, pairs)
         final = rung >= d.budget
         stop = [] if final else self._confirmed(candidates, ready)
@@ -319,6 +319,12 @@ class Study:
         d.stopped.extend(stop)
         self.alive = [n for n in self.alive if n not in gone]
         return stop
+
+    def pairs(self, logs: Sequence[RunLog]) -> np.ndarray | None:
+        """How ``p_best`` pairs the draws of ``logs``' points: None for independent draws (the
+        "independent" pairing, or points whose one-shape test failed), else ``shape_pairing``'s."""
+        d = self.decisions
+        return self.pairing_of(list(logs), d.budget) if d.pairing == "shared-shape" else None
 
     def _index(self, rung: float) -> int:
         rs = self.decisions.rungs
@@ -381,8 +387,7 @@ def replay(logs: Sequence[RunLog], budget: float, *, first_rung: float | None = 
     out = study.finish()
     out.compute_full = float(sum(float(c.head(budget).compute[-1]) for c in curves))
     everyone = [standing(log.upto(budget), budget, study.options) for log in logs]
-    pairs = shape_pairing([log.upto(budget) for log in logs], budget) if pairing == "shared-shape" else None
-    p_all = p_best(everyone, pairing=pairs)
+    p_all = p_best(everyone, pairing=study.pairs([log.upto(budget) for log in logs]))
     out.full = {"winner": tied(p_all, threshold),
                 "ranking": [{"point": s.point, **s.forecast(study.options.level), "p_best": p_all[s.point]}
                             for s in sorted(everyone, key=lambda s: -s.median)]}  # fmt: skip

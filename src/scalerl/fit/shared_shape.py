@@ -114,8 +114,8 @@ def fit_shared_shape(curves: Sequence[tuple[np.ndarray, np.ndarray]], budget: fl
     reach = max(float(np.max(c)) for c, _ in curves)
     b, mid = _shapes(reach)
     gb = 1.0 / (1.0 + (mid / budget) ** b)  # (S,) g at the budget
-    gs = [_g(np.asarray(c, dtype=float), b, mid) for c, _ in curves]
-    ys = [np.asarray(y, dtype=float)[None, :] for _, y in curves]
+    gs = [_g(c, b, mid) for c, _ in curves]  # each (S, n_i)
+    ys = [y[None, :] for _, y in curves]  # each (1, n_i)
     sse = [_lines(g, y)[2][0] for g, y in zip(gs, ys)]  # each (S,)
     var = [max(float(s.min()) / max(y.size - 4, 1), 1e-8) for s, y in zip(sse, ys)]  # about its own shape
     best = int(np.argmin(sum(s / v for s, v in zip(sse, var))))
