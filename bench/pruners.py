@@ -97,6 +97,12 @@ class Pool:
             self.cache[key] = standing(log, budget, options)
         return self.cache[key]
 
+    def good(self, names: list[str]) -> set[str]:
+        """The points whose value at the budget is within WITHIN of the best of ``names``."""
+        values = {n: self.value(n) for n in names}
+        best = max(values.values())
+        return {n for n, v in values.items() if v >= best - WITHIN}
+
     def pairing(self, logs: list[RunLog], budget: float):
         key = ("pairing", *((g.name, float(g.curve.compute[-1])) for g in logs))
         if key not in self.cache:
@@ -118,9 +124,7 @@ class Outcome:
 
 def outcome(rule: str, pool: Pool, names: list[str], stopped: dict[str, float]) -> Outcome:
     """Score a study: ``stopped`` maps each stopped point to the compute it had spent."""
-    values = {n: pool.value(n) for n in names}
-    best = max(values.values())
-    good = {n for n, v in values.items() if v >= best - WITHIN}
+    good = pool.good(names)
     spent = sum(stopped.get(n, pool.budget) for n in names)
     return Outcome(rule, pool.family, bool(good - set(stopped)), spent / (pool.budget * len(names)), len(stopped),
                    len(good & set(stopped)), len(names), [c / pool.budget for c in stopped.values()])  # fmt: skip
@@ -132,8 +136,7 @@ def outcome(rule: str, pool: Pool, names: list[str], stopped: dict[str, float]) 
 def scalerl_rule(pool: Pool, names: list[str], threshold: float = 0.05, confirm: int = 1,
                  pairing: str = "independent") -> dict[str, float]:  # fmt: skip
     study = Study(names, pool.budget, threshold=threshold, options=pool.options, confirm=confirm,
-                  pairing=pairing,
-                  standing_of=pool.standing, pairing_of=pool.pairing)  # fmt: skip
+                  pairing=pairing, standing_of=pool.standing, pairing_of=pool.pairing)  # fmt: skip
     stopped = {}
     for rung in study.decisions.rungs:
         for s in study.step(rung, {n: pool.logs[n].upto(rung) for n in study.alive}):
@@ -149,9 +152,8 @@ def _last(pool: Pool, name: str, rung: float) -> tuple[float, float]:
 def hindsight(pool: Pool, names: list[str]) -> dict[str, float]:
     """The floor of every rule on these rungs: each point that is not good at the budget
     (which only the end shows) stopped at the first rung, every good one run to the budget."""
-    values = {n: pool.value(n) for n in names}
-    best = max(values.values())
-    return {n: _last(pool, n, pool.budget / 8)[1] for n in names if values[n] < best - WITHIN}
+    good = pool.good(names)
+    return {n: _last(pool, n, pool.budget / 8)[1] for n in names if n not in good}
 
 
 def top_k(pool: Pool, names: list[str], k: int = 2) -> dict[str, float]:
