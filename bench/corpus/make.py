@@ -68,6 +68,12 @@ class Family:
     def run_name(self, seed: int, lr: float) -> str:
         return f"s{seed}_lr{lr:g}"
 
+    def train_sets(self, seed: int, lr: float) -> list[str]:
+        """The ``--set``s of one scalerl run of this family."""
+        base = (f"model.base={self.base}",) if self.warmup is not None else ()
+        return [f"train.seed={seed}", f"optim.lr={lr}", f"train.steps={self.steps}", "train.max_minutes=null",
+                *self.sets, *base]  # fmt: skip
+
 
 def _grid(seeds, lrs) -> tuple[tuple[int, float], ...]:
     return tuple((s, lr) for lr in lrs for s in seeds)
@@ -199,10 +205,8 @@ def scalerl_run(family: Family, seed: int, lr: float) -> list[dict]:
 
     with tempfile.TemporaryDirectory(prefix="scalerl-corpus-") as scratch:
         run_dir = Path(scratch) / "run"
-        cmd = [str(ROOT / ".venv/bin/scalerl"), "train", "--recipe", family.recipe, "--out", str(run_dir), "--no-fit",
-               "--set", f"train.seed={seed}", "--set", f"optim.lr={lr}", "--set", f"train.steps={family.steps}",
-               "--set", "train.max_minutes=null"]  # fmt: skip
-        for s in (*family.sets, *((f"model.base={family.base}",) if family.warmup is not None else ())):
+        cmd = [str(ROOT / ".venv/bin/scalerl"), "train", "--recipe", family.recipe, "--out", str(run_dir), "--no-fit"]
+        for s in family.train_sets(seed, lr):
             cmd += ["--set", s]
         log = Path(scratch) / "train.log"
         with log.open("w") as f:
