@@ -116,10 +116,10 @@ FAMILIES = (
            trl_args=("--loss", "dapo", "--eval-like-scalerl", "32")),
     Family("scalerl-trl-grpo-addition", "trl-grpo", "addition", 1000, _grid((0, 1, 2), (5e-5,)), TRL_WORKLOAD),
     # Issue 48, item 6: the shapes the corpus lacked. Learning rates 2-3x the addition family's
-    # highest, for a collapse (at 1e-3 a run fell from 0.31 to 0 within 32 steps, with no rise
-    # first); a warm-up stopped low, for late risers (from 0.035, a run stayed at 0.01-0.02 for
-    # 600 steps: too cold to learn at all); the calculator at longer
-    # operands and more turns; the math task with math-verify.
+    # highest, for collapses (at 1e-3, tried first, a run fell from 0.31 to 0 within 32 steps);
+    # a warm-up stopped low, for slow starts (stopped at 0.035, tried first, a run stayed at
+    # 0.01-0.02 for 600 steps: too cold to learn at all); the calculator at longer operands and
+    # more turns; the math task with Math-Verify.
     Family("scalerl-addition-hot", "scalerl", "addition", 500, _grid((0, 1, 2, 3), (4e-4, 6e-4)),
            ("eval.every=20",), warmup=()),
     Family("scalerl-addition-cold", "scalerl", "addition", 700, _grid((0, 1, 2), (1e-4, 2e-4)),
