@@ -185,15 +185,20 @@ def math_data() -> None:
     MATH_DATA.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def train_command(recipe: str, out: Path, sets: list[str]) -> list[str]:
+    """``scalerl train --recipe RECIPE --out OUT --no-fit --set ...``, this checkout's."""
+    cmd = [str(ROOT / ".venv/bin/scalerl"), "train", "--recipe", recipe, "--out", str(out), "--no-fit"]
+    for s in sets:
+        cmd += ["--set", s]
+    return cmd
+
+
 def shared_base(family: Family) -> None:
     """``family.base``: the nano model SFT-warmed with ``family.warmup`` (``scalerl train`` for one
     RL step, whose cached warm-up is the base), made once."""
     if (family.base / "config.json").is_file():
         return
-    cmd = [str(ROOT / ".venv/bin/scalerl"), "train", "--recipe", family.recipe, "--out", str(family.base.parent),
-           "--no-fit", "--set", "train.steps=1"]  # fmt: skip
-    for s in family.warmup or ():
-        cmd += ["--set", s]
+    cmd = train_command(family.recipe, family.base.parent, [*(family.warmup or ()), "train.steps=1"])
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
@@ -205,9 +210,7 @@ def scalerl_run(family: Family, seed: int, lr: float) -> list[dict]:
 
     with tempfile.TemporaryDirectory(prefix="scalerl-corpus-") as scratch:
         run_dir = Path(scratch) / "run"
-        cmd = [str(ROOT / ".venv/bin/scalerl"), "train", "--recipe", family.recipe, "--out", str(run_dir), "--no-fit"]
-        for s in family.train_sets(seed, lr):
-            cmd += ["--set", s]
+        cmd = train_command(family.recipe, run_dir, family.train_sets(seed, lr))
         log = Path(scratch) / "train.log"
         with log.open("w") as f:
             done = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=scratch)
