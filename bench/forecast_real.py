@@ -22,7 +22,10 @@ evaluations inside the cut, **the run itself never in its own prior**:
     band with its rolling-origin factors by lead);
   - ``validation alone``: the same with ``train_reward="none"``;
   - ``with the siblings' prior``: the same under the prior learned from the run's siblings (the
-    other runs of its family; ``prior.runs.load_prior``, as ``--prior-runs`` does);
+    other runs of its family; ``prior.runs.load_prior``, as ``--prior-runs`` does): their
+    training rewards' prior on the training reward the forecast follows, where the log has one;
+  - ``siblings' prior, validation's only``: the same prior without its training rewards' (as
+    before issue 48's item 1: the validation's own fit under the prior);
   - the baselines of ``bench/baselines.py``, each one registered function: App. A.4's power
     law ``R = A - D / C^B``, the learning-curve literature's POW4 and MMF4, the entropy law
     ``R = -a e^H + b`` where a log has entropy (each band by the delta method on its least-squares
@@ -54,7 +57,7 @@ import json
 import sys
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -81,12 +84,13 @@ WINDOW = 5
 REACH_STEPS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 LEVEL = 0.95
 Z = float(stats.norm.ppf(0.975))
-METHODS = ("shipped", "validation alone", "with the siblings' prior", "with a population prior", "prequential mixture",
-           "stack", *BASELINES)
-VARIANTS = ("shipped", "validation alone", "with the siblings' prior", "with a population prior",
+SIBLINGS_VAL = "siblings' prior, validation's only"
+METHODS = ("shipped", "validation alone", "with the siblings' prior", SIBLINGS_VAL, "with a population prior",
+           "prequential mixture", "stack", *BASELINES)
+VARIANTS = ("shipped", "validation alone", "with the siblings' prior", SIBLINGS_VAL, "with a population prior",
             "prequential mixture")  # scored for time and P(reach)
 SETTINGS = {"shipped": {}, "validation alone": {"train_reward": "none"}, "with the siblings' prior": {"prior": True},
-            "with a population prior": {"population_prior": True}}
+            SIBLINGS_VAL: {"prior": "validation"}, "with a population prior": {"population_prior": True}}
 MIN_POINTS = 6
 
 
@@ -195,6 +199,8 @@ def forecasts(run: Run, frac: float, options: FitOptions, prior, table: Path, po
             if population_prior is None:
                 continue
             change = {"prior": population_prior}
+        elif change.get("prior") == "validation":  # the prior before issue 48's item 1: no training reward's
+            change = {"prior": prior if prior[0] is None else (replace(prior[0], train=None), *prior[1:])}
         elif change.get("prior"):
             change = {"prior": prior}
         out[variant] = forecast_of(run.log(), cut=cut, options=base.with_(**change))
@@ -210,8 +216,6 @@ def prequential(run: Run, cut: float, base: ForecastOptions, made: dict):
     earlier ones (a rolling origin on the run itself: each forecast from the cut's first two
     thirds, scored by the Gaussian log density of the last third under its predictive draws;
     pseudo-BMA weights). Where the shipped forecast is the validation's own, it is itself."""
-    from dataclasses import replace
-
     from scalerl.fit.forecast.draws import mixture
 
     shipped, alone = made["shipped"], made["validation alone"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from scalerl.examples import example_files, example_path
 from scalerl.fit.errors import CurveError
 from scalerl.fit.readers import load_runs, read_curves
+from scalerl.fit.readers.tensorboard import written_order
 
 from .._files import (
     synthetic_curve,
@@ -200,6 +202,14 @@ def test_missing_file_and_empty_glob(tmp_path):
         load_runs([tmp_path / "nope.csv"])
     with pytest.raises(CurveError, match="no file matches"):
         load_runs(str(tmp_path / "*.csv"))
+
+
+def test_event_files_opened_in_one_second_keep_their_counters_order():
+    # TensorBoard names a writer's file <seconds>.<host>.<pid>.<counter>; a tenth writer of one
+    # process in one second gets counter 10, which sorts before 9 as text
+    written = ["events.out.tfevents.0999999999.host.12.11", "events.out.tfevents.1700000000.host.12.9",
+               "events.out.tfevents.1700000000.host.12.10", "events.out.tfevents.1700000001.host.12.2"]  # fmt: skip
+    assert [p.name for p in sorted(map(Path, reversed(written)), key=written_order)] == written
 
 
 def test_tensorboard_run_dir_with_several_event_files_is_merged_by_step(tmp_path):

@@ -140,7 +140,7 @@ def fit_command(args: argparse.Namespace) -> int:
 
         prior = load_prior(args.prior_runs, options, columns_of(args),
                            exclude=tuple(str(p) for p in expand_paths(args.runs)),
-                           forecast=[log.curve for log in logs])  # fmt: skip
+                           forecast=[log.curve for log in logs], train=args.train_reward)  # fmt: skip
     console = report.console()
     for log in logs:
         console.print(f"{log.curve.source}: x = {log.curve.x}, y = {log.curve.y} ({len(log.curve)} points)",

@@ -160,7 +160,8 @@ def plan_of(args: argparse.Namespace) -> Plan:
         from scalerl.fit.prior.runs import load_prior
 
         prior = load_prior(args.prior_runs, options, Columns(x=args.x, y=args.y),
-                           exclude=tuple(str(p) for p in expand_paths([args.run])), forecast=[log.curve])  # fmt: skip
+                           exclude=tuple(str(p) for p in expand_paths([args.run])), forecast=[log.curve],
+                           train=args.train_reward)  # fmt: skip
     fo = forecast_options(args, options, budget=_budget(args, log), prior=prior, window=args.window)
     forecast = forecast_of(log, options=fo)
     answer = forecast.reach(args.target, budget_compute=args.budget_compute, budget_hours=args.budget_hours)

@@ -39,7 +39,7 @@ from scalerl.fit.readers.core import TRAIN_REWARD_COLUMNS, find_column
 from scalerl.fit.readers.jsonl import curves_from_records, jsonl_records, read_jsonl
 from scalerl.fit.time.timing import Clock, clock_from_points
 
-__all__ = ["RunLog", "log_from_records", "read_logs", "run_budget"]
+__all__ = ["RunLog", "log_from_records", "read_log_file", "read_logs", "run_budget"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -241,10 +241,24 @@ def read_logs(paths, columns: Columns | None = None, *, train: str | None = None
               ) -> list[RunLog]:
     """Every run in the given files, folders and globs (module docstring), each file read once."""
     columns = Columns() if columns is None else columns
-    found = []
-    for path in expand_paths(paths):
-        log, cfg = _folder(Path(path))
-        found += [(log, cfg, curve) for curve in read_curves(log, _metric(columns, cfg))]
+    found = [f for path in expand_paths(paths) for f in _found(Path(path), columns)]
+    return _logs(found, columns, train, speeds)
+
+
+def read_log_file(path: Path, columns: Columns | None = None, *, train: str | None = None) -> list[RunLog]:
+    """Every run in one file or folder, as :func:`read_logs` reads it, its name never read as
+    a glob (a prior's finished runs, found once by ``prior.runs``)."""
+    columns = Columns() if columns is None else columns
+    return _logs(_found(Path(path), columns), columns, train, None)
+
+
+def _found(path: Path, columns: Columns) -> list[tuple[Path, dict, Curve]]:
+    log, cfg = _folder(path)
+    return [(log, cfg, curve) for curve in read_curves(log, _metric(columns, cfg))]
+
+
+def _logs(found: list[tuple[Path, dict, Curve]], columns: Columns, train: str | None, speeds: Clock | None
+          ) -> list[RunLog]:
     names = unique_names([curve for _, _, curve in found])
     out = []
     for (log, cfg, curve), unique in zip(found, names):

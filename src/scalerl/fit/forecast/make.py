@@ -76,26 +76,29 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
         return Forecast(seen, options, st.State(st.DECLINING, fall), "flat", fall, draws, horizon,
                         evidence=evidence, **base)  # fmt: skip
     why: list[str] = []
-    if options.prior is not None and evidence.detected:
+    comp = seen.companion() if options.follows_train_reward else None
+    trained_prior = _train_prior(options) if comp is not None and len(comp) >= MIN_POINTS else None
+    if options.prior is not None and evidence.detected and trained_prior is None:
         made = _with_prior(fit, options, horizon, kw, unc)
         if made[0] is not None:
             draws, pf = made
             return Forecast(seen, options, st.from_rise(evidence), "prior", pf.reason, draws, horizon,
                             evidence=evidence, notes=(pf.reason,), prior=pf, **base)  # fmt: skip
         why.append(made[1].reason)
-    comp = seen.companion() if options.follows_train_reward else None
     if comp is not None:
         diverged = None if evidence.detected else st.diverging(comp.val, comp.train, rho=rho, level=options.level,
                                                                    column=comp.column)  # fmt: skip
         if diverged is not None:
             return _not_learning(seen, options, horizon, kw, evidence, unc, fit, diverged, st.DIVERGING,
                                  notes=tuple(why))  # fmt: skip
-        draws, note, trained = _companion(comp, options, kw, sigma=unc.noise.sigma, rho=rho)
+        draws, note, trained, tpf = _companion(comp, options, kw, sigma=unc.noise.sigma, rho=rho,
+                                               prior=trained_prior)  # fmt: skip
         if draws is not None:
             followed = evidence if evidence.detected else trained
+            notes = (*why, *(() if tpf is None else (tpf.reason,)))
             return Forecast(seen, options, st.from_rise(followed), "training reward",
-                            "; ".join([*why, f"the validation follows the training reward ({comp.column})"]),
-                            draws, horizon, evidence=followed, notes=tuple(why), **base)  # fmt: skip
+                            "; ".join([*notes, f"the validation follows the training reward ({comp.column})"]),
+                            draws, horizon, evidence=followed, notes=notes, train_prior=tpf, **base)  # fmt: skip
         why.append(note)
     if not evidence.detected:
         return _not_learning(seen, options, horizon, kw, evidence, unc, fit, "; ".join(why), notes=tuple(why))
@@ -108,39 +111,59 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
 
 def _with_prior(fit: FitResult, options: ForecastOptions, horizon: float, kw: dict, unc):
     """(draws, PriorForecast) under the prior, or (None, the PriorForecast that says why not)."""
-    from scalerl.fit.prior.posterior import forecast_with_prior
-
-    learned, why, n_runs = options.prior
-    last = float(fit.compute.max())
-    reach = options.budget if options.budget and options.budget > last else horizon
-    pf = forecast_with_prior(fit, fit_until=last, budget=reach, prior=learned, options=options.fit,
-                             n_runs=n_runs, why_none=why)  # fmt: skip
+    pf = _prior_forecast(fit, options, horizon, options.prior[0])
     if not pf.used:
         return None, pf
     return band_draws(pf.predict, pf.band, sigma=unc.noise.sigma, rho=unc.noise.rho, **kw), pf
 
 
-def _companion(comp: Companion, options: ForecastOptions, kw: dict, *, sigma: float, rho: float):
-    """(draws or None, why not, the training reward's Rise): the validation as the training
-    reward's calibrated draws plus the offset ``g`` (``companion``): centre ``t(C) + g``, each
-    side widened by ``g``'s standard error in quadrature, one evaluation's noise the offsets'
-    spread (never below the validation's own ``sigma``)."""
+def _prior_forecast(fit: FitResult, options: ForecastOptions, horizon: float, learned, what: str = ""):
+    """The PriorForecast of ``fit``'s curve under ``learned``, calibrated at the run's budget
+    (else the horizon); ``what`` the curve, where its reason names it."""
+    from scalerl.fit.prior.posterior import forecast_with_prior
+
+    _, why, n_runs = options.prior
+    last = float(fit.compute.max())
+    reach = options.budget if options.budget and options.budget > last else horizon
+    pf = forecast_with_prior(fit, fit_until=last, budget=reach, prior=learned, options=options.fit,
+                             n_runs=n_runs, why_none=why)  # fmt: skip
+    return replace(pf, reason=f"{what} {pf.reason}") if what else pf
+
+
+def _train_prior(options: ForecastOptions):
+    """The prior of the finished runs' training rewards (``Prior.train``), None without one."""
+    learned = None if options.prior is None else options.prior[0]
+    return None if learned is None else learned.train
+
+
+def _companion(comp: Companion, options: ForecastOptions, kw: dict, *, sigma: float, rho: float, prior=None):
+    """(draws or None, why not, the training reward's Rise, its PriorForecast or None): the validation as
+    the training reward's calibrated draws plus the offset ``g`` (``companion``): centre
+    ``t(C) + g``, each side widened by ``g``'s standard error in quadrature, one evaluation's
+    noise the offsets' spread (never below the validation's own ``sigma``). With ``prior``
+    (the finished runs' training rewards, ``Prior.train``) the training reward's curve and band
+    are its forecast under that prior (``prior.posterior``), unless the prior refuses the run."""
     if len(comp) < MIN_POINTS:
-        return None, f"training reward not used: {len(comp)} evaluations have one, below {MIN_POINTS}", None
+        return None, f"training reward not used: {len(comp)} evaluations have one, below {MIN_POINTS}", None, None
     try:
         tfit = options.fit.fit(comp.compute, comp.train, source=comp.column)
     except (CurveError, ValueError, np.linalg.LinAlgError) as err:
-        return None, f"training reward not used: {err}", None
+        return None, f"training reward not used: {err}", None, None
     tunc = assess(tfit, level=options.level, margin=options.margin)
     trained = rise(comp.train, rho=tunc.noise.rho, level=options.level)
     trained = replace(trained, of=f"the training reward ({comp.column})")
     if not trained.detected:
-        return None, f"training reward not used: {trained.message}", trained
+        return None, f"training reward not used: {trained.message}", trained, None
     now = float(kw["observed_compute"][-1])
     cal = tunc.calibration
     k = 1.0 if cal is None or not cal.calibrated else cal.sides_at
-    sds = widened(tfit.predict, tunc.band, k=k, sigma=tunc.noise.sigma, level=options.level, now=now)
-    gaps = comp.offsets(tfit.predict)
+    centre_t, band_t, noise_t, pf = tfit.predict, tunc.band, tunc.noise.sigma, None
+    if prior is not None:
+        pf = _prior_forecast(tfit, options, kw["horizon"], prior, what="training reward:")
+        if pf.used:  # the prior's band carries its own calibration factor
+            centre_t, band_t, noise_t, k = pf.predict, pf.band, pf.mode.sigma, 1.0
+    sds = widened(centre_t, band_t, k=k, sigma=noise_t, level=options.level, now=now)
+    gaps = comp.offsets(centre_t)
     g, s_g = float(gaps.mean()), float(gaps.std(ddof=1))
     se = s_g / np.sqrt(gaps.size)
     z = float(stats.norm.ppf((1.0 + options.level) / 2.0))
@@ -154,7 +177,7 @@ def _companion(comp: Companion, options: ForecastOptions, kw: dict, *, sigma: fl
         return mid + g - d, mid + g + u
 
     draws = band_draws(centre, band, sigma=max(s_g, sigma), rho=rho, **kw)
-    return draws, "", trained
+    return draws, "", trained, pf
 
 
 def _not_learning(seen: RunLog, options: ForecastOptions, horizon: float, kw: dict, evidence: Rise, unc,

@@ -74,6 +74,7 @@ class Forecast:
     weights: dict = field(default_factory=dict)  # method -> weight, where the draws mix methods
     notes: tuple[str, ...] = ()  # one sentence each: the prior's, the late risers', a fallback's
     prior: object = None  # the PriorForecast where the prior was used
+    train_prior: object = None  # the training reward's PriorForecast, where the draws follow it and a prior was tried
 
     # --- what was seen ---------------------------------------------------------------------
 
@@ -179,12 +180,18 @@ class Forecast:
         """Whose curves the intervals come from, in words."""
         column = self.log.train.y if self.log.train is not None else ""
         text = {"prior": "the prior learned from finished runs",
-                "training reward": f"the training reward's fit ({column}) and the validation's offset from it",
+                "training reward": f"the training reward's fit ({column}){self._under_prior} and the validation's "
+                                   "offset from it",
                 "late risers": "the run's flat level and finished runs that looked as flat (late risers)",
                 "flat": "the run's flat level", "none": "nothing yet"}.get(self.method, "the fit of the validation")  # fmt: skip
         if self.weights:
             text += " (" + ", ".join(f"{m} {w:.0%}" for m, w in self.weights.items()) + ")"
         return text
+
+    @property
+    def _under_prior(self) -> str:
+        tp = self.train_prior
+        return f" under the prior of {tp.n_runs} finished runs' training rewards" if tp is not None and tp.used else ""
 
     def to_dict(self) -> dict:
         out = {"run": self.log.name, "source": self.log.curve.source, "x": self.log.curve.x, "y": self.log.curve.y,
@@ -197,4 +204,6 @@ class Forecast:
             out["ceiling"] = {"A_plausible": [lo, hi], "identified": self.unc.identified, "verdict": self.unc.verdict}
         if self.log.train is not None:
             out["train_reward_column"] = self.log.train.y
+        if self.train_prior is not None:
+            out["train_reward_prior"] = self.train_prior.to_dict()
         return out

@@ -16,6 +16,11 @@ population: it errs on the honest side. The evaluation noise carries over as the
 of the runs' residual variances, the centre a short prefix's own noise estimate is
 shrunk toward (``posterior``).
 
+The same runs' training rewards, each binned to its evaluations as a forecast bins the run's
+own (``forecast.companion``), give a second population of the same form, ``Prior.train``: the
+shape of the curve the default forecast follows where a log has a training reward (issue 48,
+item 1). The validation's offset from it is the run's own, read from its latest evaluations.
+
 A run is *usable* when its fit converged inside the search box on B and C_mid: a step, or
 a bend outside the data, has no z to contribute. Fewer than ``MIN_RUNS`` usable runs make
 no prior (``learn_prior`` returns None and says why). The others are still kept
@@ -25,7 +30,7 @@ intervals are calibrated (``posterior.calibrate``), since a new run may turn out
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -105,6 +110,8 @@ class Prior:
     sigma2: float  # median residual variance of the runs
     skipped: tuple[str, ...] = ()  # "name: why" of each run (or file) left out, one line each
     unshaped: tuple[FinishedRun, ...] = ()  # those runs, scored by the calibration only
+    train: Prior | None = None  # the same runs' training rewards (module docstring); None: too few
+    train_why: str = ""  # why ``train`` is None, one sentence
 
     @property
     def n_runs(self) -> int:
@@ -117,17 +124,24 @@ class Prior:
         return np.linalg.cholesky(self.cov)
 
     def without(self, index: int) -> Prior:
-        """The prior learned from every run but ``index`` (leave-one-run-out)."""
+        """The validation's prior learned from every run but ``index`` (leave-one-run-out, as
+        the calibration scores each run; ``train`` is not carried)."""
         runs = self.runs[:index] + self.runs[index + 1 :]
         return _from_runs(runs, self.skipped, self.unshaped)
 
     def leaving_out(self, name: str) -> Prior:
-        """The prior without the run called ``name``, shaped or not (itself if none is)."""
+        """The prior without the run called ``name``, shaped or not, in both populations
+        (itself if none is)."""
         names = [r.name for r in self.runs]
-        if name in names:
-            return self.without(names.index(name))
         unshaped = tuple(r for r in self.unshaped if r.name != name)
-        return self if len(unshaped) == len(self.unshaped) else _from_runs(self.runs, self.skipped, unshaped)
+        if name in names:
+            out = self.without(names.index(name))
+        elif len(unshaped) < len(self.unshaped):
+            out = _from_runs(self.runs, self.skipped, unshaped)
+        else:
+            out = replace(self, train=None)
+        train = None if self.train is None else self.train.leaving_out(name)
+        return replace(out, train=train, train_why=self.train_why)
 
     def to_dict(self) -> dict:
         sd = np.sqrt(np.diag(self.cov))
@@ -138,6 +152,7 @@ class Prior:
             "C_mid_over_budget": {"median": float(np.exp(self.mean[2])), "log_sd": float(sd[2])},
             "sigma": float(np.sqrt(self.sigma2)),
             "skipped": list(self.skipped),
+            "train_reward": None if self.train is None else self.train.to_dict(),
         }
 
 
@@ -149,9 +164,9 @@ def _from_runs(runs: tuple[PriorRun, ...], skipped: tuple[str, ...],
     return Prior(runs, z.mean(axis=0), cov, sigma2, skipped, unshaped)
 
 
-def learn_prior(curves, options: FitOptions) -> tuple[Prior | None, str]:
+def learn_prior(curves, options: FitOptions, *, what: str = "prior runs") -> tuple[Prior | None, str]:
     """The prior from ``curves`` (name, compute, reward), or ``(None, one sentence)`` when
-    fewer than ``MIN_RUNS`` of them are usable."""
+    fewer than ``MIN_RUNS`` of them are usable; ``what`` the curves, as that sentence names them."""
     runs, skipped, unshaped = [], [], []
     for name, compute, reward in curves:
         run, why = prior_run(name, compute, reward, options)
@@ -162,7 +177,7 @@ def learn_prior(curves, options: FitOptions) -> tuple[Prior | None, str]:
             runs.append(run)
     if len(runs) < MIN_RUNS:
         return None, (
-            f"only {len(runs)} of the {len(runs) + len(skipped)} prior runs could be fitted with a "
+            f"only {len(runs)} of the {len(runs) + len(skipped)} {what} could be fitted with a "
             f"known shape, fewer than the {MIN_RUNS} a prior needs, so the fit is prior-free"
         )
     return _from_runs(tuple(runs), tuple(skipped), tuple(unshaped)), ""

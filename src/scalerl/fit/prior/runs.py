@@ -9,6 +9,10 @@ holds no curve (a run's ``samples.jsonl``, say) is skipped: a run folder holds m
 its metrics, and the prior counts what it could use. Every file or run left out (that one,
 the run being forecast, a copy of it, a run whose shape is not known) is one line of
 ``Prior.skipped``, naming it and why.
+
+Each run's training reward, where its log has one beside the evaluations (the column
+``train`` names, else the first of ``readers.TRAIN_REWARD_COLUMNS``, as a forecast reads the
+run's own), gives ``Prior.train``.
 """
 
 from __future__ import annotations
@@ -22,16 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from scalerl.fit.errors import CurveError, CurveWarning
+from scalerl.fit.forecast.companion import MIN_POINTS
+from scalerl.fit.forecast.log import RunLog, read_log_file
 from scalerl.fit.options import FitOptions
 from scalerl.fit.prior.learn import Prior, learn_prior
-from scalerl.fit.readers import (
-    FOLDER_SUFFIXES,
-    TENSORBOARD,
-    Columns,
-    Curve,
-    is_tensorboard,
-    read_curves,
-)
+from scalerl.fit.readers import FOLDER_SUFFIXES, TENSORBOARD, Columns, Curve, is_tensorboard
 
 __all__ = ["find_prior_files", "load_prior"]
 
@@ -59,16 +58,18 @@ def find_prior_files(spec: str, *, what: str = "--prior-runs") -> list[Path]:
 def load_prior(
     spec: str, options: FitOptions, columns: Columns | None = None, *,
     exclude: tuple[str, ...] = (), forecast: Sequence[Curve] = (), what: str = "--prior-runs",
+    train: str | None = None,
 ) -> tuple[Prior | None, str, int]:
     """(prior or None, why none, number of runs read) from ``spec``, read with ``columns``
-    (default: the readers' column choice; ``bounded`` follows ``options``).
+    (default: the readers' column choice; ``bounded`` follows ``options``), the prior of the
+    runs' training rewards (``train``: its column, as ``--train-reward`` names it) beside it.
 
     ``exclude``: resolved paths of the run being forecast, never part of its own prior;
     ``forecast``: its curves, so that a copy of one under another name (the same points, or
     one a prefix of the other) is left out too, with a :class:`CurveWarning`.
     """
-    curves: list[Curve] = []
-    kept: list[Curve] = []
+    read: list[RunLog] = []
+    kept: list[RunLog] = []
     skip = {str(Path(e).resolve()) for e in exclude}
     excluded, left_out = 0, []
     for path in find_prior_files(spec, what=what):
@@ -77,26 +78,40 @@ def load_prior(
             left_out.append(f"{path}: the run being forecast, never part of its own prior")
             continue
         try:
-            read = read_curves(path, replace(columns or Columns(), bounded=options.bounded))
+            logs = read_log_file(path, replace(columns or Columns(), bounded=options.bounded), train=train)
         except CurveError as err:
             # a file with no curve in a run folder (see the module docstring)
             left_out.append(f"no curve read: {str(err).rstrip('.')}")
             continue
-        curves += read
-        for c in read:
-            if (copy_of := _copy_of_forecast(c, forecast, what)) is None:
-                kept.append(c)
+        read += logs
+        for log in logs:
+            if (copy_of := _copy_of_forecast(log.curve, forecast, what)) is None:
+                kept.append(log)
             else:
-                left_out.append(f"{c.source}: the same curve as {copy_of}, the run being forecast")
-    prior, why = learn_prior([(c.source, c.compute, c.reward) for c in kept], options)
+                left_out.append(f"{log.curve.source}: the same curve as {copy_of}, the run being forecast")
+    prior, why = learn_prior([(g.curve.source, g.curve.compute, g.curve.reward) for g in kept], options)
     if prior is not None:
-        prior = replace(prior, skipped=(*left_out, *prior.skipped))
-    if not kept and (excluded or curves):
-        why = (f"{what} {spec}: it holds only the run being forecast{' (or copies of it)' if curves else ''}, "
+        trained, train_why = _train_prior(kept, options)
+        prior = replace(prior, skipped=(*left_out, *prior.skipped), train=trained, train_why=train_why)
+    if not kept and (excluded or read):
+        why = (f"{what} {spec}: it holds only the run being forecast{' (or copies of it)' if read else ''}, "
                "which is never part of its own prior, so the fit is prior-free")
     elif not kept:
         why = f"{what} {spec}: no curve could be read there, so the fit is prior-free"
     return prior, why, len(kept)
+
+
+def _train_prior(logs: Sequence[RunLog], options: FitOptions) -> tuple[Prior | None, str]:
+    """The prior of the runs' training rewards, each binned to its own evaluations as a
+    forecast bins the run's (``forecast.companion``), or (None, why)."""
+    curves = []
+    for log in logs:
+        comp = log.companion()
+        if comp is not None and len(comp) >= MIN_POINTS:
+            curves.append((log.curve.source, comp.compute, comp.train))
+    if not curves:
+        return None, "no prior run logs a training reward beside its evaluations"
+    return learn_prior(curves, options, what="prior runs' training rewards")
 
 
 def _copy_of_forecast(curve: Curve, forecast: Sequence[Curve], what: str) -> str | None:

@@ -14,6 +14,7 @@ stop at the first bad record silently, losing every point after it.
 
 from __future__ import annotations
 
+import re
 import tempfile
 import warnings
 from pathlib import Path
@@ -38,11 +39,11 @@ def _parse_tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The scalars of :func:`_tb_scalars`.
 
     A restarted run (or an evaluator writing its own file) leaves several event files in
-    one directory, whose steps overlap. Files are read one by one in name order (their
-    names start with the write time) and merged by step, the later file winning; within a
+    one directory, whose steps overlap. Files are read one by one in the order they were
+    written (:func:`written_order`) and merged by step, the later file winning; within a
     file, too, a step logged twice keeps its last value.
     """
-    files = sorted(p for p in path.iterdir() if "tfevents" in p.name) if path.is_dir() else [path]
+    files = sorted((p for p in path.iterdir() if "tfevents" in p.name), key=written_order) if path.is_dir() else [path]
     merged: dict[str, dict[int, float]] = {}
     for file in files:
         for tag, (steps, values) in _tb_file_scalars(file).items():
@@ -52,6 +53,13 @@ def _parse_tb_scalars(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         steps = np.array(sorted(by_step))
         out[tag] = (steps, np.array([by_step[s] for s in steps.tolist()]))
     return out
+
+
+def written_order(path: Path) -> list:
+    """The sort key of an event file's name, ``events.out.tfevents.<seconds>.<host>.<pid>.<n>``:
+    its numbers compared as numbers, so that two files a process opened in the same second
+    keep the order of their counter ``n`` (as text, a tenth file's "10" sorts before "9")."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", path.name)]
 
 
 def torn_tail(path: Path) -> tuple[int, int]:
