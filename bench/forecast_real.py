@@ -26,6 +26,8 @@ evaluations inside the cut, **the run itself never in its own prior**:
     training rewards' prior on the training reward the forecast follows, where the log has one;
   - ``siblings' prior, validation's only``: the same prior without its training rewards' (as
     before issue 48's item 1: the validation's own fit under the prior);
+  - ``with a population prior``: the prior learned from every run of the *other* families, and
+    ``population prior, validation's only`` the same without its training rewards';
   - the baselines of ``bench/baselines.py``, each one registered function: App. A.4's power
     law ``R = A - D / C^B``, the learning-curve literature's POW4 and MMF4, the entropy law
     ``R = -a e^H + b`` where a log has entropy (each band by the delta method on its least-squares
@@ -84,13 +86,13 @@ WINDOW = 5
 REACH_STEPS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 LEVEL = 0.95
 Z = float(stats.norm.ppf(0.975))
-SIBLINGS_VAL = "siblings' prior, validation's only"
-METHODS = ("shipped", "validation alone", "with the siblings' prior", SIBLINGS_VAL, "with a population prior",
-           "prequential mixture", "stack", *BASELINES)
+SIBLINGS_VAL, POPULATION_VAL = "siblings' prior, validation's only", "population prior, validation's only"
 VARIANTS = ("shipped", "validation alone", "with the siblings' prior", SIBLINGS_VAL, "with a population prior",
-            "prequential mixture")  # scored for time and P(reach)
+            POPULATION_VAL, "prequential mixture")  # scored for time and P(reach)
+METHODS = (*VARIANTS, "stack", *BASELINES)
 SETTINGS = {"shipped": {}, "validation alone": {"train_reward": "none"}, "with the siblings' prior": {"prior": True},
-            SIBLINGS_VAL: {"prior": "validation"}, "with a population prior": {"population_prior": True}}
+            SIBLINGS_VAL: {"prior": "validation"}, "with a population prior": {"population_prior": True},
+            POPULATION_VAL: {"population_prior": "validation"}}
 MIN_POINTS = 6
 
 
@@ -198,16 +200,22 @@ def forecasts(run: Run, frac: float, options: FitOptions, prior, table: Path, po
         if change.get("population_prior"):
             if population_prior is None:
                 continue
-            change = {"prior": population_prior}
-        elif change.get("prior") == "validation":  # the prior before issue 48's item 1: no training reward's
-            change = {"prior": prior if prior[0] is None else (replace(prior[0], train=None), *prior[1:])}
+            change = {"prior": _validations_only(population_prior, change["population_prior"])}
         elif change.get("prior"):
-            change = {"prior": prior}
+            change = {"prior": _validations_only(prior, change["prior"])}
         out[variant] = forecast_of(run.log(), cut=cut, options=base.with_(**change))
     mixed = prequential(run, cut, base, out)
     if mixed is not None:
         out["prequential mixture"] = mixed
     return out
+
+
+def _validations_only(prior: tuple, which) -> tuple:
+    """``ForecastOptions.prior`` as given, or for ``which == "validation"`` without the
+    training rewards' population (the prior before issue 48's item 1)."""
+    if which != "validation" or prior[0] is None:
+        return prior
+    return (replace(prior[0], train=None), *prior[1:])
 
 
 def prequential(run: Run, cut: float, base: ForecastOptions, made: dict):
@@ -512,16 +520,23 @@ def main() -> int:
 def _priors_without_each_family(every: list[Run], options: FitOptions) -> dict:
     """Issue 48, item 1, as a variant: the prior of Eq. 1's shape learned from every finished
     run of the *other* families (``prior.learn``'s unit-free z = (A - R0, log B, log(C_mid /
-    budget)), so trainers that log steps and ones that log core-hours pool), as
+    budget)), so trainers that log steps and ones that log core-hours pool), with the same
+    runs' training rewards' beside it (``Prior.train``, as ``--prior-runs`` learns it), as
     ``ForecastOptions.prior`` takes it: (prior, why none, runs)."""
     from scalerl.fit.prior.learn import learn_prior
 
     out = {}
     for fam in sorted({r.family for r in every}):
-        others = [(f"{r.family}/{r.name}", r.x, r.y) for r in every if r.family != fam]
+        others = [r for r in every if r.family != fam]
+        kept = [(r, ok) for r in others if (ok := np.isfinite(r.train)).sum() >= MIN_POINTS]
+        trained = [(f"{r.family}/{r.name}", r.x[ok], r.train[ok]) for r, ok in kept]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CurveWarning)
-            prior, why = learn_prior(others, options)
+            prior, why = learn_prior([(f"{r.family}/{r.name}", r.x, r.y) for r in others], options)
+            if prior is not None:
+                train, train_why = learn_prior(trained, options, what="prior runs' training rewards",
+                                               vals=[r.y[ok] for r, ok in kept])  # fmt: skip
+                prior = replace(prior, train=train, train_why=train_why)
         out[fam] = (prior, why, len(others))
     return out
 

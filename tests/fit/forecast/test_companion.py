@@ -225,3 +225,21 @@ def test_the_fit_figure_shows_the_forecasts_the_table_gives(tmp_path, monkeypatc
     labels = ax.get_legend_handles_labels()[1]
     assert "forecast (training reward)" in labels and any(t.startswith("at 5: ") for t in labels)
     assert (tmp_path / "f.png").stat().st_size > 0
+
+
+def test_offset_drift_is_the_finished_runs_change_of_offset_from_the_cut_to_the_end():
+    from scalerl.fit.forecast.companion import offset_drift
+    from scalerl.fit.prior.learn import FinishedRun
+
+    c = np.arange(1.0, 13.0)  # 12 evaluations; a cut at half keeps 6, whose offset is the mean of the last 3
+    runs = []
+    for d in (0.01, 0.02, 0.03):  # the offset is -0.1 to evaluation 8, then -0.1 + d: the end's last 4 read d
+        gaps = np.where(c <= 8, -0.1, -0.1 + d)
+        runs.append(FinishedRun(f"d{d}", c, np.full(12, 0.5), val=0.5 + gaps))
+    runs.append(FinishedRun("no validation", c, np.full(12, 0.5)))  # a training reward alone has no offset
+    drift = offset_drift(runs, 0.5, 0.95)
+    assert drift.n == 3 and drift.mean == pytest.approx(0.02)
+    # s_d = 0.01; sqrt(1 + 1/3) t_2(0.975) / z(0.975) = 1.1547 x 4.3027 / 1.9600
+    assert drift.sd == pytest.approx(0.01 * 1.154701 * 4.302653 / 1.959964, rel=1e-5)
+    assert offset_drift(runs[:2], 0.5, 0.95) is None  # two runs are below MIN_DRIFTS
+    assert offset_drift(runs, 0.4, 0.95) is None  # a cut with 4 evaluations reads no offset

@@ -5,6 +5,7 @@ follows a run's training reward fits it under that prior."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ BUDGET = PER_STEP * (STEPS + 1)
 OPTIONS = FitOptions(max_points=200)
 
 
-def _records(seed: int, *, train: bool = True) -> list[dict]:
+def _records(seed: int, *, train: bool = True, val_noise: float = 0.02) -> list[dict]:
     """Step records of one run: a training reward (``reward_mean``) every step on a sigmoid
     drawn from one population, the validation every ``EVERY`` steps an offset below it."""
     rng = np.random.default_rng(seed)
@@ -35,7 +36,7 @@ def _records(seed: int, *, train: bool = True) -> list[dict]:
         if step and train:
             r["reward_mean"] = float(np.clip(t + 0.05 * rng.standard_normal(), 0, 1))
         if step % EVERY == 0:
-            r["val_pass_rate"] = float(np.clip(t + gap + 0.02 * rng.standard_normal(), 0, 1))
+            r["val_pass_rate"] = float(np.clip(t + gap + val_noise * rng.standard_normal(), 0, 1))
         out.append(r)
     return out
 
@@ -83,11 +84,13 @@ def test_runs_without_a_training_reward_give_the_validations_prior_only(tmp_path
 
 @pytest.fixture(scope="module")
 def quarter(tmp_path_factory):
-    """A new run of the same population cut at a quarter of its budget: its forecast with the
-    siblings' prior, and without any."""
+    """A new run of the same population cut at a quarter of its budget, its validation four
+    times as noisy as theirs (a smaller validation set), so that its own rise is not yet shown
+    and the validation's prior is not the method: its forecast with the siblings' prior, and
+    without any."""
     tmp_path = tmp_path_factory.mktemp("train_prior")
     prior = load_prior(str(_siblings(tmp_path)), OPTIONS)
-    records = _records(99)
+    records = _records(99, val_noise=0.08)
     cut = BUDGET / 4.0
     options = ForecastOptions(fit=OPTIONS, budget=BUDGET)
     log = _log(records)
@@ -100,13 +103,24 @@ def quarter(tmp_path_factory):
 def test_the_forecast_follows_the_training_reward_under_its_prior_and_says_so(quarter):
     f, free, _, _ = quarter
     assert f.method == "training reward" and free.method == "training reward"
+    assert f.evidence.of == "the training reward (reward_mean)"  # the rise it follows is the training reward's
     assert f.train_prior is not None and f.train_prior.used and free.train_prior is None
     assert f.prior is None  # the validation's own prior was not the method
     sentence = source_sentence(f)
     assert "under the prior of 8 finished runs' training rewards" in sentence
     # the last evaluation inside the quarter is at step 90: compute 0.91 of 4.01, 23%
     assert "training reward: prior from 8 finished runs; intervals calibrated on 8 of them cut at 23%" in sentence
+    # each finished run's offset is constant: it moves by noise only, said with the runs it was read on
+    assert re.search(r"the validation's offset from it moved by [+-]0\.0[0-2]\d \(sd 0\.0[0-3]\d\) from the cut "
+                     r"to the end on 8 of them", sentence)  # fmt: skip
     assert f.to_dict()["train_reward_prior"]["n_runs"] == 8
+
+
+def test_where_the_validation_shows_its_rise_its_own_prior_comes_first(quarter):
+    *_, prior = quarter
+    f = forecast_of(_log(_records(99)), cut=0.4 * BUDGET, options=ForecastOptions(fit=OPTIONS, budget=BUDGET,
+                                                                                 prior=prior))  # fmt: skip
+    assert f.method == "prior" and f.prior.used and f.train_prior is None
 
 
 def test_the_training_rewards_prior_sharpens_a_quarter_and_covers_the_final_value(quarter):
@@ -118,12 +132,15 @@ def test_the_training_rewards_prior_sharpens_a_quarter_and_covers_the_final_valu
 
 def test_a_run_the_training_rewards_prior_refuses_says_why_and_keeps_its_own_fit(quarter, tmp_path):
     _, _, _, prior = quarter
-    # a training reward far faster than the population's: its midpoint at a tenth of theirs
+    # a run far faster than the population: its midpoint at a tenth of theirs, the validation 0.1
+    # below its training reward (the noise deterministic)
     records = _records(99)
     for r in records:
+        fast = float(sigmoid(r["compute_gpu_hours"], 0.95, 3.0, 0.15, 0.2))
         if "reward_mean" in r:
-            r["reward_mean"] = float(sigmoid(r["compute_gpu_hours"], 0.95, 3.0, 0.15, 0.2))
-            r["reward_mean"] += 0.05 * np.sin(31.0 * r["step"])  # deterministic noise
+            r["reward_mean"] = fast + 0.05 * np.sin(31.0 * r["step"])
+        if "val_pass_rate" in r:
+            r["val_pass_rate"] = fast - 0.1 + 0.02 * np.sin(17.0 * r["step"])
     f = forecast_of(_log(records), cut=BUDGET / 4.0, options=ForecastOptions(fit=OPTIONS, budget=BUDGET,
                                                                              prior=prior))  # fmt: skip
     assert f.method == "training reward", f.why
@@ -134,7 +151,7 @@ def test_a_run_the_training_rewards_prior_refuses_says_why_and_keeps_its_own_fit
 
 def test_plan_with_prior_runs_says_which_prior_in_one_line(tmp_path, capsys):
     folder = _siblings(tmp_path)
-    run = _write(tmp_path / "new.jsonl", [r for r in _records(99) if r["compute_gpu_hours"] <= BUDGET / 4.0])
+    run = _write(tmp_path / "new.jsonl", [r for r in _records(99, val_noise=0.08) if r["compute_gpu_hours"] <= BUDGET / 4.0])
     assert main(["plan", run, "--target", "0.5", "--prior-runs", str(folder),
                  "--budget-compute", f"{BUDGET}"]) == 0  # fmt: skip
     out = capsys.readouterr().out

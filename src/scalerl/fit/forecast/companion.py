@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
-__all__ = ["MIN_POINTS", "Companion", "align"]
+__all__ = ["MIN_POINTS", "Companion", "Drift", "align", "offset_drift"]
 
 MIN_POINTS = 6
 """Evaluations with a training reward below which the companion is not used (the sigmoid's
@@ -49,6 +50,54 @@ def align(eval_compute, train_compute, train_reward) -> np.ndarray:
     counts = np.bincount(idx[keep], minlength=c.size)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How the validation's offset from the training reward moved from a cut to the end, on
+    ``n`` finished runs: ``mean`` and the predictive sd of a new run's (:func:`offset_drift`)."""
+
+    mean: float
+    sd: float
+    n: int
+
+    def sentence(self) -> str:
+        return (f"the validation's offset from it moved by {self.mean:+.3f} (sd {self.sd:.3f}) from the cut to "
+                f"the end on {self.n} of them")  # fmt: skip
+
+
+MIN_DRIFTS = 3
+"""Finished runs below which the offset's drift is not read: the Student factor of two is 4.3."""
+
+
+def _tail_offset(gaps: np.ndarray) -> float:
+    n = max(int(np.ceil(gaps.size * TAIL)), 3)
+    return float(gaps[-n:].mean())
+
+
+def offset_drift(runs, frac: float, level: float) -> Drift | None:
+    """The drift of the offset ``g`` on finished runs whose curves are training rewards with
+    their validation beside them (``FinishedRun.val``): ``d_j = g_j(end) - g_j(cut)``, each ``g``
+    the mean of ``v - t`` over the last ``TAIL`` of the evaluations up to the cut (at ``frac``
+    of the run's budget, with at least ``MIN_POINTS`` of them) or to the end. The sd is the
+    Student prediction of one more run's ``d``: ``s_d sqrt(1 + 1/n) t_{n-1}((1 + level) / 2) / z``,
+    ``z`` the normal quantile, so that ``z sd`` is the prediction bound. None below ``MIN_DRIFTS``."""
+    drifts = []
+    for run in runs:
+        if getattr(run, "val", None) is None:
+            continue
+        cut = run.compute <= frac * run.budget
+        if cut.sum() < MIN_POINTS or cut.all():
+            continue
+        gaps = run.val - run.reward  # (n,)
+        drifts.append(_tail_offset(gaps) - _tail_offset(gaps[cut]))
+    n = len(drifts)
+    if n < MIN_DRIFTS:
+        return None
+    q = (1.0 + level) / 2.0
+    d = np.array(drifts)
+    sd = float(d.std(ddof=1) * np.sqrt(1.0 + 1.0 / n) * stats.t.ppf(q, n - 1) / stats.norm.ppf(q))
+    return Drift(float(d.mean()), sd, n)
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,7 +14,10 @@ In order (each step says why in ``Forecast.why`` when it passes a method by):
      (``prior.posterior``), calibrated at the run's budget (else the horizon);
    - *the training reward* (``companion``), where the log has one that fits and rises and the
      validation did not fall behind it (``states.diverging``): its calibrated draws plus the
-     validation's offset;
+     validation's offset; where a prior was given and not used on the validation (its rise not
+     yet shown, or the run unlike the prior), the training reward's curve is fitted under the
+     finished runs' training rewards (``Prior.train``) if it accepts the run (the bench's
+     scores of the other order: ``docs/DESIGN.md``);
    - *not learning* (no rise, or diverging): the finished runs that looked as flat at the same
      share of their budget (``late``), else the flat level;
    - *the fit*: its band with the rolling-origin factors by lead.
@@ -33,7 +36,7 @@ from scalerl.fit.calibrate import assess
 from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import FLAT_TOL, FitResult
 from scalerl.fit.forecast import states as st
-from scalerl.fit.forecast.companion import MIN_POINTS, Companion
+from scalerl.fit.forecast.companion import MIN_POINTS, Companion, offset_drift
 from scalerl.fit.forecast.draws import HORIZON, N_DRAWS, Draws, band_draws, curve_draws, widened
 from scalerl.fit.forecast.late import late_risers
 from scalerl.fit.forecast.log import RunLog
@@ -76,15 +79,14 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
         return Forecast(seen, options, st.State(st.DECLINING, fall), "flat", fall, draws, horizon,
                         evidence=evidence, **base)  # fmt: skip
     why: list[str] = []
-    comp = seen.companion() if options.follows_train_reward else None
-    trained_prior = _train_prior(options) if comp is not None and len(comp) >= MIN_POINTS else None
-    if options.prior is not None and evidence.detected and trained_prior is None:
+    if options.prior is not None and evidence.detected:
         made = _with_prior(fit, options, horizon, kw, unc)
         if made[0] is not None:
             draws, pf = made
             return Forecast(seen, options, st.from_rise(evidence), "prior", pf.reason, draws, horizon,
                             evidence=evidence, notes=(pf.reason,), prior=pf, **base)  # fmt: skip
         why.append(made[1].reason)
+    comp = seen.companion() if options.follows_train_reward else None
     if comp is not None:
         diverged = None if evidence.detected else st.diverging(comp.val, comp.train, rho=rho, level=options.level,
                                                                    column=comp.column)  # fmt: skip
@@ -92,7 +94,7 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
             return _not_learning(seen, options, horizon, kw, evidence, unc, fit, diverged, st.DIVERGING,
                                  notes=tuple(why))  # fmt: skip
         draws, note, trained, tpf = _companion(comp, options, kw, sigma=unc.noise.sigma, rho=rho,
-                                               prior=trained_prior)  # fmt: skip
+                                               prior=_train_prior(options))  # fmt: skip
         if draws is not None:
             followed = evidence if evidence.detected else trained
             notes = (*why, *(() if tpf is None else (tpf.reason,)))
@@ -157,15 +159,20 @@ def _companion(comp: Companion, options: ForecastOptions, kw: dict, *, sigma: fl
     now = float(kw["observed_compute"][-1])
     cal = tunc.calibration
     k = 1.0 if cal is None or not cal.calibrated else cal.sides_at
-    centre_t, band_t, noise_t, pf = tfit.predict, tunc.band, tunc.noise.sigma, None
+    centre_t, band_t, noise_t, pf, drift = tfit.predict, tunc.band, tunc.noise.sigma, None, None
     if prior is not None:
         pf = _prior_forecast(tfit, options, kw["horizon"], prior, what="training reward:")
         if pf.used:  # the prior's band carries its own calibration factor
             centre_t, band_t, noise_t, k = pf.predict, pf.band, pf.mode.sigma, 1.0
+            drift = offset_drift([*prior.runs, *prior.unshaped], pf.fit_until / pf.mode.budget, options.level)
+            if drift is not None:
+                pf = replace(pf, reason=f"{pf.reason}; {drift.sentence()}")
     sds = widened(centre_t, band_t, k=k, sigma=noise_t, level=options.level, now=now)
     gaps = comp.offsets(centre_t)
     g, s_g = float(gaps.mean()), float(gaps.std(ddof=1))
     se = s_g / np.sqrt(gaps.size)
+    if drift is not None:  # the offset moves on to the end as the finished runs' did (``companion``)
+        g, se = g + drift.mean, float(np.hypot(se, drift.sd))
     z = float(stats.norm.ppf((1.0 + options.level) / 2.0))
 
     def centre(C):

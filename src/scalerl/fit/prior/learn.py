@@ -54,13 +54,16 @@ class FinishedRun:
     one whose curve gives no z (no fit, or a shape on the search box) is only that.
 
     ``prefix_fits`` caches the prior-free fits of its prefixes by cut fraction: the
-    calibration of every forecast refits the same prefixes.
+    calibration of every forecast refits the same prefixes. ``val``: where the curve is a
+    training reward (``Prior.train``), the run's validation at the same computes, whose offset
+    from it a forecast that follows the training reward carries (``forecast.companion``).
     """
 
     name: str
     compute: np.ndarray  # (n,) the whole curve, as read
     reward: np.ndarray  # (n,)
     prefix_fits: dict = field(default_factory=dict, repr=False, kw_only=True)
+    val: np.ndarray | None = field(default=None, repr=False, kw_only=True)  # (n,)
 
     @property
     def budget(self) -> float:
@@ -82,9 +85,10 @@ def coordinates(A: float, B: float, C_mid: float, R0: float, budget: float) -> n
     return np.array([A - R0, np.log(B), np.log(C_mid / budget)])
 
 
-def prior_run(name: str, compute, reward, options: FitOptions) -> tuple[PriorRun | None, str]:
+def prior_run(name: str, compute, reward, options: FitOptions, val=None) -> tuple[PriorRun | None, str]:
     """Fit one finished run alone; ``(None, why)`` when it gives no usable z."""
     c, r = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
+    val = None if val is None else np.asarray(val, dtype=float)
     try:
         fit = options.fit(c, r, source=name)
     except CurveError as err:
@@ -97,7 +101,7 @@ def prior_run(name: str, compute, reward, options: FitOptions) -> tuple[PriorRun
     p = 2 + fit.r0_fitted + (fit.fixed_A is None)
     noise = estimate_noise(fit.residuals, p, fit.reward)
     z = coordinates(fit.A, fit.B, fit.C_mid, fit.R0, float(c[-1]))
-    return PriorRun(name, c, r, fit, z, noise.sigma**2), ""
+    return PriorRun(name, c, r, fit, z, noise.sigma**2, val=val), ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,15 +168,17 @@ def _from_runs(runs: tuple[PriorRun, ...], skipped: tuple[str, ...],
     return Prior(runs, z.mean(axis=0), cov, sigma2, skipped, unshaped)
 
 
-def learn_prior(curves, options: FitOptions, *, what: str = "prior runs") -> tuple[Prior | None, str]:
+def learn_prior(curves, options: FitOptions, *, what: str = "prior runs", vals=None) -> tuple[Prior | None, str]:
     """The prior from ``curves`` (name, compute, reward), or ``(None, one sentence)`` when
-    fewer than ``MIN_RUNS`` of them are usable; ``what`` the curves, as that sentence names them."""
+    fewer than ``MIN_RUNS`` of them are usable; ``what`` the curves, as that sentence names them;
+    ``vals`` each curve's validation where the curves are training rewards (``FinishedRun.val``)."""
     runs, skipped, unshaped = [], [], []
-    for name, compute, reward in curves:
-        run, why = prior_run(name, compute, reward, options)
+    for (name, compute, reward), val in zip(curves, vals if vals is not None else [None] * len(curves)):
+        run, why = prior_run(name, compute, reward, options, val)
         if run is None:
             skipped.append(why)
-            unshaped.append(FinishedRun(name, np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)))
+            unshaped.append(FinishedRun(name, np.asarray(compute, dtype=float), np.asarray(reward, dtype=float),
+                                        val=None if val is None else np.asarray(val, dtype=float)))  # fmt: skip
         else:
             runs.append(run)
     if len(runs) < MIN_RUNS:

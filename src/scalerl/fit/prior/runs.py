@@ -104,14 +104,11 @@ def load_prior(
 def _train_prior(logs: Sequence[RunLog], options: FitOptions) -> tuple[Prior | None, str]:
     """The prior of the runs' training rewards, each binned to its own evaluations as a
     forecast bins the run's (``forecast.companion``), or (None, why)."""
-    curves = []
-    for log in logs:
-        comp = log.companion()
-        if comp is not None and len(comp) >= MIN_POINTS:
-            curves.append((log.curve.source, comp.compute, comp.train))
-    if not curves:
+    comps = [(log.curve.source, comp) for log in logs if (comp := log.companion()) is not None and len(comp) >= MIN_POINTS]
+    if not comps:
         return None, "no prior run logs a training reward beside its evaluations"
-    return learn_prior(curves, options, what="prior runs' training rewards")
+    return learn_prior([(name, c.compute, c.train) for name, c in comps], options,
+                       what="prior runs' training rewards", vals=[c.val for _, c in comps])  # fmt: skip
 
 
 def _copy_of_forecast(curve: Curve, forecast: Sequence[Curve], what: str) -> str | None:
