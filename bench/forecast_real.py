@@ -22,8 +22,9 @@ evaluations inside the cut, **the run itself never in its own prior**:
     band with its rolling-origin factors by lead);
   - ``validation alone``: the same with ``train_reward="none"``;
   - ``with the siblings' prior``: the same under the prior learned from the run's siblings (the
-    other runs of its family; ``prior.runs.load_prior``, as ``--prior-runs`` does): their
-    training rewards' prior on the training reward the forecast follows, where the log has one;
+    other runs of its family; ``prior.runs.load_prior``, as ``--prior-runs`` does): the
+    validation's own prior first, their training rewards' on the training reward the forecast
+    follows where the validation's is not used;
   - ``siblings' prior, validation's only``: the same prior without its training rewards' (as
     before issue 48's item 1: the validation's own fit under the prior);
   - ``with a population prior``: the prior learned from every run of the *other* families, and

@@ -19,7 +19,8 @@ shrunk toward (``posterior``).
 The same runs' training rewards, each binned to its evaluations as a forecast bins the run's
 own (``forecast.companion``), give a second population of the same form, ``Prior.train``: the
 shape of the curve the default forecast follows where a log has a training reward (issue 48,
-item 1). The validation's offset from it is the run's own, read from its latest evaluations.
+item 1). The validation's offset from it is the run's own, read from its latest evaluations,
+moved on as the finished runs' offsets moved (``FinishedRun.val``, ``companion.offset_drift``).
 
 A run is *usable* when its fit converged inside the search box on B and C_mid: a step, or
 a bend outside the data, has no z to contribute. Fewer than ``MIN_RUNS`` usable runs make
