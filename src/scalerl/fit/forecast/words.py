@@ -46,8 +46,8 @@ def state_sentence(f: Forecast) -> str:
 def source_sentence(f: Forecast) -> str:
     """Whose curves the intervals follow, and why the methods before it were not used."""
     extra = f" ({f.why})" if f.why and f.method != "training reward" else ""
-    if f.method == "training reward" and f.train_prior is not None:  # which prior, from how many runs, or why none
-        extra = f" ({f.train_prior.reason})"
+    if f.method == "training reward" and f.notes:  # why the prior was not used, or which it was and how
+        extra = f" ({'; '.join(f.notes)})"
     return f"intervals from: {f.source_sentence}{extra}."
 
 
