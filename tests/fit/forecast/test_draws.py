@@ -151,3 +151,21 @@ def test_a_mixture_takes_each_method_s_share_of_the_draws():
     at = mixed.curves(np.array([2.0]))[:, 0]
     assert np.mean(at == 0.2) == pytest.approx(0.25, abs=1e-3) and np.mean(at == 0.6) == pytest.approx(0.75, abs=1e-3)
     assert mixed.evals.shape == low.evals.shape
+
+
+def test_a_pass_rates_draws_stay_in_its_range_and_answer_every_target_in_it_the_same():
+    """A curve near 0.97 with a band of +-0.1: unbounded, its band and evaluations pass 1; a
+    pass rate's never do; the crossing of 0.95 or 1.0 by the expected curve or one evaluation is
+    the same, and by a mean of five never earlier (a mean of clipped evaluations is lower)."""
+    c = np.linspace(0.1, 1.0, 10)
+    kw = dict(observed_compute=c, observed=np.full(10, 0.95), sigma=0.03, rho=0.3, level=0.95, horizon=5.0)
+    centre = lambda C: np.full(np.shape(C), 0.97)  # noqa: E731
+    band = lambda C: (np.full(np.shape(C), 0.87), np.full(np.shape(C), 1.07))  # noqa: E731
+    free, rate = band_draws(centre, band, **kw), band_draws(centre, band, bounds=(0.0, 1.0), **kw)
+    assert free.band(np.array([3.0]))[1][0] > 1.0 and free.evals.max() > 1.0
+    assert rate.band(np.array([3.0]))[1][0] == 1.0 and rate.predictive(np.array([3.0]))[1][0] == 1.0
+    assert 0.0 <= rate.evals.min() and rate.evals.max() == 1.0
+    for target in (0.95, 1.0):
+        for window in (0, 1):
+            assert np.array_equal(rate.first_crossing(target, window), free.first_crossing(target, window))
+        assert np.all(rate.first_crossing(target, 5) >= free.first_crossing(target, 5))

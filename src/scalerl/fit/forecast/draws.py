@@ -18,6 +18,11 @@ A forecast is ``N`` draws ``j`` of how the run goes on after its data (``now``):
   ``e_j0 = y_n - mu_j(C_n)``. The schedule and the noise of an evaluation do not depend on
   how far the horizon reaches, so one forecast asked about a further budget answers every
   nearer question the same.
+- **its range**: a pass rate's expected curves and evaluations are clipped to [0, 1]
+  (``bounds``; each evaluation after its noise is added to the unclipped curve): no band or
+  interval passes 1, the crossing of a target within the range by the expected curve or by one
+  evaluation is unchanged (at or past the target before clipping is at or past it after), and
+  a mean of evaluations near 1 reads no higher than a real run's can.
 - **its reads** ``r_jt``: what a user watching the run sees, the mean of the last ``window``
   evaluations, the run's own last evaluations filling the first windows.
 
@@ -66,6 +71,7 @@ class Draws:
     level: float
     now: float
     horizon: float
+    bounds: tuple[float, float] | None = None  # a pass rate's (0, 1): no curve or evaluation leaves them
 
     @property
     def n(self) -> int:
@@ -73,7 +79,10 @@ class Draws:
 
     def curves(self, C) -> np.ndarray:
         """``mu_j(C)``: (n, m) for C (m,)."""
-        return self.curves_of(np.atleast_1d(np.asarray(C, dtype=float)))
+        return self._clip(self.curves_of(np.atleast_1d(np.asarray(C, dtype=float))))
+
+    def _clip(self, x: np.ndarray) -> np.ndarray:
+        return x if self.bounds is None else np.clip(x, *self.bounds)
 
     def band(self, C) -> tuple[np.ndarray, np.ndarray]:
         """The band on the expected curve at ``C`` (m,): quantiles of the draws' curves."""
@@ -83,9 +92,9 @@ class Draws:
         """The interval of one evaluation at ``C`` (m,): the curves plus stationary noise (one
         fixed noise draw per curve, so the interval at a compute is the same whatever else is
         asked with it)."""
-        mu = self.curves(C)
+        mu = self.curves_of(np.atleast_1d(np.asarray(C, dtype=float)))  # unclipped: the noise is about it
         e = np.random.default_rng(1).standard_normal(mu.shape[0])[:, None] * self.sigma
-        return _tails(mu + e, self.level)
+        return _tails(self._clip(mu + e), self.level)
 
     def median(self, C) -> np.ndarray:
         return np.median(self.curves(C), axis=0)
@@ -150,9 +159,10 @@ def _noise(rng: np.random.Generator, mu: np.ndarray, last: np.ndarray, sigma: fl
 
 
 def curve_draws(curves_of: Curves, *, observed_compute, observed, sigma: float, rho: float, level: float,
-                horizon: float, seed: int = 0) -> Draws:
+                horizon: float, seed: int = 0, bounds: tuple[float, float] | None = None) -> Draws:
     """The draws of a run seen at ``observed_compute``/``observed`` whose expected curves are
-    ``curves_of`` (C (m,) -> (n, m)), its evaluations AR(1) (``sigma``, ``rho``), up to ``horizon``."""
+    ``curves_of`` (C (m,) -> (n, m)), its evaluations AR(1) (``sigma``, ``rho``), up to ``horizon``;
+    ``bounds`` the metric's range (a pass rate's (0, 1)), which curves and evaluations keep to."""
     c = np.asarray(observed_compute, dtype=float)
     y = np.asarray(observed, dtype=float)
     now = float(c[-1])
@@ -161,7 +171,10 @@ def curve_draws(curves_of: Curves, *, observed_compute, observed, sigma: float, 
     last = y[-1] - curves_of(np.array([now]))[:, 0]  # (n,) each draw's residual now
     rng = np.random.default_rng(seed + 7)
     evals = mu + _noise(rng, mu, last, sigma, rho)
-    return Draws(curves_of, times, evals, y, float(sigma), float(rho), float(level), now, float(max(horizon, now)))
+    if bounds is not None:  # a pass rate's evaluations: the curve's noise, then the range
+        evals = np.clip(evals, *bounds)
+    return Draws(curves_of, times, evals, y, float(sigma), float(rho), float(level), now, float(max(horizon, now)),
+                 bounds)  # fmt: skip
 
 
 def widened(centre, band, *, k, sigma: float, level: float, now: float):
@@ -188,7 +201,8 @@ def widened(centre, band, *, k, sigma: float, level: float, now: float):
 
 
 def band_draws(centre, band, *, observed_compute, observed, sigma: float, rho: float, level: float,
-               horizon: float, k=1.0, n: int = N_DRAWS, seed: int = 0) -> Draws:
+               horizon: float, k=1.0, n: int = N_DRAWS, seed: int = 0, bounds: tuple[float, float] | None = None
+               ) -> Draws:
     """The draws of a curve ``centre`` with ``band(C) -> (lo, hi)`` at ``level``; ``k`` the
     conformal factor put on it (:func:`widened`)."""
     now = float(np.asarray(observed_compute, dtype=float)[-1])
@@ -201,7 +215,7 @@ def band_draws(centre, band, *, observed_compute, observed, sigma: float, rho: f
         return mid + u * np.where(u < 0, down, up)
 
     return curve_draws(curves_of, observed_compute=observed_compute, observed=observed, sigma=sigma, rho=rho,
-                       level=level, horizon=horizon, seed=seed)  # fmt: skip
+                       level=level, horizon=horizon, seed=seed, bounds=bounds)  # fmt: skip
 
 
 def mixture(parts: Sequence[tuple[float, Draws]], *, seed: int = 0) -> Draws:
@@ -224,4 +238,4 @@ def mixture(parts: Sequence[tuple[float, Draws]], *, seed: int = 0) -> Draws:
     evals = np.concatenate([d.evals[r, :t] for (_, d), r in zip(parts, rows)], axis=0)[order]
     sigma = float(np.sqrt(np.sum(weights * np.array([d.sigma**2 for _, d in parts]))))
     return Draws(curves_of, first.schedule[:t], evals, first.observed, sigma, first.rho, first.level, first.now,
-                 first.horizon)  # fmt: skip
+                 first.horizon, first.bounds)  # fmt: skip

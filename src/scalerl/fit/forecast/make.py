@@ -62,7 +62,8 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
         steps = None if seen.steps is None else seen.steps[used]
         return Forecast(seen, options, st.too_few(c[used], steps, seen.metric, seen.every), "none",
                         "a forecast needs more evaluations", None, horizon)  # fmt: skip
-    kw = dict(observed_compute=c, observed=y, level=options.level, horizon=horizon)
+    kw = dict(observed_compute=c, observed=y, level=options.level, horizon=horizon,
+              bounds=(0.0, 1.0) if options.fit.bounded else None)  # a pass rate's draws stay in [0, 1]
     if np.ptp(y[used]) < FLAT_TOL:  # no sigmoid to fit: the run has not moved
         evidence = rise(y[used], rho=RHO_MIN, level=options.level)
         return _not_learning(seen, options, horizon, kw, evidence, None, None, "the validation is exactly flat")
