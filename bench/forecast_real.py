@@ -524,7 +524,7 @@ def _priors_without_each_family(every: list[Run], options: FitOptions) -> dict:
     budget)), so trainers that log steps and ones that log core-hours pool), with the same
     runs' training rewards' beside it (``Prior.train``, as ``--prior-runs`` learns it), as
     ``ForecastOptions.prior`` takes it: (prior, why none, runs)."""
-    from scalerl.fit.prior.learn import learn_prior
+    from scalerl.fit.prior.learn import learn_prior, learn_train_prior
 
     out = {}
     for fam in sorted({r.family for r in every}):
@@ -535,8 +535,7 @@ def _priors_without_each_family(every: list[Run], options: FitOptions) -> dict:
             warnings.simplefilter("ignore", CurveWarning)
             prior, why = learn_prior([(f"{r.family}/{r.name}", r.x, r.y) for r in others], options)
             if prior is not None:
-                train, train_why = learn_prior(trained, options, what="prior runs' training rewards",
-                                               vals=[r.y[ok] for r, ok in kept])  # fmt: skip
+                train, train_why = learn_train_prior(trained, [r.y[ok] for r, ok in kept], options)
                 prior = replace(prior, train=train, train_why=train_why)
         out[fam] = (prior, why, len(others))
     return out

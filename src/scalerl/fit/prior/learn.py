@@ -40,7 +40,7 @@ from scalerl.fit.fitting import FitResult
 from scalerl.fit.noise import estimate_noise
 from scalerl.fit.options import FitOptions
 
-__all__ = ["MIN_RUNS", "FinishedRun", "Prior", "PriorRun", "learn_prior", "prior_run"]
+__all__ = ["MIN_RUNS", "FinishedRun", "Prior", "PriorRun", "learn_prior", "learn_train_prior", "prior_run"]
 
 MIN_RUNS = 5
 """Fewer usable finished runs than this give no prior: five points cannot estimate a 3x3
@@ -144,7 +144,7 @@ class Prior:
         elif len(unshaped) < len(self.unshaped):
             out = _from_runs(self.runs, self.skipped, unshaped)
         else:
-            out = replace(self, train=None)
+            out = self
         train = None if self.train is None else self.train.leaving_out(name)
         return replace(out, train=train, train_why=self.train_why)
 
@@ -188,3 +188,12 @@ def learn_prior(curves, options: FitOptions, *, what: str = "prior runs", vals=N
             f"known shape, fewer than the {MIN_RUNS} a prior needs, so the fit is prior-free"
         )
     return _from_runs(tuple(runs), tuple(skipped), tuple(unshaped)), ""
+
+
+def learn_train_prior(curves, vals, options: FitOptions) -> tuple[Prior | None, str]:
+    """``Prior.train``: the prior of finished runs' training rewards ``curves`` (name, compute,
+    training reward binned to the evaluations), each with its validation ``vals`` at the same
+    computes; ``(None, one sentence)`` as ``learn_prior``."""
+    if not curves:
+        return None, "no prior run logs a training reward beside its evaluations"
+    return learn_prior(curves, options, what="prior runs' training rewards", vals=vals)

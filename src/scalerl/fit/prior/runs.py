@@ -29,7 +29,7 @@ from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.forecast.companion import MIN_POINTS
 from scalerl.fit.forecast.log import RunLog, read_log_file
 from scalerl.fit.options import FitOptions
-from scalerl.fit.prior.learn import Prior, learn_prior
+from scalerl.fit.prior.learn import Prior, learn_prior, learn_train_prior
 from scalerl.fit.readers import FOLDER_SUFFIXES, TENSORBOARD, Columns, Curve, is_tensorboard
 
 __all__ = ["find_prior_files", "load_prior"]
@@ -105,10 +105,7 @@ def _train_prior(logs: Sequence[RunLog], options: FitOptions) -> tuple[Prior | N
     """The prior of the runs' training rewards, each binned to its own evaluations as a
     forecast bins the run's (``forecast.companion``), or (None, why)."""
     comps = [(log.curve.source, comp) for log in logs if (comp := log.companion()) is not None and len(comp) >= MIN_POINTS]
-    if not comps:
-        return None, "no prior run logs a training reward beside its evaluations"
-    return learn_prior([(name, c.compute, c.train) for name, c in comps], options,
-                       what="prior runs' training rewards", vals=[c.val for _, c in comps])  # fmt: skip
+    return learn_train_prior([(name, c.compute, c.train) for name, c in comps], [c.val for _, c in comps], options)
 
 
 def _copy_of_forecast(curve: Curve, forecast: Sequence[Curve], what: str) -> str | None:
