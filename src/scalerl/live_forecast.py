@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from scalerl.config import Config
@@ -27,8 +28,9 @@ from scalerl.runfolder import Forecast as K
 class LiveForecast:
     """Collects evaluations, refits in the background, and says when to stop."""
 
-    def __init__(self, cfg: Config, past=()) -> None:
-        """``past``: the evaluation records a resumed run already has."""
+    def __init__(self, cfg: Config, past=(), run_dir: Path | None = None) -> None:
+        """``past``: the evaluation records a resumed run already has; ``run_dir``: the run's
+        folder, never part of its own prior (``forecast.prior_runs``)."""
         self.cfg = cfg.forecast
         self.train = cfg.train
         self.lr = cfg.optim.lr
@@ -47,7 +49,7 @@ class LiveForecast:
         self._pending: Future | None = None
         self._ready: dict[str, Any] | None = None  # finished, not yet handed out
         self._stale = False  # an evaluation arrived while a fit was running
-        self._prior: dict[str, Any] = {}  # forecast.prior_runs' prior, learned once in the forecast thread
+        self.run_dir = run_dir
         self.deadline: float | None = None  # time.monotonic() at which train.max_minutes ends the run
 
     def set_deadline(self, deadline: float | None) -> None:
@@ -95,7 +97,7 @@ class LiveForecast:
     def _submit(self) -> None:
         run = Seen(list(self.points), list(self.trained), list(self.clock), list(self.steps), self.budget(), self._step,
                    self.eval_every)
-        self._pending = self._pool.submit(_forecast, run, self.cfg, self._prior, self.y)
+        self._pending = self._pool.submit(_forecast, run, self.cfg, self.y, self.run_dir)
         self._stale = False
 
     def _collect(self) -> None:
@@ -180,31 +182,32 @@ class Seen:
     eval_every: int | None = None
 
 
-def _forecast(run: Seen, cfg, prior: dict, y: str) -> dict[str, Any]:
+def _forecast(run: Seen, cfg, y: str, run_dir: Path | None = None) -> dict[str, Any]:
     """Runs in the forecast thread: the run's one forecast, as record fields. A forecast that
     fails is logged as ``forecast_error``, one sentence: the forecast is a diagnostic, and a
-    bug in it must never end a training run hours in. ``prior`` caches ``forecast.prior_runs``'
-    prior (learned at the first forecast; the one worker thread is its only user). ``y`` is the
-    fitted column (``forecast.metric``); a mean reward is not bounded to [0, 1] as a pass rate is.
+    bug in it must never end a training run hours in. ``y`` is the fitted column
+    (``forecast.metric``); a mean reward is not bounded to [0, 1] as a pass rate is. The prior
+    is ``forecast.prior_runs``', as ``serve`` and ``plan`` learn it (``prior.runs.run_prior``:
+    ``run_dir`` and a copy of the run left out).
     """
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
     from scalerl.fit.forecast.options import MAX_POINTS
     from scalerl.fit.forecast.record import record_fields
     from scalerl.fit.options import FitOptions
-    from scalerl.fit.prior.runs import load_prior
+    from scalerl.fit.prior.runs import run_prior
     from scalerl.fit.readers import Columns
 
     fit = FitOptions(min_compute=cfg.min_compute, level=cfg.level, margin=cfg.margin,
                      bounded=y == VAL_PASS_RATE, max_points=MAX_POINTS)  # fmt: skip
     head = {K.STEP: run.step, K.METRIC: y}
     try:
-        if cfg.prior_runs is not None and "learned" not in prior:
-            prior["learned"] = load_prior(cfg.prior_runs, fit, Columns(x=COMPUTE, y=y), what="forecast.prior_runs")
         compute, reward = zip(*run.points)
         log = RunLog.of(compute, reward, train=run.trained, clock=run.clock, steps=run.steps, metric=y,
                         eval_every=run.eval_every)  # fmt: skip
-        options = ForecastOptions(fit=fit, budget=run.budget, prior=prior.get("learned"))
+        prior = run_prior(cfg.prior_runs, fit, Columns(x=COMPUTE, y=y), exclude=() if run_dir is None else (run_dir,),
+                          curves=(log.curve,))  # fmt: skip
+        options = ForecastOptions(fit=fit, budget=run.budget, prior=prior)
         return record_fields(forecast_of(log, options=options), step=run.step, target=cfg.target)
     except CurveError as err:
         return head | {K.ERROR: str(err)}

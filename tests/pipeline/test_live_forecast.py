@@ -241,14 +241,15 @@ def test_live_forecast_follows_the_prior_of_forecast_prior_runs(tmp_path):
         (tmp_path / f"run{i}" / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     cfg = ForecastConfig(prior_runs=str(tmp_path), min_compute=1500.0)
     keep = grid <= 4000.0
-    cache: dict = {}
-    fields = _fields(grid[keep], curves[8][keep], 16000.0, 100, cfg, "val_pass_rate", prior=cache)
-    assert "forecast_error" not in fields, fields.get("forecast_error")
-    assert fields["forecast_method"] == "prior" and "prior from 8 finished runs" in fields["forecast_method_why"]
-    assert cache["learned"][2] == 8  # learned once, kept for the next forecast
-    # scalerl fit with the same cut, budget, settings and prior runs reproduces the fields
+    # the run itself writes beneath forecast.prior_runs: its own folder is never part of its prior
     new = tmp_path / "new" / "metrics.jsonl"
     new.parent.mkdir()
+    new.write_text("".join(json.dumps({"step": 10 * j, "compute_gpu_hours": c, "val_pass_rate": r}) + "\n"
+                           for j, (c, r) in enumerate(zip(grid[keep], curves[8][keep]))))  # fmt: skip
+    fields = _fields(grid[keep], curves[8][keep], 16000.0, 100, cfg, "val_pass_rate", run_dir=new.parent)
+    assert "forecast_error" not in fields, fields.get("forecast_error")
+    assert fields["forecast_method"] == "prior" and "prior from 8 finished runs" in fields["forecast_method_why"]
+    # scalerl fit with the same cut, budget, settings and prior runs reproduces the fields
     new.write_text("".join(json.dumps({"step": 10 * j, "compute_gpu_hours": c, "val_pass_rate": r}) + "\n"
                            for j, (c, r) in enumerate(zip(grid, curves[8]))))  # fmt: skip
     out = tmp_path / "fit.json"
@@ -285,11 +286,10 @@ def test_the_fit_to_half_check_scores_the_forecast_from_the_first_half(tmp_path)
     assert f"observed {y[-1]:.3f} in [" in line and "(width " in line and "): covered;" in line
 
 
-def _fields(compute, reward, budget: float, step: int, cfg, y: str, clock=(), trained=(), prior=None) -> dict:
+def _fields(compute, reward, budget: float, step: int, cfg, y: str, clock=(), trained=(), run_dir=None) -> dict:
     """The fields the forecast thread logs for these evaluations (``live_forecast._forecast``)."""
     from scalerl.live_forecast import Seen, _forecast
 
     points = list(zip(map(float, compute), map(float, reward)))
     steps = [10 * i for i in range(len(points))]
-    return _forecast(Seen(points, list(trained), list(clock), steps, budget, step), cfg,
-                     {} if prior is None else prior, y)  # fmt: skip
+    return _forecast(Seen(points, list(trained), list(clock), steps, budget, step), cfg, y, run_dir)

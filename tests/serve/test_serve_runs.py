@@ -267,3 +267,64 @@ def test_a_run_whose_config_is_not_read_takes_no_part_in_the_differing_values():
     many = {i: {"k": {f"x{j}": i * j for j in range(12)}, "train": {"seed": i}} for i in range(3)}
     assert len(differing(many)) == 8 and len(differing(many, most=None)) == 12  # columns capped, groups not
     assert group_of("scalerl", {"optim.lr": "0.0001", "train.seed": "0"}) == "scalerl (optim.lr=0.0001)"
+
+
+def _finished(folder, seed: int = 0, n: int = 8) -> None:
+    """``n`` finished runs of one population, as the trainer writes them (the law of ``write_run``
+    with each run's own B and C_mid)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        b, mid = rng.uniform(1.2, 1.8), rng.uniform(0.015, 0.025)
+        run = write_run(folder / f"done{i}")
+        lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        for r in lines:
+            if "val_pass_rate" in r:
+                c = r["compute_gpu_hours"]
+                r["val_pass_rate"] = 0.1 + 0.6 / (1 + (mid / c) ** b) + rng.normal(0, 0.01)
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+
+
+def _with_prior(run, spec) -> None:
+    import yaml
+
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["forecast"]["prior_runs"] = str(spec)
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+
+
+def test_a_run_with_forecast_prior_runs_gets_its_prior_on_the_page_as_in_plan(tmp_path, served):
+    """The run's config names finished runs: the page's forecast is made under their prior,
+    as ``plan`` on the folder makes it (and as the trainer's live record does)."""
+    _finished(tmp_path / "study")
+    run = write_run(tmp_path / "study" / "new", upto=30)  # beneath its own prior_runs, never part of it
+    _with_prior(run, tmp_path / "study")
+    server = served(run)
+    (found,) = server.discover()
+    s = server.summary(found, wait=WAIT, first_wait=WAIT)
+    out = tmp_path / "plan.json"
+    assert main(["plan", str(run), "--target", "0.6", "--json", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert plan["forecast"]["method"] == "prior" == s["forecast"]["method"]
+    assert plan["forecast"]["why"].startswith("prior from 8 finished runs")
+    assert s["compute_to_target"] == plan["compute"] and s["p_reach"] == pytest.approx(plan["p_reach"], abs=1e-12)
+    at = plan["at_budget"]
+    assert [s["forecast"][k] for k in ("median", "lo", "hi")] == pytest.approx([at["value"], at["pred_lo"],
+                                                                                at["pred_hi"]], abs=1e-12)
+    # --prior-runs none: the same run without its prior, so the answer is another one
+    assert main(["plan", str(run), "--target", "0.6", "--prior-runs", "none", "--json", str(out)]) == 0
+    alone = json.loads(out.read_text())
+    assert alone["forecast"]["method"] != "prior" and alone["at_budget"]["pred_hi"] != at["pred_hi"]
+
+
+def test_a_forecast_prior_runs_pointing_nowhere_is_one_sentence_on_the_page_and_in_plan(tmp_path, served, capsys):
+    run = write_run(tmp_path / "r", upto=20)
+    _with_prior(run, tmp_path / "nowhere")
+    server = served()
+    (found,) = [f for f in server.discover() if f.kind == "run"]
+    says = f"{run / 'config.yaml'}: forecast.prior_runs {tmp_path / 'nowhere'}: no such file or folder."
+    s = server.summary(found, wait=WAIT, first_wait=WAIT)
+    assert s["forecast"]["note"] == says.rstrip(".") and s["forecast"]["median"] is None  # a page's note has no stop
+    assert main(["plan", str(run), "--target", "0.6"]) == 2
+    assert capsys.readouterr().err.strip() == f"scalerl plan: error: {says}"

@@ -87,5 +87,7 @@ class ForecastConfig(_Frozen):
     ``scalerl.fit.options.MARGIN``, held equal by the same test)."""
     prior_runs: str | None = None
     """Finished runs (a folder, a log file or a glob) to learn a prior for Eq. 1 from; the
-    forecast follows it where it accepts the run (``forecast_method`` says so), as
-    ``scalerl plan --prior-runs``. None: no prior."""
+    forecast follows it where it accepts the run (``forecast_method`` says so). The live
+    record, ``serve``, and ``plan``/``fit`` on the run's folder all forecast under it (the run's
+    own folder never part of it; ``--prior-runs`` overrides it, ``none`` turns it off). None:
+    no prior."""

@@ -99,7 +99,7 @@ def _build(cfg: Config, plan: RunPlan, start: Start, stopping: Stopping, closing
             truncate_after(run_dir / log_file, start.logged)
     logger = build.make_logger(cfg, run_dir, max(start.logged, 0))
     closing.callback(logger.close)
-    forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / METRICS) if start.state else ())
+    forecaster = LiveForecast(cfg, past=read_evaluations(run_dir / METRICS) if start.state else (), run_dir=run_dir)
     closing.callback(forecaster.close)
     # CPU seconds measure launches and spinning, not work, on a GPU or in vLLM's engine process
     overlap = OverlapMonitor(enabled=not plan.generators_in_learner and cfg.pipeline.mode != "sync"

@@ -207,7 +207,7 @@ class Served:
         if view.log is None:
             return Made(error=view.error or "no evaluation yet")
         # keyed by the version the view was read at (a view answered stale is forecast as what it is)
-        return self.forecasts.get(found.id, view.stamp, lambda: _forecast_of(view.log), wait, first_wait,
+        return self.forecasts.get(found.id, view.stamp, lambda: _forecast_of(view.log, found.path), wait, first_wait,
                                   urgent=bool(first_wait))  # a page waiting on its first forecast
 
     # --- what the pages read -------------------------------------------------------------------
@@ -370,14 +370,21 @@ class Drawn:
     fitted: list[float] | None = None
 
 
-def _forecast_of(log) -> Drawn:
-    """The run's one forecast: its folder's ``forecast.*`` settings, its own budget, as ``plan``."""
+def _forecast_of(log, folder: Path) -> Drawn:
+    """The run's one forecast: its folder's ``forecast.*`` settings (its prior of
+    ``forecast.prior_runs`` too, learned as the trainer learns it), its own budget, as ``plan``.
+    The prior's finished runs are read, never served."""
     from scalerl.fit.forecast import ForecastOptions, forecast_of
     from scalerl.fit.forecast.options import forecast_defaults
     from scalerl.fit.options import FitOptions
+    from scalerl.fit.prior.runs import prior_spec, run_prior
+    from scalerl.fit.readers import Columns
 
     fit = FitOptions.from_given(forecast_defaults(log.config))
-    f = forecast_of(log, options=ForecastOptions(fit=fit, budget=log.budget))
+    spec, what = prior_spec(log.config, folder=folder)
+    prior = run_prior(spec, fit, Columns(x=rf.COMPUTE, y=log.curve.y), exclude=(folder,), curves=(log.curve,),
+                      what=what)  # fmt: skip
+    f = forecast_of(log, options=ForecastOptions(fit=fit, budget=log.budget, prior=prior))
     reach = None if log.target is None else f.reach(log.target)
     if f.draws is None:
         return Drawn(f, log.target, reach=reach)

@@ -3,7 +3,7 @@
 For each run of the given logs: the law fitted to what the forecast sees (the whole run, or
 its first ``--fit-frac`` of compute, or up to ``--max-compute``), and the forecast made from
 the same log (``fit.forecast.forecast_of``: following the training reward where the log has
-one, a prior with ``--prior-runs``). Every forecast number comes from that one forecast:
+one, a prior with ``--prior-runs`` or a run folder's ``forecast.prior_runs``). Every forecast number comes from that one forecast:
 ``--target-compute`` (the value there), ``--target-reward`` (when it is reached, as ``scalerl
 plan`` reads it: the mean of the last 5 evaluations) and ``--fit-frac``'s held-out check
 (the forecast made at the cut, scored on the rest, with the intervals' width beside
@@ -37,6 +37,7 @@ from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import RunLog, forecast_of, read_logs
 from scalerl.fit.forecast.options import forecast_defaults
 from scalerl.fit.options import FitOptions
+from scalerl.fit.prior.runs import log_prior
 from scalerl.fit.readers import Curve, expand_paths
 from scalerl.fit.resample import PooledFit, pooled_fit
 
@@ -60,7 +61,8 @@ def register(subparsers) -> None:
     p.add_argument("--pool", action="store_true",
                    help="the runs are seeds of one recipe: add their pooled fit and across-seed spread")  # fmt: skip
     p.add_argument("--prior-runs", metavar="DIR_OR_GLOB",
-                   help="finished runs to learn a prior from; the forecast follows it where it accepts the run")  # fmt: skip
+                   help="finished runs to learn a prior from; the forecast follows it where it accepts the run "
+                        "(default: a run folder's forecast.prior_runs; none: no prior)")  # fmt: skip
     add_train_reward_option(p)
     p.add_argument("--json", type=Path, metavar="FILE", help="write the fits and forecasts as JSON")
     p.add_argument("--plot", type=Path, metavar="FILE", help="write the figure as PNG")
@@ -134,18 +136,14 @@ def fit_command(args: argparse.Namespace) -> int:
         logs = [_cut(log, args.max_compute) for log in logs]
     if args.pool and len(logs) < 2:
         raise CurveError(f"--pool needs at least two runs (seeds), got {len(logs)}.")
-    prior = None
-    if args.prior_runs is not None:
-        from scalerl.fit.prior.runs import load_prior
-
-        prior = load_prior(args.prior_runs, options, columns_of(args),
-                           exclude=tuple(str(p) for p in expand_paths(args.runs)),
-                           forecast=[log.curve for log in logs], train=args.train_reward)  # fmt: skip
+    curves = [log.curve for log in logs]
+    priors = [log_prior(log, args.prior_runs, options, columns_of(args), runs=args.runs, curves=curves,
+                        train=args.train_reward) for log in logs]  # fmt: skip
     console = report.console()
     for log in logs:
         console.print(f"{log.curve.source}: x = {log.curve.x}, y = {log.curve.y} ({len(log.curve)} points)",
                       markup=False)  # fmt: skip
-    outcomes = [_outcome(log, args, prior) for log in logs]
+    outcomes = [_outcome(log, args, prior) for log, prior in zip(logs, priors)]
     pooled = None
     if args.pool:
         pooled_outcome, pooled = _pooled(logs, options, args)

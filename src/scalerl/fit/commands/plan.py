@@ -50,7 +50,8 @@ from scalerl.fit.forecast.words import (
     source_sentence,
     state_sentence,
 )
-from scalerl.fit.readers import Columns, expand_paths
+from scalerl.fit.prior.runs import log_prior
+from scalerl.fit.readers import Columns
 from scalerl.fit.time.answer import Plan, make_plan, split_hours
 from scalerl.fit.time.throughput import RoleTimes, role_times
 from scalerl.fit.time.timing import compute_for_hours
@@ -68,7 +69,8 @@ def register(subparsers) -> None:
                    help="P(reaching R within compute C) (default: the run's own budget, where its folder says)")  # fmt: skip
     p.add_argument("--max-compute", type=float, default=None, metavar="C",
                    help="plan from the evaluations up to compute C (the run as it was then)")  # fmt: skip
-    p.add_argument("--prior-runs", metavar="DIR_OR_GLOB", help="finished runs to learn a prior from (as fit)")
+    p.add_argument("--prior-runs", metavar="DIR_OR_GLOB", help="finished runs to learn a prior from (as fit; default: a run folder's "
+                                                        "forecast.prior_runs; none: no prior)")
     p.add_argument("--speeds", type=Path, metavar="FILE", help="JSON speeds of a log without wall time")
     p.add_argument("--devices", type=int, metavar="N", help="split N devices instead of the run's")
     p.add_argument("--k", type=int, metavar="K", help="predict the splits at lag bound K instead of the run's")
@@ -155,13 +157,8 @@ def plan_of(args: argparse.Namespace) -> Plan:
     speeds, roles = (None, None) if args.speeds is None else read_speeds(args.speeds)
     log = _log(args, speeds)
     options = options_from(args, forecast_defaults(log.config))
-    prior = None
-    if args.prior_runs is not None:
-        from scalerl.fit.prior.runs import load_prior
-
-        prior = load_prior(args.prior_runs, options, Columns(x=args.x, y=args.y),
-                           exclude=tuple(str(p) for p in expand_paths([args.run])), forecast=[log.curve],
-                           train=args.train_reward)  # fmt: skip
+    prior = log_prior(log, args.prior_runs, options, Columns(x=args.x, y=args.y), runs=[args.run],
+                      curves=[log.curve], train=args.train_reward)  # fmt: skip
     fo = forecast_options(args, options, budget=_budget(args, log), prior=prior, window=args.window)
     forecast = forecast_of(log, options=fo)
     answer = forecast.reach(args.target, budget_compute=args.budget_compute, budget_hours=args.budget_hours)

@@ -13,11 +13,21 @@ the run being forecast, a copy of it, a run whose shape is not known) is one lin
 Each run's training reward, where its log has one beside the evaluations (the column
 ``train`` names, else the first of ``readers.TRAIN_REWARD_COLUMNS``, as a forecast reads the
 run's own), gives ``Prior.train``.
+
+A run's forecast is made in four places: the trainer's live record, ``serve``, ``plan`` and
+``fit``. Each asks :func:`run_prior` for its prior, so that one run gets one answer: the
+runs ``--prior-runs`` names where it is given (``none``: no prior), else its folder's own
+``forecast.prior_runs``. The run's own folder, anything beneath it and a copy of its curve
+are never part of its prior. A prior is learned again only when the files it reads change
+(their sizes and modification times), since ``serve`` and the live record remake a run's
+forecast at every change of it.
 """
 
 from __future__ import annotations
 
 import glob
+import os
+import threading
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
@@ -30,9 +40,20 @@ from scalerl.fit.forecast.companion import MIN_POINTS
 from scalerl.fit.forecast.log import RunLog, read_log_file
 from scalerl.fit.options import FitOptions
 from scalerl.fit.prior.learn import Prior, learn_prior, learn_train_prior
-from scalerl.fit.readers import FOLDER_SUFFIXES, TENSORBOARD, Columns, Curve, is_tensorboard
+from scalerl.fit.readers import (
+    FOLDER_SUFFIXES,
+    TENSORBOARD,
+    Columns,
+    Curve,
+    expand_paths,
+    is_tensorboard,
+)
 
-__all__ = ["find_prior_files", "load_prior"]
+__all__ = ["find_prior_files", "load_prior", "log_prior", "prior_spec", "run_prior"]
+
+NO_PRIOR = "none"
+"""``--prior-runs none``: no prior, even where the run's folder names one."""
+KEPT = 16  # priors kept learned (each a few runs' fits), the oldest dropped first
 
 
 def find_prior_files(spec: str, *, what: str = "--prior-runs") -> list[Path]:
@@ -64,16 +85,17 @@ def load_prior(
     (default: the readers' column choice; ``bounded`` follows ``options``), the prior of the
     runs' training rewards (``train``: its column, as ``--train-reward`` names it) beside it.
 
-    ``exclude``: resolved paths of the run being forecast, never part of its own prior;
+    ``exclude``: paths of the run being forecast (its log, or its folder and all beneath it),
+    never part of its own prior;
     ``forecast``: its curves, so that a copy of one under another name (the same points, or
     one a prefix of the other) is left out too, with a :class:`CurveWarning`.
     """
     read: list[RunLog] = []
     kept: list[RunLog] = []
-    skip = {str(Path(e).resolve()) for e in exclude}
+    skip = [Path(e).resolve() for e in exclude]
     excluded, left_out = 0, []
     for path in find_prior_files(spec, what=what):
-        if str(path.resolve()) in skip:
+        if _within(path, skip):
             excluded += 1
             left_out.append(f"{path}: the run being forecast, never part of its own prior")
             continue
@@ -121,3 +143,69 @@ def _copy_of_forecast(curve: Curve, forecast: Sequence[Curve], what: str) -> str
                                        "would otherwise inform its forecast)."), stacklevel=3)
             return other.source
     return None
+
+
+def _within(path: Path, folders: Sequence[Path]) -> bool:
+    """``path`` is one of ``folders`` (resolved) or lies beneath one."""
+    path = path.resolve()
+    return any(path == f or f in path.parents for f in folders)
+
+
+def prior_spec(config: dict, given: str | None = None, folder: Path | None = None) -> tuple[str | None, str]:
+    """(the runs a run's prior is learned from, the words that name them in an error):
+    ``given`` (``--prior-runs``) where it is, else ``forecast.prior_runs`` of the run folder's
+    ``config`` (a relative path read from ``folder``, as the trainer reads it); None: no prior."""
+    if given is not None:
+        return (None if given == NO_PRIOR else given), "--prior-runs"
+    forecast = config.get("forecast") if isinstance(config, dict) else None
+    spec = forecast.get("prior_runs") if isinstance(forecast, dict) else None
+    where = f"{folder / 'config.yaml'}: forecast.prior_runs" if folder is not None else "forecast.prior_runs"
+    if spec is None:
+        return None, where
+    if not isinstance(spec, str) or not spec:
+        raise CurveError(f"{where} is {spec!r}, not a folder, file or glob of finished runs.")
+    spec = os.path.expanduser(spec)
+    return (spec if folder is None or os.path.isabs(spec) else str(folder / spec)), where
+
+
+_learned: dict[tuple, tuple] = {}
+_lock = threading.Lock()
+
+
+def run_prior(
+    spec: str | None, options: FitOptions, columns: Columns, *, exclude: Sequence[str | Path] = (),
+    curves: Sequence[Curve] = (), train: str | None = None, what: str = "forecast.prior_runs",
+) -> tuple[Prior | None, str, int] | None:
+    """The prior a run's forecast is made under, wherever it is made (module docstring):
+    :func:`load_prior` of ``spec`` (None: no prior, and None is returned), ``exclude`` (the
+    run's log or folder, and all beneath it) and a copy of one of ``curves`` left out. Kept
+    while the files it reads are unchanged; the run's own files never count as a change."""
+    if spec is None:
+        return None
+    skip = [Path(e).resolve() for e in exclude]
+    files = [p for p in find_prior_files(spec, what=what) if not _within(p, skip)]
+    key = (spec, tuple(map(str, skip)), options, columns, train, what, tuple(_stamp(p) for p in files))
+    with _lock:  # serve's forecast workers share the learned priors
+        if key in _learned:
+            return _learned[key]
+        learned = load_prior(spec, options, columns, exclude=tuple(map(str, skip)), forecast=curves, what=what,
+                             train=train)  # fmt: skip
+        _learned[key] = learned
+        while len(_learned) > KEPT:
+            _learned.pop(next(iter(_learned)))
+        return learned
+
+
+def log_prior(log: RunLog, given: str | None, options: FitOptions, columns: Columns, *, runs: Sequence[str | Path],
+              curves: Sequence[Curve], train: str | None = None) -> tuple[Prior | None, str, int] | None:
+    """``plan``'s and ``fit``'s prior for ``log``, read from the paths ``runs`` (never part of
+    it): ``--prior-runs`` where ``given``, else its run folder's ``forecast.prior_runs``."""
+    folder = Path(log.curve.source).parent if log.config else None  # a run folder's log is its metrics
+    spec, what = prior_spec(log.config, given, folder)
+    return run_prior(spec, options, columns, exclude=expand_paths(runs), curves=curves, train=train, what=what)
+
+
+def _stamp(path: Path) -> tuple:
+    """(path, size, mtime) of a log file, or of each file of a TensorBoard folder."""
+    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    return tuple((str(p), (st := p.stat()).st_size, st.st_mtime_ns) for p in files)

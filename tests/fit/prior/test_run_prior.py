@@ -1,0 +1,87 @@
+"""prior.runs.run_prior and prior_spec: the one prior a run's forecast is made under, wherever
+it is made (the trainer's live record, serve, plan, fit), learned again only when its runs change."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from scalerl.fit import FitOptions
+from scalerl.fit.errors import CurveError
+from scalerl.fit.prior.runs import prior_spec, run_prior
+from scalerl.fit.readers import Columns
+
+from .test_train_prior import _records, _write
+
+OPTIONS = FitOptions(max_points=200)
+COLUMNS = Columns(x="compute_gpu_hours", y="val_pass_rate")
+
+
+def _study(tmp_path, n: int = 6):
+    """``n`` finished run folders, and a new run's folder beside them (its log cut at a quarter)."""
+    for i in range(n):
+        (tmp_path / f"run{i}").mkdir()
+        _write(tmp_path / f"run{i}" / "metrics.jsonl", _records(i + 1))
+    (tmp_path / "new").mkdir()
+    _write(tmp_path / "new" / "metrics.jsonl", _records(50)[:100])
+    return tmp_path / "new"
+
+
+def test_the_runs_own_folder_is_never_part_of_its_prior_and_its_writes_learn_nothing_again(tmp_path):
+    new = _study(tmp_path)
+    first = run_prior(str(tmp_path), OPTIONS, COLUMNS, exclude=(new,))
+    assert first[2] == 6 and first[0] is not None
+    _write(new / "metrics.jsonl", _records(50)[:200])  # the run goes on writing beneath the prior's folder
+    assert run_prior(str(tmp_path), OPTIONS, COLUMNS, exclude=(new,)) is first  # kept, not learned again
+    # without the exclusion the run's own log would be a seventh run of its prior
+    assert run_prior(str(tmp_path), OPTIONS, COLUMNS)[2] == 7
+
+
+def test_a_finished_run_added_to_the_prior_is_learned_again(tmp_path):
+    new = _study(tmp_path)
+    first = run_prior(str(tmp_path), OPTIONS, COLUMNS, exclude=(new,))
+    (tmp_path / "run6").mkdir()
+    _write(tmp_path / "run6" / "metrics.jsonl", _records(7))
+    again = run_prior(str(tmp_path), OPTIONS, COLUMNS, exclude=(new,))
+    assert again is not first and again[2] == 7
+
+
+def test_no_spec_is_no_prior():
+    assert run_prior(None, OPTIONS, COLUMNS) is None
+
+
+def test_prior_spec_reads_the_flag_first_then_the_run_folders_config(tmp_path):
+    cfg = {"forecast": {"prior_runs": "../done"}}
+    assert prior_spec(cfg, None, tmp_path / "new") == (str(tmp_path / "new" / "../done"),
+                                                       f"{tmp_path / 'new' / 'config.yaml'}: forecast.prior_runs")
+    assert prior_spec(cfg, "elsewhere", tmp_path) == ("elsewhere", "--prior-runs")
+    assert prior_spec(cfg, "none", tmp_path) == (None, "--prior-runs")  # even where the folder names one
+    assert prior_spec({"forecast": {"target": 0.5}}, None, tmp_path)[0] is None
+    assert prior_spec({"forecast": {"prior_runs": "~/runs"}})[0] == os.path.expanduser("~/runs")
+
+
+@pytest.mark.parametrize("value", [3, "", ["a"]])
+def test_a_prior_runs_that_is_not_a_path_is_one_sentence(tmp_path, value):
+    with pytest.raises(CurveError) as err:
+        prior_spec({"forecast": {"prior_runs": value}}, None, tmp_path)
+    assert str(err.value) == (f"{tmp_path / 'config.yaml'}: forecast.prior_runs is {value!r}, not a folder, file or "
+                              "glob of finished runs.")
+
+
+def test_fit_on_a_run_folder_uses_its_configured_prior_as_the_flag_would(tmp_path):
+    from scalerl.cli import main
+
+    new = _study(tmp_path)
+    (new / "config.yaml").write_text(json.dumps({"forecast": {"prior_runs": str(tmp_path)}}))  # YAML holds JSON
+
+    def forecast(*flags) -> dict:
+        assert main(["fit", str(new), "--no-budget", *flags, "--json", str(tmp_path / "fit.json")]) == 0
+        (run,) = json.loads((tmp_path / "fit.json").read_text())["runs"]
+        return run["forecast"]
+
+    configured = forecast()
+    assert "6 prior runs" in configured["why"]  # learned from the six, the run's own folder left out
+    assert configured == forecast("--prior-runs", str(tmp_path))
+    assert "prior" not in forecast("--prior-runs", "none")["why"]
