@@ -274,14 +274,13 @@ def test_forecast_prior_runs_pointing_nowhere_is_one_sentence_before_the_run(tmp
 
 
 def test_the_fit_to_half_check_scores_the_forecast_from_the_first_half(tmp_path):
-    from scalerl.config import load_config
     from scalerl.fit.forecast import RunLog
     from scalerl.fit.law import sigmoid
     from scalerl.pipeline.commands.report import _half_check
 
     c = np.linspace(0.0, 1.0, 41)
     y = sigmoid(c, 0.7, 1.8, 0.3, 0.2) + 0.01 * np.sin(37 * c)  # a sigmoid, its bend in the first half
-    line = _half_check(RunLog.of(c, y), load_config("scalerl", []))
+    line = _half_check(RunLog.of(c, y), tmp_path)
     assert line.startswith("fit-to-half check: the forecast from the first half of the compute (fit), at the end: ")
     assert f"observed {y[-1]:.3f} in [" in line and "(width " in line and "): covered;" in line
 

@@ -37,6 +37,7 @@ from scalerl.fit.forecast import ForecastOptions, forecast_of, read_logs
 from scalerl.fit.forecast.options import forecast_defaults
 from scalerl.fit.options import FitOptions
 from scalerl.fit.prior.pooling import joint_fit
+from scalerl.fit.prior.runs import log_prior
 from scalerl.fit.readers import Columns
 from scalerl.runfolder import METRICS
 
@@ -107,10 +108,11 @@ def _half_rows(points: Sequence[Point], options: FitOptions, x: str | None, y: s
         for run in p.runs:
             name = f"{p.name}/{run.name}" if len(p.runs) > 1 or run.name != p.name else p.name
             try:
-                (log,) = read_logs([run / METRICS], Columns(x=x, y=y))
+                (log,) = read_logs([run], Columns(x=x, y=y))  # the run folder: its config.yaml with it
                 end = float(log.curve.compute[-1])
                 fit = FitOptions.from_given(forecast_defaults(log.config) | {"r0": options.r0})
-                fc = forecast_of(log, cut=0.5 * end, options=ForecastOptions(fit=fit, budget=end))
+                prior = log_prior(log, None, fit, Columns(x=x, y=y), runs=[run], curves=[log.curve])
+                fc = forecast_of(log, cut=0.5 * end, options=ForecastOptions(fit=fit, budget=end, prior=prior))
                 held = fc.heldout(log.curve.compute, log.curve.reward)
                 if held is None:
                     raise CurveError(fc.state.message)

@@ -19,14 +19,18 @@ from scalerl.runfolder import COMPUTE, FIT_FIGURE, METRICS, REPORT, STOPPED_EARL
 from scalerl.runfolder import Forecast as K
 
 
-def _options(cfg, budget: float | None):
+def _options(run, run_dir: Path, budget: float | None):
+    """The run folder's forecast options, as ``fit RUN_DIR`` reads them: its ``forecast.*``
+    settings and the prior of its ``forecast.prior_runs`` (``prior.runs.log_prior``)."""
     from scalerl.fit.forecast import ForecastOptions
-    from scalerl.fit.forecast.options import MAX_POINTS
+    from scalerl.fit.forecast.options import forecast_defaults
     from scalerl.fit.options import FitOptions
+    from scalerl.fit.prior.runs import log_prior
+    from scalerl.fit.readers import Columns
 
-    fit = FitOptions(min_compute=cfg.forecast.min_compute, level=cfg.forecast.level, margin=cfg.forecast.margin,
-                     bounded=cfg.fitted_metric == "val_pass_rate", max_points=MAX_POINTS)  # fmt: skip
-    return ForecastOptions(fit=fit, budget=budget)
+    fit = FitOptions.from_given(forecast_defaults(run.config))
+    prior = log_prior(run, None, fit, Columns(x=COMPUTE, y=run.curve.y), runs=[run_dir], curves=[run.curve])
+    return ForecastOptions(fit=fit, budget=budget, prior=prior)
 
 
 def final_report(run_dir: str | Path, cfg, log=print):
@@ -44,7 +48,7 @@ def final_report(run_dir: str | Path, cfg, log=print):
     try:
         (run,) = read_logs([run_dir], Columns(x=COMPUTE, y=y, bounded=y == "val_pass_rate"))
         budget = 2.0 * float(run.curve.compute[-1])
-        forecast = forecast_of(run, options=_options(cfg, budget))
+        forecast = forecast_of(run, options=_options(run, run_dir, budget))
     except CurveError as err:
         log(f"no forecast of {y}: {err}")
         return None
@@ -58,7 +62,7 @@ def final_report(run_dir: str | Path, cfg, log=print):
                      f"(1 + ({fit.C_mid:.4g} / C)^{fit.B:.2f})   [C in device-hours, {fit.n_points} points, "
                      f"rmse {fit.rmse:.4f}{', bounds hit: ' + ','.join(fit.bounds_hit) if fit.bounds_hit else ''}]")  # fmt: skip
     lines += _outlook(forecast, every, at_sentence)
-    lines.append(_half_check(run, cfg))
+    lines.append(_half_check(run, run_dir))
     for sentence in lines:
         log(sentence)
     figure = _figure(forecast, run_dir / FIT_FIGURE, f"{cfg.name}: {_NAMES[y]} vs device-hours")
@@ -100,7 +104,7 @@ _NAMES = {"val_pass_rate": "validation pass rate", "val_reward_mean": "validatio
 """What each fitted column is called in sentences (``forecast.metric``)."""
 
 
-def _half_check(run, cfg) -> str:
+def _half_check(run, run_dir: Path) -> str:
     """The paper's fit-to-half check (§1.5) on the run itself: its forecast from the first half
     of its compute against what happened after, with the interval's width."""
     from scalerl.fit.errors import CurveError
@@ -108,7 +112,7 @@ def _half_check(run, cfg) -> str:
 
     end = float(run.curve.compute[-1])
     try:
-        forecast = forecast_of(run, cut=0.5 * end, options=_options(cfg, end))
+        forecast = forecast_of(run, cut=0.5 * end, options=_options(run, run_dir, end))
     except CurveError as err:
         return f"fit-to-half check: not possible ({err})"
     held = forecast.heldout(run.curve.compute, run.curve.reward)
