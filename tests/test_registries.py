@@ -17,10 +17,12 @@ from scalerl.config import (
 from scalerl.config.env import EnvConfig
 from scalerl.config.learner import LearnerConfig
 from scalerl.config.loss import ISCorrectionConfig, LossConfig
+from scalerl.config.model import ModelConfig
 from scalerl.config.rollout import LengthConfig
 from scalerl.data.curriculum import HISTORY_RULES
 from scalerl.data.filters import TRUNCATION_MODES
 from scalerl.data.tasks.base import REWARD_FORMS
+from scalerl.models.build import ARCHS
 from scalerl.pipeline.backends import BACKENDS
 from scalerl.pipeline.evaluation import EVAL_ON
 from scalerl.pipeline.generators.actor import ENGINES
@@ -48,6 +50,7 @@ def test_config_choices_equal_their_registries():
     assert _choices(LengthConfig, "truncation") == set(TRUNCATION_MODES)
     assert _choices(PipelineConfig, "mode") == set(MODES)
     assert _choices(CurriculumConfig, "history") == set(HISTORY_RULES)
+    assert _choices(ModelConfig, "arch") == set(ARCHS)
 
 
 def test_every_loss_has_its_own_hyperparameter_section():

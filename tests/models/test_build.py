@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from scalerl.models.build import PRESETS, build_model, count_parameters
+from scalerl.models.build import ARCHS, PRESETS, build_model, count_parameters
 
 VOCAB = 140
 # Measured counts (llama, untied, vocab 140); the ranges are the promised sizes.
@@ -10,7 +10,7 @@ EXPECTED = {"nano": (0.7e6, 1.3e6), "micro": (2e6, 4e6), "small": (9e6, 15e6), "
 
 
 @pytest.mark.parametrize("preset", ["nano", "micro", "small"])
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("arch", ARCHS)
 def test_preset_parameter_counts_in_range(preset, arch):
     lo, hi = EXPECTED[preset]
     model = build_model(preset, VOCAB, arch=arch)
@@ -59,8 +59,29 @@ def test_dtype_and_kv_cache_generation():
     torch.testing.assert_close(step, full, atol=1e-5, rtol=1e-5)
 
 
+def test_a_built_gpt2_has_no_dropout_and_round_trips_with_the_task_tokenizer(tmp_path):
+    """A GPT-2 built for RL samples and learns with one forward: its dropout is off, untied, and
+    its folder loads back (model and task tokenizer) with the same logits."""
+    from scalerl.models import build_task_tokenizer
+    from scalerl.models.load import load_pretrained, save_pretrained
+
+    tokenizer = build_task_tokenizer()
+    model = build_model("nano", len(tokenizer), arch="gpt2", tokenizer=tokenizer)
+    assert type(model).__name__ == "GPT2LMHeadModel" and model.config.eos_token_id == tokenizer.eos_token_id
+    assert all(m.p == 0.0 for m in model.modules() if isinstance(m, torch.nn.Dropout))
+    assert model.lm_head.weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
+    ids = torch.tensor([tokenizer.encode("12+30=")])
+    model.train()  # dropout off even in train mode: the learner's forward equals the sampler's
+    with torch.no_grad():
+        before = model(ids).logits
+    loaded, loaded_tokenizer = load_pretrained(save_pretrained(model, tokenizer, tmp_path / "gpt2"))
+    assert loaded_tokenizer.encode("12+30=") == tokenizer.encode("12+30=")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).logits, before, atol=0.0, rtol=0.0)
+
+
 def test_unknown_preset_and_arch_are_rejected():
     with pytest.raises(ValueError, match="unknown model preset"):
         build_model("huge", VOCAB)
     with pytest.raises(ValueError, match="unknown architecture"):
-        build_model("nano", VOCAB, arch="gpt2")
+        build_model("nano", VOCAB, arch="mamba")

@@ -74,8 +74,9 @@ class ModelConfig(_Frozen):
     runs the SFT warm-up (cached in the run directory)."""
     preset: str = "nano"
     """Size preset of ``scalerl.models.build_model`` used when ``base`` is None."""
-    arch: Literal["llama", "qwen2"] = "llama"
-    """Architecture family of the built model (used when ``base`` is None)."""
+    arch: Literal["llama", "qwen2", "gpt2"] = "llama"
+    """Architecture family of the built model (used when ``base`` is None;
+    ``scalerl.models.build.ARCHS``)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Dtype the model body computes in (the LM head follows ``fp32_head_*``). The learner
     always keeps float32 master weights and AdamW state: ``bfloat16`` computes its forward and

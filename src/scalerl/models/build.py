@@ -1,4 +1,4 @@
-"""Build a tiny Llama- or Qwen2-style causal LM from a named size preset.
+"""Build a tiny Llama-, Qwen2- or GPT-2-style causal LM from a named size preset.
 
 The paper trains an 8B dense model and a 17Bx16 MoE (digest §2.1); these presets are the
 same decoder architecture shrunk to 1M-50M parameters so the whole ScaleRL loop runs on a
@@ -12,6 +12,10 @@ laptop CPU. Parameter counts measured with the built-in task tokenizer (vocab 14
 | base   | 512    | 16     | 8 (4)      | 1536 | ~50.5M         |
 | large  | 1024   | 16     | 16 (8)     | 2816 | ~190M          |
 
+A GPT-2 (``arch="gpt2"``) has the same widths and depths, with GPT-2's own parts: learned
+absolute positions, LayerNorm, biases, a GELU MLP and full multi-head attention (no grouped
+KV heads), its dropout off (RL's log-ratios need the same forward at sampling and learning).
+
 ``large`` is for GPU checks (``scripts/gpu_check.sh``): a 100–300M model built from a config,
 so throughput on a GPU is measured without downloading weights.
 """
@@ -23,7 +27,9 @@ from typing import Literal
 
 import torch
 
-Arch = Literal["llama", "qwen2"]
+Arch = Literal["llama", "qwen2", "gpt2"]
+ARCHS: tuple[str, ...] = ("llama", "qwen2", "gpt2")
+"""The architectures a model is built as (``model.arch``'s choices, held equal by a test)."""
 
 
 @dataclass(frozen=True)
@@ -53,10 +59,18 @@ ATTN_IMPLEMENTATION = "sdpa"
 def model_config(preset: str, vocab_size: int, *, arch: Arch = "llama", tie_embeddings: bool = False,
                  bos_token_id: int | None = None, eos_token_id: int | None = None,
                  pad_token_id: int | None = None):
-    """The transformers config (``LlamaConfig`` or ``Qwen2Config``) for ``preset``."""
+    """The transformers config (``LlamaConfig``, ``Qwen2Config`` or ``GPT2Config``) for ``preset``."""
     if preset not in PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; choose one of {sorted(PRESETS)}")
     p = PRESETS[preset]
+    ids = dict(bos_token_id=bos_token_id, eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+    if arch == "gpt2":
+        from transformers import GPT2Config
+
+        return GPT2Config(vocab_size=vocab_size, n_embd=p.hidden_size, n_layer=p.num_layers, n_head=p.num_heads,
+                          n_inner=p.intermediate_size, n_positions=p.max_position_embeddings,
+                          tie_word_embeddings=tie_embeddings, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                          layer_norm_epsilon=1e-5, **ids)  # fmt: skip
     common = dict(
         vocab_size=vocab_size,
         hidden_size=p.hidden_size,
@@ -79,7 +93,7 @@ def model_config(preset: str, vocab_size: int, *, arch: Arch = "llama", tie_embe
         from transformers import Qwen2Config
 
         return Qwen2Config(**common)
-    raise ValueError(f"unknown architecture {arch!r}; choose 'llama' or 'qwen2'")
+    raise ValueError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHS)}")
 
 
 def build_model(
