@@ -9,7 +9,7 @@ import os
 import pytest
 
 from scalerl.fit import FitOptions
-from scalerl.fit.errors import CurveError
+from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.prior.runs import prior_spec, run_prior
 from scalerl.fit.readers import Columns
 
@@ -37,6 +37,20 @@ def test_the_runs_own_folder_is_never_part_of_its_prior_and_its_writes_learn_not
     assert run_prior(str(tmp_path), OPTIONS, COLUMNS, exclude=(new,)) is first  # kept, not learned again
     # without the exclusion the run's own log would be a seventh run of its prior
     assert run_prior(str(tmp_path), OPTIONS, COLUMNS)[2] == 7
+
+
+def test_a_copy_of_the_run_elsewhere_is_left_out_for_that_run_only(tmp_path):
+    """The copy test reads the run's curve, so a prior kept for one run is never another's."""
+    from scalerl.fit.forecast.log import read_log_file
+
+    new = _study(tmp_path)
+    (tmp_path / "copy").mkdir()
+    _write(tmp_path / "copy" / "metrics.jsonl", _records(50))  # the new run's whole log, under another name
+    (run,) = read_log_file(new)
+    with pytest.warns(CurveWarning):
+        mine = run_prior(str(tmp_path), OPTIONS, COLUMNS, exclude=(new,), curves=(run.curve,))
+    assert mine[2] == 6  # the copy left out
+    assert run_prior(str(tmp_path), OPTIONS, COLUMNS, exclude=(new,))[2] == 7  # another run's prior has it
 
 
 def test_a_finished_run_added_to_the_prior_is_learned_again(tmp_path):

@@ -18,9 +18,9 @@ A run's forecast is made in four places: the trainer's live record, ``serve``, `
 ``fit``. Each asks :func:`run_prior` for its prior, so that one run gets one answer: the
 runs ``--prior-runs`` names where it is given (``none``: no prior), else its folder's own
 ``forecast.prior_runs``. The run's own folder, anything beneath it and a copy of its curve
-are never part of its prior. A prior is learned again only when the files it reads change
-(their sizes and modification times), since ``serve`` and the live record remake a run's
-forecast at every change of it.
+are never part of its prior. A prior is kept while the files it reads (their sizes and
+modification times) and the run's curve are unchanged, so a command that forecasts several
+runs, or asks twice, learns it once.
 """
 
 from __future__ import annotations
@@ -179,12 +179,13 @@ def run_prior(
     """The prior a run's forecast is made under, wherever it is made (module docstring):
     :func:`load_prior` of ``spec`` (None: no prior, and None is returned), ``exclude`` (the
     run's log or folder, and all beneath it) and a copy of one of ``curves`` left out. Kept
-    while the files it reads are unchanged; the run's own files never count as a change."""
+    while the files it reads and ``curves`` are unchanged; the run's own files never count."""
     if spec is None:
         return None
     skip = [Path(e).resolve() for e in exclude]
     files = [p for p in find_prior_files(spec, what=what) if not _within(p, skip)]
-    key = (spec, tuple(map(str, skip)), options, columns, train, what, tuple(_stamp(p) for p in files))
+    seen = tuple((c.compute.tobytes(), c.reward.tobytes()) for c in curves)  # the copy test reads them
+    key = (spec, tuple(map(str, skip)), options, columns, train, what, seen, tuple(_stamp(p) for p in files))
     with _lock:  # serve's forecast workers share the learned priors
         if key in _learned:
             return _learned[key]
