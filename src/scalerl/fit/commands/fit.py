@@ -3,11 +3,11 @@
 For each run of the given logs: the law fitted to what the forecast sees (the whole run, or
 its first ``--fit-frac`` of compute, or up to ``--max-compute``), and the forecast made from
 the same log (``fit.forecast.forecast_of``: following the training reward where the log has
-one, a prior with ``--prior-runs`` or a run folder's ``forecast.prior_runs``). Every forecast number comes from that one forecast:
-``--target-compute`` (the value there), ``--target-reward`` (when it is reached, as ``scalerl
-plan`` reads it: the mean of the last 5 evaluations) and ``--fit-frac``'s held-out check
-(the forecast made at the cut, scored on the rest, with the intervals' width beside
-"covered"). Bad input is one sentence and exit code 2 (``flags.guard``).
+one, under the prior of ``--prior-runs`` or of a run folder's ``forecast.prior_runs``). Every
+forecast number comes from that one forecast: ``--target-compute`` (the value there),
+``--target-reward`` (when it is reached, as ``scalerl plan`` reads it: the mean of the last 5
+evaluations) and ``--fit-frac``'s held-out check (the forecast made at the cut, scored on the
+rest, with the intervals' width beside "covered"). Bad input is one sentence and exit code 2 (``flags.guard``).
 """
 
 from __future__ import annotations

@@ -69,8 +69,9 @@ def register(subparsers) -> None:
                    help="P(reaching R within compute C) (default: the run's own budget, where its folder says)")  # fmt: skip
     p.add_argument("--max-compute", type=float, default=None, metavar="C",
                    help="plan from the evaluations up to compute C (the run as it was then)")  # fmt: skip
-    p.add_argument("--prior-runs", metavar="DIR_OR_GLOB", help="finished runs to learn a prior from (as fit; default: a run folder's "
-                                                        "forecast.prior_runs; none: no prior)")
+    p.add_argument("--prior-runs", metavar="DIR_OR_GLOB",
+                   help="finished runs to learn a prior from (as fit; default: a run folder's forecast.prior_runs; "
+                        "none: no prior)")  # fmt: skip
     p.add_argument("--speeds", type=Path, metavar="FILE", help="JSON speeds of a log without wall time")
     p.add_argument("--devices", type=int, metavar="N", help="split N devices instead of the run's")
     p.add_argument("--k", type=int, metavar="K", help="predict the splits at lag bound K instead of the run's")
