@@ -23,12 +23,12 @@ so throughput on a GPU is measured without downloading weights.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
 Arch = Literal["llama", "qwen2", "gpt2"]
-ARCHS: tuple[str, ...] = ("llama", "qwen2", "gpt2")
+ARCHS: tuple[str, ...] = get_args(Arch)
 """The architectures a model is built as (``model.arch``'s choices, held equal by a test)."""
 
 

@@ -70,9 +70,13 @@ MIN_DRIFTS = 3
 """Finished runs below which the offset's drift is not read: the Student factor of two is 4.3."""
 
 
+def tail(n: int) -> int:
+    """How many of ``n`` evaluations (the latest) give the offset: ``TAIL`` of them, at least 3."""
+    return max(int(np.ceil(n * TAIL)), 3)
+
+
 def _tail_offset(gaps: np.ndarray) -> float:
-    n = max(int(np.ceil(gaps.size * TAIL)), 3)
-    return float(gaps[-n:].mean())
+    return float(gaps[-tail(gaps.size):].mean())
 
 
 def offset_drift(runs, frac: float, level: float) -> Drift | None:
@@ -84,7 +88,7 @@ def offset_drift(runs, frac: float, level: float) -> Drift | None:
     ``z`` the normal quantile, so that ``z sd`` is the prediction bound. None below ``MIN_DRIFTS``."""
     drifts = []
     for run in runs:
-        if getattr(run, "val", None) is None:
+        if run.val is None:
             continue
         cut = run.compute <= frac * run.budget
         if cut.sum() < MIN_POINTS or cut.all():
@@ -136,6 +140,6 @@ class Companion:
     def offsets(self, centre) -> np.ndarray:
         """``v_i - t(C_i)`` over the latest ``TAIL`` of the evaluations (at least 3), ``centre``
         the training reward's expected curve."""
-        n = max(int(np.ceil(len(self) * TAIL)), 3)
+        n = tail(len(self))
         c, v = self.compute[-n:], self.val[-n:]
         return v - np.asarray(centre(c), dtype=float).reshape(-1)
