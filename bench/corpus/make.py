@@ -103,6 +103,17 @@ MATH_TASK = ("task.name=math", f"task.knobs.path={MATH_DATA}", "task.knobs.num_v
              "length.interrupt_range=[48,56]", "length.answer_budget=16", "sampling.max_new_tokens=90")
 MATH_BAND = ("model.sft.target_band=[0.15,0.4]", "model.sft.max_seconds=600")
 GPT2 = ("model.arch=gpt2",)
+# The code family (issue 48, item 6: the code task in the sandbox). Each record asks for
+# ``f(x) = a*x +/- b`` as a Python function, scored by three function tests run in the sandbox
+# (``scalerl.data.sandbox``, one locked-down process per program); generated here with a fixed
+# seed. One sandboxed program costs about 51 ms here, so the batch is 4 prompts x 8 (1.6 s of
+# sandbox a step at 8 x 8, measured in a 60-step pilot: 3.8 s a step, the learner waiting on
+# the rewards) and the validation 200 held-out prompts.
+CODE_DATA = Path.home() / ".cache" / "scalerl-bench" / "code-linear" / "problems.jsonl"
+CODE_TASK = ("task.name=code", f"task.knobs.path={CODE_DATA}", "task.knobs.num_validation=200",
+             "task.knobs.solution_field=solution", "task.knobs.prompt_template=f(x) = {problem}",
+             "sampling.max_new_tokens=64", "length.interrupt_range=[44,52]", "length.answer_budget=12")
+CODE_BAND = ("model.sft.target_band=[0.15,0.4]", "model.sft.max_seconds=480")
 
 FAMILIES = (
     Family("scalerl-addition", "scalerl", "addition", 1200, _grid((0, 1, 2), (5e-5, 1e-4, 2e-4))),
@@ -134,6 +145,10 @@ FAMILIES = (
     # (a 300-step pilot at 1e-3 rose 0.24 -> 0.40).
     Family("scalerl-gpt2-lora-addition", "scalerl", "addition", 600, _grid((0, 1, 2), (5e-4, 1e-3)),
            ("model.lora.rank=16", "eval.every=25"), warmup=GPT2),
+    # The code task in the sandbox: 300 steps of 4 x 8 at 2x and 6x the recipe's learning rate
+    # (at 5e-5 and 8 x 8, the pilot rose 0.14 -> 0.175 in 60 steps).
+    Family("scalerl-code", "scalerl", "code", 300, _grid((0, 1), (1e-4, 3e-4)),
+           (*CODE_TASK, "pipeline.prompts_per_step=4", "eval.every=20"), warmup=(*CODE_TASK, *CODE_BAND)),
 )
 
 
@@ -189,6 +204,27 @@ def math_data() -> None:
                          "solution": f"x = {a} + {b}: {scratchpad([a, b])}"})
     MATH_DATA.parent.mkdir(parents=True, exist_ok=True)
     MATH_DATA.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def code_data() -> None:
+    """``CODE_DATA``: 6000 distinct ``a*x +/- b`` (a in 2..19, b in 1..299, seed 0), each with three
+    function tests at distinct x in 1..29 and the one-line solution; made once."""
+    import random
+
+    if CODE_DATA.is_file():
+        return
+    rng, seen, rows = random.Random(0), set(), []
+    while len(rows) < 6000:
+        a, b, op = rng.randint(2, 19), rng.randint(1, 299), rng.choice("+-")
+        if (a, b, op) in seen:
+            continue
+        seen.add((a, b, op))
+        xs = rng.sample(range(1, 30), 3)
+        rows.append({"problem": f"{a}*x {op} {b}",
+                     "tests": [f"assert f({x}) == {a * x + b if op == '+' else a * x - b}" for x in xs],
+                     "solution": f"def f(x): return {a}*x{op}{b}"})
+    CODE_DATA.parent.mkdir(parents=True, exist_ok=True)
+    CODE_DATA.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def train_command(recipe: str, out: Path, sets: list[str]) -> list[str]:
@@ -265,6 +301,8 @@ def main() -> int:
         return 0
     if any(family.task == "math" for family, _, _ in todo):
         math_data()
+    if any(family.task == "code" for family, _, _ in todo):
+        code_data()
     for family in {family.name: family for family, _, _ in todo if family.warmup is not None}.values():
         shared_base(family)  # once, before any run's clock starts
     for n, (family, seed, lr) in enumerate(todo):

@@ -188,3 +188,46 @@ def test_a_point_whose_own_cadence_cannot_decide_a_rung_is_refused_in_one_senten
     with pytest.raises(ConfigError, match=r"^point p: eval.every_compute = 0.05 gives its first rung fewer than 8 "
                                           r"evaluations; set it to 0.01 or less, or leave it unset$"):  # fmt: skip
         with_cadence(coarse, every, "p")
+
+
+def test_each_points_forecast_at_a_rung_is_plans_on_its_folder_prior_included(study, tmp_path):
+    """A point whose config names finished runs (``forecast.prior_runs``) is ranked under their
+    prior, as ``plan`` on its folder forecasts it: the band a rung's decision records for it is
+    ``plan``'s at the budget, cut at the rung, to 1e-9 (one set of draws)."""
+    from scalerl.cli import main
+    from scalerl.fit.choose import through
+    from scalerl.fit.forecast import read_logs
+
+    spec, variants, out = study
+    done = tmp_path / "done"
+    rng = np.random.default_rng(7)
+    for i in range(6):  # finished runs of the points' shape: A 0.3-0.8, B 1.5, C_mid 0.2
+        run = done / f"r{i}"
+        run.mkdir(parents=True)
+        a, mid = rng.uniform(0.3, 0.8), rng.uniform(0.15, 0.25)
+        rows = [{"step": k, COMPUTE: STEP * (k + 1),
+                 VAL_PASS_RATE: float(np.clip(law.sigmoid(STEP * (k + 1), a, 1.5, mid, 0.0) + rng.normal(0, 0.01),
+                                              0.0, 1.0))}
+                for k in range(64)]  # fmt: skip
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    inner = fake_train([])
+
+    def train(cfg, run_dir, resume=False, log=print):
+        inner(cfg, run_dir, resume, log)
+        (run_dir / "config.yaml").write_text(f"forecast:\n  prior_runs: {done}\n")
+
+    d = run_adaptive(variants, out, spec.adaptive, parallel=1, runner="local", train=train,
+                     log=lambda *_: None).to_dict()  # fmt: skip
+    second = d["rounds"][1]
+    rung = second["at_compute"]
+    for point, got in second["forecasts"].items():
+        folder = out / point
+        (log,) = read_logs([folder])
+        cut = float(through(log.curve, rung).compute[-1])
+        path = tmp_path / "plan.json"
+        assert main(["plan", str(folder), "--target", "0.5", "--max-compute", repr(cut), "--budget-compute",
+                     repr(spec.adaptive.budget), "--json", str(path)]) == 0  # fmt: skip
+        plan = json.loads(path.read_text())
+        assert plan["forecast"]["method"] == "prior"
+        at = plan["at_budget"]
+        assert [got["median"], got["lo"], got["hi"]] == pytest.approx([at["value"], at["lo"], at["hi"]], abs=1e-9)

@@ -328,3 +328,25 @@ def test_a_forecast_prior_runs_pointing_nowhere_is_one_sentence_on_the_page_and_
     assert s["forecast"]["note"] == says.rstrip(".") and s["forecast"]["median"] is None  # a page's note has no stop
     assert main(["plan", str(run), "--target", "0.6"]) == 2
     assert capsys.readouterr().err.strip() == f"scalerl plan: error: {says}"
+
+
+def test_a_finished_run_added_to_a_runs_prior_reaches_its_page_without_the_run_writing(tmp_path, served):
+    """The page's forecast is kept while the run's files and its prior's are unchanged: a
+    finished run added to ``forecast.prior_runs`` is learned from at the next read, as ``plan``
+    reads it then, though the run itself (a finished one, say) writes nothing."""
+    _finished(tmp_path / "study")
+    run = write_run(tmp_path / "study" / "new", upto=30)
+    _with_prior(run, tmp_path / "study")
+    server = served(run)
+    (found,) = server.discover()
+    first = server.summary(found, wait=WAIT, first_wait=WAIT)
+    assert server.forecast(found, server.view(found)).forecast.forecast.why.startswith("prior from 8 finished runs")
+    again = server.summary(found, wait=WAIT, first_wait=WAIT)
+    assert again["forecast"] == first["forecast"]  # nothing changed: the kept forecast
+    _finished(tmp_path / "study" / "more", seed=1, n=1)  # one more finished run beside it
+    server.summary(found, wait=WAIT, first_wait=WAIT)
+    made = server.forecast(found, server.view(found), wait=WAIT)
+    assert not made.stale and made.forecast.forecast.why.startswith("prior from 9 finished runs")
+    out = tmp_path / "plan.json"
+    assert main(["plan", str(run), "--target", "0.6", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["forecast"]["why"].startswith("prior from 9 finished runs")

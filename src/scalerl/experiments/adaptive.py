@@ -102,8 +102,9 @@ def point_name(run_dir: Path, out: Path) -> str:
 
 
 def _log(run_dir: Path, name: str, x: str | None):
-    """The point's log so far (its validation and training reward); None before its first
-    evaluation. A log that cannot be read is one ``CurveError`` sentence naming it."""
+    """The point's log so far (its validation and training reward), read from its run folder
+    as ``plan`` reads it (its ``config.yaml`` with it); None before its first evaluation. A log
+    that cannot be read is one ``CurveError`` sentence naming it."""
     import dataclasses
 
     from scalerl.fit.forecast import read_logs
@@ -113,7 +114,7 @@ def _log(run_dir: Path, name: str, x: str | None):
     metrics = run_dir / METRICS
     if not metrics.is_file() or not any(r.get(VAL_PASS_RATE) is not None for r in read_records(metrics)):
         return None
-    (log,) = read_logs([metrics], Columns(x=x))
+    (log,) = read_logs([run_dir], Columns(x=x))
     return dataclasses.replace(log, curve=dataclasses.replace(log.curve, name=name))
 
 
@@ -164,6 +165,7 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
     from scalerl.experiments.replay import write_json
     from scalerl.experiments.sweep import _has_checkpoint, execute, is_finished, shared_base
     from scalerl.fit.choose import ETA, THRESHOLD, Study
+    from scalerl.fit.prior.runs import run_options
     from scalerl.runfolder import write_status
 
     threshold = THRESHOLD if adaptive.threshold is None else adaptive.threshold
@@ -172,7 +174,8 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
     configs = {n: with_cadence(v.config, every, n) for n, v in by_name.items()}
     study = Study(list(by_name), adaptive.budget, first_rung=adaptive.first_rung,
                   eta=ETA if adaptive.eta is None else adaptive.eta, threshold=threshold,
-                  confirm=adaptive.confirm, pairing=adaptive.pairing)  # fmt: skip
+                  confirm=adaptive.confirm, pairing=adaptive.pairing,
+                  options_of=lambda name, log: run_options(log, by_name[name].run_dir, x=x))  # fmt: skip
     study.decisions.compute_full = adaptive.budget * len(by_name)  # the same study run to the end
     log(f"adaptive study: {len(by_name)} points judged at compute {adaptive.budget:g} each, rungs at "
         f"{', '.join(f'{r:.4g}' for r in study.decisions.rungs)}; a point stops once P(best at the budget) "

@@ -33,11 +33,10 @@ from scalerl.fit import plot, report
 from scalerl.fit.commands.outputs import check_outputs
 from scalerl.fit.compare import RunFit, compare_runs, fit_run, loo_table
 from scalerl.fit.errors import CurveError
-from scalerl.fit.forecast import ForecastOptions, forecast_of, read_logs
-from scalerl.fit.forecast.options import forecast_defaults
+from scalerl.fit.forecast import forecast_of, read_logs
 from scalerl.fit.options import FitOptions
 from scalerl.fit.prior.pooling import joint_fit
-from scalerl.fit.prior.runs import log_prior
+from scalerl.fit.prior.runs import run_options
 from scalerl.fit.readers import Columns
 from scalerl.runfolder import METRICS
 
@@ -110,9 +109,8 @@ def _half_rows(points: Sequence[Point], options: FitOptions, x: str | None, y: s
             try:
                 (log,) = read_logs([run], Columns(x=x, y=y))  # the run folder: its config.yaml with it
                 end = float(log.curve.compute[-1])
-                fit = FitOptions.from_given(forecast_defaults(log.config) | {"r0": options.r0})
-                prior = log_prior(log, None, fit, Columns(x=x, y=y), runs=[run], curves=[log.curve])
-                fc = forecast_of(log, cut=0.5 * end, options=ForecastOptions(fit=fit, budget=end, prior=prior))
+                fc = forecast_of(log, cut=0.5 * end, options=run_options(log, run, budget=end, x=x,
+                                                                         given={"r0": options.r0}))  # fmt: skip
                 held = fc.heldout(log.curve.compute, log.curve.reward)
                 if held is None:
                     raise CurveError(fc.state.message)

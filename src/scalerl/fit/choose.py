@@ -13,9 +13,9 @@ Points are independent runs, so the chance that point ``i`` is the best at the b
 
 with each point's draws paired in its own random order ``pi_i`` (the draws of one point are
 stratified quantiles in one fixed order; pairing them in that order would make all points
-move together). A rising point's draws are floored at what it has already shown (the mean of
-its last 5 evaluations less one standard error, ``shown``): its expected curve at the budget is
-never below its own recent level. At each **rung** (compute ``first_rung``, then ``eta`` times that, ..., and
+move together). A rising point's draws are its forecast's, which never fall below what it has
+already shown (the forecast's floor, ``forecast.draws.shown``), so a study's band for a point
+is ``plan``'s for it at that compute. At each **rung** (compute ``first_rung``, then ``eta`` times that, ..., and
 the budget), the survivors are cut to the rung, forecast at the budget, and those with
 ``P_i < threshold`` are stopped; the leader never is. At the budget itself the same rule reads
 the band of each survivor's value there: the survivors still above the threshold are **tied**,
@@ -71,7 +71,6 @@ ETA = 2.0
 """Each rung is this many times the compute of the one before (successive halving's eta)."""
 MIN_ETA = 1.5  # rungs closer than this decide on the same evaluations again and again
 MAX_RUNGS = 12  # a study of more rungs is refused (the adaptive spec's bound, ``experiments.adaptive``)
-SHOWN_WINDOW = 5  # evaluations a point's "already shown" level is the mean of (``shown``)
 FIRST_RUNG = 1.0 / 8.0
 """The first rung as a fraction of the budget, when none is given."""
 
@@ -117,8 +116,6 @@ def standing(log: RunLog, budget: float, options: ForecastOptions) -> Standing:
                          f"a forecast needs {MIN_EVALS}.")  # fmt: skip
     fc = forecast_of(log, cut=float(seen.compute[-1]), options=options.with_(budget=budget))
     draws = fc.draws.curves(np.array([budget]))[:, 0]
-    if fc.state.name == "rising":  # a rising curve ends no lower than it has already shown
-        draws = np.maximum(draws, shown(seen.reward, fc.draws.sigma))
     return Standing(log.name, fc.cut, draws, fc.method, fc.state.name)
 
 
@@ -129,14 +126,6 @@ def shape_pairing(logs: Sequence[RunLog], budget: float) -> np.ndarray | None:
     seen = [through(log.curve, budget) for log in logs]
     fit = fit_shared_shape([(c.compute, c.reward) for c in seen], budget)
     return ranks(fit) if fit.p_one >= ONE_SHAPE_P else None
-
-
-def shown(reward: np.ndarray, sigma: float, window: int = SHOWN_WINDOW) -> float:
-    """What a point has already shown: the mean of its last ``window`` evaluations, less one
-    standard error of that mean (one evaluation's noise ``sigma`` over sqrt(window)), so that
-    noise alone does not raise the floor."""
-    last = np.asarray(reward, dtype=float)[-window:]
-    return float(last.mean() - sigma / np.sqrt(last.size))
 
 
 def p_best(standings: Sequence[Standing], seed: int = 0, pairing: np.ndarray | None = None) -> dict[str, float]:
@@ -254,17 +243,22 @@ class Study:
 
     ``confirm``: the rungs in a row a point must be a stop for before it is stopped (1: at once;
     2: the certified pruner's guard, the early ranking agreeing with itself across rungs).
+    ``options_of(point, log)``: each point's forecast options (an adaptive study's: its run
+    folder's, ``prior.runs.run_options``, so that its forecast at a rung is ``plan``'s on its
+    folder); None: ``options`` for every point (a replay of logs). ``options.level`` is the
+    study's.
     ``pairing``: how P(best) pairs the points' draws (``PAIRINGS``; "shared-shape": by their joint
     fit with one shape, issue 49's item 3)."""
 
     def __init__(self, points: Sequence[str], budget: float, *, first_rung: float | None = None, eta: float = ETA,
                  threshold: float = THRESHOLD, options: ForecastOptions | None = None, confirm: int = 1,
-                 pairing: str = PAIRING, standing_of=None, pairing_of=None) -> None:  # fmt: skip
+                 pairing: str = PAIRING, standing_of=None, pairing_of=None, options_of=None) -> None:  # fmt: skip
         if pairing not in PAIRINGS:
             raise CurveError(f"pairing {pairing!r} is not one of {', '.join(PAIRINGS)}.")
         self.options = options or ForecastOptions()
         self.standing_of = standing_of or standing  # (log, budget, options) -> Standing; a bench caches it
         self.pairing_of = pairing_of or shape_pairing  # (logs, budget) -> (R, k) quantiles; a bench caches it
+        self.options_of = options_of or (lambda point, log: self.options)  # (point, log) -> ForecastOptions
         self.decisions = Decisions(budget, threshold, rungs(budget, first_rung, eta), confirm=max(int(confirm), 1),
                                    pairing=pairing)  # fmt: skip
         self.alive = list(points)
@@ -339,7 +333,7 @@ class Study:
                 waiting[n] = f"{seen} evaluation(s) so far; a forecast needs {MIN_EVALS}"
                 continue
             try:
-                ready.append(self.standing_of(logs[n], d.budget, self.options))
+                ready.append(self.standing_of(logs[n], d.budget, self.options_of(n, logs[n])))
             except CurveError as err:
                 waiting[n] = str(err).rstrip(".")
         return ready, waiting

@@ -206,8 +206,12 @@ class Served:
         """The run's one forecast (``forecasts``), made as ``scalerl plan RUN`` makes it."""
         if view.log is None:
             return Made(error=view.error or "no evaluation yet")
-        # keyed by the version the view was read at (a view answered stale is forecast as what it is)
-        return self.forecasts.get(found.id, view.stamp, lambda: _forecast_of(view.log, found.path), wait, first_wait,
+        from scalerl.fit.prior.runs import prior_stamp
+
+        # keyed by the version the view was read at (a view answered stale is forecast as what it
+        # is) and by the version of its prior's finished runs (a run added there is read)
+        stamp = (view.stamp, prior_stamp(view.config, found.path))
+        return self.forecasts.get(found.id, stamp, lambda: _forecast_of(view.log, found.path), wait, first_wait,
                                   urgent=bool(first_wait))  # a page waiting on its first forecast
 
     # --- what the pages read -------------------------------------------------------------------
@@ -374,17 +378,10 @@ def _forecast_of(log, folder: Path) -> Drawn:
     """The run's one forecast: its folder's ``forecast.*`` settings (its prior of
     ``forecast.prior_runs`` too, learned as the trainer learns it), its own budget, as ``plan``.
     The prior's finished runs are read, never served."""
-    from scalerl.fit.forecast import ForecastOptions, forecast_of
-    from scalerl.fit.forecast.options import forecast_defaults
-    from scalerl.fit.options import FitOptions
-    from scalerl.fit.prior.runs import prior_spec, run_prior
-    from scalerl.fit.readers import Columns
+    from scalerl.fit.forecast import forecast_of
+    from scalerl.fit.prior.runs import run_options
 
-    fit = FitOptions.from_given(forecast_defaults(log.config))
-    spec, what = prior_spec(log.config, folder=folder)
-    prior = run_prior(spec, fit, Columns(x=rf.COMPUTE, y=log.curve.y), exclude=(folder,), curves=(log.curve,),
-                      what=what)  # fmt: skip
-    f = forecast_of(log, options=ForecastOptions(fit=fit, budget=log.budget, prior=prior))
+    f = forecast_of(log, options=run_options(log, folder, budget=log.budget, x=rf.COMPUTE))
     reach = None if log.target is None else f.reach(log.target)
     if f.draws is None:
         return Drawn(f, log.target, reach=reach)

@@ -169,3 +169,24 @@ def test_a_pass_rates_draws_stay_in_its_range_and_answer_every_target_in_it_the_
         for window in (0, 1):
             assert np.array_equal(rate.first_crossing(target, window), free.first_crossing(target, window))
         assert np.all(rate.first_crossing(target, 5) >= free.first_crossing(target, 5))
+
+
+def test_a_rising_runs_curves_are_floored_at_what_it_has_shown_from_now_on():
+    """Observed 0.1 .. 0.6 (last five 0.2 .. 0.6, mean 0.4), sigma 0.05: the floor is
+    0.4 - 0.05 / sqrt(5) = 0.37764. A band of 0.2 .. 0.8 about 0.5 is held there from now on,
+    unchanged before now, and a forecast not rising keeps its own lower draws."""
+    from scalerl.fit.forecast.draws import shown
+
+    c = np.linspace(0.1, 0.6, 6)
+    kw = dict(observed_compute=c, observed=np.linspace(0.1, 0.6, 6), sigma=0.05, rho=0.0, level=0.95, horizon=3.0)
+    centre = lambda C: np.full(np.shape(C), 0.5)  # noqa: E731
+    band = lambda C: (np.full(np.shape(C), 0.2), np.full(np.shape(C), 0.8))  # noqa: E731
+    floor = 0.4 - 0.05 / np.sqrt(5)
+    assert shown(kw["observed"], 0.05) == pytest.approx(floor, rel=1e-12)
+    held, free = band_draws(centre, band, rising=True, **kw), band_draws(centre, band, **kw)
+    later, before = held.curves(np.array([0.6, 2.0])), held.curves(np.array([0.3]))
+    assert later.min() == pytest.approx(floor, rel=1e-12) and free.curves(np.array([2.0])).min() < 0.3
+    assert np.array_equal(before, free.curves(np.array([0.3])))  # the past is the fit's
+    above = free.curves(np.array([2.0]))[:, 0] > floor
+    assert np.array_equal(later[above, 1], free.curves(np.array([2.0]))[above, 0])  # only the low draws move
+    assert held.band(np.array([2.0]))[0][0] == pytest.approx(floor, rel=1e-12)

@@ -91,10 +91,11 @@ def test_plan_fit_the_forecast_and_a_replay_give_one_answer(tmp_path, name, caps
         # a page's hover reads the median alone at every evaluation: the same number as ``at``
         grid = log.curve.compute
         assert np.array_equal(f.median_at(grid), f.at(grid).value, equal_nan=True)
-        # a study's replay reads the same draws at its budget
+        # a study's replay reads the same draws at its budget: its band is plan's, floor and all
         if f.draws is not None and len(through(log.curve, cut)) >= 6:
             s = standing(log.upto(cut), budget, ForecastOptions())
             assert s.median == pytest.approx(at.value, abs=1e-9) and s.source == f.method
+            assert s.interval(f.level) == pytest.approx((at.lo, at.hi), abs=1e-9)
 
 
 def test_fit_frac_checks_the_default_forecast_and_says_how_wide(tmp_path, capsys):

@@ -23,6 +23,13 @@ A forecast is ``N`` draws ``j`` of how the run goes on after its data (``now``):
   interval passes 1, the crossing of a target within the range by the expected curve or by one
   evaluation is unchanged (at or past the target before clipping is at or past it after), and
   a mean of evaluations near 1 reads no higher than a real run's can.
+- **its floor**: a rising run's expected curve (the methods that follow a rise: the fit, the
+  prior, the training reward) is, from ``now`` on, never below what the run has already shown
+  (:func:`shown`: the mean of its last ``SHOWN_WINDOW`` evaluations less one standard error of
+  that mean, so that noise alone does not raise it). A run that is rising is not forecast to
+  end below where it stands (issue 49: a study's leader had its lower bound at 0.270, below its
+  own starting value). Every surface reads the floored draws: ``plan``, ``fit``, the live
+  record, ``serve`` and a study's decisions (``fit.choose``).
 - **its reads** ``r_jt``: what a user watching the run sees, the mean of the last ``window``
   evaluations, the run's own last evaluations filling the first windows.
 
@@ -45,7 +52,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import signal, stats
 
-__all__ = ["HORIZON", "N_DRAWS", "Draws", "band_draws", "curve_draws", "mixture", "widened"]
+__all__ = ["HORIZON", "N_DRAWS", "SHOWN_WINDOW", "Draws", "band_draws", "curve_draws", "mixture", "shown",
+           "widened"]
 
 N_DRAWS = 2000
 HORIZON = 10.0
@@ -54,6 +62,7 @@ budget a forecast was made for when that is later: a user asks whether a run get
 run they could afford, not after a thousand times the compute."""
 FINE = 2000  # points of the log grid the expected curve's crossing is read on (0.5% apart over 10^4)
 MAX_EVALS = 1000  # evaluations up to HORIZON x now at most (a finer schedule is thinned)
+SHOWN_WINDOW = 5  # evaluations a rising run's floor is the mean of (``shown``)
 
 Curves = Callable[[np.ndarray], np.ndarray]  # C (m,) -> mu (n, m)
 
@@ -148,6 +157,25 @@ def schedule(observed_compute: np.ndarray, horizon: float) -> np.ndarray:
     return now + spacing * np.arange(1, n_evals + 1)
 
 
+def shown(observed: np.ndarray, sigma: float, window: int = SHOWN_WINDOW) -> float:
+    """What a run has already shown: the mean of its last ``window`` evaluations, less one
+    standard error of that mean (one evaluation's noise ``sigma`` over sqrt(window)), so that
+    noise alone does not raise the floor."""
+    last = np.asarray(observed, dtype=float)[-window:]
+    return float(last.mean() - sigma / np.sqrt(last.size))
+
+
+def floored(curves_of: Curves, floor: float, now: float) -> Curves:
+    """``curves_of`` with every expected curve held at or above ``floor`` from ``now`` on
+    (module docstring, its floor); the curves before ``now`` (the fit to the data) unchanged."""
+
+    def held(C: np.ndarray) -> np.ndarray:
+        mu = curves_of(C)  # (n, m)
+        return np.where(np.asarray(C) >= now, np.maximum(mu, floor), mu)
+
+    return held
+
+
 def _noise(rng: np.random.Generator, mu: np.ndarray, last: np.ndarray, sigma: float, rho: float) -> np.ndarray:
     """AR(1) evaluation noise (n, t) continuing from each draw's residual ``last`` (n,); drawn
     evaluation by evaluation (t rows of n), so the first evaluations' noise is the same
@@ -159,13 +187,17 @@ def _noise(rng: np.random.Generator, mu: np.ndarray, last: np.ndarray, sigma: fl
 
 
 def curve_draws(curves_of: Curves, *, observed_compute, observed, sigma: float, rho: float, level: float,
-                horizon: float, seed: int = 0, bounds: tuple[float, float] | None = None) -> Draws:
+                horizon: float, seed: int = 0, bounds: tuple[float, float] | None = None,
+                rising: bool = False) -> Draws:
     """The draws of a run seen at ``observed_compute``/``observed`` whose expected curves are
     ``curves_of`` (C (m,) -> (n, m)), its evaluations AR(1) (``sigma``, ``rho``), up to ``horizon``;
-    ``bounds`` the metric's range (a pass rate's (0, 1)), which curves and evaluations keep to."""
+    ``bounds`` the metric's range (a pass rate's (0, 1)), which curves and evaluations keep to;
+    ``rising``: the curves floored at what the run has shown (module docstring)."""
     c = np.asarray(observed_compute, dtype=float)
     y = np.asarray(observed, dtype=float)
     now = float(c[-1])
+    if rising:
+        curves_of = floored(curves_of, shown(y, sigma), now)
     times = schedule(c, max(float(horizon), now))
     mu = curves_of(times)  # (n, t)
     last = y[-1] - curves_of(np.array([now]))[:, 0]  # (n,) each draw's residual now
@@ -201,10 +233,10 @@ def widened(centre, band, *, k, sigma: float, level: float, now: float):
 
 
 def band_draws(centre, band, *, observed_compute, observed, sigma: float, rho: float, level: float,
-               horizon: float, k=1.0, n: int = N_DRAWS, seed: int = 0, bounds: tuple[float, float] | None = None
-               ) -> Draws:
+               horizon: float, k=1.0, n: int = N_DRAWS, seed: int = 0, bounds: tuple[float, float] | None = None,
+               rising: bool = False) -> Draws:
     """The draws of a curve ``centre`` with ``band(C) -> (lo, hi)`` at ``level``; ``k`` the
-    conformal factor put on it (:func:`widened`)."""
+    conformal factor put on it (:func:`widened`); ``rising`` as :func:`curve_draws`."""
     now = float(np.asarray(observed_compute, dtype=float)[-1])
     sds = widened(centre, band, k=k, sigma=sigma, level=level, now=now)
     rng = np.random.default_rng(seed)
@@ -215,7 +247,7 @@ def band_draws(centre, band, *, observed_compute, observed, sigma: float, rho: f
         return mid + u * np.where(u < 0, down, up)
 
     return curve_draws(curves_of, observed_compute=observed_compute, observed=observed, sigma=sigma, rho=rho,
-                       level=level, horizon=horizon, seed=seed, bounds=bounds)  # fmt: skip
+                       level=level, horizon=horizon, seed=seed, bounds=bounds, rising=rising)  # fmt: skip
 
 
 def mixture(parts: Sequence[tuple[float, Draws]], *, seed: int = 0) -> Draws:

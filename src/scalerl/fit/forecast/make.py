@@ -22,6 +22,9 @@ In order (each step says why in ``Forecast.why`` when it passes a method by):
      share of their budget (``late``), else the flat level;
    - *the fit*: its band with the rolling-origin factors by lead.
 
+   The three methods that follow a rise (the prior, the training reward, the fit) hold their
+   curves at or above what the run has shown (``draws.shown``, the draws' floor).
+
 The draws reach the horizon, the later of ``draws.HORIZON`` x the cut and the budget.
 """
 
@@ -107,7 +110,7 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
         return _not_learning(seen, options, horizon, kw, evidence, unc, fit, "; ".join(why), notes=tuple(why))
     cal = unc.calibration
     k = 1.0 if cal is None or not cal.calibrated else cal.sides_at
-    draws = band_draws(fit.predict, unc.band, sigma=unc.noise.sigma, rho=rho, k=k, **kw)
+    draws = band_draws(fit.predict, unc.band, sigma=unc.noise.sigma, rho=rho, k=k, rising=True, **kw)
     return Forecast(seen, options, st.from_rise(evidence), "fit", "; ".join(why) or "the law's own fit", draws,
                     horizon, evidence=evidence, notes=tuple(why), **base)  # fmt: skip
 
@@ -117,7 +120,7 @@ def _with_prior(fit: FitResult, options: ForecastOptions, horizon: float, kw: di
     pf = _prior_forecast(fit, options, horizon, options.prior[0])
     if not pf.used:
         return None, pf
-    return band_draws(pf.predict, pf.band, sigma=unc.noise.sigma, rho=unc.noise.rho, **kw), pf
+    return band_draws(pf.predict, pf.band, sigma=unc.noise.sigma, rho=unc.noise.rho, rising=True, **kw), pf
 
 
 def _prior_forecast(fit: FitResult, options: ForecastOptions, horizon: float, learned, what: str = ""):
@@ -184,7 +187,7 @@ def _companion(comp: Companion, options: ForecastOptions, kw: dict, *, sigma: fl
         d, u = (np.sqrt(s**2 + se**2) * z for s in (down, up))
         return mid + g - d, mid + g + u
 
-    draws = band_draws(centre, band, sigma=max(s_g, sigma), rho=rho, **kw)
+    draws = band_draws(centre, band, sigma=max(s_g, sigma), rho=rho, rising=True, **kw)
     return draws, "", trained, pf
 
 

@@ -14,8 +14,10 @@ Each run's training reward, where its log has one beside the evaluations (the co
 ``train`` names, else the first of ``readers.TRAIN_REWARD_COLUMNS``, as a forecast reads the
 run's own), gives ``Prior.train``.
 
-A run's forecast is made in four places: the trainer's live record, ``serve``, ``plan`` and
-``fit``. Each asks :func:`run_prior` for its prior, so that one run gets one answer: the
+A run's forecast is made in several places: the trainer's live record, ``serve``, ``plan``,
+``fit``, the end-of-run report, a study's fit-to-half rows and an adaptive study's chooser.
+Each asks :func:`run_prior` for its prior (the run-folder readers through
+:func:`run_options`, which gives the whole ``ForecastOptions``), so that one run gets one answer: the
 runs ``--prior-runs`` names where it is given (``none``: no prior), else its folder's own
 ``forecast.prior_runs``. The run's own folder, anything beneath it and a copy of its curve
 are never part of its prior. A prior is kept while the files it reads (their sizes and
@@ -49,7 +51,7 @@ from scalerl.fit.readers import (
     is_tensorboard,
 )
 
-__all__ = ["find_prior_files", "load_prior", "log_prior", "prior_spec", "run_prior"]
+__all__ = ["find_prior_files", "load_prior", "log_prior", "prior_spec", "prior_stamp", "run_options", "run_prior"]
 
 NO_PRIOR = "none"
 """``--prior-runs none``: no prior, even where the run's folder names one."""
@@ -204,6 +206,39 @@ def log_prior(log: RunLog, given: str | None, options: FitOptions, columns: Colu
     folder = Path(log.curve.source).parent if log.config else None  # a run folder's log is its metrics
     spec, what = prior_spec(log.config, given, folder)
     return run_prior(spec, options, columns, exclude=expand_paths(runs), curves=curves, train=train, what=what)
+
+
+def run_options(log: RunLog, folder: str | Path, *, budget: float | None = None, x: str | None = None,
+                given: dict | None = None):
+    """The ``ForecastOptions`` of a run read from its ``folder``, wherever its forecast is made
+    from the folder (``serve``, the end-of-run report, a study's rows, an adaptive study's
+    chooser): its ``forecast.*`` settings (``forecast_defaults``, ``given`` on top) and the prior
+    of its ``forecast.prior_runs``, which its folder and all beneath it are never part of."""
+    from scalerl.fit.forecast.options import ForecastOptions, forecast_defaults
+
+    fit = FitOptions.from_given(forecast_defaults(log.config) | (given or {}))
+    spec, what = prior_spec(log.config, None, Path(folder))
+    prior = run_prior(spec, fit, Columns(x=x, y=log.curve.y), exclude=(folder,), curves=(log.curve,), what=what)
+    return ForecastOptions(fit=fit, budget=budget, prior=prior)
+
+
+def prior_stamp(config: dict, folder: str | Path) -> tuple:
+    """The version of the files a run folder's prior reads (``forecast.prior_runs``, its own
+    folder left out): their paths, sizes and modification times; () without a prior, and the
+    error's sentence where the setting is bad (its forecast says it). A surface that keeps a
+    run's forecast keeps it while this and the run's own files are unchanged, so a finished run
+    added beside it reaches its forecast without the run writing anything."""
+    try:
+        spec, what = prior_spec(config, None, Path(folder))
+        if spec is None:
+            return ()
+        files = find_prior_files(spec, what=what)
+    except CurveError as err:
+        return (str(err),)
+    try:
+        return tuple(_stamp(p) for p in files if not _within(p, [Path(folder).resolve()]))
+    except OSError as err:  # a file removed between the listing and its stat: the next read sees it
+        return (str(err),)
 
 
 def _stamp(path: Path) -> tuple:

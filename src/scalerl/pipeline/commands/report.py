@@ -19,26 +19,13 @@ from scalerl.runfolder import COMPUTE, FIT_FIGURE, METRICS, REPORT, STOPPED_EARL
 from scalerl.runfolder import Forecast as K
 
 
-def _options(run, run_dir: Path, budget: float | None):
-    """The run folder's forecast options, as ``fit RUN_DIR`` reads them: its ``forecast.*``
-    settings and the prior of its ``forecast.prior_runs`` (``prior.runs.log_prior``)."""
-    from scalerl.fit.forecast import ForecastOptions
-    from scalerl.fit.forecast.options import forecast_defaults
-    from scalerl.fit.options import FitOptions
-    from scalerl.fit.prior.runs import log_prior
-    from scalerl.fit.readers import Columns
-
-    fit = FitOptions.from_given(forecast_defaults(run.config))
-    prior = log_prior(run, None, fit, Columns(x=COMPUTE, y=run.curve.y), runs=[run_dir], curves=[run.curve])
-    return ForecastOptions(fit=fit, budget=budget, prior=prior)
-
-
 def final_report(run_dir: str | Path, cfg, log=print):
     """Forecast, print and write the report; returns the ``Forecast`` (None if the log has no
     evaluation of the metric)."""
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import forecast_of, read_logs
     from scalerl.fit.forecast.words import at_sentence, state_sentence
+    from scalerl.fit.prior.runs import run_options
     from scalerl.fit.readers import Columns
 
     run_dir = Path(run_dir)
@@ -48,7 +35,7 @@ def final_report(run_dir: str | Path, cfg, log=print):
     try:
         (run,) = read_logs([run_dir], Columns(x=COMPUTE, y=y, bounded=y == "val_pass_rate"))
         budget = 2.0 * float(run.curve.compute[-1])
-        forecast = forecast_of(run, options=_options(run, run_dir, budget))
+        forecast = forecast_of(run, options=run_options(run, run_dir, budget=budget, x=COMPUTE))
     except CurveError as err:
         log(f"no forecast of {y}: {err}")
         return None
@@ -109,10 +96,11 @@ def _half_check(run, run_dir: Path) -> str:
     of its compute against what happened after, with the interval's width."""
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import forecast_of
+    from scalerl.fit.prior.runs import run_options
 
     end = float(run.curve.compute[-1])
     try:
-        forecast = forecast_of(run, cut=0.5 * end, options=_options(run, run_dir, end))
+        forecast = forecast_of(run, cut=0.5 * end, options=run_options(run, run_dir, budget=end, x=COMPUTE))
     except CurveError as err:
         return f"fit-to-half check: not possible ({err})"
     held = forecast.heldout(run.curve.compute, run.curve.reward)
