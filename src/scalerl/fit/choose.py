@@ -45,12 +45,13 @@ __all__ = ["MEASURED", "PAIRING", "PAIRINGS", "THRESHOLD", "Decisions", "Standin
 THRESHOLD = 0.1
 """A point is stopped when P(it is the best at the budget) falls below this: the largest of
 0.01, 0.02, 0.05, 0.1 and 0.2 whose false stops were at most 5% of the points on the 5 families
-of the corpus made first, then scored on the 5 made last (``bench/pruners.py``; ``MEASURED``)."""
+of the corpus made first, then scored on the 11 made since (``bench/pruners.py``; ``MEASURED``)."""
 MEASURED = ("calibrated on 100 replayed studies of the 5 families of real runs made first (2.8% of the "
-            "points stopped although they ended within 0.01 of the best) and scored on 100 of the 5 made "
-            "last (0.0%, the winner kept in 100%, at a median 93% of the compute); over all 200 "
-            "(bench/pruners.py, 2026-12-05): 1.4% false stops, the winner kept in 98%, at a median 87% "
-            "of the compute; on the paper's Table 1, the late winner kept in 10 of 10 at 60%")
+            "points stopped although they ended within 0.01 of the best) and scored on 220 of the 11 made "
+            "since (3.2%, the winner kept in 91%, at a median 81% of the compute; every loss one late "
+            "riser of the code family, stopped at half the budget); over all 320 (bench/pruners.py, "
+            "2026-12-06): 3.1% false stops, the winner kept in 93%, at a median 81% of the compute; on "
+            "the paper's Table 1, the late winner kept in 10 of 10 at 60%")
 """How the default threshold was chosen and what its stops cost on real runs, said wherever a
 study stops points (``scalerl sweep --help``, ``study.md``): its false-stop rate, a false stop
 being a stopped point whose value at the budget came within 0.01 of the best (issue 49)."""
