@@ -16,9 +16,9 @@ run's own), gives ``Prior.train``.
 
 A run's forecast is made in several places: the trainer's live record, ``serve``, ``plan``,
 ``fit``, the end-of-run report, a study's fit-to-half rows and an adaptive study's chooser.
-Each asks :func:`run_prior` for its prior (the run-folder readers through
-:func:`run_options`, which gives the whole ``ForecastOptions``), so that one run gets one answer: the
-runs ``--prior-runs`` names where it is given (``none``: no prior), else its folder's own
+Each asks :func:`run_prior` for its prior (the run-folder readers through :func:`run_options`,
+which gives the whole ``ForecastOptions``), so that one run gets one answer: the runs
+``--prior-runs`` names where it is given (``none``: no prior), else its folder's own
 ``forecast.prior_runs``. The run's own folder, anything beneath it and a copy of its curve
 are never part of its prior. A prior is kept while the files it reads (their sizes and
 modification times) and the run's curve are unchanged, so a command that forecasts several
