@@ -71,7 +71,7 @@ def scalerl_overrides(work: Workload, model_dir: Path, steps: int, **extra) -> l
         "train.cores": 2,  # 1 learner thread + 1 generator on any machine: the 2-core comparison
         "train.steps": steps,
         "train.checkpoint_every": 10_000,
-        "eval.every": 10_000,  # evaluations only at step 0 and the last step, outside the window
+        "eval.every": 10_000, "eval.schedule": "every",  # evaluations only at step 0 and the last step, outside the window
         "eval.num_prompts": 2,
         "eval.k": 1,
         "log.progress": False,

@@ -73,7 +73,7 @@ def main() -> int:
         spec.write_text(
             f"name: lr\nrecipes: [{args.recipe}]\nseeds: [0]\nparallel: 1\n"
             f"set:\n  model.base: {base / 'base_model'}\n  train.steps: {args.steps}\n  train.max_minutes: null\n"
-            f"  eval.every: 5\n  log.tensorboard: false\n  forecast.enabled: false\n"
+            f"  eval.every: 5\n  eval.schedule: every\n  log.tensorboard: false\n  forecast.enabled: false\n"
             f"axes:\n  lr: [{', '.join(f'{lr:.1e}' for lr in args.lrs)}]\n")  # fmt: skip
         full_s, _ = _run("sweep", str(spec), "--out", str(root / "full"))
         finals = {m.parent.parent.name: read_records(m)[-1]["compute_gpu_hours"]

@@ -49,7 +49,7 @@ def main() -> None:
             for where in ("learner", "generator"):
                 run_dir = Path(tmp) / f"{where}-{r}"
                 m = run_scalerl(work, model_dir, run_dir, warmup=args.warmup, steps=args.steps,
-                                **{"eval.every": args.every, "eval.num_prompts": args.prompts_eval,
+                                **{"eval.every": args.every, "eval.schedule": "every", "eval.num_prompts": args.prompts_eval,
                                    "eval.k": args.k, "eval.on": where})
                 evals = [x for x in read_records(run_dir / "metrics.jsonl") if "eval_s" in x and x["step"] > 0]
                 cost = sum(x["learner_eval_s"] for x in evals) / max(1, len(evals))

@@ -168,7 +168,7 @@ def pipeline_run(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
     dtype = "float32" if dry else "bfloat16"
     cfg = load_config("scalerl", [
         f"model.base={model_dir}", f"model.dtype={dtype}", f"train.device={device}", "pipeline.backend=local",
-        "pipeline.mode=pipeline-rl", f"train.steps={p['steps']}", "eval.every=1000", "eval.num_prompts=8", "eval.k=1",
+        "pipeline.mode=pipeline-rl", f"train.steps={p['steps']}", "eval.every=1000", "eval.schedule=every", "eval.num_prompts=8", "eval.k=1",
         "log.progress=false", "log.tensorboard=false", "train.checkpoint_every=1000",
         f"train.max_minutes={p['pipeline_minutes']}",
         "filters.zero_variance=false"] + (["pipeline.prompts_per_step=2", "pipeline.generations=2"] if dry else []))

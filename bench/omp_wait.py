@@ -70,7 +70,7 @@ def main() -> int:
             base_run = Path(scratch) / f"{recipe}-base"
             _train(recipe, base_run, ["train.steps=1"], "unset")  # builds and SFT-warms its start, untimed
             sets = [f"model.base={base_run / 'base_model'}", f"train.steps={args.warmup + args.steps}",
-                    "eval.every=1000"]  # fmt: skip
+                    "eval.every=1000", "eval.schedule=every"]  # fmt: skip
             rates: dict[str, list[float]] = {p: [] for p in POLICIES}
             for i, policy in enumerate(order):
                 out = Path(scratch) / f"{recipe}-{i}"

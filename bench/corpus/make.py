@@ -47,6 +47,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 INDEX = HERE / "index.json"
 KEEP = ("step", "wall_s", "compute_gpu_hours", "val_pass_rate", "val_reward_mean")
+CADENCE = ("eval.schedule=every", "eval.num_prompts=null")
+"""The evaluations the families before the planned ones were made with (every ``eval.every`` steps,
+50 unless a family sets it, on the task's whole validation split): the defaults of their day."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class Family:
     sets: tuple[str, ...] = ()  # extra --set KEY=VALUE for scalerl runs
     trl_args: tuple[str, ...] = ()  # extra trl_one.py options for TRL runs
     warmup: tuple[str, ...] | None = None  # --set of one SFT warm-up every run starts from (None: each its own)
+    evaluation: tuple[str, ...] = CADENCE  # the evaluations' --set: the cadence the family was made with
 
     @property
     def base(self) -> Path:
@@ -72,7 +76,7 @@ class Family:
         """The ``--set``s of one scalerl run of this family."""
         base = (f"model.base={self.base}",) if self.warmup is not None else ()
         return [f"train.seed={seed}", f"optim.lr={lr}", f"train.steps={self.steps}", "train.max_minutes=null",
-                *self.sets, *base]  # fmt: skip
+                *self.evaluation, *self.sets, *base]  # fmt: skip
 
 
 def _grid(seeds, lrs) -> tuple[tuple[int, float], ...]:
@@ -85,7 +89,8 @@ def _grid(seeds, lrs) -> tuple[tuple[int, float], ...]:
 # runs exactly what TRL's GRPOTrainer does with its defaults (issue 37).
 TRL_BASE = Path.home() / ".cache" / "scalerl-bench" / "trl-base-nano"
 TRL_WORKLOAD = (f"model.base={TRL_BASE}", "pipeline.prompts_per_step=2", "pipeline.generations=8",
-                "sampling.max_new_tokens=32", "eval.every=40", "eval.num_prompts=512", "task.knobs.max_digits=3")
+                "sampling.max_new_tokens=32", "eval.every=40", "eval.schedule=every", "eval.num_prompts=512",
+                "task.knobs.max_digits=3")
 
 # The math family's data and base model (issue 48, item 6: the math task with math-verify). The
 # records are linear equations whose answer is a sum ("x - 12 = 30" -> 42, the column addition

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.config import Config
+from scalerl.eval_plan import plan_of
 from scalerl.runfolder import COMPUTE, TRAIN_REWARD, VAL_PASS_RATE, WALL
 from scalerl.runfolder import Forecast as K
 
@@ -34,7 +35,7 @@ class LiveForecast:
         self.cfg = cfg.forecast
         self.train = cfg.train
         self.lr = cfg.optim.lr
-        self.eval_every = cfg.eval.every
+        self.plan = plan_of(cfg)  # the steps validated: the too-few state's "about step N"
         self._said_no_rise = False  # the not-learning line is said once per session
         self.y = cfg.fitted_metric  # forecast.metric: val_pass_rate or val_reward_mean
         self.points: list[tuple[float, float]] = [(float(r[COMPUTE]), float(r[self.y])) for r in past
@@ -96,7 +97,7 @@ class LiveForecast:
 
     def _submit(self) -> None:
         run = Seen(list(self.points), list(self.trained), list(self.clock), list(self.steps), self.budget(), self._step,
-                   self.eval_every)
+                   self.plan)
         self._pending = self._pool.submit(_forecast, run, self.cfg, self.y, self.run_dir)
         self._stale = False
 
@@ -179,7 +180,7 @@ class Seen:
     steps: list[int]
     budget: float
     step: int
-    eval_every: int | None = None
+    plan: Any = None  # the run's ``EvalPlan``
 
 
 def _forecast(run: Seen, cfg, y: str, run_dir: Path | None = None) -> dict[str, Any]:
@@ -204,7 +205,7 @@ def _forecast(run: Seen, cfg, y: str, run_dir: Path | None = None) -> dict[str, 
     try:
         compute, reward = zip(*run.points)
         log = RunLog.of(compute, reward, train=run.trained, clock=run.clock, steps=run.steps, metric=y,
-                        eval_every=run.eval_every)  # fmt: skip
+                        plan=run.plan)  # fmt: skip
         prior = run_prior(cfg.prior_runs, fit, Columns(x=COMPUTE, y=y), exclude=() if run_dir is None else (run_dir,),
                           curves=(log.curve,))  # fmt: skip
         options = ForecastOptions(fit=fit, budget=run.budget, prior=prior)

@@ -100,7 +100,7 @@ class Forecast:
     METRIC = "forecast_metric"  # the fitted column
     CUT = "forecast_fit_until"  # the compute of that evaluation
     BUDGET = "forecast_budget"  # the compute the run will have spent at its end
-    STATE = "forecast_state"  # rising, not_learning, too_few_evaluations, declining, diverging
+    STATE = "forecast_state"  # rising, early, not_learning, too_few_evaluations, declining, diverging
     SAID = "forecast_state_message"  # the state in one sentence
     METHOD = "forecast_method"  # whose curve the draws follow
     WHY = "forecast_method_why"
@@ -109,6 +109,7 @@ class Forecast:
     VERDICT = "forecast_verdict"
     FINAL, FINAL_LO, FINAL_HI = "forecast_final", "forecast_final_lo", "forecast_final_hi"  # one evaluation
     BAND_LO, BAND_HI = "forecast_band_lo", "forecast_band_hi"  # the expected curve at the budget
+    UNCALIBRATED = "forecast_uncalibrated"  # why its intervals could not be checked (None: they were)
     RISE_Z, RISE_FIRST, RISE_LAST = "forecast_rise_z", "forecast_rise_first", "forecast_rise_last"
     TARGET = "forecast_target"
     COMPUTE_TO_TARGET = "forecast_compute_to_target"
@@ -271,6 +272,21 @@ def compute_unit(placement: dict[str, Any] | None) -> str:
     if accelerated is None:
         accelerated = str(plan.get("device", "")).startswith("cuda")
     return "GPU-hours" if accelerated else "core-hours"
+
+
+def read_placement(folder: str | Path) -> dict[str, Any]:
+    """A run folder's ``plan.json`` as plain data ({} where absent or unreadable)."""
+    try:
+        placement = json.loads(_read_bytes(Path(folder) / PLACEMENT, 1 << 20).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return placement if isinstance(placement, dict) else {}
+
+
+def run_unit(folder: str | Path) -> str:
+    """The unit of a run folder's compute in words (:func:`compute_unit` of its ``plan.json``;
+    "device-hours" where it has none or it cannot be read)."""
+    return compute_unit(read_placement(folder) or None)
 
 
 def is_run(folder: Path) -> bool:

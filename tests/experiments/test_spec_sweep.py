@@ -135,6 +135,7 @@ set:
   train.max_minutes: null
   optim.lr: 2.0e-4  # the recipe's 5e-5 barely moves a curve in 12 steps
   eval.every: 1
+  eval.schedule: every
   eval.num_prompts: 16
   eval.k: 1
   log.progress: false

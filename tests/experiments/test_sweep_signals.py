@@ -31,7 +31,7 @@ def _children(pid: int) -> list[int]:
 def test_sigterm_stops_every_point_with_one_line_and_leaves_no_process(tmp_path, warm_model_dir):
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"recipes: [scalerl]\nseeds: [0]\nparallel: 2\nset:\n  model.base: {warm_model_dir}\n"
-                    "  train.steps: 400\n  pipeline.backend: inprocess\n  eval.every: 1000\n  log.progress: false\n"
+                    "  train.steps: 400\n  pipeline.backend: inprocess\n  eval.every: 1000\n  eval.schedule: every\n  log.progress: false\n"
                     "  log.tensorboard: false\n  train.max_minutes: null\naxes:\n  lr: [1.0e-4, 2.0e-4]\n")  # fmt: skip
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "scalerl", "sweep", str(spec), "--out", str(out)],

@@ -68,7 +68,7 @@ def test_a_short_run_on_cuda(tmp_path):
     model = build_model("nano", len(TOKENIZER), seed=0, tokenizer=TOKENIZER)
     model_dir = save_pretrained(model, TOKENIZER, tmp_path / "model")
     cfg = load_config("scalerl", [f"model.base={model_dir}", "train.device=cuda", "pipeline.backend=inprocess",
-                                  "train.steps=2", "eval.every=1000", "eval.num_prompts=4", "eval.k=1",
+                                  "train.steps=2", "eval.every=1000", "eval.schedule=every", "eval.num_prompts=4", "eval.k=1",
                                   "log.progress=false", "log.tensorboard=false", "pipeline.prompts_per_step=2",
                                   "pipeline.generations=4"])
     last = train(cfg, tmp_path / "run", log=lambda *_: None)

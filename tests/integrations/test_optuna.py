@@ -83,7 +83,7 @@ def test_it_prunes_real_scalerl_runs_reported_while_they_train(warm_model_dir, t
         sets = {"model.base": str(warm_model_dir), "task.knobs": "{min_digits: 1, max_digits: 2}",
                 "pipeline.backend": "inprocess", "pipeline.prompts_per_step": 4, "pipeline.generations": 8,
                 "sampling.max_new_tokens": 48, "length.interrupt_range": "[30, 36]", "optim.lr": lrs[trial.number],
-                "train.steps": 60, "train.max_minutes": "null", "eval.every": 3, "eval.num_prompts": 48,
+                "train.steps": 60, "train.max_minutes": "null", "eval.every": 3, "eval.schedule": "every", "eval.num_prompts": 48,
                 "eval.k": 1, "forecast.enabled": "false", "log.tensorboard": "false", "log.progress": "false",
                 "train.cores": 2}  # fmt: skip
         args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]

@@ -21,6 +21,7 @@ def run_overrides(model_dir, **extra) -> list[str]:
         "length.interrupt_range": "[34, 40]",
         "length.answer_budget": 6,
         "eval.num_prompts": 64,
+        "eval.schedule": "every",  # the tests' own eval.every cadence, not the forecast's plan
         "eval.k": 4,
         "log.progress": "false",
         "log.tensorboard": "false",

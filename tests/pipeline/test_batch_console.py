@@ -13,7 +13,7 @@ from glossary import undocumented
 
 from scalerl.runfolder import read_records
 
-SETS = {"pipeline.backend": "inprocess", "train.steps": 4, "train.checkpoint_every": 100, "eval.every": 1,
+SETS = {"pipeline.backend": "inprocess", "train.steps": 4, "train.checkpoint_every": 100, "eval.every": 1, "eval.schedule": "every",
         "eval.k": 2, "pipeline.prompts_per_step": 4, "pipeline.generations": 4, "length.control": "none",
         "sampling.max_new_tokens": 4, "log.progress": "true",
         "log.progress_every_s": 0, "log.tensorboard": "false", "train.max_minutes": "null"}

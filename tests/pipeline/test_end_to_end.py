@@ -18,7 +18,7 @@ from scalerl.runfolder import read_records
 
 def test_training_raises_the_validation_pass_rate(warm_model_dir, tmp_path):
     cfg = load_config("scalerl", run_overrides(
-        warm_model_dir, **{"pipeline.backend": "inprocess", "train.steps": 60, "eval.every": 20,
+        warm_model_dir, **{"pipeline.backend": "inprocess", "train.steps": 60, "eval.every": 20, "eval.schedule": "every",
                            "eval.num_prompts": 96, "optim.lr": 2e-4, "optim.warmup_steps": 5,
                            "pipeline.prompts_per_step": 8, "pipeline.generations": 8}))
     train(cfg, tmp_path)
@@ -41,7 +41,7 @@ def test_local_backend_keeps_every_group_within_the_lag_bound(warm_model_dir, tm
     k = 2
     cfg = load_config("scalerl", run_overrides(
         warm_model_dir, **{"pipeline.backend": "local", "pipeline.k": k, "train.steps": 8,
-                           "eval.every": 100, "eval.num_prompts": 2, "eval.k": 1,
+                           "eval.every": 100, "eval.schedule": "every", "eval.num_prompts": 2, "eval.k": 1,
                            # a slow learner (one completion per micro-batch) lets the generator run ahead
                            "optim.micro_batch": 1, "pipeline.prompts_per_step": 4,
                            "pipeline.generations": 4, "pipeline.prompts_per_chunk": 2}))
@@ -65,7 +65,7 @@ def test_a_user_environment_from_a_file_trains_on_the_local_backend(warm_model_d
     """Generators (spawned processes) and the evaluating generator load the environment from
     its file; trajectories have turns, observations are out of the loss, nothing fails."""
     cfg = load_config("scalerl", run_overrides(
-        warm_model_dir, **{"pipeline.backend": "local", "train.steps": 3, "eval.every": 100, "eval.num_prompts": 8,
+        warm_model_dir, **{"pipeline.backend": "local", "train.steps": 3, "eval.every": 100, "eval.schedule": "every", "eval.num_prompts": 8,
                            "eval.k": 2, "pipeline.prompts_per_step": 2, "pipeline.generations": 4,
                            "pipeline.prompts_per_chunk": 2, "length.control": "none", "filters.zero_variance": False,
                            "env.name": f"{ENVS}:Scripted", "env.knobs": "{turns: 2, prompt: 'add 1+2 ='}",
@@ -87,7 +87,7 @@ def test_a_user_environment_from_a_file_trains_on_the_local_backend(warm_model_d
 @pytest.mark.parametrize("recipe", recipe_names())
 def test_every_recipe_runs_a_step(recipe, warm_model_dir, tmp_path):
     cfg = load_config(recipe, run_overrides(
-        warm_model_dir, **{"pipeline.backend": "inprocess", "train.steps": 1, "eval.every": 1,
+        warm_model_dir, **{"pipeline.backend": "inprocess", "train.steps": 1, "eval.every": 1, "eval.schedule": "every",
                            "eval.num_prompts": 2, "eval.k": 1, "pipeline.prompts_per_step": 2,
                            "pipeline.generations": 4, "pipeline.k": 1}))
     last = train(cfg, tmp_path)
@@ -101,7 +101,7 @@ def test_every_recipe_runs_a_step(recipe, warm_model_dir, tmp_path):
 def test_off_policy_modes_have_their_staleness_pattern(mode, expected, warm_model_dir, tmp_path):
     cfg = load_config("scalerl", run_overrides(
         warm_model_dir, **{"pipeline.backend": "inprocess", "pipeline.mode": mode, "pipeline.k": 3,
-                           "train.steps": 6, "eval.every": 100, "eval.num_prompts": 2, "eval.k": 1,
+                           "train.steps": 6, "eval.every": 100, "eval.schedule": "every", "eval.num_prompts": 2, "eval.k": 1,
                            "pipeline.prompts_per_step": 2, "pipeline.generations": 4}))
     train(cfg, tmp_path)
     records = read_records(tmp_path / "metrics.jsonl")[1:]

@@ -130,7 +130,7 @@ def test_a_generator_evaluates_the_snapshot_it_was_sent_as_the_learner_would(war
 
 
 def test_a_run_evaluating_on_the_generator_logs_what_an_inline_one_does(warm_model_dir, tmp_path):
-    common = {"pipeline.backend": "local", "pipeline.num_generators": 1, "train.steps": 6, "eval.every": 3,
+    common = {"pipeline.backend": "local", "pipeline.num_generators": 1, "train.steps": 6, "eval.every": 3, "eval.schedule": "every",
               "train.checkpoint_every": 3, "eval.num_prompts": 16,
               "eval.k": 2, "pipeline.prompts_per_step": 2, "pipeline.generations": 4}
     for where in ("generator", "learner"):

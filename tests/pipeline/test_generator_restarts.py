@@ -63,7 +63,7 @@ def _sync_run(model_dir, reward_fn: str, steps: int) -> list[str]:
     return run_overrides(model_dir, **{
         "pipeline.backend": "local", "pipeline.mode": "sync", "pipeline.num_generators": 1,
         "pipeline.prompts_per_step": 2, "pipeline.generations": 2, "pipeline.prompts_per_chunk": 2,
-        "filters.zero_variance": "false", "eval.on": "generator", "eval.every": 100, "eval.num_prompts": 2,
+        "filters.zero_variance": "false", "eval.on": "generator", "eval.every": 100, "eval.schedule": "every", "eval.num_prompts": 2,
         "eval.k": 1, "train.steps": steps, "train.checkpoint_every": 1, "task.reward_fn": reward_fn})
 
 

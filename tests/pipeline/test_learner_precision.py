@@ -21,7 +21,7 @@ def _exported_change(model_dir, run_dir, dtype: str) -> tuple[float, list[dict]]
     cfg = load_config("scalerl", run_overrides(model_dir, **{
         "model.dtype": dtype, "pipeline.mode": "sync", "pipeline.backend": "inprocess",  # 8 groups: some train
         "pipeline.prompts_per_step": 8, "pipeline.generations": 4, "pipeline.prompts_per_chunk": 8,
-        "optim.warmup_steps": 0, "train.steps": 3, "eval.every": 100, "eval.num_prompts": 4, "eval.k": 1,
+        "optim.warmup_steps": 0, "train.steps": 3, "eval.every": 100, "eval.schedule": "every", "eval.num_prompts": 4, "eval.k": 1,
         "filters.zero_variance": "false"}))  # every group trains, at the default lr 5e-5
     train(cfg, run_dir, log=lambda *_: None)
     start, end = load_file(model_dir / "model.safetensors"), load_file(run_dir / "model" / "model.safetensors")

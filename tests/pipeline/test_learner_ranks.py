@@ -43,7 +43,7 @@ def _sync_run(model_dir, **extra) -> list[str]:
     return run_overrides(model_dir, **{
         "task.knobs": "{min_digits: 1, max_digits: 2, num_train: 1000}",
         "pipeline.mode": "sync", "pipeline.backend": "inprocess", "pipeline.prompts_per_step": 8,
-        "pipeline.generations": 4, "pipeline.prompts_per_chunk": 8, "train.steps": 2, "eval.every": 100,
+        "pipeline.generations": 4, "pipeline.prompts_per_chunk": 8, "train.steps": 2, "eval.every": 100, "eval.schedule": "every",
         "eval.num_prompts": 4, "eval.k": 1, "optim.lr": "1e-4", "optim.warmup_steps": 0, **extra})
 
 
@@ -114,7 +114,7 @@ def test_two_ranks_on_ray_complete_and_resume_with_one(nano_dir, tmp_path):
                 "pipeline.backend": "ray", "pipeline.mode": "sync", "pipeline.prompts_per_step": 2,
                 "pipeline.generations": 4, "pipeline.prompts_per_chunk": 2, "pipeline.num_generators": 1,
                 "sampling.max_new_tokens": 24, "length.interrupt_range": "[12, 16]", "eval.num_prompts": 4,
-                "eval.k": 1, "eval.every": 100, "train.steps": steps, "train.checkpoint_every": 1,
+                "eval.k": 1, "eval.every": 100, "eval.schedule": "every", "train.steps": steps, "train.checkpoint_every": 1,
                 "learner.world_size": world, "learner.sync_bucket_mb": 1}))
 
         run = tmp_path / "run"

@@ -25,7 +25,7 @@ FIELDS = ("forecast_state", "forecast_method", "forecast_final", "forecast_final
 
 def small_run(model_dir, **extra):
     return load_config("scalerl", run_overrides(model_dir, **{
-        "pipeline.backend": "inprocess", "train.steps": 40, "eval.every": 4, "eval.num_prompts": 32,
+        "pipeline.backend": "inprocess", "train.steps": 40, "eval.every": 4, "eval.schedule": "every", "eval.num_prompts": 32,
         "eval.k": 2, "pipeline.prompts_per_step": 4, "pipeline.generations": 4,
         "forecast.target": 0.5, **extra}))  # fmt: skip
 
@@ -33,7 +33,7 @@ def small_run(model_dir, **extra):
 def test_live_forecast_fields_appear_and_scalerl_plan_reproduces_them(warm_model_dir, tmp_path, capsys):
     # a stop threshold the noisy 24-step curve cannot identify: the run must not stop; nine
     # evaluations, so its forecasts have draws from the sixth on, and a state before
-    short = {"train.steps": 24, "eval.every": 3}
+    short = {"train.steps": 24, "eval.every": 3, "eval.schedule": "every"}
     train(small_run(warm_model_dir, **short, **{"train.stop_if_ceiling_below": 0.99}), tmp_path)
     records = read_records(tmp_path / "metrics.jsonl")
     assert records[-1]["step"] == 24 and "stopped_early" not in records[-1]
@@ -130,7 +130,7 @@ def test_a_run_that_does_not_learn_says_so_and_stop_if_no_rise_stops_it(warm_mod
         return {"val_pass_rate": 0.12 + rng.normal(0, 0.01)}, 1000, ()
 
     monkeypatch.setattr(scalerl.eval, "run_evaluators", flat)  # eval.on=learner: in this process
-    cfg = small_run(warm_model_dir, **{"train.steps": 60, "eval.every": 2, "train.stop_if_no_rise": True,
+    cfg = small_run(warm_model_dir, **{"train.steps": 60, "eval.every": 2, "eval.schedule": "every", "train.stop_if_no_rise": True,
                                        "eval.on": "learner"})  # fmt: skip
     train(cfg, tmp_path)
     records = read_records(tmp_path / "metrics.jsonl")

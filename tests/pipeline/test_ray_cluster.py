@@ -59,7 +59,7 @@ def _sets(model_dir, **extra) -> list[str]:
             "pipeline.k": 1, "pipeline.num_generators": 1, "pipeline.prompts_per_step": 2,
             "pipeline.generations": 2, "pipeline.prompts_per_chunk": 1, "sampling.max_new_tokens": 12,
             "length.control": "none", "length.truncation": "keep", "filters.zero_variance": False,
-            "train.steps": 2, "train.max_minutes": "null", "eval.every": 100, "eval.num_prompts": 2,
+            "train.steps": 2, "train.max_minutes": "null", "eval.every": 100, "eval.schedule": "every", "eval.num_prompts": 2,
             "eval.k": 1, "log.progress": False, "log.tensorboard": False, "train.checkpoint_every": 1}
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]

@@ -52,7 +52,7 @@ def overrides(user, **extra):
         "task.reward_fn": f"{user / 'reward.py'}:score",
         "sampling.max_new_tokens": 12, "length.control": "none", "length.truncation": "keep",
         "filters.zero_variance": False, "pipeline.prompts_per_step": 2, "pipeline.generations": 2,
-        "pipeline.prompts_per_chunk": 1, "eval.num_prompts": 4, "eval.k": 1, "eval.every": 2,
+        "pipeline.prompts_per_chunk": 1, "eval.num_prompts": 4, "eval.k": 1, "eval.every": 2, "eval.schedule": "every",
         "train.checkpoint_every": 2, "log.samples": 3, "log.tensorboard": True, "optim.lr": 1e-2,
         **extra})
 
@@ -120,7 +120,7 @@ def test_a_partial_credit_reward_is_logged_as_returned_and_does_not_pass_as_a_pa
     (tmp_path / "partial.py").write_text(PARTIAL)
     cfg = load_config("scalerl", overrides(user, **{
         "task.reward_fn": f"{tmp_path / 'partial.py'}:score", "pipeline.backend": "inprocess", "train.steps": 2,
-        "eval.every": 2, "sampling.max_new_tokens": 6}))
+        "eval.every": 2, "eval.schedule": "every", "sampling.max_new_tokens": 6}))
     said: list[str] = []
     train(cfg, tmp_path / "run", log=said.append)
     assert any("the loss trains on r as returned (task.reward=as_is from auto)" in line for line in said)

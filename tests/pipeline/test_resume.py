@@ -72,7 +72,7 @@ def test_sigkill_then_resume_completes_with_contiguous_metrics(warm_model_dir, t
     run = tmp_path / "run"
     overrides = run_overrides(warm_model_dir, **{
         "pipeline.backend": "local", "train.steps": STEPS, "train.checkpoint_every": 3,
-        "eval.every": 4, "eval.num_prompts": 3, "eval.k": 2, "pipeline.prompts_per_step": 4,
+        "eval.every": 4, "eval.schedule": "every", "eval.num_prompts": 3, "eval.k": 2, "pipeline.prompts_per_step": 4,
         "pipeline.generations": 4, "log.tensorboard": "true",
         "train.max_minutes": "null"})  # no wall-clock stop: a slow machine must not end it early
     sets = [a for o in overrides for a in ("--set", o)]
@@ -111,7 +111,7 @@ def test_resume_without_a_checkpoint_starts_over_cleanly(warm_model_dir, tmp_pat
     from scalerl.pipeline.run import train
 
     cfg = load_config("scalerl", run_overrides(warm_model_dir, **{
-        "pipeline.backend": "inprocess", "train.steps": 2, "eval.every": 1, "eval.num_prompts": 2,
+        "pipeline.backend": "inprocess", "train.steps": 2, "eval.every": 1, "eval.schedule": "every", "eval.num_prompts": 2,
         "eval.k": 1, "pipeline.prompts_per_step": 2, "pipeline.generations": 2}))
     train(cfg, tmp_path)
     for path in (tmp_path / "checkpoint").iterdir():  # as if killed before the first checkpoint
@@ -128,7 +128,7 @@ def test_a_truncated_newest_checkpoint_resumes_from_the_older_one(nano_dir, tmp_
     def cfg(steps: int):
         return load_config("scalerl", [f"{k}={v}" for k, v in {
             "model.base": nano_dir, "pipeline.backend": "inprocess", "train.steps": steps,
-            "train.checkpoint_every": 2, "eval.every": 2, "eval.num_prompts": 1, "eval.k": 1,
+            "train.checkpoint_every": 2, "eval.every": 2, "eval.schedule": "every", "eval.num_prompts": 1, "eval.k": 1,
             "pipeline.prompts_per_step": 1, "pipeline.generations": 2, "length.control": "none",
             "sampling.max_new_tokens": 4, "forecast.enabled": "false", "log.progress": "false",
             "log.tensorboard": "false"}.items()])
@@ -171,7 +171,7 @@ def test_a_checkpoint_names_no_module_that_can_move(nano_dir, tmp_path):
 
     cfg = load_config("scalerl", [f"{k}={v}" for k, v in {
         "model.base": nano_dir, "pipeline.backend": "inprocess", "train.steps": 2,
-        "train.checkpoint_every": 2, "eval.every": 2, "eval.num_prompts": 1, "eval.k": 1,
+        "train.checkpoint_every": 2, "eval.every": 2, "eval.schedule": "every", "eval.num_prompts": 1, "eval.k": 1,
         "pipeline.prompts_per_step": 1, "pipeline.generations": 2, "length.control": "none",
         "sampling.max_new_tokens": 4, "forecast.enabled": "false", "log.progress": "false",
         "log.tensorboard": "false"}.items()])

@@ -78,7 +78,7 @@ def test_a_signal_mid_run_checkpoints_the_last_step_and_the_resume_loses_none(wa
     run = tmp_path / "run"
     overrides = run_overrides(warm_model_dir, **{
         "pipeline.backend": "local", "train.steps": STEPS, "train.checkpoint_every": 100,
-        "eval.every": 3, "eval.num_prompts": 3, "eval.k": 2, "pipeline.prompts_per_step": 4,
+        "eval.every": 3, "eval.schedule": "every", "eval.num_prompts": 3, "eval.k": 2, "pipeline.prompts_per_step": 4,
         "pipeline.generations": 4, "log.tensorboard": "true"})
     proc = _train(["--recipe", "scalerl", *[a for o in overrides for a in ("--set", o)], "--out", str(run), "--no-fit"])
     _wait_until(lambda: _last_step(run) >= 2, proc, "step 2")

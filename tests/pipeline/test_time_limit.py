@@ -27,7 +27,7 @@ def test_a_spent_limit_is_said_with_the_override_that_goes_on():
 
 
 TINY = {"pipeline.backend": "inprocess", "train.checkpoint_every": 100, "eval.num_prompts": 2, "eval.k": 1,
-        "eval.every": 100, "pipeline.prompts_per_step": 2, "pipeline.generations": 2, "length.control": "none",
+        "eval.every": 100, "eval.schedule": "every", "pipeline.prompts_per_step": 2, "pipeline.generations": 2, "length.control": "none",
         "sampling.max_new_tokens": 4, "forecast.enabled": "false", "log.progress": "false",
         "log.tensorboard": "false", "train.cores": 2}
 

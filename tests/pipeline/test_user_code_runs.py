@@ -18,7 +18,7 @@ from test_resume import _wait_until
 from scalerl.runfolder import read_records
 
 TINY = {"pipeline.backend": "inprocess", "train.steps": 3, "train.checkpoint_every": 100,
-        "eval.num_prompts": 2, "eval.k": 2, "eval.every": 100, "pipeline.prompts_per_step": 4,
+        "eval.num_prompts": 2, "eval.k": 2, "eval.every": 100, "eval.schedule": "every", "pipeline.prompts_per_step": 4,
         "pipeline.generations": 4, "length.control": "none", "sampling.max_new_tokens": 4,
         "forecast.enabled": "false", "log.progress": "false", "log.tensorboard": "false",
         "train.max_minutes": "null"}

@@ -31,7 +31,7 @@ def _config(model_dir, *extra):
     return load_config("scalerl", [
         f"model.base={model_dir}", *VLLM_SMALL, "pipeline.backend=local", "pipeline.prompts_per_step=4",
         "pipeline.generations=4", "pipeline.prompts_per_chunk=1", "filters.zero_variance=false", "optim.lr=1e-3",
-        "train.steps=3", "eval.every=100", "eval.num_prompts=2", "log.progress=false", "log.tensorboard=false",
+        "train.steps=3", "eval.every=100", "eval.schedule=every", "eval.num_prompts=2", "log.progress=false", "log.tensorboard=false",
         "train.checkpoint_every=100", *extra])
 
 
@@ -42,7 +42,7 @@ def _run(cfg, out, resume=False):
 
 def test_a_sync_run_samples_every_step_with_the_weights_the_trainer_just_published(warm_model_dir, tmp_path):
     last, records = _run(_config(warm_model_dir, "pipeline.mode=sync", "sampling.max_new_tokens=40",
-                                 "length.control=none", "eval.every=2"), tmp_path / "run")
+                                 "length.control=none", "eval.every=2", "eval.schedule=every"), tmp_path / "run")
     trained = [r for r in records if "grad_norm" in r]
     assert last["step"] == 3 and last["version"] == 3 and len(trained) == 3
     # the weights do move (lr 1e-3 on a warm model): an engine that kept its old weights, or

@@ -36,7 +36,7 @@ def _train(model_dir, out) -> subprocess.Popen:
     sets = {"model.base": str(model_dir), "task.knobs": "{min_digits: 1, max_digits: 2}",
             "pipeline.backend": "inprocess", "pipeline.prompts_per_step": 2, "pipeline.generations": 4,
             "sampling.max_new_tokens": 48, "length.interrupt_range": "[30, 36]", "optim.lr": 2e-4,
-            "train.steps": 400, "train.max_minutes": "null", "eval.every": 2, "eval.num_prompts": 32, "eval.k": 1,
+            "train.steps": 400, "train.max_minutes": "null", "eval.every": 2, "eval.schedule": "every", "eval.num_prompts": 32, "eval.k": 1,
             "forecast.enabled": "false", "log.tensorboard": "false", "log.progress": "false"}  # fmt: skip
     args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
     return subprocess.Popen([sys.executable, "-m", "scalerl", "train", "--recipe", "scalerl", "--out", str(out), *args],

@@ -121,6 +121,8 @@ def explain(err: ValidationError, layers: Layers, model: type[BaseModel]) -> str
     """The first error of ``err`` as one sentence naming its key and the layer(s) to blame."""
     first = err.errors()[0]
     loc = tuple(str(p) for p in first["loc"] if not isinstance(p, int))
+    if first["type"] != "extra_forbidden":  # a bad value: its key without a union member's tag ("constrained-int")
+        loc = _field(model, ".".join(loc)) or loc
     key = ".".join(loc) or "<root>"
     msg = first["msg"].removeprefix("Value error, ")
     if not loc:

@@ -3,7 +3,7 @@ of Eq. 1 fitted to it."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -11,24 +11,43 @@ from scalerl.config.base import Frozen as _Frozen
 
 
 class EvalConfig(_Frozen):
-    """Validation: mean@k pass rate on held-out prompts, with its standard error.
+    """Validation: mean@k pass rate on held-out prompts, with its standard error, at the steps
+    planned for the forecast (``scalerl.fit.forecast.schedule``).
 
-    The defaults are sized so one evaluation's standard error is ≤ 0.015 at a pass rate of
-    0.5, below the differences the fits must resolve. The k samples of one prompt are
-    correlated (intra-prompt correlation ρ ≈ 0.5, measured on the built-in task from the
-    0.032–0.037 error of 128 prompts × 4), so ``SE ≈ sqrt(p(1 − p)(ρ + (1 − ρ)/k) / P)``:
-    at p = 0.5 that needs P ≥ 1,111 prompts at k = 1 (1,111 samples), 833 at k = 2 (1,666)
-    or 694 at k = 4 (2,776). With correlated samples one sample each of more prompts is the
-    cheapest, so the default is k = 1 on the task's whole validation split (the arithmetic
-    tasks draw 1,200 iid held-out prompts: SE ≤ 0.0144; a data set's split is its own size). Every 50 steps (the paper
-    validates every 100) that is 1,200 evaluation samples per 3,200 training ones at the
-    recipe's 8 × 8, about 1.2× what 128 × 4 every 25 steps cost; on the ``local`` backend a
-    generator runs it (``on``), not the learner. ``bench/paper_claims/RESULTS.md`` has the
-    measured errors.
+    **When.** A forecast needs 6 evaluations. Every 50 steps the sixth comes at step 250, after
+    a 3-minute run has ended, so the plan is geometric in steps (the law is in log C): step 0,
+    then ``first``, ``first x ratio``, ... until the gap reaches ``every``, then every
+    ``every`` steps. At the defaults the sixth evaluation is at step 21: a forecast by 20% of
+    any run of 105 steps or more, whatever ends it (``train.steps``, ``train.max_minutes``), and
+    "not learning" by 30% (``train.no_rise_after`` 0.25 x ``ratio`` 1.2).
+
+    **How many prompts.** ``num_prompts: auto`` sizes each evaluation so that the plan's
+    evaluations over ``train.steps`` generate at most ``share`` of the run's samples (its
+    training samples are P x G a step; an evaluation's ``num_prompts x k``), never fewer than
+    ``MIN_PROMPTS`` nor more than the validation split. The same first prompts every time, so
+    that successive evaluations are paired. At the recipe's 8 x 8 and 900 steps that is 33
+    evaluations of 436 prompts: 14,400 samples, 20% of the run's (every 50 steps on all 1,200
+    prompts was 19 evaluations, 22,800 samples, 28%). One evaluation's standard error at a pass
+    rate of 0.5 is then ``sqrt(0.25 / 436)`` = 0.024 (k = 1: the k samples of one prompt are
+    correlated, ρ ≈ 0.5, so one sample each of more prompts is the cheapest precision). The
+    start of a run says its plan in one line, and what to set where the first forecast would
+    come after 25% of the budget or the share is exceeded.
     """
 
     every: int = Field(50, ge=1)
-    """Validate every this many optimiser steps (and at step 0 and the last step)."""
+    """The largest gap between evaluations, in optimiser steps: the geometric plan's steps grow
+    until their gap reaches it, then evaluations come every this many steps (``schedule:
+    every``: every this many steps from the start). Step 0 and the last step are always
+    validated."""
+    schedule: Literal["geometric", "every"] = "geometric"
+    """The plan of evaluations (the section's docstring): ``geometric`` for an early first
+    forecast, ``every`` for every ``every`` steps."""
+    first: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
+    """The geometric plan's first evaluation after step 0; ``auto``: the latest step up to 10
+    whose plan has its sixth evaluation by 15% of ``train.steps``."""
+    ratio: float = Field(1.2, gt=1.0, le=4.0)
+    """The growth of the geometric plan's gaps: some evaluation falls in every [x, ratio x]
+    below the largest gap, so a share of the budget is read within ``ratio`` times it."""
     every_compute: float | None = Field(None, gt=0, allow_inf_nan=False)
     """Validate also at the first step whose compute (``compute_gpu_hours``) passes a multiple of
     this: an adaptive study sets it so that every rung holds enough evaluations for a forecast
@@ -45,8 +64,14 @@ class EvalConfig(_Frozen):
         if bad:
             raise ValueError(f"eval.pass_at {bad[0]} must lie in [1, eval.k = {self.k}]: pass@k needs k samples per prompt")
         return self
-    num_prompts: int | None = Field(None, ge=1)
-    """Held-out prompts used (None: the task's whole validation split)."""
+    num_prompts: Annotated[int, Field(ge=1)] | Literal["auto"] | None = "auto"
+    """Held-out prompts each evaluation scores, the same first ones every time: a number,
+    ``auto`` (the section's docstring: within ``share`` of the run's samples) or None (the
+    task's whole validation split)."""
+    share: float = Field(0.2, gt=0.0, lt=1.0)
+    """The share of the samples a run generates that its planned evaluations may take, with
+    ``num_prompts: auto``; with a number of prompts, the start of the run says where they
+    take more."""
     temperature: float = Field(1.0, gt=0)
     """Validation sampling temperature."""
     on: Literal["auto", "generator", "learner"] = "auto"

@@ -64,9 +64,10 @@ class TrainConfig(_Frozen):
     stop_if_target_unreachable: bool = False
     """Stop early once the live forecast identifies the ceiling and its whole interval lies
     below ``forecast.target``."""
-    no_rise_after: float = Field(0.3, gt=0, le=1)
+    no_rise_after: float = Field(0.25, gt=0, le=1)
     """Once the live forecast has read this fraction of the run's budget (``forecast_fit_until
-    / forecast_budget``) and its validation shows no rise (``scalerl.fit.forecast.rise``: the last third
+    / forecast_budget``; the evaluation plan's ratio, 1.2, puts the first such evaluation by
+    30%) and its validation shows no rise (``scalerl.fit.forecast.rise``: the last third
     of the evaluations against the first, in sd of their noise), the run says so in one line,
     with the evidence and what usually helps (the learning rate, or the reward's signal on the
     task); once per session."""

@@ -157,11 +157,45 @@ def with_cadence(cfg, every: float, name: str):
     return cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"every_compute": own or every})})
 
 
+def _reached(run_dir: Path, rung: float) -> bool:
+    """Whether the point already trained to ``rung``: its last step, or the next at its median
+    step's compute, is at or past it (``train.max_compute`` ends a run before a step that would
+    pass it)."""
+    from scalerl.experiments.sizing import Costs
+    from scalerl.runfolder import COMPUTE, METRICS, number, read_records
+
+    records = read_records(run_dir / METRICS) if (run_dir / METRICS).is_file() else []
+    last = next((v for r in reversed(records) if (v := number(r, COMPUTE)) is not None), None)
+    costs = Costs.of(records, 1.0, "")
+    return last is not None and last + (costs.step if costs else 0.0) >= rung * (1 - 1e-9)
+
+
+def _sized(first, out: Path, adaptive: Adaptive, rung: float, force: bool, train, log) -> None:
+    """Train ``first`` (name, variant, config) to the first rung alone and check that the study
+    can decide at the costs it measured (``sizing``): one sentence and exit 2 if not."""
+    from scalerl.experiments.sizing import check_size
+    from scalerl.experiments.sweep import _has_checkpoint, execute, shared_base
+    from scalerl.runfolder import METRICS, read_placement, read_records
+
+    name, v, cfg = first
+    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"max_compute": rung})})
+    log(f"{name}: its first rung alone first, to measure what a step and an evaluation cost")
+    execute([(f"{name} to compute {rung:.4g}", v.run_dir, shared_base(cfg, out, log), _has_checkpoint(v.run_dir))],
+            parallel=1, runner="local", train=train, log=log)  # fmt: skip
+    devices = (read_placement(v.run_dir).get("plan") or {}).get("devices") or 1
+    first_rung = adaptive.budget / 8.0 if adaptive.first_rung is None else adaptive.first_rung
+    check_size(read_records(v.run_dir / METRICS), float(devices), name, budget=adaptive.budget,
+               first_rung=first_rung, share=cfg.eval.share, evals=CADENCE_EVALS, force=force, log=log)  # fmt: skip
+
+
 def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel: int, runner: str,
-                 x: str | None = None, train: Callable | None = None, log: Callable[[str], None] = print):
+                 x: str | None = None, train: Callable | None = None, log: Callable[[str], None] = print,
+                 force: bool = False):
     """Train ``variants`` (``sweep.Variant``) rung by rung, stopping the points that cannot win;
     returns the ``Decisions``, also written to ``OUT/decisions.json``. Each rung prints one line
-    per point (stopped, kept or undecided, with the reason), as ``decisions.json`` keeps them."""
+    per point (stopped, kept or undecided, with the reason), as ``decisions.json`` keeps them.
+    A new study first trains its first point's first rung alone and refuses a budget that cannot
+    decide at the costs measured there (``sizing``), unless ``force``."""
     from scalerl.experiments.replay import write_json
     from scalerl.experiments.sweep import _has_checkpoint, execute, is_finished, shared_base
     from scalerl.fit.choose import ETA, THRESHOLD, Study
@@ -182,13 +216,18 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
         f"< {threshold:g} ({adaptive.confirm} rung(s) in a row; draws paired: {adaptive.pairing}); every point validates at least every "
         f"{every:.4g} compute (eval.every_compute) so that each rung holds {CADENCE_EVALS} evaluations or more")  # fmt: skip
     earlier = _previous(out)
+    if len(by_name) > 1 and not (out / DECISIONS).is_file():
+        first = next(iter(by_name))
+        study.under_way(study.decisions.rungs[0], [first])
+        write_json(study.finish(done=False).to_dict(), out / DECISIONS)
+        _sized((first, by_name[first], configs[first]), out, adaptive, study.decisions.rungs[0], force, train, log)
     for rung in study.decisions.rungs:
         todo = []
         for name in study.alive:
             v = by_name[name]
             seen = _log(v.run_dir, name, x)
             if name in earlier or is_finished(v.run_dir, v.config.train.steps) or (
-                    seen is not None and float(seen.curve.compute[-1]) >= rung):
+                    seen is not None and _reached(v.run_dir, rung)):
                 continue
             cfg = configs[name]
             cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"max_compute": rung})})

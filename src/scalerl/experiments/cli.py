@@ -85,7 +85,8 @@ def register(subparsers) -> None:
                    help="override applied to every point, e.g. --set train.steps=60 (repeatable)")
     p.add_argument("--out", type=Path, help="sweep folder (default: runs/sweep-TIMESTAMP)")
     p.add_argument("--force", action="store_true",
-                   help="train from a shared SFT warm-up that missed its band (model.sft.force=true)")  # fmt: skip
+                   help="go on past a check that failed: a shared SFT warm-up that missed its band "
+                        "(model.sft.force=true), an adaptive budget too small to decide")  # fmt: skip
     p.add_argument("--parallel", help="points at once: 'auto' (as the cores allow) or N; overrides the spec")
     p.add_argument("--runner", choices=["local", "ray"], help="local subprocesses or Ray tasks; overrides the spec")
     p.add_argument("--x", help="compute axis of the fits (default compute_gpu_hours; 'flops' is hardware-free)")
@@ -216,7 +217,8 @@ def handle(args: argparse.Namespace) -> int:
                 if adaptive is not None:
                     from scalerl.experiments.adaptive import run_adaptive
 
-                    run_adaptive(variants, out, adaptive, parallel=parallel, runner=runner, x=args.x)
+                    run_adaptive(variants, out, adaptive, parallel=parallel, runner=runner, x=args.x,
+                                 force=getattr(args, "force", False))
                 else:
                     run_sweep(variants, out, parallel=parallel, runner=runner)
         except (SweepStopped, Stopped) as stop:  # SIGTERM or SIGINT: the points are checkpointed

@@ -15,8 +15,9 @@ from scalerl.runfolder import DECISIONS, METRICS
 
 
 def _winner(d: dict) -> str:
-    w = d.get("winner")
-    return w if isinstance(w, str) else "tied: " + ", ".join(w or [])
+    from scalerl.fit.choose import winner_text
+
+    return winner_text(d)
 
 
 def _measured(threshold) -> str:

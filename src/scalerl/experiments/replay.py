@@ -69,9 +69,11 @@ def replay_logs(paths: Sequence[Path], x: str | None = None, y: str | None = Non
 
 def describe(d: dict) -> list[str]:
     """The decisions as lines a user reads."""
-    winner = d["winner"] if isinstance(d["winner"], str) else "tied: " + ", ".join(d["winner"])
+    from scalerl.fit.choose import winner_text
+
+    winner = winner_text(d)
     full = d["full"]
-    best = full["winner"] if isinstance(full["winner"], str) else "tied: " + ", ".join(full["winner"])
+    best = winner_text(full)
     lines = [f"budget {d['budget']:.4g} compute per point; rungs {', '.join(f'{r:.4g}' for r in d['rungs'])}; "
              f"stop below P(best) {d['threshold']:g}; draws paired: {d.get('pairing', 'independent')}"]  # fmt: skip
     lines += [line for r in d["rounds"] for line in r.get("lines", [])]  # one per point and rung

@@ -40,7 +40,7 @@ from scalerl.fit.readers import Curve
 from scalerl.fit.shared_shape import ONE_SHAPE_P, fit_shared_shape, ranks
 
 __all__ = ["MEASURED", "PAIRING", "PAIRINGS", "THRESHOLD", "Decisions", "Standing", "Study", "p_best", "replay",
-           "rungs", "shape_pairing", "standing"]
+           "rungs", "shape_pairing", "standing", "winner_text"]
 
 THRESHOLD = 0.1
 """A point is stopped when P(it is the best at the budget) falls below this: the largest of
@@ -185,18 +185,35 @@ class Decisions:
     full: dict = field(default_factory=dict)  # the full study: its winner and ranking at the budget
     done: bool = False
     under_way: dict | None = None  # {"rung", "of", "at_compute", "running"} while a rung trains
+    undecided: dict = field(default_factory=dict)  # point -> why it had no forecast at the last rung
 
     def to_dict(self) -> dict:
-        return {"done": self.done, "under_way": self.under_way, "winner": self.winner,
+        out = {"done": self.done, "under_way": self.under_way, "winner": self.winner, "undecided": self.undecided,
                 "compute_used": self.compute_used, "compute_full": self.compute_full,
                 "fraction_used": self.compute_used / self.compute_full if self.compute_full else None,
                 "budget": self.budget, "threshold": self.threshold, "confirm": self.confirm, "pairing": self.pairing,
                 "rungs": self.rungs,
                 "stopped": self.stopped, "rounds": self.rounds, "full": self.full}  # fmt: skip
+        return out | {"winner_text": winner_text(out)}
 
     def lines(self) -> list[str]:
         """Every rung's lines so far, one per point (``Study.step``)."""
         return [line for r in self.rounds for line in r.get("lines", [])]
+
+
+def winner_text(d: Mapping) -> str:
+    """A study's verdict in words, from its ``decisions.json``: the winner; "tied" only for
+    points whose forecasts at the budget cannot be told apart (each P(best) at or above the
+    threshold); "undecided" for points never forecast, with why (one home for the sentence:
+    ``sweep --replay``, the study report and the page say it alike)."""
+    w, never = d.get("winner"), d.get("undecided") or {}
+    text = w if isinstance(w, str) else (
+        "tied (their forecasts at the budget cannot be told apart): " + ", ".join(w) if w else "")
+    if never:
+        why = "; ".join(f"{p}: {r}" for p, r in never.items())
+        return (f"{text} among the points forecast; undecided: {why}" if text else
+                f"undecided: no point could be told from another ({why})")
+    return text or "undecided: no point was forecast"
 
 
 def _iv(f: Mapping) -> str:
@@ -266,6 +283,7 @@ class Study:
         self.spent = dict.fromkeys(points, 0.0)
         self.p: dict[str, float] = {}  # P(best) at the latest round
         self.strikes = dict.fromkeys(points, 0)  # rungs in a row each point was a stop
+        self.waiting: dict[str, str] = {}  # the running points without a forecast at the latest rung, and why
 
     def step(self, rung: float, logs: Mapping[str, RunLog]) -> list[dict]:
         """Decide at ``rung`` from ``logs`` (each running point's, up to the rung: its
@@ -279,6 +297,7 @@ class Study:
                 self.spent[name] = float(logs[name].curve.compute[-1])
         head = f"rung {self._index(rung)}/{len(d.rungs)} at compute {rung:.4g}"
         ready, waiting = self._ready(logs)
+        self.waiting = waiting
         lines = {n: f"{head}: {n} undecided: {why}" for n, why in waiting.items()}
         if len(ready) < 2:
             alone = ("kept: the only point left" if len(self.alive) == 1
@@ -356,8 +375,12 @@ class Study:
         """The winner (one point, or the tied set) and the compute the study used; ``done``:
         False while the study still runs (the winner so far is not a verdict)."""
         d = self.decisions
-        alive = {n: self.p.get(n, 1.0) for n in self.alive}
-        d.winner = tied(alive, d.threshold) if len(alive) > 1 else self.alive[0]
+        forecast = {n: self.p[n] for n in self.alive if n in self.p and n not in self.waiting}
+        d.undecided = {n: self.waiting[n] for n in self.alive if n in self.waiting}
+        if len(self.alive) == 1 and not d.undecided:
+            d.winner = self.alive[0]
+        else:
+            d.winner = tied(forecast, d.threshold) if len(forecast) > 1 else list(forecast)[0] if forecast else []
         d.compute_used = float(sum(self.spent.values()))
         d.done = done
         if done:

@@ -142,9 +142,10 @@ def eval_specs(cfg: Config) -> tuple:
     """The validation evaluator, and the downstream one (the same task with
     ``eval.downstream_knobs``) when configured; both with fixed sampling seeds."""
     from scalerl.eval import EvalSpec
+    from scalerl.eval_plan import eval_prompts
 
     e = cfg.eval
-    val = EvalSpec("val", task_spec(cfg), sampling_params(cfg, e.temperature), e.k, e.num_prompts,
+    val = EvalSpec("val", task_spec(cfg), sampling_params(cfg, e.temperature), e.k, eval_prompts(cfg),
                    seed=cfg.train.seed + 10_007, chat=chat_format(cfg), samples=cfg.log.samples,
                    pass_at=tuple(e.pass_at), env=env_spec(cfg), pass_threshold=cfg.task.pass_threshold)
     if e.downstream_knobs is None:
@@ -217,16 +218,13 @@ def make_backend(cfg: Config, plan: RunPlan, spec, layout, clock=lambda: 0, n_pa
     return backend_class(plan.backend)(spec, layout, plan, deaths)
 
 
-def validation_line(cfg: Config, task) -> str | None:
-    """Where a task read from a file takes its validation prompts from, and how many each
-    evaluation uses (None: a generated task, whose validation set is drawn apart by design)."""
+def validation_lines(cfg: Config, task) -> list[str]:
+    """Where a task read from a file takes its validation prompts from (a generated task's
+    validation set is drawn apart by design), and the evaluation plan (``eval_plan``)."""
+    from scalerl.eval_plan import start_line
+
     note = getattr(task, "validation_note", None)  # a user's reward function wraps the task
-    if note is None:
-        return None
-    held = len(task.validation())
-    if cfg.eval.num_prompts is not None and cfg.eval.num_prompts < held:
-        note += f" Each evaluation uses the first {cfg.eval.num_prompts} of them (eval.num_prompts)."
-    return note
+    return [*([] if note is None else [note]), start_line(cfg, len(task.validation()))]
 
 
 def make_logger(cfg: Config, run_dir: Path, start_step: int):

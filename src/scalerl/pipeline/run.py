@@ -42,6 +42,8 @@ from scalerl.pipeline.stop import Stopping, on_signals
 from scalerl.runfolder import COMPUTE, METRICS, SAMPLES
 from scalerl.user_code import shown_once_per_run
 
+COSTS = 8  # steps whose dearest bounds the next one's compute (``LoopRules.ends``): an evaluation's among them
+
 
 def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) -> dict[str, Any]:
     """Run (or resume) ``cfg`` in ``run_dir``; returns the last metrics record.
@@ -55,10 +57,10 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     rules = LoopRules.of(cfg)
     with stopped_at_end(log), reported(start.run_dir) as ending, on_signals(start.run_dir, start.state) as stopping:
         with shown_once_per_run(), ExitStack() as closing:  # each part closed as the run ends, the last built first
-            step, record = _loop(_build(cfg, plan, start, stopping, closing), rules)
+            step, record, why = _loop(_build(cfg, plan, start, stopping, closing), rules)
         if stopping.requested:
             raise stopping.stopped(step)
-        ending.ended(record, rules.how_it_ended(step, record))
+        ending.ended(record, why)
     return record
 
 
@@ -70,7 +72,7 @@ def _build(cfg: Config, plan: RunPlan, start: Start, stopping: Stopping, closing
     torch.set_num_threads(plan.learner_threads)
     torch.manual_seed(cfg.train.seed)
     task = task_spec(cfg).build()
-    for line in (build.validation_line(cfg, task), getattr(task, "columns_note", None)):  # a dataset's columns
+    for line in (*build.validation_lines(cfg, task), getattr(task, "columns_note", None)):  # a dataset's columns
         if line is not None:
             log(line)
     model_dir = build.prepare_base_model(cfg, task, run_dir, log)
@@ -109,13 +111,14 @@ def _build(cfg: Config, plan: RunPlan, start: Start, stopping: Stopping, closing
                     first_batch=lambda groups: check_first_batch(cfg, groups, log))
 
 
-def _loop(parts: RunParts, rules: LoopRules) -> tuple[int, dict[str, Any]]:
-    """Train until ``train.steps``, the time limit, an early stop or a signal; the last step
-    and its record."""
+def _loop(parts: RunParts, rules: LoopRules) -> tuple[int, dict[str, Any], str]:
+    """Train until ``train.steps``, the time limit, an early stop or a signal; the last step,
+    its record and why it was the last."""
     learner, records, stopping = parts.learner, parts.records, parts.stopping
-    step, record = parts.start.step, {}
+    step, record, why = parts.start.step, {}, ""
     rates = TokenRates(parts.compute.snapshot())
     before = parts.compute.snapshot()[COMPUTE]  # the compute the last step ended at
+    costs: list[float] = []  # the last steps' compute, evaluations included: the next one's bound
     steps.publish(learner, parts.backend)
     if parts.start.state is None:  # R0
         records.add({"step": 0, **parts.compute.snapshot()}, evaluate=True, learner=learner)
@@ -132,7 +135,9 @@ def _loop(parts: RunParts, rules: LoopRules) -> tuple[int, dict[str, Any]]:
             step += 1
             record = {"step": step} | steps.advance(parts, got)
             steps.with_compute(record, parts.compute, rates)
-            done = rules.ends(step, record[COMPUTE], deadline)
+            costs = [*costs[-(COSTS - 1):], record[COMPUTE] - before]
+            why = rules.ends(step, record[COMPUTE], deadline, max(costs)) or ""
+            done = bool(why)
             records.add(record, evaluate=rules.evaluates(step, before, record[COMPUTE]) or done, learner=learner)
             before = record[COMPUTE]
         last = done or stopping.requested
@@ -148,5 +153,5 @@ def _loop(parts: RunParts, rules: LoopRules) -> tuple[int, dict[str, Any]]:
         if stop:
             parts.log(stop)
         if last or stop:
-            return step, record
-    return step, record
+            return step, record, why or (stop or "")
+    return step, record, why or f"train.steps = {rules.steps} reached"

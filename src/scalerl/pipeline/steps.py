@@ -29,6 +29,8 @@ from scalerl.checkpoint import (
 )
 from scalerl.compute import ComputeMeter, TokenRates
 from scalerl.config import Config, dump_config
+from scalerl.eval_plan import plan_of
+from scalerl.fit.forecast.schedule import EvalPlan
 from scalerl.live_forecast import LiveForecast
 from scalerl.pipeline.evaluation import OrderedRecords
 from scalerl.pipeline.learner.role import LearnerRole
@@ -78,7 +80,7 @@ class LoopRules:
 
     recipe: str
     steps: int
-    eval_every: int
+    plan: EvalPlan  # the steps validated (``eval_plan``)
     eval_every_compute: float | None
     checkpoint_every: int
     stop_wait_s: float
@@ -87,29 +89,31 @@ class LoopRules:
 
     @classmethod
     def of(cls, cfg: Config) -> LoopRules:
-        return cls(cfg.name, cfg.train.steps, cfg.eval.every, cfg.eval.every_compute, cfg.train.checkpoint_every,
+        return cls(cfg.name, cfg.train.steps, plan_of(cfg), cfg.eval.every_compute, cfg.train.checkpoint_every,
                    cfg.train.stop_wait_s, cfg.train.max_minutes, cfg.train.max_compute)
 
     def evaluates(self, step: int, before: float, compute: float) -> bool:
-        """Whether ``step`` is validated: every ``eval.every`` steps, and at the first step whose
-        compute passes a multiple of ``eval.every_compute`` (``before``: the step before's)."""
+        """Whether ``step`` is validated: a step of the plan (``eval_plan``), and the first step
+        whose compute passes a multiple of ``eval.every_compute`` (``before``: the step before's)."""
         every = self.eval_every_compute
-        return step % self.eval_every == 0 or (every is not None and compute // every > before // every)
+        return self.plan.evaluates(step) or (every is not None and compute // every > before // every)
 
-    def ends(self, step: int, compute: float, deadline: float | None) -> bool:
-        """Whether ``step`` (its record's ``compute``) is the run's last: ``train.steps``, the
-        ``train.max_minutes`` deadline (``time.monotonic()``) or ``train.max_compute``."""
-        return (step == self.steps or (deadline is not None and time.monotonic() > deadline)
-                or (self.max_compute is not None and compute >= self.max_compute))
-
-    def how_it_ended(self, step: int, record: dict[str, Any]) -> str:
-        """Which of ``ends``' limits the run's last step met, in words (its ``status.json``)."""
-        compute = record.get(COMPUTE)
+    def ends(self, step: int, compute: float, deadline: float | None, step_cost: float = 0.0) -> str | None:
+        """Why ``step`` (its record's ``compute``) is the run's last, in words (its
+        ``status.json``), None where it is not: ``train.steps``, the ``train.max_minutes``
+        deadline (``time.monotonic()``), or ``train.max_compute`` reached, or passed by the next
+        step at ``step_cost`` (the dearest of the last steps, an evaluation's included), so that
+        a run never passes it by more than its last step."""
         if step >= self.steps:
             return f"train.steps = {self.steps} reached"
-        if self.max_compute is not None and compute is not None and compute >= self.max_compute:
+        if self.max_compute is not None and compute >= self.max_compute:
             return f"train.max_compute = {self.max_compute:g} reached at step {step}"
-        return f"train.max_minutes reached at step {step}"
+        if self.max_compute is not None and compute + step_cost > self.max_compute * (1 + 1e-9):
+            return (f"train.max_compute = {self.max_compute:g} at step {step}: the next step would pass it "
+                    f"(compute {compute:.4g}, a step up to {step_cost:.3g})")
+        if deadline is not None and time.monotonic() > deadline:
+            return f"train.max_minutes reached at step {step}"
+        return None
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,10 @@ def study(served: Served, found: Found, runs: list[Found], baseline: str | None 
 
 def _progress(d: dict) -> dict:
     """``decisions.json`` as the page shows it: a study not done has no winner, and says its rung."""
+    from scalerl.fit.choose import winner_text
+
     done = d.get("done", True)  # a file from before ``done`` existed is a finished study's
-    out = dict(d, done=bool(done))
+    out = dict(d, done=bool(done), winner_text=winner_text(d) if done else None)
     if not done:
         out["winner"] = None
         u = d.get("under_way") or {}

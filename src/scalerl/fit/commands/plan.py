@@ -63,7 +63,8 @@ def register(subparsers) -> None:
     """Add ``plan`` to the ``scalerl`` command."""
     p = subparsers.add_parser("plan", help="time and devices to reach a target reward")
     p.add_argument("run", metavar="RUN", help="a run folder (live or finished) or a log scalerl fit reads")
-    p.add_argument("--target", type=float, required=True, metavar="R", help="the reward to reach, in [0, 1]")
+    p.add_argument("--target", type=float, metavar="R",
+                   help="the reward to reach, in [0, 1] (default: a run folder's forecast.target)")
     p.add_argument("--budget-hours", type=float, metavar="H", help="P(reaching R within H hours of the start)")
     p.add_argument("--budget-compute", type=float, metavar="C",
                    help="P(reaching R within compute C) (default: the run's own budget, where its folder says)")  # fmt: skip
@@ -89,7 +90,7 @@ def register(subparsers) -> None:
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
-    if not (np.isfinite(args.target) and 0.0 <= args.target <= 1.0):
+    if args.target is not None and not (np.isfinite(args.target) and 0.0 <= args.target <= 1.0):
         raise CurveError(f"--target must be a pass rate in [0, 1], got {args.target:g}.")
     for flag, value in (("--budget-hours", args.budget_hours), ("--budget-compute", args.budget_compute)):
         if value is not None and not (np.isfinite(value) and value > 0):
@@ -141,6 +142,14 @@ def _log(args: argparse.Namespace, speeds) -> RunLog:
     return log
 
 
+def _target(args: argparse.Namespace, log: RunLog) -> float:
+    """``--target``, else the run folder's own ``forecast.target``; neither is one sentence."""
+    target = args.target if args.target is not None else log.target
+    if target is None:
+        raise CurveError(f"give --target R: {args.run} sets no forecast.target to plan for.")
+    return target
+
+
 def _budget(args: argparse.Namespace, log: RunLog) -> float | None:
     """The compute P(reach) is asked within: the budgets given (hours through the run's clock),
     else the run's own."""
@@ -162,7 +171,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
                       curves=[log.curve], train=args.train_reward)  # fmt: skip
     fo = forecast_options(args, options, budget=_budget(args, log), prior=prior, window=args.window)
     forecast = forecast_of(log, options=fo)
-    answer = forecast.reach(args.target, budget_compute=args.budget_compute, budget_hours=args.budget_hours)
+    answer = forecast.reach(_target(args, log), budget_compute=args.budget_compute, budget_hours=args.budget_hours)
     return make_plan(forecast, answer, times=_times(log, args, roles), devices=args.devices, k=args.k)
 
 
@@ -238,7 +247,7 @@ def plan_command(args: argparse.Namespace) -> int:
             console.print(f"wrote {report.write(args.plot, png)}", markup=False)
         if args.html:
             figure = report.Figure("The curve and the forecast, and the crossing's interval", png, "plan.png")
-            page = report.to_html(report.Report(f"Time to {args.target:g}: {plan.curve.source}", tuple(sentences),
+            page = report.to_html(report.Report(f"Time to {plan.answer.target:g}: {plan.curve.source}", tuple(sentences),
                                                 tuple(tables), (figure,)))  # fmt: skip
             console.print(f"wrote {report.write(args.html, page)}", markup=False)
     return 0

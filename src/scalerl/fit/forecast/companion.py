@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["MIN_POINTS", "Companion", "Drift", "align", "offset_drift"]
+__all__ = ["MIN_POINTS", "Companion", "Drift", "align", "offset_drift", "population_drift"]
 
 MIN_POINTS = 6
 """Evaluations with a training reward below which the companion is not used (the sigmoid's
@@ -102,6 +102,34 @@ def offset_drift(runs, frac: float, level: float) -> Drift | None:
     d = np.array(drifts)
     sd = float(d.std(ddof=1) * np.sqrt(1.0 + 1.0 / n) * stats.t.ppf(q, n - 1) / stats.norm.ppf(q))
     return Drift(float(d.mean()), sd, n)
+
+
+def population_drift(share: float, path, level: float) -> Drift | None:
+    """How the validation's offset from the training reward moved from ``share`` of the budget
+    to the end on the finished runs of the population table (``late``'s file, its
+    ``offset_drift`` cases: ``d`` = the offset over the last ``TAIL`` of the evaluations at the
+    end less the offset over every evaluation up to the cut), weighted by share as the late
+    risers are (``late.BANDWIDTH``): the weighted mean, and the sd of one more run's with the
+    Student factor of the effective count. None below ``MIN_DRIFTS`` effective cases."""
+    from scalerl.fit.forecast.late import BANDWIDTH, table
+
+    cases = table(path).get("offset_drift", {}).get("cases", [])
+    if not cases or not share > 0:
+        return None
+    shares = np.array([c["share"] for c in cases], dtype=float)
+    d = np.array([c["drift"] for c in cases], dtype=float)
+    share = float(np.clip(share, shares.min(), shares.max()))
+    w = np.exp(-(np.log(shares / share) ** 2) / (2.0 * BANDWIDTH**2))
+    if not w.sum() > 0:
+        return None
+    w = w / w.sum()
+    n = float(1.0 / np.sum(w**2))
+    if n < MIN_DRIFTS:
+        return None
+    mean = float(np.sum(w * d))
+    sd = float(np.sqrt(np.sum(w * (d - mean) ** 2) * n / max(n - 1.0, 1.0)))
+    q = (1.0 + level) / 2.0
+    return Drift(mean, sd * np.sqrt(1.0 + 1.0 / n) * float(stats.t.ppf(q, n - 1.0) / stats.norm.ppf(q)), int(round(n)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["BANDWIDTH", "LateRisers", "late_risers"]
+__all__ = ["BANDWIDTH", "LateRisers", "late_risers", "table"]
 
 TABLE = Path(__file__).parents[1] / "prior" / "population.json"
 BANDWIDTH = 0.35  # in ln(share): cases within about 1.4x of the share weigh most
@@ -69,7 +69,8 @@ class LateRisers:
 
 
 @cache
-def _table(path: Path = TABLE) -> dict:
+def table(path: Path = TABLE) -> dict:
+    """The population table at ``path`` ({} where it cannot be read)."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -78,7 +79,7 @@ def _table(path: Path = TABLE) -> dict:
 
 def late_risers(share: float, path: Path = TABLE) -> LateRisers | None:
     """The cases for a run flat at ``share`` of its budget; None where the table has too few."""
-    cases = _table(path).get("late_risers", {}).get("cases", [])
+    cases = table(path).get("late_risers", {}).get("cases", [])
     if not cases or not 0.0 < share:
         return None
     shares = np.array([c["share"] for c in cases])

@@ -26,6 +26,7 @@ import numpy as np
 from scalerl import runfolder as rf
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast.companion import Companion
+from scalerl.fit.forecast.schedule import EvalPlan, from_config
 from scalerl.fit.readers import (
     Columns,
     Curve,
@@ -54,11 +55,11 @@ class RunLog:
     budget: float | None = None  # the run's planned end in compute, where known
     records: tuple[dict, ...] = ()  # a run folder's records (plan's role times)
     config: dict = field(default_factory=dict)  # a run folder's config.yaml
-    eval_every: int | None = None  # steps between evaluations, where the run says (``eval.every``)
+    plan: EvalPlan | None = None  # the steps the run validates at, where it says (``schedule``)
 
     @classmethod
     def of(cls, compute, reward, *, train=(), clock=(), steps=None, budget=None, name="live",
-           metric: str = rf.VAL_PASS_RATE, eval_every: int | None = None) -> RunLog:
+           metric: str = rf.VAL_PASS_RATE, plan: EvalPlan | None = None) -> RunLog:
         """From values in memory: evaluations (compute, reward), ``train`` (compute, training
         reward) pairs and ``clock`` (compute, wall seconds) pairs."""
         curve = Curve(name, np.asarray(compute, float), np.asarray(reward, float), name, rf.COMPUTE, metric)
@@ -68,19 +69,16 @@ class RunLog:
             tr = Curve(name, tc, tv, name, rf.COMPUTE, rf.TRAIN_REWARD)
         cp = tuple(np.asarray(v, float) for v in zip(*clock)) if len(clock) else (np.empty(0), np.empty(0))
         return cls(curve, tr, cp, steps=None if steps is None else np.asarray(steps, float), budget=budget,
-                   eval_every=eval_every)
+                   plan=plan)
 
     @property
     def name(self) -> str:
         return self.curve.name
 
     @property
-    def every(self) -> int | None:
-        """Steps between evaluations: the run's own ``eval.every``, where known."""
-        if self.eval_every is not None:
-            return self.eval_every
-        every = rf.setting(self.config, "eval", "every")
-        return None if every is None else int(every)
+    def eval_plan(self) -> EvalPlan | None:
+        """The steps the run validates at: given, or its folder's config's (``schedule``)."""
+        return self.plan if self.plan is not None else from_config(self.config)
 
     @property
     def target(self) -> float | None:

@@ -40,6 +40,7 @@ from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import FLAT_TOL, FitResult
 from scalerl.fit.forecast import states as st
 from scalerl.fit.forecast.companion import MIN_POINTS, Companion, offset_drift
+from scalerl.fit.forecast.early import early
 from scalerl.fit.forecast.draws import HORIZON, N_DRAWS, Draws, band_draws, curve_draws, widened
 from scalerl.fit.forecast.late import late_risers
 from scalerl.fit.forecast.log import RunLog
@@ -61,12 +62,19 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
     now = float(c[-1])
     horizon = max(HORIZON * now, options.budget or 0.0)
     used = c >= options.fit.min_compute
-    if used.sum() < st.MIN_EVALS:
-        steps = None if seen.steps is None else seen.steps[used]
-        return Forecast(seen, options, st.too_few(c[used], steps, seen.metric, seen.every), "none",
-                        "a forecast needs more evaluations", None, horizon)  # fmt: skip
     kw = dict(observed_compute=c, observed=y, level=options.level, horizon=horizon,
               bounds=(0.0, 1.0) if options.fit.bounded else None)  # a pass rate's draws stay in [0, 1]
+    if used.sum() < st.MIN_EVALS:
+        steps = None if seen.steps is None else seen.steps[used]
+        few = st.too_few(c[used], steps, seen.metric, seen.eval_plan)
+        made, why_not = early(seen, options, kw)
+        if made is None:
+            return Forecast(seen, options, few, "none", f"a forecast needs more evaluations; no early one: {why_not}",
+                            None, horizon)  # fmt: skip
+        said = f"{made.sentence(seen.metric)}; {few.message.split(': ', 1)[1]} give the validation's own"
+        return Forecast(seen, options, st.State(st.EARLY, said, few.more, few.at_compute, few.at_step),
+                        "early", said, made.draws, horizon, evidence=made.evidence,
+                        uncalibrated=made.uncalibrated)  # fmt: skip
     if np.ptp(y[used]) < FLAT_TOL:  # no sigmoid to fit: the run has not moved
         evidence = rise(y[used], rho=RHO_MIN, level=options.level)
         return _not_learning(seen, options, horizon, kw, evidence, None, None, "the validation is exactly flat")
@@ -97,14 +105,15 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
         if diverged is not None:
             return _not_learning(seen, options, horizon, kw, evidence, unc, fit, diverged, st.DIVERGING,
                                  notes=tuple(why))  # fmt: skip
-        draws, note, trained, tpf = _companion(comp, options, kw, sigma=unc.noise.sigma, rho=rho,
-                                               prior=_train_prior(options))  # fmt: skip
+        draws, note, trained, tpf, tcal = _companion(comp, options, kw, sigma=unc.noise.sigma, rho=rho,
+                                                     prior=_train_prior(options))  # fmt: skip
         if draws is not None:
             followed = evidence if evidence.detected else trained
             notes = (*why, *(() if tpf is None else (tpf.reason,)))
             return Forecast(seen, options, st.from_rise(followed), "training reward",
                             "; ".join([*notes, f"the validation follows the training reward ({comp.column})"]),
-                            draws, horizon, evidence=followed, notes=notes, train_prior=tpf, **base)  # fmt: skip
+                            draws, horizon, evidence=followed, notes=notes, train_prior=tpf, uncalibrated=tcal,
+                            **base)  # fmt: skip
         why.append(note)
     if not evidence.detected:
         return _not_learning(seen, options, horizon, kw, evidence, unc, fit, "; ".join(why), notes=tuple(why))
@@ -112,7 +121,12 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
     k = 1.0 if cal is None or not cal.calibrated else cal.sides_at
     draws = band_draws(fit.predict, unc.band, sigma=unc.noise.sigma, rho=rho, k=k, rising=True, **kw)
     return Forecast(seen, options, st.from_rise(evidence), "fit", "; ".join(why) or "the law's own fit", draws,
-                    horizon, evidence=evidence, notes=tuple(why), **base)  # fmt: skip
+                    horizon, evidence=evidence, notes=tuple(why), uncalibrated=_uncalibrated(cal), **base)  # fmt: skip
+
+
+def _uncalibrated(cal) -> str:
+    """Why a fit's intervals are not calibrated (``calibrate.rolling_origin``), "" where they are."""
+    return "" if cal is not None and cal.calibrated else (cal.message if cal is not None else "not calibrated")
 
 
 def _with_prior(fit: FitResult, options: ForecastOptions, horizon: float, kw: dict, unc):
@@ -143,23 +157,24 @@ def _train_prior(options: ForecastOptions):
 
 
 def _companion(comp: Companion, options: ForecastOptions, kw: dict, *, sigma: float, rho: float, prior=None):
-    """(draws or None, why not, the training reward's Rise, its PriorForecast or None): the validation as
+    """(draws or None, why not, the training reward's Rise, its PriorForecast or None, why its
+    intervals are not calibrated or ""): the validation as
     the training reward's calibrated draws plus the offset ``g`` (``companion``): centre
     ``t(C) + g``, each side widened by ``g``'s standard error in quadrature, one evaluation's
     noise the offsets' spread (never below the validation's own ``sigma``). With ``prior``
     (the finished runs' training rewards, ``Prior.train``) the training reward's curve and band
     are its forecast under that prior (``prior.posterior``), unless the prior refuses the run."""
     if len(comp) < MIN_POINTS:
-        return None, f"training reward not used: {len(comp)} evaluations have one, below {MIN_POINTS}", None, None
+        return None, f"training reward not used: {len(comp)} evaluations have one, below {MIN_POINTS}", None, None, ""
     try:
         tfit = options.fit.fit(comp.compute, comp.train, source=comp.column)
     except (CurveError, ValueError, np.linalg.LinAlgError) as err:
-        return None, f"training reward not used: {err}", None, None
+        return None, f"training reward not used: {err}", None, None, ""
     tunc = assess(tfit, level=options.level, margin=options.margin)
     trained = rise(comp.train, rho=tunc.noise.rho, level=options.level)
     trained = replace(trained, of=f"the training reward ({comp.column})")
     if not trained.detected:
-        return None, f"training reward not used: {trained.message}", trained, None
+        return None, f"training reward not used: {trained.message}", trained, None, ""
     now = float(kw["observed_compute"][-1])
     cal = tunc.calibration
     k = 1.0 if cal is None or not cal.calibrated else cal.sides_at
@@ -188,7 +203,8 @@ def _companion(comp: Companion, options: ForecastOptions, kw: dict, *, sigma: fl
         return mid + g - d, mid + g + u
 
     draws = band_draws(centre, band, sigma=max(s_g, sigma), rho=rho, rising=True, **kw)
-    return draws, "", trained, pf
+    uncalibrated = "" if pf is not None and pf.used else _uncalibrated(cal)
+    return draws, "", trained, pf, uncalibrated
 
 
 def _not_learning(seen: RunLog, options: ForecastOptions, horizon: float, kw: dict, evidence: Rise, unc,

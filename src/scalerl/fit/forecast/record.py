@@ -37,7 +37,7 @@ def record_fields(forecast: Forecast, *, step: int, target: float | None) -> dic
     if f.draws is not None and f.budget is not None:
         at = f.at(f.budget)
         out |= {K.FINAL: _num(at.value), K.FINAL_LO: _num(at.pred_lo), K.FINAL_HI: _num(at.pred_hi),
-                K.BAND_LO: _num(at.lo), K.BAND_HI: _num(at.hi)}  # fmt: skip
+                K.BAND_LO: _num(at.lo), K.BAND_HI: _num(at.hi), K.UNCALIBRATED: f.uncalibrated or None}  # fmt: skip
     if target is not None:
         reach = f.reach(target)
         med, lo, hi = reach.compute

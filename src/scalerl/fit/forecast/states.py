@@ -1,7 +1,10 @@
 """What a run is doing, in one word, before anything is read off a law: a forecast's state.
 
-- ``too_few_evaluations``: fewer than :data:`MIN_EVALS` evaluations (after ``min_compute``):
-  no forecast yet; the state says how many more are needed and about when they arrive.
+- ``too_few_evaluations``: fewer than :data:`MIN_EVALS` evaluations (after ``min_compute``)
+  and nothing that can carry a forecast before them: no forecast yet; the state says how many
+  more are needed and about when they arrive.
+- ``early``: fewer than :data:`MIN_EVALS` evaluations, forecast from the training reward with
+  the validation's offset from it (``early``); its sentence says on how many evaluations it rests.
 - ``declining``: the last third of the evaluations reads below an earlier third by more than
   the margin and by more than its noise allows (two comparisons, so each at
   ``1 - (1 - level) / 4``): a run getting worse, which Eq. 1 does not describe.
@@ -25,12 +28,12 @@ from scipy import stats
 
 from scalerl.fit.forecast.rise import MIN_POINTS, Rise, rise
 
-__all__ = ["DECLINING", "DIVERGING", "MIN_EVALS", "NOT_LEARNING", "RISING", "STATES", "TOO_FEW", "State",
+__all__ = ["DECLINING", "DIVERGING", "EARLY", "MIN_EVALS", "NOT_LEARNING", "RISING", "STATES", "TOO_FEW", "State",
            "declining", "diverging", "too_few"]  # fmt: skip
 
-RISING, NOT_LEARNING, TOO_FEW, DECLINING, DIVERGING = (
-    "rising", "not_learning", "too_few_evaluations", "declining", "diverging")
-STATES = (RISING, NOT_LEARNING, TOO_FEW, DECLINING, DIVERGING)
+RISING, NOT_LEARNING, TOO_FEW, DECLINING, DIVERGING, EARLY = (
+    "rising", "not_learning", "too_few_evaluations", "declining", "diverging", "early")
+STATES = (RISING, NOT_LEARNING, TOO_FEW, DECLINING, DIVERGING, EARLY)
 MIN_EVALS = MIN_POINTS
 """Evaluations a forecast needs: the law's parameters and a noise estimate (``rise``'s own
 minimum; the live forecast's ``forecast.min_points`` counts those after step 0)."""
@@ -52,19 +55,20 @@ class State:
                 "at_step": self.at_step}  # fmt: skip
 
 
-def too_few(compute: np.ndarray, steps: np.ndarray | None, metric: str, every: int | None = None) -> State:
+def too_few(compute: np.ndarray, steps: np.ndarray | None, metric: str, plan=None) -> State:
     """``too_few_evaluations`` for evaluations at ``compute`` (and ``steps`` where known): how
-    many more, and when the last of them comes at the evaluations' own spacing so far (or
-    every ``every`` steps, the run's ``eval.every``, before there are two)."""
+    many more, and when the last of them comes: at the run's planned steps (``plan``, a
+    ``schedule.EvalPlan``) where known, else at the evaluations' own spacing so far."""
     n = int(compute.size)
     more = MIN_EVALS - n
     at_c = at_s = None
     if n >= 2:
         at_c = float(compute[-1] + more * np.median(np.diff(compute)))
-    if steps is not None and steps.size >= 2:
+    if steps is not None and steps.size and plan is not None:
+        later = plan.planned[plan.planned > steps[-1]]
+        at_s = int(later[more - 1]) if later.size >= more else None
+    elif steps is not None and steps.size >= 2:
         at_s = int(round(float(steps[-1] + more * np.median(np.diff(steps)))))
-    elif steps is not None and steps.size and every:
-        at_s = int(steps[-1] + more * every)
     when = f" (about step {at_s})" if at_s is not None else f" (about compute {at_c:.4g})" if at_c else ""
     return State(TOO_FEW, f"too few evaluations of {metric} for a forecast: {n} of the {MIN_EVALS} it needs, "
                           f"{more} more{when}", more, at_c, at_s)  # fmt: skip

@@ -75,6 +75,7 @@ class Forecast:
     notes: tuple[str, ...] = ()  # one sentence each: the prior's, the late risers', a fallback's
     prior: object = None  # the PriorForecast where the prior was used
     train_prior: object = None  # the training reward's PriorForecast, where the draws follow it and a prior was tried
+    uncalibrated: str = ""  # why the intervals' calibration could not be checked, "" where it was (or needs none)
 
     # --- what was seen ---------------------------------------------------------------------
 
@@ -99,12 +100,19 @@ class Forecast:
         return self.log.clock()
 
     @property
+    def calibrated(self) -> bool:
+        """Whether the intervals were checked on held-out data (rolling origin, a prior's runs,
+        finished runs' offsets); every surface prints ``uncalibrated`` beside an interval that was not."""
+        return not self.uncalibrated
+
+    @property
     def supported(self) -> bool:
         """Whether the state supports a crossing time: a rising run (one whose training reward
         it follows included), and a run not learning whose draws are the corpus's late risers
         (``late``: the share that rose later, and how; its interval is then "[lo, never]", the
         draws that never rise being "never"). A flat band, a decline or a divergence has none."""
-        return self.state.name == st.RISING or (self.state.name == st.NOT_LEARNING and self.method == "late risers")
+        return self.state.name in (st.RISING, st.EARLY) or (self.state.name == st.NOT_LEARNING
+                                                             and self.method == "late risers")
 
     # --- answers ---------------------------------------------------------------------------
 
@@ -183,7 +191,9 @@ class Forecast:
                 "training reward": f"the training reward's fit ({column}){self._under_prior} and the validation's "
                                    "offset from it",
                 "late risers": "the run's flat level and finished runs that looked as flat (late risers)",
-                "flat": "the run's flat level", "none": "nothing yet"}.get(self.method, "the fit of the validation")  # fmt: skip
+                "flat": "the run's flat level", "none": "nothing yet",
+                "early": f"the training reward's fit ({column}) and the validation's offset from it, before its "
+                         "sixth evaluation"}.get(self.method, "the fit of the validation")  # fmt: skip
         if self.weights:
             text += " (" + ", ".join(f"{m} {w:.0%}" for m, w in self.weights.items()) + ")"
         return text
@@ -198,6 +208,7 @@ class Forecast:
                "cut": self.cut, "evaluations": self.n_evaluations, "state": self.state.to_dict(),
                "method": self.method, "why": self.why, "weights": dict(self.weights), "notes": list(self.notes),
                "level": self.level, "budget": self.budget, "horizon": self.horizon,
+               "calibrated": self.calibrated, "uncalibrated": self.uncalibrated or None,
                "fit": None if self.fit is None else self.fit.to_dict()}  # fmt: skip
         if self.unc is not None:
             lo, hi = self.unc.A_plausible

@@ -12,7 +12,7 @@ import numpy as np
 from scalerl.fit.forecast.reach import Reach
 from scalerl.fit.forecast.value import Forecast
 
-__all__ = ["at_sentence", "compute_text", "hours_text", "number", "reach_sentences", "source_sentence",
+__all__ = ["at_sentence", "calibration_text", "compute_text", "hours_text", "number", "reach_sentences", "source_sentence",
            "state_sentence", "triple_text"]  # fmt: skip
 
 
@@ -59,7 +59,14 @@ def at_sentence(f: Forecast, C: float, what: str = "") -> str:
         return f"no forecast at compute {number(C)}{label}: {f.state.message}."
     return (f"forecast at compute {number(C)}{label}: {a.value:.3f}; band on the expected curve "
             f"[{a.lo:.3f}, {a.hi:.3f}]; predictive interval for one evaluation [{a.pred_lo:.3f}, {a.pred_hi:.3f}] "
-            f"({f.level:.0%}).")  # fmt: skip
+            f"({f.level:.0%}{calibration_text(f.uncalibrated)}).")  # fmt: skip
+
+
+def calibration_text(uncalibrated: str | None) -> str:
+    """What every printed interval carries where its calibration could not be checked: ", not
+    calibrated: WHY" ("" where it was), so that a narrow interval from few points never reads
+    as a checked claim."""
+    return f", not calibrated: {uncalibrated}" if uncalibrated else ""
 
 
 def _within(f: Forecast, reach: Reach) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalerl.runfolder import COMPUTE, FIT_FIGURE, METRICS, REPORT, STOPPED_EARLY, read_records
+from scalerl.runfolder import COMPUTE, FIT_FIGURE, METRICS, REPORT, STOPPED_EARLY, read_records, run_unit
 from scalerl.runfolder import Forecast as K
 
 
@@ -42,32 +42,49 @@ def final_report(run_dir: str | Path, cfg, log=print):
     r0, last = records[0][y], records[-1][y]
     log(f"{_NAMES[y]} ({y}): {r0:.3f} at step 0 -> {last:.3f} at step {records[-1]['step']} "
         f"({last - r0:+.3f})")
+    unit = run_unit(run_dir)
     lines = [state_sentence(forecast).split(": ", 1)[1]]
     fit = forecast.fit
     if fit is not None:
         lines.append(f"fitted sigmoid to {y} (forecast.metric): R(C) = {fit.R0:.3f} + ({fit.A:.3f} - {fit.R0:.3f}) / "
-                     f"(1 + ({fit.C_mid:.4g} / C)^{fit.B:.2f})   [C in device-hours, {fit.n_points} points, "
+                     f"(1 + ({fit.C_mid:.4g} / C)^{fit.B:.2f})   [C in {unit}, {fit.n_points} points, "
                      f"rmse {fit.rmse:.4f}{', bounds hit: ' + ','.join(fit.bounds_hit) if fit.bounds_hit else ''}]")  # fmt: skip
-    lines += _outlook(forecast, every, at_sentence)
+    lines += _outlook(forecast, every, at_sentence, unit)
+    if cfg.forecast.target is not None:
+        lines += _target(run, run_dir, cfg.forecast.target)
     lines.append(_half_check(run, run_dir))
     for sentence in lines:
         log(sentence)
-    figure = _figure(forecast, run_dir / FIT_FIGURE, f"{cfg.name}: {_NAMES[y]} vs device-hours")
-    _write_markdown(run_dir / REPORT, cfg, records, fit, lines, figure)
+    figure = _figure(forecast, run_dir / FIT_FIGURE, f"{cfg.name}: {_NAMES[y]} vs {unit}")
+    _write_markdown(run_dir / REPORT, cfg, records, fit, lines, figure, unit)
     log(f"report: {run_dir / REPORT}")
     return forecast
 
 
-def _outlook(forecast, all_records: list[dict], at_sentence) -> list[str]:
+def _target(run, run_dir: Path, target: float) -> list[str]:
+    """The run's ``forecast.target`` answered as ``scalerl plan RUN_DIR`` answers it (its budget
+    the run's own, ``forecast_budget``): P(by that budget), P(within the horizon), and the
+    compute and hours with their intervals."""
+    from scalerl.fit.forecast import forecast_of
+    from scalerl.fit.forecast.words import reach_sentences
+    from scalerl.fit.prior.runs import run_options
+
+    forecast = forecast_of(run, options=run_options(run, run_dir, budget=run.budget, x=COMPUTE))
+    return [f"forecast.target {target:g}, as scalerl plan {run_dir} answers it:",
+            *reach_sentences(forecast, forecast.reach(target))]
+
+
+def _outlook(forecast, all_records: list[dict], at_sentence, unit: str) -> list[str]:
     """The forecast of the finished run, in sentences: the ceiling verdict, the forecast at
     twice its compute (both bands), the compute that would pin A, and the last live forecast."""
     from scalerl.fit.extrapolate import budget_to_pin_A
+    from scalerl.fit.forecast.words import calibration_text
 
     out = []
     unc = forecast.unc
     if unc is not None:
         out.append(unc.verdict)
-    out.append(at_sentence(forecast, forecast.budget, "twice this run's compute, device-hours")
+    out.append(at_sentence(forecast, forecast.budget, f"twice this run's compute, {unit}")
                + f" Intervals from {forecast.source_sentence}.")  # fmt: skip
     if unc is not None:
         pin = budget_to_pin_A(unc) if not unc.falling else None
@@ -79,8 +96,8 @@ def _outlook(forecast, all_records: list[dict], at_sentence) -> list[str]:
         r = live[-1]
         text = f"last live forecast (made at step {r[K.STEP]}): {r[K.STATE].replace('_', ' ')}"
         if r.get(K.FINAL) is not None:
-            text += (f"; at this run's budget {r[K.FINAL]:.3f} [{r[K.FINAL_LO]:.3f}, {r[K.FINAL_HI]:.3f}] "
-                     f"({r[K.METHOD]})")  # fmt: skip
+            text += (f"; at this run's budget ({r[K.BUDGET]:.4g} {unit}) {r[K.FINAL]:.3f} [{r[K.FINAL_LO]:.3f}, "
+                     f"{r[K.FINAL_HI]:.3f}] ({r[K.METHOD]}{calibration_text(r.get(K.UNCALIBRATED))})")  # fmt: skip
         out.append(text)
     if any(STOPPED_EARLY in r for r in all_records):
         out.append(next(r[STOPPED_EARLY] for r in all_records if STOPPED_EARLY in r))
@@ -119,7 +136,10 @@ def _figure(forecast, path: Path, title: str) -> Path | None:
     return plot.save(ax, path)
 
 
-def _write_markdown(path: Path, cfg, records: list[dict], fit, lines: list[str], figure: Path | None) -> None:
+def _write_markdown(path: Path, cfg, records: list[dict], fit, lines: list[str], figure: Path | None,
+                    unit: str) -> None:
+    from scalerl.eval_plan import eval_prompts
+
     law = "" if fit is None else f"- A = {fit.A:.3f}, B = {fit.B:.3f}, C_mid = {fit.C_mid:.4g}, R0 = {fit.R0:.3f}"
     last, y = records[-1], cfg.fitted_metric
     se = "val_stderr" if y == "val_pass_rate" else "val_reward_stderr"
@@ -132,14 +152,14 @@ def _write_markdown(path: Path, cfg, records: list[dict], fit, lines: list[str],
 
 {cfg.description}
 
-- steps: {last['step']}; device-hours: {last['compute_gpu_hours']:.5f}; FLOPs: {last.get('flops', 0):.3g}
-- {_NAMES[y]} (`{y}`, the fitted curve; mean@{cfg.eval.k} on {cfg.eval.num_prompts or 'all'} prompts): {records[0][y]:.3f} -> {last[y]:.3f} (standard error over prompts {_se(last, se)})
+- steps: {last['step']}; {unit}: {last['compute_gpu_hours']:.5f}; FLOPs: {last.get('flops', 0):.3g}
+- {_NAMES[y]} (`{y}`, the fitted curve; mean@{cfg.eval.k} on {eval_prompts(cfg) or 'all'} prompts): {records[0][y]:.3f} -> {last[y]:.3f} (standard error over prompts {_se(last, se)})
 {chr(10).join(f"- {line}" for line in lines)}
 {law}
 
 {f'![fit]({figure.name})' if figure is not None else '(matplotlib not installed: no figure)'}
 
-| step | device-hours | FLOPs | {y} | its standard error |
+| step | {unit} | FLOPs | {y} | its standard error |
 |---:|---:|---:|---:|---:|
 {rows}
 """
