@@ -43,11 +43,13 @@ def eval_prompts(cfg: Config) -> int | None:
 
 
 def _sooner(plan: EvalPlan) -> str:
-    """What to set for an earlier first forecast: the geometric plan from step 1 where it is
-    sooner, else the steps a run needs for one by ``LATE`` of them."""
-    sooner = EvalPlan(plan.steps, plan.every, "geometric", 1, plan.ratio)
-    if sooner.first_forecast is not None and sooner.first_forecast < (plan.first_forecast or plan.steps + 1):
-        return f"eval.schedule=geometric eval.first=1 brings it to step {sooner.first_forecast}"
+    """What to set for an earlier first forecast: the geometric plan (from its "auto" first step,
+    else from step 1) where it is sooner, else the steps a run needs for one by ``LATE`` of them."""
+    now = plan.first_forecast or plan.steps + 1
+    for first, setting in ((None, "eval.schedule=geometric eval.first=auto"), (1, "eval.schedule=geometric eval.first=1")):
+        sooner = EvalPlan(plan.steps, plan.every, "geometric", first, plan.ratio).first_forecast
+        if sooner is not None and sooner < now:
+            return f"{setting} brings it to step {sooner}"
     need = next(s for s in range(plan.steps, 100 * plan.steps + 100)
                 if (f := EvalPlan(s, plan.every, "geometric", 1, plan.ratio).first_forecast) is not None
                 and f <= LATE * s)

@@ -136,6 +136,25 @@ def test_the_step_400_question_has_one_answer_and_it_holds(tmp_path, capsys):
     assert lo <= crossed and (hi is None or crossed <= hi), (crossed, plan["compute"])
 
 
+def test_a_forecast_from_six_evaluations_says_in_its_intervals_that_they_are_not_calibrated(tmp_path, capsys):
+    """The newcomer's step-250 case: from 6 evaluations a run's forecast was narrow and the run
+    passed its interval later; a forecast whose calibration cannot be checked says so beside
+    every interval it prints, not only in a warning line, and in its JSON and record."""
+    (log,) = read_logs([SCALERL])
+    cut = float(log.curve.compute[log.steps <= 250][-1])  # its 6th evaluation
+    end = float(log.curve.compute[-1])
+    f = forecast_of(log, cut=cut, options=ForecastOptions(budget=end))
+    assert f.n_evaluations == 6 and not f.calibrated and "6 fit points are too few" in f.uncalibrated
+    plan = _json(tmp_path, ["plan", str(SCALERL), "--target", "0.8", "--max-compute", repr(cut),
+                            "--budget-compute", repr(end)])  # fmt: skip
+    assert plan["forecast"]["calibrated"] is False
+    out = " ".join(capsys.readouterr().out.split())
+    assert "95% intervals, not calibrated: 6 fit points are too few" in out
+    assert "predictive interval for one evaluation" in out and "(95%, not calibrated: " in out
+    later = forecast_of(log, options=ForecastOptions(budget=end))
+    assert later.calibrated  # the whole run: checked on its own history
+
+
 def test_a_flat_run_is_not_learning_with_exit_0_and_a_chance_not_an_error(tmp_path, capsys):
     path = _flat(tmp_path)
     assert main(["plan", str(path), "--target", "0.6", "--budget-hours", "1"]) == 0

@@ -114,5 +114,6 @@ def early(seen, options, kw: dict) -> tuple[Early | None, str]:
     draws = band_draws(centre, band, sigma=s_g, rho=tunc.noise.rho, rising=True, **kw)
     why = ("no finished runs' offsets to read its drift from" if drift is None else
            "" if cal is not None and cal.calibrated else
-           (cal.message if cal is not None else "the training reward's fit has no held-out check"))
+           (cal.message.removeprefix("interval not calibrated: ") if cal is not None
+            else "the training reward's fit has no held-out check"))
     return Early(draws, trained, n, int(tc.size), why, drift, train.y), ""

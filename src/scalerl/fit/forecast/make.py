@@ -126,7 +126,9 @@ def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptio
 
 def _uncalibrated(cal) -> str:
     """Why a fit's intervals are not calibrated (``calibrate.rolling_origin``), "" where they are."""
-    return "" if cal is not None and cal.calibrated else (cal.message if cal is not None else "not calibrated")
+    if cal is not None and cal.calibrated:
+        return ""
+    return "no held-out check" if cal is None else cal.message.removeprefix("interval not calibrated: ")
 
 
 def _with_prior(fit: FitResult, options: ForecastOptions, horizon: float, kw: dict, unc):

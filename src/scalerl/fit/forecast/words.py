@@ -103,7 +103,7 @@ def reach_sentences(f: Forecast, reach: Reach) -> list[str]:
         if reach.hours is not None:
             hours = (f", hours {triple_text(reach.hours, hours_text)}, device-hours "
                      f"{triple_text(reach.device_hours, hours_text)}")  # fmt: skip
-        out.append(f"target {t:g} (read as {read}; {reach.level:.0%} intervals): compute "
+        out.append(f"target {t:g} (read as {read}; {reach.level:.0%} intervals{calibration_text(f.uncalibrated)}): compute "
                    f"{triple_text(reach.compute)}{hours}; P(reached within {within}) = {reach.p_at_all:.3f}.")  # fmt: skip
     if reach.p_at_all > 0 and np.isfinite(reach.if_reached[0]) and (not reach.supported or reach.compute[2] == np.inf):
         hours = f", hours {triple_text(reach.if_reached_hours, hours_text)}" if reach.if_reached_hours else ""
