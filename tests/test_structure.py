@@ -120,7 +120,9 @@ ALLOWED = {("scalerl.fit.commands.demo", "scalerl.examples"),  # the bundled dem
            # the one module of the config that needs runtime code: tasks, reward functions,
            # environments, vLLM's presence, LoRA's spec; still never the pipeline, cli or experiments
            ("scalerl.config.runtime", "scalerl.data"), ("scalerl.config.runtime", "scalerl.rollout"),
-           ("scalerl.config.runtime", "scalerl.models")}
+           ("scalerl.config.runtime", "scalerl.models"),
+           # the Optuna objective trains a scalerl run as a trial: through the study wing's one entry
+           ("scalerl.integrations.optuna", "scalerl.experiments.trial")}
 """(module prefix, import prefix) pairs a FORBIDDEN rule lets through."""
 
 

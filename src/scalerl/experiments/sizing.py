@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalerl.config import ConfigError
-from scalerl.runfolder import COMPUTE, VAL_PASS_RATE, number, read_records
+from scalerl.runfolder import COMPUTE, VAL_PASS_RATE, number
 
 __all__ = ["Costs", "StudyTooSmall", "check_size"]
 

@@ -19,7 +19,9 @@ and saved as ``RUN_DIR/plan.json`` with where each role actually ran.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +47,12 @@ from scalerl.user_code import shown_once_per_run
 COSTS = 8  # steps whose dearest bounds the next one's compute (``LoopRules.ends``): an evaluation's among them
 
 
-def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) -> dict[str, Any]:
+def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print,
+          on_evaluation: Callable[[dict[str, Any]], str | None] | None = None) -> dict[str, Any]:
     """Run (or resume) ``cfg`` in ``run_dir``; returns the last metrics record.
+    ``on_evaluation(record)``: called with each evaluation's record as it is logged (its
+    forecast fields on it); a sentence it returns stops the run there, checkpointed, as an early
+    stop does (an Optuna trial's prune, ``experiments.trial``).
 
     Raises :class:`~scalerl.pipeline.stop.Stopped` when SIGTERM or SIGINT ended the run."""
     plan = build_plan(cfg)  # first: a plan the machine or cluster cannot serve is one sentence
@@ -57,7 +63,8 @@ def train(cfg: Config, run_dir: str | Path, *, resume: bool = False, log=print) 
     rules = LoopRules.of(cfg)
     with stopped_at_end(log), reported(start.run_dir) as ending, on_signals(start.run_dir, start.state) as stopping:
         with shown_once_per_run(), ExitStack() as closing:  # each part closed as the run ends, the last built first
-            step, record, why = _loop(_build(cfg, plan, start, stopping, closing), rules)
+            parts = replace(_build(cfg, plan, start, stopping, closing), on_evaluation=on_evaluation)
+            step, record, why = _loop(parts, rules)
         if stopping.requested:
             raise stopping.stopped(step)
         ending.ended(record, why)

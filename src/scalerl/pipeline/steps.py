@@ -38,7 +38,7 @@ from scalerl.pipeline.overlap import OverlapMonitor
 from scalerl.pipeline.scheduler import Scheduler
 from scalerl.pipeline.shm import sweep_semaphores
 from scalerl.pipeline.stop import Stopping
-from scalerl.runfolder import COMPUTE, CONFIG, GENERATOR_TIMES, LEARNER_BUSY, PUBLISH, SYNC
+from scalerl.runfolder import CONFIG, GENERATOR_TIMES, LEARNER_BUSY, PUBLISH, SYNC
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,9 @@ class RunParts:
     """The run's parts, built once: the learner role, the prompt pool and the scheduler over it,
     the generators' backend, the compute meter, the records awaiting their evaluations, the
     metrics logger, the live forecast, the exporter of ``RUN_DIR/model``, the signal state,
-    the overlap monitor, and ``first_batch``, the check of the run's first batch."""
+    the overlap monitor, ``first_batch``, the check of the run's first batch, and
+    ``on_evaluation``, a caller's hook on each evaluation's record as it is logged (a sentence
+    stops the run as an early stop does)."""
 
     start: Start
     learner: LearnerRole
@@ -136,6 +138,7 @@ class RunParts:
     stopping: Stopping
     overlap: OverlapMonitor
     first_batch: Callable[[list], None]
+    on_evaluation: Callable[[dict], str | None] | None = None  # a caller's hook (an Optuna trial): a stop reason or None
 
     @property
     def log(self) -> Callable[[str], None]:
@@ -241,6 +244,8 @@ def write_released(parts: RunParts, *, drain: bool, final: int | None, until: fl
             reason = reason or f"stopping early: {note}"
         elif note:
             parts.log(note)
+        if parts.on_evaluation is not None and stop is None and record.get(parts.forecaster.y) is not None:
+            reason = reason or parts.on_evaluation(record)  # as soon as the evaluation is in
         if reason:
             record["stopped_early"] = stop = reason
         parts.logger.write(record)

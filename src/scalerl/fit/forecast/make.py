@@ -40,8 +40,8 @@ from scalerl.fit.errors import CurveError
 from scalerl.fit.fitting import FLAT_TOL, FitResult
 from scalerl.fit.forecast import states as st
 from scalerl.fit.forecast.companion import MIN_POINTS, Companion, offset_drift
-from scalerl.fit.forecast.early import early
 from scalerl.fit.forecast.draws import HORIZON, N_DRAWS, Draws, band_draws, curve_draws, widened
+from scalerl.fit.forecast.early import early
 from scalerl.fit.forecast.late import late_risers
 from scalerl.fit.forecast.log import RunLog
 from scalerl.fit.forecast.options import ForecastOptions

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalerl.runfolder import COMPUTE, FIT_FIGURE, METRICS, REPORT, STOPPED_EARLY, read_records, run_unit
+from scalerl.runfolder import (
+    COMPUTE,
+    FIT_FIGURE,
+    METRICS,
+    REPORT,
+    STOPPED_EARLY,
+    read_records,
+    run_unit,
+)
 from scalerl.runfolder import Forecast as K
 
 
