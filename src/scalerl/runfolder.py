@@ -343,6 +343,37 @@ def read_status(folder: str | Path, read=_read_bytes) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("state") in STATES else None
 
 
+def _alive(status: dict[str, Any]) -> bool:
+    """Whether the process that wrote ``status.json`` (its ``pid`` on its ``host``) still runs
+    on this machine: a run slow to log (a long evaluation, a big model's step) is not paused."""
+    pid, host = status.get("pid"), status.get("host")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0 or host != os.uname().nodename:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's process
+        return True
+    except (OverflowError, OSError):  # gone, or not a pid at all
+        return False
+    return True
+
+
+def _quiet_for(folder: Path, status: dict[str, Any], now: float) -> str:
+    """How long ago the run last wrote, in words: from ``status.json``'s ``time`` where it is a
+    plausible past moment (an untrusted file may hold a string, null, NaN, 1e400 or the year
+    33658), else from its files' last change."""
+    t = number(status, "time")
+    if t is None or not 0.0 <= now - t < 10 * 365 * 86400.0:
+        times = []
+        for name in (METRICS, STATUS, TRAIN_LOG):
+            try:
+                times.append((folder / name).lstat().st_mtime)
+            except OSError:
+                continue
+        t = max(times, default=None)
+    return "a while ago" if t is None or not now >= t else f"{int(now - t)} s ago"
+
+
 def _changed_within(folder: Path, seconds: float, now: float) -> bool:
     for name in (METRICS, STATUS, TRAIN_LOG):
         try:
@@ -362,8 +393,8 @@ def run_state(folder: str | Path, records: list[dict[str, Any]] | None = None, c
     status = read_status(folder, read)
     if status is not None:
         state, detail = status["state"], str(status.get("detail") or "")
-        if state == "running" and not _changed_within(folder, LIVE_S, now):
-            return RunState("paused", f"its process stopped writing {int(now - float(status.get('time', now)))} s ago")
+        if state == "running" and not _changed_within(folder, LIVE_S, now) and not _alive(status):
+            return RunState("paused", f"its process stopped writing {_quiet_for(folder, status, now)}")
         return RunState(state, detail)
     records = read_records(folder / METRICS) if records is None else records
     return _inferred(folder, records, read_config(folder) if cfg is None else cfg, now, read)

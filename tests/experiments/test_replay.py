@@ -121,5 +121,5 @@ def test_a_replay_never_writes_over_a_run_it_reads(tmp_path, cli_here):
     (tmp_path / "out").mkdir()
     folder = cli_here("sweep", "--replay", str(tmp_path / "lr1.jsonl"), str(tmp_path / "lr2.jsonl"), "--budget",
                       "1", "--json", str(tmp_path / "out"))  # fmt: skip
-    assert folder.returncode == 2 and "it is a folder; name a file" in folder.stderr
+    assert folder.returncode == 2 and "it is a folder, which writing would replace with a file; name a file" in folder.stderr
     assert "Traceback" not in folder.stderr and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

@@ -62,6 +62,12 @@ def _hostile(root: Path, outside: Path) -> None:
     for name, text in configs.items():
         run = write_run(root / name, upto=20)
         (run / "config.yaml").write_bytes(text.encode("utf-8", "surrogateescape"))
+    stale = time.time() - 3600.0
+    for i, t in enumerate(('"abc"', "null", "[1]", "NaN", "1e400", "true", "1e12")):  # probe ST-time_*
+        run = write_run(root / f"status-time-{i}", upto=20)
+        (run / "status.json").write_text(f'{{"state": "running", "time": {t}, "pid": 999999999}}\n')
+        for f in run.iterdir():
+            os.utime(f, (stale, stale))  # its process stopped writing an hour ago
     (root / "unreadable").mkdir()
     os.mkfifo(root / "unreadable" / "metrics.jsonl")  # no regular file: a read of it would block for ever
     odd = os.fsencode(str(root)) + b"/caf\xe9-not-utf8"

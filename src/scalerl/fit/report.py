@@ -313,9 +313,14 @@ def write(path: Path, data: str | bytes) -> Path:
     file in one sentence, and leave nothing behind."""
     import os
 
+    import stat
+
     path = Path(path)
-    if path.is_dir():
-        raise CurveError(f"cannot write {path}: it is a folder; name a file.")
+    try:  # never over a folder, a device or a pipe: the rename would replace it with a file
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise CurveError(f"cannot write {path}: it is not a regular file (a folder, device or pipe); name a file.")
+    except (OSError, ValueError):  # absent, or unreachable: the write below says why
+        pass
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,7 @@ def _wandb(d, c):
 @pytest.mark.parametrize("writer", [_csv, _jsonl, _tensorboard, _wandb])
 def test_fit_every_format_recovers_table1_and_writes_json_and_png(tmp_path, curve, writer, capsys):
     args = writer(tmp_path, curve)
-    out_json, out_png = tmp_path / "o" / "fit.json", tmp_path / "o" / "fit.png"
+    out_json, out_png = tmp_path / "fit.json", tmp_path / "fit.png"
     rc = main(["fit", *args, "--no-budget", "--target-compute", "32000",
                "--target-reward", "0.9", "--json", str(out_json), "--plot", str(out_png)])  # fmt: skip
     assert rc == 0
@@ -118,6 +118,7 @@ def test_compare_writes_figure_html_markdown_json(tmp_path, capsys):
     for name, A, B in (("scalerl", 0.61, 2.1), ("loo-dapo", 0.60, 1.6)):
         paths.append(str(write_csv(tmp_path / f"{name}.csv", *synthetic_curve(A=A, B=B))))
     o = tmp_path / "out"
+    o.mkdir()
     rc = main(["compare", *paths, "--no-budget", "--baseline", "scalerl", "--fit-frac", "0.5",
                "--plot", str(o / "c.png"), "--html", str(o / "r.html"),
                "--markdown", str(o / "r.md"), "--json", str(o / "c.json")])  # fmt: skip

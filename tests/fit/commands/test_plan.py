@@ -46,6 +46,7 @@ def _run_folder(path: Path, records: list[dict], torn: str = "") -> Path:
 def test_a_finished_run_answers_in_text_json_plot_and_html(tmp_path, capsys):
     run = _run_folder(tmp_path / "run", _records())
     out = tmp_path / "out"
+    out.mkdir()
     code = main(["plan", str(run), "--target", "0.69", "--budget-hours", "5", "--devices", "6",
                  "--json", str(out / "plan.json"), "--plot", str(out / "plan.png"), "--html", str(out / "plan.html")])
     text = capsys.readouterr().out
