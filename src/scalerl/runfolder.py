@@ -290,8 +290,11 @@ def run_unit(folder: str | Path) -> str:
 
 
 def is_run(folder: Path) -> bool:
-    """A folder a run wrote (it holds :data:`METRICS`)."""
-    return (Path(folder) / METRICS).is_file()
+    """A folder a run wrote (it holds :data:`METRICS`); False for one this user cannot read."""
+    try:
+        return (Path(folder) / METRICS).is_file()
+    except OSError:  # a folder we may not enter: not a run we can read
+        return False
 
 
 # --- the run's state --------------------------------------------------------------------------

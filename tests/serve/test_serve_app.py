@@ -142,3 +142,90 @@ def test_a_records_download_names_any_folder(tmp_path):
         got = client.get(f"/api/run/{run['id']}/metrics.jsonl")
         assert got.status_code == 200 and "filename*=UTF-8''" in got.headers["content-disposition"]
         assert got.content == (tmp_path / "实验 \"1\"" / "metrics.jsonl").read_bytes()
+
+
+def _listening(tmp_path, port: int):
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "scalerl", "serve", str(tmp_path), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    raise AssertionError("serve did not listen")
+
+
+def test_downloads_stream_a_few_at_a_time_and_sigterm_ends_the_server_while_they_hang(tmp_path):
+    """Probe BIG-concurrent-dl: 12 downloads of a 250 MB log held it whole each and ran out of
+    memory; afterwards SIGTERM did not stop the server in 30 s. A download now streams the file in
+    chunks, ``MAX_STREAMS`` at a time (the next one is told to come back), and a server with
+    downloads hanging on clients that stopped reading still stops on SIGTERM."""
+    import time
+
+    from scalerl.serve.app import CHUNK, MAX_STREAMS
+
+    run = write_run(tmp_path / "big", upto=10)
+    with (run / "metrics.jsonl").open("a") as f:  # 8 chunks and more
+        f.write((" " * 1023 + "\n") * (8 * CHUNK // 1024))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = _listening(tmp_path, port)
+    hanging = []
+    try:
+        for _ in range(MAX_STREAMS):  # each reads only the head of its answer, then stops reading
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"GET /api/run/big/metrics.jsonl HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(4096).startswith(b"HTTP/1.1 200")
+            hanging.append(s)
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"GET /api/run/big/metrics.jsonl HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 503")  # the next one waits its turn
+        s.close()
+        start = time.monotonic()
+        proc.terminate()
+        _, err = proc.communicate(timeout=120)
+        assert time.monotonic() - start < 30.0  # a bound: the probe saw more than 30 s
+        assert proc.returncode == 143 and err.strip().splitlines()[-1] == "scalerl serve: stopped by SIGTERM."
+    finally:
+        for s in hanging:
+            s.close()
+        proc.kill() if proc.poll() is None else None
+
+
+def test_a_folder_this_user_cannot_read_is_one_sentence_and_never_a_traceback(tmp_path, cli_here,
+                                                                                         monkeypatch):
+    """Probe SV-perm-root: served as a user who cannot read the folder, serve exited 1 with a traceback."""
+    import os
+    from pathlib import Path
+
+    from scalerl.serve.runs import Served
+
+    locked = tmp_path / "locked"
+    write_run(locked, upto=10)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == locked else real(p, mode, **kw))
+    from scalerl.serve.cli import handle
+
+    class Args:
+        dirs, port, host = [locked], 8799, "127.0.0.1"
+
+    assert handle(Args()) == 2
+    real_is_file = Path.is_file
+
+    def is_file(self):  # as a user without the right to enter it: EACCES
+        if self.parent == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_is_file(self)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    from scalerl import runfolder as rf
+
+    assert rf.is_run(locked) is False  # not a run we may read: no traceback
+    Served([locked]).discover()

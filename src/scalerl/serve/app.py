@@ -19,14 +19,16 @@ through ``files.Files``, which refuses a symbolic link that leads outside them.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from anyio.to_thread import run_sync
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from scalerl import runfolder as rf
@@ -38,6 +40,8 @@ from scalerl.serve.study import compare
 from scalerl.serve.study import study as study_page
 
 STATIC = Path(__file__).resolve().parent / "static"
+CHUNK = 1 << 20  # bytes a download reads at a time
+MAX_STREAMS = 4  # downloads at once: 12 of a 250 MB log each held it whole and ran out of memory
 
 
 def plotly_js() -> Path:
@@ -53,6 +57,7 @@ def build_app(roots: Sequence[Path]) -> Starlette:
     on a forecast never holds the event loop, so a static file or another run's page is answered
     meanwhile. Everything the server keeps lives in one ``runs.Served``, closed with the app."""
     served = Served(roots)
+    streams = threading.BoundedSemaphore(MAX_STREAMS)  # downloads under way at once
 
     def lookup(kind: str, rid: str) -> tuple[Found, list[Found]]:
         found = served.discover()
@@ -87,16 +92,37 @@ def build_app(roots: Sequence[Path]) -> Starlette:
 
     def api_records(request: Request):
         hit, _ = lookup("run", request.path_params["rid"])
+        name = quote(hit.id.replace("/", "_") or "run", safe="")  # any folder name, as RFC 6266's UTF-8 form
+        headers = {"Content-Disposition": f"attachment; filename=\"run.metrics.jsonl\"; "
+                                          f"filename*=UTF-8''{name}.metrics.jsonl"}  # fmt: skip
         try:
-            data = served.files.read(hit.path / rf.METRICS, MAX_LOG)
+            handle, size = served.files.open(hit.path / rf.METRICS, MAX_LOG)
         except FileNotFoundError:
-            data = b""
+            return Response(b"", media_type="application/x-ndjson", headers=headers)
         except (rf.BadRunFile, OSError) as err:
             raise HTTPException(409, str(err)) from None
-        name = quote(hit.id.replace("/", "_") or "run", safe="")  # any folder name, as RFC 6266's UTF-8 form
-        return Response(data, media_type="application/x-ndjson",
-                        headers={"Content-Disposition": "attachment; filename=\"run.metrics.jsonl\"; "
-                                                        f"filename*=UTF-8''{name}.metrics.jsonl"})  # fmt: skip
+        if not streams.acquire(blocking=False):
+            handle.close()
+            raise HTTPException(503, f"{MAX_STREAMS} downloads are under way; try again in a moment",
+                                headers={"Retry-After": "5"})  # fmt: skip
+        return StreamingResponse(_chunks(handle, size), media_type="application/x-ndjson",
+                                 headers={**headers, "Content-Length": str(size)})
+
+    async def _chunks(handle, size: int):
+        """The file as it was when opened (its size then), a chunk at a time off the event loop:
+        one download holds ``CHUNK`` bytes, never the file; the slot and the file are let go
+        when the client has it all or goes away."""
+        try:
+            left = size
+            while left > 0:
+                chunk = await run_sync(handle.read, min(CHUNK, left))
+                if not chunk:
+                    break
+                left -= len(chunk)
+                yield chunk
+        finally:
+            handle.close()
+            streams.release()
 
     def api_run(request: Request):
         hit, _ = lookup("run", request.path_params["rid"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import socket
 import sys
 from pathlib import Path
@@ -42,6 +43,9 @@ def handle(args: argparse.Namespace) -> int:
     missing = next((d for d in dirs if not d.is_dir()), None)
     if missing is not None:
         return _fail(f"{missing} is not a folder; give run or study folders.")
+    locked = next((d for d in dirs if not os.access(d, os.R_OK | os.X_OK)), None)
+    if locked is not None:
+        return _fail(f"{locked} cannot be read by this user; give a folder it may read, or serve as its owner.")
     if not 0 < args.port < 65536:
         return _fail(f"--port must lie in 1..65535, got {args.port}.")
     try:
@@ -69,5 +73,14 @@ def handle(args: argparse.Namespace) -> int:
           flush=True)  # fmt: skip
     # a request under way gets a few seconds to finish on SIGTERM or Ctrl-C; then the server goes,
     # and the command says so in one line (``scalerl.cli``: exit 143 or 130)
-    uvicorn.run(build_app(dirs), host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
+    try:
+        uvicorn.run(build_app(dirs), host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
+    except Exception as stop:  # ``scalerl.cli.Stopped``: uvicorn let the requests under way finish (5 s at most),
+        if not isinstance(getattr(stop, "code", None), int):  # then raised the signal it had caught
+            raise
+        print(f"scalerl serve: stopped by {stop}.", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        # a forecast or a large read may still be running in a worker thread: nothing of it is kept,
+        # so the process ends now instead of joining it at exit (probe: 30 s and more after heavy requests)
+        os._exit(stop.code)
     return 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from scalerl import runfolder as rf
 
@@ -50,8 +50,9 @@ class Files:
             raise Outside(f"{path} leads outside the served folders; it is not served.")
         return real
 
-    def read(self, path: Path, limit: int = MAX_SMALL) -> bytes:
-        """At most ``limit`` bytes of the regular file ``path`` (FileNotFoundError where absent)."""
+    def open(self, path: Path, limit: int = MAX_SMALL) -> tuple[BinaryIO, int]:
+        """The regular file ``path`` opened for reading and its size, at most ``limit`` bytes
+        (FileNotFoundError where absent; the caller closes it)."""
         real = self.inside(path)
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         try:
@@ -60,13 +61,22 @@ class Files:
             raise
         except OSError as err:
             raise rf.BadRunFile(f"{path} cannot be read ({err.strerror or err}).") from None
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise rf.BadRunFile(f"{path} is not a regular file.")
-            if info.st_size > limit:
-                raise rf.BadRunFile(f"{path} is {info.st_size:,} bytes, more than this page reads ({limit:,}).")
-            return handle.read(limit + 1)[:limit]
+        handle = os.fdopen(fd, "rb")
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            handle.close()
+            raise rf.BadRunFile(f"{path} is not a regular file.")
+        if info.st_size > limit:
+            handle.close()
+            raise rf.BadRunFile(f"{path} is {info.st_size:,} bytes, more than this page reads ({limit:,}).")
+        return handle, int(info.st_size)
+
+    def read(self, path: Path, limit: int = MAX_SMALL) -> bytes:
+        """At most ``limit`` bytes of the regular file ``path`` (FileNotFoundError where absent),
+        read once (no copy of the whole beside it)."""
+        handle, _ = self.open(path, limit)
+        with handle:
+            return handle.read(limit)
 
     def tail(self, path: Path, limit: int) -> bytes:
         """The last ``limit`` bytes of the regular file ``path`` (a log's last lines)."""
