@@ -23,6 +23,7 @@ status file existed, or by another trainer, gets its state from its records and
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -30,7 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, BinaryIO
 
 # --- file names ---------------------------------------------------------------------------
 METRICS = "metrics.jsonl"  # one record per optimiser step; evaluations add the validation
@@ -150,38 +151,65 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 
 def read_numbered(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, record) of every record of a JSONL file (:func:`read_records`)."""
+    """(line number, record) of every record of a JSONL file (:func:`read_records`), read a
+    line at a time: memory holds the records, never the file (a 2 GB sparse log once filled it)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            return _parse_lines(handle, path)
     except FileNotFoundError:
         return []
     except OSError as err:
         raise BadRunFile(f"{path} cannot be read ({err.strerror or err}).") from None
-    return parse_records(data, path)
 
 
 def parse_records(data: bytes, path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, record) of JSONL ``data`` read from ``path`` (the one policy; ``path``
     names the file in messages)."""
-    if b"\0" in data[:8192]:
-        raise BadRunFile(f"{path} is not a JSONL log: it holds binary data.")
-    lines = data.split(b"\n")
-    torn = lines.pop()
-    if not lines and torn.startswith(b"\xef\xbb\xbf"):
-        torn = torn[3:]  # b"" when the file ends with its newline
-    if lines and lines[0].startswith(b"\xef\xbb\xbf"):  # a byte-order mark some editors write
-        lines[0] = lines[0][3:]
-    records = []
-    for number, raw in enumerate(lines, 1):
-        if raw.strip():
-            records.append((number, _record(path, number, raw)))
-    if torn.strip():
-        try:
-            records.append((len(lines) + 1, _record(path, len(lines) + 1, torn)))
-        except BadRunFile:
-            pass  # a record a live writer is still appending
-    return records
+    return _parse_lines(io.BytesIO(data), path)
+
+
+def _parse_lines(handle: BinaryIO, path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """The one policy over a binary stream: binary data in the first 8 KiB is refused; a
+    byte-order mark is dropped; blank lines are skipped; a torn last line (no newline after it)
+    is a record a live writer is still appending, skipped if it does not parse; a line longer
+    than ``MAX_LINE`` is skipped to its end unread (refused where a newline ends it: no record a
+    run writes is that long); any other bad line is one sentence naming it."""
+    records, number, seen = [], 0, 0
+    while True:
+        raw = handle.readline(MAX_LINE + 2)
+        if not raw:
+            return records
+        number += 1
+        if seen < 8192 and b"\0" in raw[: 8192 - seen]:
+            raise BadRunFile(f"{path} is not a JSONL log: it holds binary data.")
+        seen += len(raw)
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a byte-order mark some editors write
+            raw = raw[3:]
+        if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
+            length, ended = _skip_line(handle, len(raw))
+            if ended:
+                raise BadRunFile(f"{path} line {number} is {length:,} bytes long, more than any record a run writes.")
+            return records  # a torn last line, and an overlong one: no record
+        if raw.endswith(b"\n"):
+            if raw.strip():
+                records.append((number, _record(path, number, raw)))
+        elif raw.strip():
+            try:
+                records.append((number, _record(path, number, raw)))
+            except BadRunFile:
+                pass  # a record a live writer is still appending
+
+
+def _skip_line(handle: BinaryIO, read: int) -> tuple[int, bool]:
+    """Read past the rest of an overlong line a chunk at a time: (its length, whether a newline ended it)."""
+    while True:
+        more = handle.readline(1 << 20)
+        read += len(more)
+        if not more:
+            return read, False
+        if more.endswith(b"\n"):
+            return read, True
 
 
 def _not_text(where: object, err: UnicodeDecodeError) -> BadRunFile:

@@ -190,3 +190,24 @@ def test_a_rising_runs_curves_are_floored_at_what_it_has_shown_from_now_on():
     above = free.curves(np.array([2.0]))[:, 0] > floor
     assert np.array_equal(later[above, 1], free.curves(np.array([2.0]))[above, 0])  # only the low draws move
     assert held.band(np.array([2.0]))[0][0] == pytest.approx(floor, rel=1e-12)
+
+
+def test_the_schedule_is_sized_by_a_fixed_number_of_points_whatever_the_horizon(tmp_path, capsys):
+    """Probe FIT/PLAN-compute-1e6..1e308: ``fit --target-compute 1e6`` on data to 100 asked for a
+    (2000, 389961) array; ``plan --budget-compute 1e9`` for 390 million evaluations."""
+    from scalerl.cli import main
+    from scalerl.fit.forecast.draws import FAR_EVALS, MAX_EVALS, schedule
+
+    from .._files import synthetic_curve, write_csv
+
+    c = np.array([0.0, 10.0, 20.0, 50.0, 100.0])
+    near = schedule(c, 1000.0)
+    for horizon in (1e6, 1e9, 1e20, 1e308):
+        s = schedule(c, horizon)
+        assert s.size <= MAX_EVALS + FAR_EVALS and s[-1] == pytest.approx(horizon) and np.all(np.diff(s) > 0)
+        assert np.array_equal(s[s <= 1000.0], near)  # the part within 10x the data: as for a nearer horizon
+    x, y = synthetic_curve(n=21)
+    path = write_csv(tmp_path / "base.csv", x / x[-1] * 100.0, y)  # the data reach compute 100
+    assert main(["fit", str(path), "--target-compute", "1e6", "--no-budget"]) == 0
+    assert main(["plan", str(path), "--target", "0.55", "--budget-compute", "1e9"]) == 0
+    assert "Traceback" not in capsys.readouterr().err

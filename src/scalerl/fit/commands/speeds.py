@@ -13,10 +13,12 @@ unknown keys refused), so a wrong shape is one sentence naming the field, never 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from scalerl.fit.errors import CurveError
 from scalerl.fit.time.throughput import RoleTimes
@@ -29,6 +31,13 @@ MAX_BYTES = 1 << 16
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool(cls, v, info):
+        if isinstance(v, bool):  # JSON's true is no count of devices (pydantic reads it as 1)
+            raise ValueError(f"{info.field_name} must be a number, not {str(v).lower()}")
+        return v
 
 
 class Roles(_Strict):
@@ -54,10 +63,23 @@ class Speeds(_Strict):
     roles: Roles | None = None
 
 
+def _head(path: Path) -> bytes:
+    """At most ``MAX_BYTES`` + 1 bytes of the regular file ``path``: a named pipe (which would
+    block) or a device (``/dev/zero``: endless) is refused in one sentence before any read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        raise CurveError(f"{path} cannot be read ({err.strerror or err}).") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise CurveError(f"{path} is not a regular file (a pipe, device or folder); give a speeds file.")
+        return handle.read(MAX_BYTES + 1)
+
+
 def read_speeds(path: Path) -> tuple[Clock, RoleTimes | None]:
     """The clock (hours count from compute 0) and, with ``roles``, the role costs of ``path``."""
     try:
-        text = Path(path).read_bytes()[: MAX_BYTES + 1]
+        text = _head(Path(path))
         if len(text) > MAX_BYTES:
             raise CurveError(f"{path} is larger than a speeds file ({MAX_BYTES:,} bytes).")
         data = json.loads(text.decode("utf-8"))

@@ -62,6 +62,7 @@ budget a forecast was made for when that is later: a user asks whether a run get
 run they could afford, not after a thousand times the compute."""
 FINE = 2000  # points of the log grid the expected curve's crossing is read on (0.5% apart over 10^4)
 MAX_EVALS = 1000  # evaluations up to HORIZON x now at most (a finer schedule is thinned)
+FAR_EVALS = 200  # evaluations from HORIZON x now to a later horizon, evenly in log compute
 SHOWN_WINDOW = 5  # evaluations a rising run's floor is the mean of (``shown``)
 
 Curves = Callable[[np.ndarray], np.ndarray]  # C (m,) -> mu (n, m)
@@ -146,15 +147,23 @@ def _tails(x: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
 
 def schedule(observed_compute: np.ndarray, horizon: float) -> np.ndarray:
     """The future evaluations' compute (module docstring): the run's own spacing, from its
-    last evaluation to ``horizon``, at most ``MAX_EVALS`` of them up to ``HORIZON`` x now."""
+    last evaluation to ``horizon``, at most ``MAX_EVALS`` of them up to ``HORIZON`` x now;
+    past that, ``FAR_EVALS`` spaced evenly in log compute to the horizon (a budget of 1e9 with
+    data to 100 once asked for 390 million evaluations), so the schedule's size never depends
+    on how large a compute is asked about, and its near part never on how far."""
     c = np.asarray(observed_compute, dtype=float)
     now = float(c[-1])
     gaps = np.diff(c)[-5:]
     gaps = gaps[gaps > 0]
     spacing = float(np.median(gaps)) if gaps.size else max(now, 1e-12)
     spacing = max(spacing, (HORIZON - 1.0) * now / MAX_EVALS)
-    n_evals = max(int(np.floor((horizon - now) / spacing + 1e-9)), 1)
-    return now + spacing * np.arange(1, n_evals + 1)
+    near_end = min(float(horizon), HORIZON * now) if now > 0 else float(horizon)
+    n_evals = min(max(int(np.floor((near_end - now) / spacing + 1e-9)), 1), MAX_EVALS)
+    near = now + spacing * np.arange(1, n_evals + 1)
+    if not horizon > near[-1] * (1 + 1e-9) or not np.isfinite(horizon):
+        return near
+    far = np.geomspace(near[-1], float(horizon), FAR_EVALS + 1)[1:]
+    return np.concatenate([near, far])
 
 
 def shown(observed: np.ndarray, sigma: float, window: int = SHOWN_WINDOW) -> float:
