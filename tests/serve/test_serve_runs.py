@@ -269,6 +269,38 @@ def test_a_run_whose_config_is_not_read_takes_no_part_in_the_differing_values():
     assert group_of("scalerl", {"optim.lr": "0.0001", "train.seed": "0"}) == "scalerl (optim.lr=0.0001)"
 
 
+def test_the_values_a_user_varied_come_first_and_the_rest_are_counted():
+    """The newcomer's list: capped at 8 in alphabetical order, optim.lr and train.steps were
+    dropped for eval.* and model.* with no hint that more existed."""
+    from scalerl.serve.overview import MAX_COLUMNS, differing
+
+    base = {"eval": {"every": 50}, "model": {"arch": "llama", "base": None, "preset": "nano",
+                                             "sft": {"force": False, "max_seconds": 120, "target_band": [0.2, 0.4]}},
+            "forecast": {"target": None}, "optim": {"lr": 5e-5}, "train": {"steps": 900, "max_minutes": 6.5}}  # fmt: skip
+    t1 = {**base, "forecast": {"target": 0.8}, "train": {"steps": 400, "max_minutes": 3},
+          "eval": {"every": 25}, "model": {**base["model"], "arch": "qwen2", "base": "/x", "preset": "tiny",
+                                           "sft": {"force": True, "max_seconds": 60, "target_band": [0.1, 0.4]}}}
+    flat_run = {**base, "optim": {"lr": 1e-9}, "train": {"steps": 450, "max_minutes": 3}}
+    configs = {"t1": t1, "flat": flat_run, "third": {**base, "optim": {"lr": 2e-4}}}
+    every = differing(configs, most=None)
+    assert every[:3] == ["optim.lr", "train.steps", "train.max_minutes"]  # three values each, then two
+    assert len(every) == 11 and len(differing(configs)) == MAX_COLUMNS  # the rest: "+3 more differ"
+
+
+def test_a_seed_that_shares_no_compute_with_its_group_is_left_out_not_the_group():
+    """Probe OV-seed-groups: seed 9 at compute 100-103 beside seeds 0-2 at 0-3 removed the group."""
+    from scalerl.serve.overview import group_of, groups
+
+    rows = [{"id": f"s{i}", "group": "g", "compute": [0.0, 1.0, 2.0, 3.0], "value": [0.1, 0.2, 0.3, 0.3 + 0.01 * i]}
+            for i in range(3)] + [{"id": "late_s9", "group": "g", "compute": [100.0, 103.0], "value": [0.5, 0.6]}]
+    (g,) = groups(rows)
+    assert g["runs"] == ["s0", "s1", "s2"] and [m["id"] for m in g["left_out"]] == ["late_s9"]
+    assert g["compute"][0] == 0.0 and g["compute"][-1] == 3.0
+    huge = {f"k{j}": "None" for j in range(20_000)}  # a 20,000-key config made every group's name 249 KB
+    name = group_of("scalerl", huge | {"optim.lr": "1e-4"}, shown=["optim.lr"])
+    assert name.startswith("scalerl (optim.lr=1e-4, +20,000 more #") and len(name) < 100
+
+
 def _finished(folder, seed: int = 0, n: int = 8) -> None:
     """``n`` finished runs of one population, as the trainer writes them (the law of ``write_run``
     with each run's own B and C_mid)."""

@@ -76,9 +76,9 @@ def build_app(roots: Sequence[Path]) -> Starlette:
         found = served.discover()
         runs = [f for f in found if f.kind == "run"]
         served.prefetch(runs)
-        columns, values = config_values(served, runs)
+        columns, values, more = config_values(served, runs)
         return JSONResponse(json_safe({"runs": [served.summary(f) | {"values": values[f.id]} for f in runs],
-                                       "columns": columns,
+                                       "columns": columns, "more_columns": more,
                                        "studies": [{"id": f.id, "folder": str(f.path)} for f in found
                                                    if f.kind == "study"],
                                        "truncated": served.truncated}))  # fmt: skip
