@@ -144,6 +144,21 @@ def test_a_records_download_names_any_folder(tmp_path):
         assert got.content == (tmp_path / "实验 \"1\"" / "metrics.jsonl").read_bytes()
 
 
+def test_a_folder_named_with_a_newline_round_trips(tmp_path):
+    """Probe NAME-content-disposition: a folder ``new\\nline`` was listed, its page and download 404."""
+    from urllib.parse import quote
+
+    write_run(tmp_path / "new\nline", upto=10)
+    write_run(tmp_path / "tab\there", upto=10)
+    with TestClient(build_app([tmp_path])) as client:
+        for run in client.get("/api/runs").json()["runs"]:
+            rid = quote(run["id"], safe="/")
+            assert client.get(f"/run/{rid}").status_code == 200
+            assert client.get(f"/api/run/{rid}").status_code == 200
+            got = client.get(f"/api/run/{rid}/metrics.jsonl")
+            assert got.status_code == 200 and got.content == (tmp_path / run["id"] / "metrics.jsonl").read_bytes()
+
+
 def _listening(tmp_path, port: int):
     import subprocess
     import sys

@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 from anyio.to_thread import run_sync
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -42,6 +43,22 @@ from scalerl.serve.study import study as study_page
 STATIC = Path(__file__).resolve().parent / "static"
 CHUNK = 1 << 20  # bytes a download reads at a time
 MAX_STREAMS = 4  # downloads at once: 12 of a 250 MB log each held it whole and ran out of memory
+
+
+class AnyPath(Convertor):
+    """A run's id as a path of any characters: Starlette's ``path`` stops at a newline, so a
+    folder named with one was listed and then 404."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("anypath", AnyPath())
 
 
 def plotly_js() -> Path:
@@ -170,16 +187,16 @@ def build_app(roots: Sequence[Path]) -> Starlette:
 
     app = Starlette(lifespan=lifespan, routes=[
         Route("/", page("index.html")),
-        Route("/run/{rid:path}", page("run.html")),
-        Route("/study/{sid:path}", page("study.html")),
+        Route("/run/{rid:anypath}", page("run.html")),
+        Route("/study/{sid:anypath}", page("study.html")),
         Route("/compare", page("study.html")),
         Route("/api/compare", api_compare),
         Route("/api/runs", api_runs),
         Route("/api/overview", api_overview),
-        Route("/api/run/{rid:path}/metrics.jsonl", api_records),
-        Route("/api/run/{rid:path}/samples", api_samples),
-        Route("/api/run/{rid:path}", api_run),
-        Route("/api/study/{sid:path}", api_study),
+        Route("/api/run/{rid:anypath}/metrics.jsonl", api_records),
+        Route("/api/run/{rid:anypath}/samples", api_samples),
+        Route("/api/run/{rid:anypath}", api_run),
+        Route("/api/study/{sid:anypath}", api_study),
         Route("/static/{name}", static),
         Route("/favicon.ico", lambda request: Response(status_code=204)),  # no icon, and no 404 in the console
     ])  # fmt: skip

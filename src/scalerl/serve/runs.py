@@ -208,9 +208,13 @@ class Served:
             return Made(error=view.error or "no evaluation yet")
         from scalerl.fit.prior.runs import prior_stamp
 
-        # keyed by the version the view was read at (a view answered stale is forecast as what it
-        # is) and by the version of its prior's finished runs (a run added there is read)
-        stamp = (view.stamp, prior_stamp(view.config, found.path))
+        # keyed by what the forecast reads (``forecast_of``: the log up to its last evaluation, the
+        # run's budget and config) and by the version of its prior's finished runs: the training
+        # steps between evaluations make no new forecast, so a new evaluation is forecast at once
+        # rather than behind the forecasts of every step before it (the newcomer saw ~30 s)
+        curve = view.log.curve
+        read = (view.stamp[1], len(curve), float(curve.compute[-1]), float(curve.reward[-1]), view.log.budget)
+        stamp = (read, prior_stamp(view.config, found.path))
         return self.forecasts.get(found.id, stamp, lambda: _forecast_of(view.log, found.path), wait, first_wait,
                                   urgent=bool(first_wait))  # a page waiting on its first forecast
 

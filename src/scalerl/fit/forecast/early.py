@@ -75,7 +75,8 @@ def early(seen, options, kw: dict) -> tuple[Early | None, str]:
     train = seen.train
     if train is None or not options.follows_train_reward:
         return None, "no training reward to follow"
-    keep = (train.compute >= options.fit.min_compute) & np.isfinite(train.reward)
+    now = float(c[-1])  # the training reward up to the last evaluation: what the forecast made there saw
+    keep = (train.compute >= options.fit.min_compute) & (train.compute <= now * (1 + 1e-12)) & np.isfinite(train.reward)
     tc, tr = train.compute[keep], train.reward[keep]
     if tc.size < MIN_TRAIN:
         return None, f"the training reward has {tc.size} points, below the {MIN_TRAIN} an early forecast needs"
@@ -90,7 +91,6 @@ def early(seen, options, kw: dict) -> tuple[Early | None, str]:
         return None, trained.message
     cal = tunc.calibration
     k = 1.0 if cal is None or not cal.calibrated else cal.sides_at
-    now = float(c[-1])
     sds = widened(tfit.predict, tunc.band, k=k, sigma=tunc.noise.sigma, level=options.level, now=now)
     gaps = y[used] - np.asarray(tfit.predict(c[used]), dtype=float).reshape(-1)  # (n,)
     q = (1.0 + options.level) / 2.0

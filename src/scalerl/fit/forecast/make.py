@@ -55,9 +55,12 @@ __all__ = ["forecast_of"]
 def forecast_of(log: RunLog, *, cut: float | None = None, options: ForecastOptions | None = None) -> Forecast:
     """The forecast of ``log`` seen up to compute ``cut`` (all of it when None) (module docstring)."""
     options = ForecastOptions() if options is None else options
-    seen = log if cut is None else log.upto(cut)
+    # the run as seen at its last evaluation (at or before ``cut``): what the forecast made there
+    # saw, so that a live log's later training records and clock never change it (``serve``
+    # remakes it once per evaluation, and ``plan`` on the live folder gives the same)
+    seen = log.upto(float(log.curve.compute[-1]) if cut is None and len(log.curve) else cut if cut is not None else 0.0)
     if not len(seen.curve):
-        raise CurveError(f"{log.curve.source}: no evaluation has compute <= {cut:g}.")
+        raise CurveError(f"{log.curve.source}: no evaluation" + ("." if cut is None else f" has compute <= {cut:g}."))
     c, y = seen.curve.compute, seen.curve.reward
     now = float(c[-1])
     horizon = max(HORIZON * now, options.budget or 0.0)

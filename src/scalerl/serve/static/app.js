@@ -8,8 +8,10 @@ async function getJSON(url) {
 }
 function fmt(x, d = 3) { return (x === null || x === undefined) ? "–" : Number(x).toFixed(d); }
 function interval(o, d = 3) {
-  if (!o || o.median === null || o.median === undefined) return "–";
-  return fmt(o.median, d) + " [" + fmt(o.lo, d) + ", " + (o.hi === null ? "never" : fmt(o.hi, d)) + "]";
+  // as scalerl plan prints it: a median no draw reaches within the horizon is "never", its interval kept
+  if (!o || o.lo === null || o.lo === undefined) return !o || o.median === null || o.median === undefined ? "–" : fmt(o.median, d);
+  const mid = o.median === null || o.median === undefined ? "never" : fmt(o.median, d);
+  return mid + " [" + fmt(o.lo, d) + ", " + (o.hi === null || o.hi === undefined ? "never" : fmt(o.hi, d)) + "]";
 }
 function esc(s) { return String(s).replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c])); }
 function idFromPath(prefix) { return decodeURIComponent(location.pathname.slice(prefix.length)); }
@@ -31,10 +33,22 @@ function ema(ys, w) {
 }
 
 // A chart's drawn data as CSV rows: trace, x, y (each trace the page drew, the band's edges included).
+function crossingSpan(cross, end) {
+  // where a crossing's interval lies on a chart that ends at ``end``: [lo, min(hi, end)], or null
+  // where it starts at or past the end (it is then said, never shaded backwards over [end, lo])
+  if (!cross || cross.lo === null || cross.lo === undefined) return null;
+  const x1 = Math.min(cross.hi ?? end, end);
+  return x1 > cross.lo ? [cross.lo, x1] : null;
+}
+function csvCell(text) {
+  // a cell a spreadsheet would run as a formula (=, +, -, @, tab, CR first) is quoted as text (OWASP)
+  const s = String(text);
+  return '"' + (/^[=+\-@\t\r]/.test(s) ? "'" + s : s).replace(/"/g, '""') + '"';
+}
 function chartCSV(div) {
   const rows = ["trace,x,y"];
   for (const t of (div.data || [])) {
-    const name = '"' + String(t.name || "").replace(/"/g, '""') + '"';
+    const name = csvCell(t.name || "");
     (t.x || []).forEach((x, i) => { if (t.y && t.y[i] !== null && t.y[i] !== undefined) rows.push(`${name},${x},${t.y[i]}`); });
   }
   return rows.join("\n") + "\n";
