@@ -53,15 +53,14 @@ def sft_base(cache: Path, preset: str) -> Path:
     """The SFT-warmed start every run shares (built once, then read from ``cache``)."""
     from scalerl.data.tasks import get_task
     from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.pipeline.sft import sft_warmup
+    from scalerl.pipeline.sft import SFTSpec, sft_warmup
 
     out = cache / f"trl-base-{preset}"
     if (out / "sft_result.json").is_file():
         return out
     tokenizer = build_task_tokenizer()
     model = build_model(preset, len(tokenizer), tokenizer=tokenizer, seed=0)
-    result = sft_warmup(get_task("addition"), model, tokenizer, target_band=(0.2, 0.4),
-                        max_seconds=600.0, output_dir=out)
+    result = sft_warmup(get_task("addition"), model, tokenizer, SFTSpec((0.2, 0.4), max_steps=1000), output_dir=out)
     print(f"SFT warm-up: pass rate {result.pass_rate:.3f} after {result.steps} steps", flush=True)
     return out
 

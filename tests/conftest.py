@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import shutil
 import tempfile
@@ -35,15 +34,15 @@ def _warm_model_key() -> str:
 def _build_warm_model(out: Path) -> None:
     from scalerl.data.tasks import get_task
     from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.pipeline.sft import sft_warmup
+    from scalerl.pipeline.sft import SFTSpec, sft_warmup
 
     torch.set_num_threads(1)
     tokenizer = build_task_tokenizer()
     model = build_model("nano", len(tokenizer), seed=0, tokenizer=tokenizer)
     # stopped by steps, never by the clock: a busy machine gets the same warm model (the band
     # is reached at step ~175 here)
-    sft_warmup(get_task("addition", **SMALL_TASK), model, tokenizer, target_band=(0.15, 0.4),
-               max_seconds=math.inf, max_steps=1000, seed=0, output_dir=out)
+    sft_warmup(get_task("addition", **SMALL_TASK), model, tokenizer, SFTSpec((0.15, 0.4), max_steps=1000, seed=0),
+               output_dir=out)
 
 
 @pytest.fixture(scope="session")

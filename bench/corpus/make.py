@@ -106,7 +106,7 @@ MATH_DATA = Path.home() / ".cache" / "scalerl-bench" / "math-linear" / "problems
 MATH_TASK = ("task.name=math", f"task.knobs.path={MATH_DATA}", "task.knobs.num_validation=200",
              "task.knobs.solution_field=solution", "task.knobs.prompt_template=Solve for x: {problem}.",
              "length.interrupt_range=[48,56]", "length.answer_budget=16", "sampling.max_new_tokens=90")
-MATH_BAND = ("model.sft.target_band=[0.15,0.4]", "model.sft.max_seconds=600")
+MATH_BAND = ("model.sft.target_band=[0.15,0.4]", "model.sft.max_steps=4000")
 GPT2 = ("model.arch=gpt2",)
 # The code family (issue 48, item 6: the code task in the sandbox). Each record asks for
 # ``f(x) = a*x +/- b`` as a Python function, scored by three function tests run in the sandbox
@@ -118,7 +118,7 @@ CODE_DATA = Path.home() / ".cache" / "scalerl-bench" / "code-linear" / "problems
 CODE_TASK = ("task.name=code", f"task.knobs.path={CODE_DATA}", "task.knobs.num_validation=200",
              "task.knobs.solution_field=solution", "task.knobs.prompt_template=f(x) = {problem}",
              "sampling.max_new_tokens=64", "length.interrupt_range=[44,52]", "length.answer_budget=12")
-CODE_BAND = ("model.sft.target_band=[0.15,0.4]", "model.sft.max_seconds=480")
+CODE_BAND = ("model.sft.target_band=[0.15,0.4]", "model.sft.max_steps=3000")
 
 FAMILIES = (
     Family("scalerl-addition", "scalerl", "addition", 1200, _grid((0, 1, 2), (5e-5, 1e-4, 2e-4))),

@@ -26,7 +26,7 @@ def test_a_missed_band_stops_the_run_with_what_to_change(tmp_path):
     said = str(err.value)
     assert said.startswith(f"the SFT warm-up in {model} ended at pass rate 0.000 after 44 steps and 131 s, outside "
                            "its band [0.2, 0.4]")  # fmt: skip
-    assert "model.sft.max_seconds=240" in said and "--force" in said and "\n" not in said
+    assert "model.sft.max_steps=2000" in said and "--force" in said and "\n" not in said
 
 
 def test_force_trains_from_it_and_says_so_and_a_band_reached_says_nothing(tmp_path):

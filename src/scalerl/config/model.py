@@ -56,9 +56,14 @@ class SFTConfig(_Frozen):
 
     target_band: tuple[float, float] = (0.2, 0.4)
     """Stop SFT once the validation pass rate lies in [lo, hi]; RL then has room to climb."""
-    max_seconds: float = Field(120.0, gt=0)
-    """Wall-clock cap on the warm-up. A warm-up that ends outside ``target_band`` stops the run
+    max_steps: int = Field(1000, ge=1)
+    """The warm-up's budget in optimiser steps: it is a function of its steps, so the same config
+    and seed give the same starting model on an idle or a busy machine (the default nano model
+    reaches the band at step ~175). A warm-up that ends outside ``target_band`` stops the run
     (or the study) with one sentence, unless ``force``."""
+    max_seconds: float | None = Field(None, gt=0)
+    """A wall-clock safety net, off by default: a warm-up it ends says so, because its model then
+    depends on the machine's speed (a busy machine once ended one outside its band)."""
     force: bool = False
     """Train from a warm-up that missed ``target_band`` anyway (``scalerl train --force``,
     ``scalerl sweep --force``); a warning line says so."""

@@ -312,7 +312,6 @@ def write(path: Path, data: str | bytes) -> Path:
     leaves half a file where an old one was), creating parent folders; failures name the output
     file in one sentence, and leave nothing behind."""
     import os
-
     import stat
 
     path = Path(path)

@@ -46,20 +46,24 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     if (cached / "config.json").is_file():
         return checked_band(cfg, cached, log)
     from scalerl.models import build_model, build_task_tokenizer
-    from scalerl.pipeline.sft import engine_pass_rate, sft_warmup
+    from scalerl.pipeline.sft import SFTSpec, engine_pass_rate, sft_warmup
 
     tokenizer = build_task_tokenizer()
     model = build_model(cfg.model.preset, len(tokenizer), arch=cfg.model.arch, seed=cfg.train.seed,
                         tokenizer=tokenizer)
-    log(f"SFT warm-up of a fresh '{cfg.model.preset}' model into pass-rate band {cfg.model.sft.target_band} "
-        f"(at most {cfg.model.sft.max_seconds:.0f} s) ...")
+    sft = cfg.model.sft
+    net = "" if sft.max_seconds is None else f", {sft.max_seconds:.0f} s as a safety net"
+    log(f"SFT warm-up of a fresh '{cfg.model.preset}' model into pass-rate band {tuple(sft.target_band)} "
+        f"(at most {sft.max_steps} steps{net}) ...")
     tmp = run_dir / "base_model.tmp"
     # probe the band the way RL samples (same lengths and interruptions)
-    result = sft_warmup(task, model, tokenizer, target_band=tuple(cfg.model.sft.target_band),
-                        max_seconds=cfg.model.sft.max_seconds, seed=cfg.train.seed, output_dir=tmp,
+    spec = SFTSpec(tuple(sft.target_band), sft.max_steps, sft.max_seconds, seed=cfg.train.seed)
+    result = sft_warmup(task, model, tokenizer, spec, output_dir=tmp,
                         pass_rate_fn=partial(engine_pass_rate, params=sampling_params(cfg), env=env_spec(cfg),
-                                             fp32_head=cfg.model.fp32_head_generator))
-    log(f"SFT warm-up: pass rate {result.pass_rate:.3f} after {result.steps} steps, {result.seconds:.0f} s")
+                                             fp32_head=cfg.model.fp32_head_generator))  # fmt: skip
+    log(f"SFT warm-up: pass rate {result.pass_rate:.3f} after {result.steps} steps, {result.seconds:.0f} s"
+        + (f"; ended by model.sft.max_seconds = {sft.max_seconds:g}, so this model depends on the machine's speed"
+           if result.timed_out else ""))
     tmp.rename(cached)  # whole directory or nothing: a kill mid-SFT redoes it
     return checked_band(cfg, cached, log)
 
@@ -83,9 +87,11 @@ def checked_band(cfg: Config, model_dir: Path, log=print) -> Path:
     if cfg.model.sft.force:
         log(f"warning: {said}; training from it anyway (--force).")
         return model_dir
-    raise ConfigError(f"{said}, so RL would start from a model that does not do the task; give it more time "
-                      f"(--set model.sft.max_seconds={2 * cfg.model.sft.max_seconds:g}) and delete {model_dir}, "
-                      "or train from it anyway with --force.")
+    sft = cfg.model.sft
+    more = (f"model.sft.max_seconds={2 * sft.max_seconds:g}" if result.get("timed_out") and sft.max_seconds
+            else f"model.sft.max_steps={2 * sft.max_steps}")
+    raise ConfigError(f"{said}, so RL would start from a model that does not do the task; give it more "
+                      f"(--set {more}) and delete {model_dir}, or train from it anyway with --force.")
 
 
 def load_model(cfg: Config, model_dir: Path, device_name: str, log=None):

@@ -49,6 +49,8 @@ class SFTResult:
     history: list[dict] = field(default_factory=list)
     """One row per probe: step, seconds, loss, pass_rate."""
     output_dir: str | None = None
+    timed_out: bool = False
+    """Ended by ``SFTSpec.max_seconds``, the safety net: the weights then depend on the machine's speed."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -167,36 +169,37 @@ def _band_distance(rate: float, lo: float, hi: float) -> float:
     return max(lo - rate, rate - hi, 0.0)
 
 
-def sft_warmup(
-    task: Task,
-    model: torch.nn.Module,
-    tokenizer,
-    *,
-    target_band: tuple[float, float] = (0.1, 0.4),
-    max_seconds: float = 120.0,
-    max_steps: int = 100_000,
-    lr: float = 3e-3,
-    warmup_steps: int = 20,
-    weight_decay: float = 0.0,
-    batch_size: int = 32,
-    probe_every: int = 25,
-    probe_size: int = 64,
-    final_eval_size: int = 200,
-    seed: int = 0,
-    output_dir: str | Path | None = None,
-    pass_rate_fn: PassRateFn | None = None,
-    sampling_params=None,
-    env=None,
-    log: Callable[[dict], None] | None = None,
-) -> SFTResult:
-    """Train on demonstrations until the sampled validation pass rate enters ``target_band``.
+@dataclass(frozen=True)
+class SFTSpec:
+    """How a warm-up trains and when it stops (``sft_warmup``): the band, the step budget that
+    bounds it, and the wall-clock safety net (None: none; hit, the model depends on the machine's
+    speed, and the result says so)."""
+
+    target_band: tuple[float, float]
+    max_steps: int
+    max_seconds: float | None = None
+    seed: int = 0
+    lr: float = 3e-3
+    warmup_steps: int = 20
+    weight_decay: float = 0.0
+    batch_size: int = 32
+    probe_every: int = 25
+    probe_size: int = 64
+    final_eval_size: int = 200
+
+
+def sft_warmup(task: Task, model: torch.nn.Module, tokenizer, spec: SFTSpec, *, output_dir: str | Path | None = None,
+               pass_rate_fn: PassRateFn | None = None, sampling_params=None, env=None,
+               log: Callable[[dict], None] | None = None) -> SFTResult:
+    """Train on demonstrations until the sampled validation pass rate enters ``spec.target_band``.
 
     Every ``probe_every`` steps (every ``probe_every // 4`` once the rate passes ``lo / 2``)
     the pass rate is probed on ``probe_size`` validation problems; a probe inside the band is
     confirmed on ``final_eval_size`` problems, and a confirmed rate in the band stops training.
     An overshoot past ``hi`` rolls back to the probed weights closest to the band and goes on
-    at half the learning rate. At ``max_seconds`` / ``max_steps``, whichever comes first, the
-    closest weights are kept (``max_seconds=math.inf``: a pure function of the step count).
+    at half the learning rate. At ``max_steps`` the closest weights are kept: the warm-up is a
+    function of the step count, so a busy machine makes it slower, never different;
+    ``max_seconds`` is only a safety net, and a warm-up it ends says so (``SFTResult.timed_out``).
     R0 (``SFTResult.pass_rate``) is the ``final_eval_size`` measurement of the returned
     weights. With ``output_dir``, the model, tokenizer and ``sft_result.json`` are saved there
     as a Hugging Face model directory.
@@ -207,24 +210,30 @@ def sft_warmup(
     ``demonstration_turns(example) -> [(text, trained)]`` is imitated piece by piece, its
     observations masked. The model trains on whatever device it is on.
     """
+    target_band, lr, probe_every = spec.target_band, spec.lr, spec.probe_every
+    max_seconds = math.inf if spec.max_seconds is None else spec.max_seconds
     lo, hi = target_band
     if not 0.0 <= lo < hi <= 1.0:
         raise ValueError(f"target_band must satisfy 0 <= lo < hi <= 1, got {target_band}")
     measure = _measure(pass_rate_fn, sampling_params, env)
     device = next(model.parameters()).device
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=spec.weight_decay)
     t0, history, step, rate = time.monotonic(), [], 0, 0.0
     best = (math.inf, None, None)  # (distance to band, state_dict, rate on final_eval_size)
-    torch.manual_seed(seed)
+    torch.manual_seed(spec.seed)
     model.train()
-    while step < max_steps and time.monotonic() - t0 < max_seconds:
-        batch = _train_batch(task, tokenizer, step, batch_size, device)
-        loss = _train_step(model, opt, batch, lr * min(1.0, (step + 1) / warmup_steps))
+    timed_out = False
+    while step < spec.max_steps:
+        if time.monotonic() - t0 >= max_seconds:  # the safety net, said in the result
+            timed_out = True
+            break
+        batch = _train_batch(task, tokenizer, step, spec.batch_size, device)
+        loss = _train_step(model, opt, batch, lr * min(1.0, (step + 1) / spec.warmup_steps))
         step += 1
         every = probe_every if rate < lo / 2 else max(1, probe_every // 4)
         if step % every:
             continue
-        rate, confirmed = _probe(measure, model, tokenizer, task, probe_size, final_eval_size,
+        rate, confirmed = _probe(measure, model, tokenizer, task, spec.probe_size, spec.final_eval_size,
                                  target_band)
         row = {"step": step, "seconds": time.monotonic() - t0, "loss": loss, "pass_rate": rate,
                "confirmed_pass_rate": confirmed}
@@ -243,9 +252,9 @@ def sft_warmup(
     if best[1] is not None:
         model.load_state_dict(best[1])
     model.eval()
-    final = best[2] if best[2] is not None else measure(model, tokenizer, task, final_eval_size)
+    final = best[2] if best[2] is not None else measure(model, tokenizer, task, spec.final_eval_size)
     result = SFTResult(pass_rate=final, reached_band=lo <= final <= hi, steps=step,
-                       seconds=time.monotonic() - t0, history=history)
+                       seconds=time.monotonic() - t0, history=history, timed_out=timed_out)
     if output_dir is not None:
         _save(result, model, tokenizer, output_dir)
     return result
