@@ -548,11 +548,11 @@ def _tables_without_each_family(families: list[str]) -> dict[str, Path]:
 
     folder = Path(tempfile.mkdtemp(prefix="scalerl-population-"))
     corpus = population.corpus_runs()
-    every = population.late_cases(corpus)
+    every, drifts = population.late_cases(corpus), population.drift_cases(corpus)
     out = {}
     for fam in families:
         out[fam] = folder / f"without-{fam}.json"
-        out[fam].write_text(json.dumps(population.table(corpus, fam, every)))
+        out[fam].write_text(json.dumps(population.table(corpus, fam, every, drifts)))
     return out
 
 

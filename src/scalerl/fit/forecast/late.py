@@ -8,8 +8,14 @@ by ``bench/population.py`` from ``bench/corpus``) keeps, for each finished run f
 when cut at a share ``s`` of its budget, its later path: ``d(r)``, the trailing 5-evaluation
 mean minus its level at the cut, at each later evaluation's ratio ``r = C / cut``.
 
-The forecast of a flat run cut at share ``s`` (its budget, or the horizon when none is known;
-a share outside the table's is read as its nearest) draws cases with weights ``w ∝ exp(-(ln(s_case / s))^2 / (2 BANDWIDTH^2))``: draw ``j`` is the
+The forecast of a flat run cut at share ``s`` of its budget (a share outside the table's is
+read as its nearest), after ``e`` evaluations flat, draws cases with weights
+
+    w ∝ exp(-(ln(s_case / s))^2 / (2 BANDWIDTH^2)) x exp(-(ln(e_case / e))^2 / (2 BANDWIDTH^2)),
+
+the second factor how long the case had been flat (its evaluations at the cut); with no budget
+known the share is not, and only how long it has been flat weighs (a log flat at 0.125 for 900
+steps was read as flat at 10% of a horizon, beside cases that rose from there). Draw ``j`` is the
 run's own level plus its case's path, ``mu_j(C) = level + d_j(C / cut)`` (0 before the first
 later evaluation, the last value after the case's end, within [0, 1] for a pass rate). The
 run's own noise is added as for every forecast (``draws``). P(rise later) is the weight of
@@ -64,7 +70,7 @@ class LateRisers:
         return curves_of
 
     def sentence(self) -> str:
-        return (f"{self.p_rise:.0%} of {self.n_effective:.0f} finished runs that looked as flat at "
+        return (f"{self.p_rise:.0%} of {self.n_effective:.0f} finished runs that looked as flat, for as long, at "
                 f"{self.share:.0%} of their budget rose later")  # fmt: skip
 
 
@@ -77,14 +83,21 @@ def table(path: Path = TABLE) -> dict:
         return {}
 
 
-def late_risers(share: float, path: Path = TABLE) -> LateRisers | None:
-    """The cases for a run flat at ``share`` of its budget; None where the table has too few."""
+def late_risers(share: float | None, path: Path = TABLE, evals: int | None = None) -> LateRisers | None:
+    """The cases for a run flat at ``share`` of its budget (None: no budget known) after
+    ``evals`` evaluations (None: not weighed); None where the table has too few."""
     cases = table(path).get("late_risers", {}).get("cases", [])
-    if not cases or not 0.0 < share:
+    if not cases or (share is not None and not 0.0 < share) or (share is None and not evals):
         return None
+    w = np.ones(len(cases))
     shares = np.array([c["share"] for c in cases])
-    share = float(np.clip(share, shares.min(), shares.max()))  # an earlier share reads the earliest cases
-    w = np.exp(-(np.log(shares / share) ** 2) / (2.0 * BANDWIDTH**2))
+    if share is not None:
+        share = float(np.clip(share, shares.min(), shares.max()))  # an earlier share reads the earliest cases
+        w *= np.exp(-(np.log(shares / share) ** 2) / (2.0 * BANDWIDTH**2))
+    if evals:
+        flat = np.array([c.get("evals", evals) for c in cases], dtype=float)  # a table without it: no weight
+        at = float(np.clip(evals, flat.min(), flat.max()))
+        w *= np.exp(-(np.log(flat / at) ** 2) / (2.0 * BANDWIDTH**2))
     if w.sum() <= 0:
         return None
     n_eff = float(w.sum() ** 2 / np.sum(w**2))
@@ -92,4 +105,5 @@ def late_risers(share: float, path: Path = TABLE) -> LateRisers | None:
         return None
     ratios = tuple(np.asarray([p[0] for p in c["path"]], dtype=float) for c in cases)
     deltas = tuple(np.asarray([p[1] for p in c["path"]], dtype=float) for c in cases)
-    return LateRisers(float(share), ratios, deltas, w / w.sum(), n_eff)
+    return LateRisers(float(np.sum(w * shares) / np.sum(w)) if share is None else share, ratios, deltas,
+                      w / w.sum(), n_eff)

@@ -221,8 +221,8 @@ def _not_learning(seen: RunLog, options: ForecastOptions, horizon: float, kw: di
     sigma = evidence.sigma
     centre, band = flat_band(evidence, rho=rho, level=options.level)
     now = float(kw["observed_compute"][-1])
-    share = now / (options.budget if options.budget and options.budget > now else horizon)
-    cases = late_risers(share, options.population)
+    share = now / options.budget if options.budget and options.budget > now else None  # no budget: unknown
+    cases = late_risers(share, options.population, evals=int(np.sum(kw["observed_compute"] >= options.fit.min_compute)))
     message = evidence.message if state == st.NOT_LEARNING else why
     if state == st.NOT_LEARNING:
         message = "not learning: " + message
