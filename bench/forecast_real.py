@@ -22,7 +22,7 @@ evaluations inside the cut, **the run itself never in its own prior**:
     band with its rolling-origin factors by lead);
   - ``validation alone``: the same with ``train_reward="none"``;
   - ``with the siblings' prior``: the same under the prior learned from the run's siblings (the
-    other runs of its family; ``prior.runs.load_prior``, as ``--prior-runs`` does): the
+    other runs of its family; ``forecast.prior_runs.load_prior``, as ``--prior-runs`` does): the
     validation's own prior first, their training rewards' on the training reward the forecast
     follows where the validation's is not used;
   - ``siblings' prior, validation's only``: the same prior without its training rewards' (as
@@ -75,8 +75,8 @@ from plan_accuracy import smooth, targets  # noqa: E402
 from scalerl.fit import FitOptions  # noqa: E402
 from scalerl.fit.errors import CurveError, CurveWarning  # noqa: E402
 from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of  # noqa: E402
+from scalerl.fit.forecast.prior_runs import load_prior  # noqa: E402
 from scalerl.fit.forecast.rise import rise  # noqa: E402
-from scalerl.fit.prior.runs import load_prior  # noqa: E402
 from scalerl.fit.readers import Columns, Curve  # noqa: E402
 from scalerl.runfolder import read_records  # noqa: E402
 

@@ -59,8 +59,8 @@ import numpy as np
 from scalerl.fit import FitOptions
 from scalerl.fit.errors import CurveError, CurveWarning
 from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
+from scalerl.fit.forecast.prior_runs import load_prior
 from scalerl.fit.forecast.reach import trailing_mean
-from scalerl.fit.prior.runs import load_prior
 from scalerl.fit.readers import Columns, load_runs
 from scalerl.runfolder import read_records
 

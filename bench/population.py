@@ -1,4 +1,4 @@
-"""Learn the population table the forecast ships with (``src/scalerl/fit/prior/population.json``).
+"""Learn the population table the forecast ships with (``src/scalerl/fit/forecast/population.json``).
 
     PYTHONPATH=src .venv/bin/python bench/population.py [--out FILE] [--leave-out FAMILY]
 

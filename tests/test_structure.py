@@ -203,6 +203,31 @@ def test_inside_fit_the_commands_sit_on_top_and_the_forecast_imports_no_front_en
     assert argparse_users == []
 
 
+def test_fit_has_one_forecaster_and_no_arrow_back_up():
+    """One forecaster: nothing of the second (``fit.extrapolate``'s bands and reaches) is left;
+    no module outside ``fit/forecast/`` reads into a forecast's draws (``x.draws.y``: every
+    quantile and probability is the ``Forecast``'s or ``forecast.between``'s); the prior's maths
+    and the clock (``fit/prior/``, ``fit/time/``) import nothing of the forecast, which imports
+    them (forecast -> prior, one way); and the package's face is the ``Forecast``."""
+    import scalerl.fit
+
+    graph = _graph()
+    assert not (SRC / "fit" / "extrapolate.py").exists() and not any(
+        d == f"{F}.extrapolate" for deps in graph.values() for d in deps)
+    up = [f"{m} -> {d}" for m, deps in graph.items() if _under(m, f"{F}.prior") or _under(m, f"{F}.time")
+          for d in deps if _under(d, f"{F}.forecast")]  # fmt: skip
+    assert up == []
+    into = []
+    for path in sorted(SRC.rglob("*.py")):
+        if _under(_module(path), f"{F}.forecast"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "draws":
+                into.append(f"{_module(path)}:{node.lineno} .draws.{node.attr}")
+    assert into == []
+    assert {"Forecast", "forecast_of", "ForecastOptions", "RunLog"} <= set(scalerl.fit.__all__)
+
+
 def test_the_run_folder_is_named_in_one_module():
     """Every module names a run folder's files through ``runfolder`` (its constants), never
     as a string of its own: a literal of those names appears only in ``runfolder.py``."""
@@ -233,7 +258,7 @@ def test_the_document_the_rules_cite_exists_and_names_the_rooms():
 
 def test_the_modules_named_plan_are_the_run_plan_and_the_plan_command():
     """``pipeline/plan/`` is the run plan; ``fit/commands/plan.py`` is ``scalerl plan``, the
-    command that prints a forecast's time to target (``fit/time/answer.py`` adds the splits)."""
+    command that prints a forecast's time to target (``fit/commands/plan_answer.py`` adds the splits)."""
     assert sorted(m for m in _graph() if m.rpartition(".")[2] == "plan") == [
         "scalerl.fit.commands.plan", "scalerl.pipeline.plan"]
 

@@ -2,7 +2,7 @@
 
 For each run (default: the five real ``make demo`` runs, ``bench/data/demo_seed*.jsonl``), fit
 Eq. 1 on the first 50% and the first 25% of its compute with the paper's protocol (R0 from the
-step-0 evaluation; ``scalerl.fit.extrapolate.holdout_forecast``), forecast the reward at the
+step-0 evaluation; ``scalerl.fit.compare.holdout_forecast``), forecast the reward at the
 run's full budget with the 95% predictive interval, and compare with what the run reached.
 The forecast error is set beside the across-seed spread of the final evaluations (how much
 the same recipe differs from one seed to the next), which bounds what any forecast of one
@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from scalerl.fit.compare import holdout_forecast
 from scalerl.fit.errors import CurveError
-from scalerl.fit.extrapolate import holdout_forecast
 from scalerl.fit.options import FitOptions
 from scalerl.fit.readers import read_jsonl
 
@@ -52,7 +52,7 @@ def main(paths: list[Path]) -> None:
             except CurveError as err:
                 print(f"| {_name(path)} | {frac:.0%} | - | - | - | - | - | not possible: {err} |")
                 continue
-            f = hold.final
+            f = hold.heldout.final
             errors[frac].append(f["predicted"] - f["observed"])
             unc = hold.unc
             print(f"| {_name(path)} | {frac:.0%} | {f['predicted']:.3f} | [{f['pred_lo']:.3f}, {f['pred_hi']:.3f}] | "

@@ -188,15 +188,15 @@ def _forecast(run: Seen, cfg, y: str, run_dir: Path | None = None) -> dict[str, 
     fails is logged as ``forecast_error``, one sentence: the forecast is a diagnostic, and a
     bug in it must never end a training run hours in. ``y`` is the fitted column
     (``forecast.metric``); a mean reward is not bounded to [0, 1] as a pass rate is. The prior
-    is ``forecast.prior_runs``', as ``serve`` and ``plan`` learn it (``prior.runs.run_prior``:
+    is ``forecast.prior_runs``', as ``serve`` and ``plan`` learn it (``forecast.prior_runs.run_prior``:
     ``run_dir`` and a copy of the run left out).
     """
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
     from scalerl.fit.forecast.options import MAX_POINTS
+    from scalerl.fit.forecast.prior_runs import run_prior
     from scalerl.fit.forecast.record import record_fields
     from scalerl.fit.options import FitOptions
-    from scalerl.fit.prior.runs import run_prior
     from scalerl.fit.readers import Columns
 
     fit = FitOptions(min_compute=cfg.min_compute, level=cfg.level, margin=cfg.margin,

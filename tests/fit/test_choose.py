@@ -192,9 +192,11 @@ def test_a_rising_points_forecast_at_the_budget_is_never_below_what_it_has_shown
     log = _run("up", 0.8, 1.5, 0.2, 1.0, seed=3, sd=0.02)
     s = standing(log.upto(0.25), 1.0, ForecastOptions())
     fc = forecast_of(log.upto(0.25), options=ForecastOptions(budget=1.0))
-    at_budget = fc.draws.curves(np.array([1.0]))[:, 0]
+    at_budget = fc.draws_at(1.0)
     floor = shown(log.curve.head(0.25).reward, fc.draws.sigma)
-    assert s.state == "rising" and np.array_equal(s.draws, at_budget)  # one answer: the forecast's draws
+    assert s.state == "rising" and np.array_equal(s.sample, at_budget)  # one answer: the forecast's draws
+    at = fc.at(1.0)
+    assert (s.median, *s.interval(0.95)) == (at.value, at.lo, at.hi)  # and its band, Forecast.at's
     assert at_budget.min() >= floor and (at_budget == floor).any()  # the floor did lift some draws
     lo, _ = fc.draws.band(np.array([1.0]))
     assert lo[0] >= floor

@@ -165,3 +165,34 @@ def test_paper_mode_reaches_an_efficiency_verdict_on_identified_runs():
     result = compare_runs([flat, steep], options=FitOptions(method="paper"))
     assert all(r.identified for r in result.runs)
     assert (result.verdict.decided_by, result.verdict.winner) == ("efficiency", "steep")
+
+
+def test_the_laws_holdout_on_an_exact_curve_has_no_error():
+    from scalerl.fit import sigmoid
+    from scalerl.fit.compare import holdout_forecast
+
+    C = np.linspace(0.0, 16000.0, 81)
+    hold = holdout_forecast(C, sigmoid(C, 0.61, 1.92, 2542.0, 0.3))  # fit on <= 8k, forecast 8k..16k (§1.5)
+    h = hold.heldout
+    assert h.cut == 8000.0 and hold.fit.compute.max() <= 8000.0
+    assert h.compute.size == 40 and h.compute.min() > 8000.0
+    assert h.rmse < 1e-6 and h.max_error < 1e-6 and abs(h.final_error) < 1e-6
+    assert h.extrapolation_ratio == pytest.approx(2.0)
+
+
+def test_the_laws_holdout_scores_a_noisy_curve_and_needs_points_to_forecast():
+    from scalerl.fit.compare import holdout_forecast
+
+    from .conftest import make_curve
+
+    C, R = make_curve(0.645, 1.70, 10909.0, seed=32)
+    hold = holdout_forecast(C, R, fit_until=30000.0, options=FitOptions(min_compute=1500.0))
+    h = hold.heldout
+    err = h.predicted - h.reward
+    assert hold.fit.compute.min() >= 1500.0 and h.cut == 30000.0
+    assert h.rmse == pytest.approx(np.sqrt(np.mean(err**2))) and h.mae == pytest.approx(np.mean(np.abs(err)))
+    assert h.max_error == pytest.approx(np.abs(err).max()) and h.final_error == err[-1] and h.rmse < 0.01
+    with pytest.raises(CurveError, match="nothing to forecast"):
+        holdout_forecast(C, R, fit_until=C[-1], source="runs/a.csv")
+    with pytest.raises(CurveError, match="fit_frac"):
+        holdout_forecast(C, R, fit_frac=1.5)

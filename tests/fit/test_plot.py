@@ -55,13 +55,19 @@ def test_plot_fit_draws_into_a_given_axes(half_fit):
 
 
 def test_comparison_and_efficiency_figures(tmp_path):
-    curves, fits = {}, {}
+    from scalerl.fit.compare import forecast_curve
+
+    curves, forecasts = {}, {}
     for i, B in enumerate((1.6, 2.2)):
         c, r = synthetic_curve(B=B, seed=i)
         curves[f"B{B}"] = Curve(f"B{B}", c, r, "x.csv")
-        fits[f"B{B}"] = fit_sigmoid(c, r)
-    ax = plot.plot_comparison(fits, curves, title="two runs")
+        forecasts[f"B{B}"] = forecast_curve(curves[f"B{B}"])
+    ax = plot.plot_comparison(forecasts, curves, title="two runs")
     assert [t.get_text() for t in ax.get_legend().get_texts()][0].startswith("B1.6: A=")
+    # past its data each run shades its Forecast's band: the same as plot_forecast's for it
+    grid = np.geomspace(forecasts["B1.6"].cut, 2 * forecasts["B1.6"].cut, 120)
+    shaded = ax.collections[1].get_paths()[0].vertices  # the first run's band (after its points)
+    assert np.nanmax(shaded[:, 1]) == pytest.approx(float(np.max(forecasts["B1.6"].at(grid).hi)), abs=1e-9)
     assert_png(plot.save(ax, tmp_path / "compare.png"), plot.SIZE_PX)
 
     table = loo_table(list(curves.values()))

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from scalerl.fit import FitOptions, assess, fit_sigmoid, sigmoid
+from scalerl.fit.budget import budget_to_pin_A
 from scalerl.fit.calibrate import rolling_origin
-from scalerl.fit.extrapolate import budget_to_pin_A
 from scalerl.fit.noise import RHO_MIN, estimate_noise
 from scalerl.fit.uncertainty import inference_fit, model_uncertainty
 
@@ -163,13 +163,13 @@ def test_every_interval_holds_its_own_estimate_even_for_a_paper_grid_fit():
     assert unc.A_plausible[1] > 0.8  # the region searched the whole box, not the grid
 
 
-def test_compute_to_reach_interval_holds_its_estimate():
-    from scalerl.fit import compute_to_reach
+def test_the_forecasts_crossing_interval_holds_its_median():
+    """The compute to a target is the ``Forecast``'s crossing (``forecast.reach``), whose
+    interval holds its own median: the law's band has no second reading of it."""
+    from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
 
     c, r = curve(seed=10, upto=8000.0)
-    fit = fit_sigmoid(c, r)
-    unc = assess(fit)
-    start = compute_to_reach(fit, fit.R0 - 0.01, unc)
-    assert start.compute == 0.0 and start.lo == 0.0
-    mid = compute_to_reach(fit, 0.5 * (fit.R0 + fit.A), unc)
-    assert mid.lo <= mid.compute <= mid.hi
+    f = forecast_of(RunLog.of(c, r), options=ForecastOptions(window=0))
+    mid = f.reach(0.5 * (float(r[0]) + f.fit.A))
+    med, lo, hi = mid.compute
+    assert lo <= med <= hi

@@ -47,7 +47,7 @@ def test_a_ceiling_either_run_cannot_pin_gives_no_interval_for_its_gap():
 def _forecast(mean: float, sd: float, n: int = 4000):
     """A forecast whose draws at any compute are N(mean, sd), as stratified quantiles in order."""
     q = mean + sd * stats.norm.ppf((np.arange(n) + 0.5) / n)
-    return SimpleNamespace(draws=SimpleNamespace(curves=lambda c: np.repeat(q[:, None], len(c), axis=1)))
+    return SimpleNamespace(draws_at=lambda C: q)
 
 
 def test_the_forecasts_gap_is_the_difference_of_independent_draws():
@@ -56,4 +56,4 @@ def test_the_forecasts_gap_is_the_difference_of_independent_draws():
     assert g["median"] == pytest.approx(0.1, abs=0.004)
     assert g["lo"] == pytest.approx(0.1 - 1.96 * 0.05, abs=0.006) and g["hi"] == pytest.approx(0.1 + 1.96 * 0.05, abs=0.006)
     assert g["p_above"] == pytest.approx(stats.norm.cdf(2.0), abs=0.01)
-    assert forecast_gap(SimpleNamespace(draws=None), _forecast(0.5, 0.04), at=1.0, level=0.95) is None
+    assert forecast_gap(SimpleNamespace(draws_at=lambda C: None), _forecast(0.5, 0.04), at=1.0, level=0.95) is None

@@ -199,7 +199,7 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
     from scalerl.experiments.replay import write_json
     from scalerl.experiments.sweep import _has_checkpoint, execute, is_finished, shared_base
     from scalerl.fit.choose import ETA, THRESHOLD, Study
-    from scalerl.fit.prior.runs import run_options
+    from scalerl.fit.forecast.prior_runs import run_options
     from scalerl.runfolder import write_status
 
     threshold = THRESHOLD if adaptive.threshold is None else adaptive.threshold

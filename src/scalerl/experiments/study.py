@@ -31,12 +31,12 @@ from scalerl.experiments.decisions_report import decisions_section
 from scalerl.experiments.report import pooled_curve
 from scalerl.fit import plot, report
 from scalerl.fit.commands.outputs import check_outputs
-from scalerl.fit.compare import RunFit, compare_runs, fit_run, loo_table
+from scalerl.fit.compare import RunFit, compare_runs, fit_run, forecast_curve, loo_table
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import forecast_of, read_logs
+from scalerl.fit.forecast.prior_runs import run_options
 from scalerl.fit.options import FitOptions
 from scalerl.fit.prior.pooling import joint_fit
-from scalerl.fit.prior.runs import run_options
 from scalerl.fit.readers import Columns
 from scalerl.runfolder import METRICS
 
@@ -90,12 +90,16 @@ def discover(root: Path) -> list[Point]:
 
 
 def _fit_points(points: Sequence[Point], options: FitOptions, x: str | None, y: str | None):
-    """Pooled curve and fit of every point; points that cannot be fitted are listed why."""
+    """Every point's pooled curve, its one ``Forecast`` (``compare.forecast_curve``) and the law
+    of it (its fit); points that cannot be fitted are listed why."""
     fitted, failed = [], []
     for p in points:
         try:
             curve = pooled_curve(p.name, p.metrics, x=x, y=y)
-            fitted.append((p, fit_run(curve, options=options)))
+            forecast = forecast_curve(curve, options)
+            if forecast.fit is None:
+                raise CurveError(forecast.state.message)
+            fitted.append((p, fit_run(curve, options=options, forecast=forecast)))
         except CurveError as err:
             failed.append(f"{p.name}: not fitted ({err})")
     return fitted, failed
@@ -194,8 +198,8 @@ def study_report(root: Path, x: str | None = None, y: str | None = None, pooled:
         raise StudyError(f"no run under {root} could be fitted: {'; '.join(failed)}")
     tables, figures, paragraphs = [], [], list(failed)
     for p, run in fitted:
-        ax = plot.plot_fit(run.fit, run.curve, unc=run.unc, extend_to=2.0 * float(run.curve.compute.max()))
-        ax.set_title(f"{p.name}: fit, extrapolation to 2x, predictive band")
+        ax = plot.plot_forecast(run.forecast, run.curve, extend_to=2.0 * float(run.curve.compute.max()),
+                                title=f"{p.name}: its fit and its forecast to 2x (the forecast's band)")  # fmt: skip
         figures.append(report.Figure(p.name, plot.png_bytes(ax), f"curve_{re.sub(r'[^A-Za-z0-9=.-]+', '_', p.name)}.png"))
     if len(fitted) >= 2:
         curves = [run.curve for _, run in fitted]

@@ -3,20 +3,12 @@
 Paper §1, Eq. 1: ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)``. Nothing here imports
 torch, nor anything of scalerl but ``runfolder`` (the run folder's names and reader).
 
-The forecast (``scalerl.fit.forecast``: ``Forecast``, ``forecast_of``) is the one answer every
-command and page reads.
+The forecast (``Forecast``, made by ``forecast_of`` from a ``RunLog`` with ``ForecastOptions``) is
+the one answer every command and page reads: every band, crossing and probability is its.
 """
 
 from scalerl.fit.calibrate import Calibration, assess
 from scalerl.fit.errors import CurveError, validate_curve
-from scalerl.fit.extrapolate import (
-    HoldoutForecast,
-    Point,
-    Reach,
-    compute_to_reach,
-    holdout_forecast,
-    predict_at,
-)
 from scalerl.fit.fitting import (
     PAPER_A_GRID,
     PAPER_C_MID_GRID,
@@ -24,6 +16,7 @@ from scalerl.fit.fitting import (
     fit_points,
     fit_sigmoid,
 )
+from scalerl.fit.forecast import Forecast, ForecastOptions, RunLog, forecast_of, read_logs
 from scalerl.fit.law import (
     compute_for_reward,
     efficiency_transform,
@@ -44,23 +37,22 @@ __all__ = [
     "CurveError",
     "FitOptions",
     "FitResult",
-    "HoldoutForecast",
-    "Point",
+    "Forecast",
+    "ForecastOptions",
     "PooledFit",
     "PowerLawResult",
-    "Reach",
+    "RunLog",
     "Uncertainty",
     "assess",
     "bootstrap",
     "compute_for_reward",
-    "compute_to_reach",
     "efficiency_transform",
     "fit_points",
     "fit_power_law",
     "fit_sigmoid",
-    "holdout_forecast",
+    "forecast_of",
     "pooled_fit",
-    "predict_at",
+    "read_logs",
     "power_law",
     "power_law_d",
     "sigmoid",

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scalerl.fit.errors import CurveError
-from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
+from scalerl.fit.forecast import ForecastOptions, RunLog, between, forecast_of
 from scalerl.fit.forecast.states import MIN_EVALS
 from scalerl.fit.readers import Curve
 from scalerl.fit.shared_shape import ONE_SHAPE_P, fit_shared_shape, ranks
@@ -82,18 +82,18 @@ class Standing:
 
     point: str
     at_compute: float  # the compute its data reaches at this rung
-    draws: np.ndarray = field(repr=False)  # (n,) its expected curve at the budget, mu_j(C_b)
+    sample: np.ndarray = field(repr=False)  # (n,) its expected curve's draws at the budget (``Forecast.draws_at``)
     source: str  # whose curves the forecast follows (``Forecast.method``)
     state: str = "rising"  # the forecast's state (``fit.forecast.states``)
+    band: tuple[float, float, float] = (np.nan, np.nan, np.nan)  # (median, lo, hi): ``Forecast.at(budget)``
 
     @property
     def median(self) -> float:
-        return float(np.median(self.draws))
+        return self.band[0]
 
     def interval(self, level: float) -> tuple[float, float]:
-        tail = (1.0 - level) / 2.0
-        lo, hi = np.quantile(self.draws, [tail, 1.0 - tail])
-        return float(lo), float(hi)
+        """The band on the expected curve at the budget, at the forecast's level (the study's)."""
+        return self.band[1], self.band[2]
 
     def forecast(self, level: float) -> dict:
         lo, hi = self.interval(level)
@@ -116,8 +116,8 @@ def standing(log: RunLog, budget: float, options: ForecastOptions) -> Standing:
         raise CurveError(f"{log.curve.source}: {len(seen)} evaluation(s) up to compute {budget:.4g}; "
                          f"a forecast needs {MIN_EVALS}.")  # fmt: skip
     fc = forecast_of(log, cut=float(seen.compute[-1]), options=options.with_(budget=budget))
-    draws = fc.draws.curves(np.array([budget]))[:, 0]
-    return Standing(log.name, fc.cut, draws, fc.method, fc.state.name)
+    at = fc.at(budget)
+    return Standing(log.name, fc.cut, fc.draws_at(budget), fc.method, fc.state.name, (at.value, at.lo, at.hi))
 
 
 def shape_pairing(logs: Sequence[RunLog], budget: float) -> np.ndarray | None:
@@ -135,18 +135,8 @@ def p_best(standings: Sequence[Standing], seed: int = 0, pairing: np.ndarray | N
     the quantile each point's draw takes in each of R joint draws (``shared_shape.ranks``, the
     points in the order of ``standings``). Ties between draws (two flat runs at one value)
     are shared."""
-    if len(standings) == 1:
-        return {standings[0].point: 1.0}
-    if pairing is None:
-        rng = np.random.default_rng(seed)
-        n = min(s.draws.size for s in standings)
-        joint = np.stack([rng.permutation(s.draws)[:n] for s in standings])  # (points, n)
-    else:
-        joint = np.stack([np.sort(s.draws)[np.minimum((q * s.draws.size).astype(int), s.draws.size - 1)]
-                          for s, q in zip(standings, pairing.T)])  # (points, R)  # fmt: skip
-    top = joint == joint.max(axis=0, keepdims=True)
-    share = top / top.sum(axis=0, keepdims=True)
-    return {s.point: float(p) for s, p in zip(standings, share.mean(axis=1))}
+    p = between.p_best([s.sample for s in standings], seed=seed, pairing=pairing)
+    return {s.point: v for s, v in zip(standings, p)}
 
 
 def rungs(budget: float, first_rung: float | None = None, eta: float = ETA) -> list[float]:
@@ -262,7 +252,7 @@ class Study:
     ``confirm``: the rungs in a row a point must be a stop for before it is stopped (1: at once;
     2: the certified pruner's guard, the early ranking agreeing with itself across rungs).
     ``options_of(point, log)``: each point's forecast options (an adaptive study's: its run
-    folder's, ``prior.runs.run_options``, so that its forecast at a rung is ``plan``'s on its
+    folder's, ``forecast.prior_runs.run_options``, so that its forecast at a rung is ``plan``'s on its
     folder); None: ``options`` for every point (a replay of logs). ``options.level`` is the
     study's.
     ``pairing``: how P(best) pairs the points' draws (``PAIRINGS``; "shared-shape": by their joint

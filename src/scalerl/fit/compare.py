@@ -30,10 +30,11 @@ from typing import Literal
 
 import numpy as np
 
+from scalerl.fit.budget import budget_to_pin_A
 from scalerl.fit.calibrate import assess
-from scalerl.fit.errors import CurveError
-from scalerl.fit.extrapolate import budget_to_pin_A, holdout_forecast
+from scalerl.fit.errors import CurveError, validate_curve
 from scalerl.fit.fitting import FitResult
+from scalerl.fit.forecast.holdout import Heldout
 from scalerl.fit.options import FitOptions
 from scalerl.fit.powerlaw import PowerLawResult, fit_power_law
 from scalerl.fit.readers import Curve
@@ -55,6 +56,7 @@ class RunFit:
     unc: Uncertainty
     budget: float | None = None  # budget_to_pin_A (multiple of the compute so far)
     budget_checked: bool = False
+    forecast: object = None  # the run's ``Forecast``, whose band every figure of it shades
 
     @property
     def intervals(self) -> dict[str, tuple[float, float]]:
@@ -176,18 +178,33 @@ def fit_run(
     horizon: float = 2.0,
     budget: bool = False,
     unc: Uncertainty | None = None,
+    forecast=None,
 ) -> RunFit:
-    """Fit one curve (or take ``fit``) and assess its intervals for forecasts up to
-    ``horizon`` x its last compute (or take ``unc``, ``fit``'s own); ``budget`` adds the
-    budget-to-pin-A advice (withheld, and said so, when the curve falls)."""
+    """One run's law: ``forecast``'s own fit and intervals where a ``Forecast`` is given (the
+    law table then reads the fit the forecast made), else ``fit`` (a joint fit's) or a fit of
+    ``curve``, assessed for forecasts up to ``horizon`` x its last compute (or ``unc``);
+    ``budget`` adds the budget-to-pin-A advice (withheld, and said so, when the curve falls)."""
     options = FitOptions() if options is None else options
+    if forecast is not None and fit is None and forecast.fit is not None:
+        fit, unc = forecast.fit, forecast.unc
     if fit is None:
         fit = options.fit(curve.compute, curve.reward, source=curve.source)
     if unc is None:
         unc = assess(fit, level=options.level, margin=options.margin, horizon=horizon)
     # a falling curve's forecasts are not to be trusted, a simulated continuation of it neither
     advice = budget_to_pin_A(unc) if budget and not unc.falling else None
-    return RunFit(curve.name, curve, fit, unc, advice, budget)
+    return RunFit(curve.name, curve, fit, unc, advice, budget, forecast)
+
+
+def forecast_curve(curve: Curve, options: FitOptions | None = None, budget: float | None = None):
+    """The one ``Forecast`` of a curve read as a whole (``forecast_of``, its fit options
+    ``options``): what every figure of a compared run shades, so that ``fit a b``,
+    ``compare``, ``report`` and the study page show one band for it."""
+    from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
+
+    fo = ForecastOptions() if options is None else ForecastOptions(fit=options)
+    log = RunLog.of(curve.compute, curve.reward, name=curve.name, metric=curve.y)
+    return forecast_of(log, options=fo.with_(budget=budget, train_reward="none"))
 
 
 def refit_at(curve: Curve, A: float, options: FitOptions | None = None) -> FitResult:
@@ -326,14 +343,17 @@ def _check_names(curves: Sequence[Curve]) -> None:
 
 def compare_runs(
     curves: Sequence[Curve], *, options: FitOptions | None = None, budget: bool = False,
-    fits: dict[str, FitResult] | None = None,
+    fits: dict[str, FitResult] | None = None, forecasts: dict | None = None,
 ) -> Comparison:
-    """Fit each run (or take ``fits``, e.g. a joint fit's), then apply the paper's compare
-    rule (module docstring)."""
+    """Each run's law (``fit_run``): the fit of its ``Forecast`` (``forecasts``' where given, a
+    page's; else made here, ``forecast_curve``), or ``fits``' (e.g. a joint fit's); then the
+    paper's compare rule (module docstring)."""
     if len(curves) < 2:
         raise CurveError(f"compare needs at least two runs, got {len(curves)}.")
     _check_names(curves)
-    runs = [fit_run(c, options=options, budget=budget, fit=None if fits is None else fits[c.name]) for c in curves]
+    made = forecasts if forecasts is not None else {c.name: forecast_curve(c, options) for c in curves}
+    runs = [fit_run(c, options=options, budget=budget, fit=None if fits is None else fits[c.name],
+                    forecast=made.get(c.name)) for c in curves]  # fmt: skip
     verdict, refits = decide(runs, {c.name: c for c in curves}, options=options)
     return Comparison(runs, verdict, refits)
 
@@ -429,6 +449,39 @@ def _score(predicted: np.ndarray, actual: np.ndarray, A: float) -> LawScore:
     return LawScore(float(np.sqrt(np.mean(err**2))), float(np.abs(err).max()), float(err[-1]), A)
 
 
+@dataclass(frozen=True, eq=False)
+class LawHoldout:
+    """Eq. 1 fitted on a prefix with its calibrated intervals, scored on the held-out rest."""
+
+    fit: FitResult
+    unc: Uncertainty
+    heldout: Heldout
+
+
+def holdout_forecast(compute, reward, *, fit_frac: float = 0.5, fit_until: float | None = None,
+                     options: FitOptions | None = None, source: str | None = None) -> LawHoldout:
+    """App. A.4's check of the law itself: Eq. 1 fitted on the points with ``compute <=
+    fit_until`` (default ``fit_frac`` x the last compute: the paper's "fit on half the target
+    budget, extrapolate to the target", §1.5) and its own predictive interval, calibrated for
+    the ratio it reaches, scored on the rest. A run's forecast is ``Forecast.heldout``."""
+    options = FitOptions() if options is None else options
+    where = f"{source}: " if source else ""
+    c, r = validate_curve(compute, reward, bounded=options.bounded, source=source)
+    if fit_until is None:
+        if not 0 < fit_frac < 1:
+            raise CurveError(f"{where}fit_frac must be between 0 and 1, got {fit_frac}.")
+        fit_until = fit_frac * float(c[-1])
+    prefix = c <= fit_until
+    if prefix.all():
+        raise CurveError(f"{where}no point lies beyond fit_until={fit_until:g}, so there is nothing to forecast.")
+    fit = options.fit(c[prefix], r[prefix], source=source)
+    held_c, held_r = c[~prefix], r[~prefix]
+    unc = assess(fit, level=options.level, margin=options.margin, horizon=held_c[-1] / fit_until)
+    lo, hi = unc.predictive(held_c)
+    return LawHoldout(fit, unc, Heldout(float(fit_until), held_c, held_r, np.asarray(fit.predict(held_c), float),
+                                        np.asarray(lo, float), np.asarray(hi, float), options.level))
+
+
 def extrapolation_errors(
     curve: Curve, *, fit_frac: float = 0.5, options: FitOptions | None = None
 ) -> ExtrapolationScore:
@@ -439,10 +492,9 @@ def extrapolation_errors(
     binned above ``options.max_points`` as the sigmoid is (``binned_from`` on each fit).
     """
     options = FitOptions() if options is None else options
-    hold = holdout_forecast(
-        curve.compute, curve.reward, fit_frac=fit_frac, options=options, source=curve.source
-    )
-    prefix = curve.compute <= hold.fit_until
+    law_hold = holdout_forecast(curve.compute, curve.reward, fit_frac=fit_frac, options=options, source=curve.source)
+    hold = law_hold.heldout
+    prefix = curve.compute <= hold.cut
     c0 = options.min_compute if options.min_compute > 0 else None
     power = fit_power_law(
         curve.compute[prefix],
@@ -454,11 +506,11 @@ def extrapolation_errors(
     )
     return ExtrapolationScore(
         curve.name,
-        hold.fit_until,
-        hold.fit.n_points,
+        hold.cut,
+        law_hold.fit.n_points,
         int(hold.compute.size),
-        _score(hold.predicted, hold.reward, hold.fit.A),
+        _score(hold.predicted, hold.reward, law_hold.fit.A),
         _score(power.predict(hold.compute), hold.reward, power.A),
-        hold.fit,
+        law_hold.fit,
         power,
     )

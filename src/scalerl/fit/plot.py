@@ -9,7 +9,7 @@ so nothing global changes and it works headless. Every figure has the fixed size
   past the fitted range) as crosses, the asymptote A as a dotted line with its value, x on
   a log scale, an optional bootstrap band.
 - :func:`plot_forecast`: one run's forecast (``fit.forecast.Forecast``), read off its draws.
-- :func:`plot_comparison`: several runs on one axes, one colour each.
+- :func:`plot_comparison`: several runs' forecasts on one axes, one colour each.
 - :func:`plot_efficiency`: the Fig. 7 leave-one-out plot, ``log F(R)`` against ``log C``
   (``F(R) = C_mid^B / ((A - R0)/(R - R0) - 1)``), where each run is a line of slope B.
 """
@@ -86,7 +86,8 @@ def plot_fit(
     ``curve`` points inside the fitted compute range are dots ("fitted points"), points
     past it (and all of ``heldout``) are crosses ("held-out points"); a vertical line marks
     the fit cut-off when any point lies past it. ``unc`` shades the band on the expected
-    curve and, lighter, the predictive interval, and marks a ceiling that is not identified
+    curve and, lighter, the predictive interval, over the fitted range only (beyond the data a
+    run's band is its ``Forecast``'s: ``plot_forecast``), and marks a ceiling that is not identified
     or that sits on a bound; ``band(C) -> (lo, hi)`` (e.g. a bootstrap's) shades a band
     when no ``unc`` is given, and ``predictive`` (at ``level``) the predictive interval. The
     dashed extrapolation reaches ``extend_to`` (default: the last point shown, or ``EXTEND``
@@ -123,7 +124,7 @@ def plot_fit(
     text = label if label is not None else f"A={fit.A:.3f}, B={fit.B:.2f}, C_mid={fit.C_mid:.4g}"
     ax.plot(inner, fit.predict(inner), "-", color=color, lw=2 * weight, label=text)
     ax.plot(outer, fit.predict(outer), "--", color=color, lw=2 * weight)
-    grid = np.concatenate([inner, outer[1:]])
+    grid = inner  # the law's own band over its data only: beyond it, a run's band is its Forecast's
     if unc is not None:
         predictive, level, band = unc.predictive, unc.level, unc.band
     if predictive is not None:
@@ -217,34 +218,39 @@ def plot_forecast(forecast, curve: Curve | None = None, *, targets: Sequence[flo
 
 
 def plot_comparison(
-    fits: Mapping[str, FitResult],
+    forecasts: Mapping[str, object],
     curves: Mapping[str, Curve] | None = None,
     *,
-    bands: Mapping[str, Band] | None = None,
     ax: Axes | None = None,
     title: str | None = None,
     extend_to: float | None = None,
 ) -> Axes:
-    """Several runs on one axes, each in its own colour, labelled with its A and B."""
+    """Several runs on one axes, each in its own colour: its evaluations, its law's fit over
+    its data (solid, labelled with its A and B), and from its cut on its ``Forecast``'s median
+    (dashed) and band on the expected curve, read off the forecast's draws (``Forecast.at``):
+    the band ``plan``, ``fit a`` and the pages show for it, never the law's own."""
     ax = ax if ax is not None else new_axes()
-    curves, bands = curves or {}, bands or {}
+    curves = curves or {}
     end = extend_to
     if end is None:
-        ends = [float(c.compute.max()) for c in curves.values()]
-        ends += [EXTEND * float(f.compute.max()) for f in fits.values()]
-        end = max(ends)
-    for i, (name, fit) in enumerate(fits.items()):
-        plot_fit(
-            fit,
-            curves.get(name),
-            band=bands.get(name),
-            ax=ax,
-            color=_colour(i),
-            label=f"{name}: A={fit.A:.3f}, B={fit.B:.2f}",
-            extend_to=end,
-            annotate_asymptote=False,
-            legend_extras=False,
-        )
+        end = max([float(c.compute.max()) for c in curves.values()]
+                  + [EXTEND * f.cut for f in forecasts.values()])  # fmt: skip
+    for i, (name, f) in enumerate(forecasts.items()):
+        color = _colour(i)
+        curve = curves.get(name, f.log.curve)
+        c, r = _positive(curve.compute, curve.reward)
+        ax.scatter(c, r, s=12, color=color, alpha=0.7, zorder=3)
+        label = name if f.fit is None else f"{name}: A={f.fit.A:.3f}, B={f.fit.B:.2f}"
+        if f.fit is not None:
+            inner = np.geomspace(float(c.min()) if c.size else f.cut / 10.0, f.cut, 100)
+            ax.plot(inner, f.fit.predict(inner), "-", color=color, lw=2, label=label)
+            label = None
+        if f.draws is not None and end > f.cut:
+            grid = np.geomspace(f.cut, end, 120)
+            at = f.at(grid)
+            ax.plot(grid, at.value, "--", color=color, lw=2, label=label)
+            ax.fill_between(grid, at.lo, at.hi, color=color, alpha=0.18, lw=0)
+    _style(ax, next(iter(curves.values()), None))
     ax.legend(fontsize=8, loc="lower right")
     if title:
         ax.set_title(title)

@@ -365,10 +365,9 @@ def comparison_figures(comparison: Comparison, loo: LooTable) -> list[Figure]:
     """The runs with their fits, and the Fig. 7 efficiency plot at the shared A."""
     runs = comparison.runs
     ax = plot.plot_comparison(
-        {r.name: r.fit for r in runs},
+        {r.name: r.forecast for r in runs if r.forecast is not None},
         {r.name: r.curve for r in runs},
-        bands={r.name: r.band for r in runs if r.band is not None},
-        title="Runs and their sigmoid fits (dotted: asymptote A)",
+        title="Runs, their sigmoid fits and their forecasts (dashed, with the forecast's band)",
     )
     eff = plot.plot_efficiency(
         loo.refits,
@@ -376,7 +375,8 @@ def comparison_figures(comparison: Comparison, loo: LooTable) -> list[Figure]:
         title=f"Efficiency at the shared A = {loo.shared_A:.3f} (slope = B)",
     )
     return [
-        Figure("Runs, fits (solid) and extrapolations (dashed)", plot.png_bytes(ax), "compare.png"),
+        Figure("Runs, fits (solid) and forecasts (dashed, each with its forecast's band)", plot.png_bytes(ax),
+               "compare.png"),
         Figure(
             "log F(R) against log C; slope = B at the shared A",
             plot.png_bytes(eff),

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from scalerl.fit.compare import PARAMS, RunFit
+from scalerl.fit.forecast import between
 
 __all__ = ["forecast_gap", "parameter_gaps"]
 
@@ -44,13 +43,7 @@ def parameter_gaps(run: RunFit, base: RunFit) -> dict[str, dict]:
 def forecast_gap(run, base, at: float, level: float, seed: int = 0) -> dict | None:
     """The difference of two ``Forecast``s' expected curves at compute ``at``: ``{"median",
     "lo", "hi", "p_above"}``, or None where either has no draws."""
-    if run.draws is None or base.draws is None:
+    a, b = run.draws_at(at), base.draws_at(at)
+    if a is None or b is None:
         return None
-    rng = np.random.default_rng(seed)
-    a = rng.permutation(run.draws.curves(np.array([at]))[:, 0])
-    b = rng.permutation(base.draws.curves(np.array([at]))[:, 0])
-    n = min(a.size, b.size)
-    d = a[:n] - b[:n]  # (n,)
-    tail = (1.0 - level) / 2.0
-    lo, mid, hi = np.quantile(d, [tail, 0.5, 1.0 - tail])
-    return {"median": float(mid), "lo": float(lo), "hi": float(hi), "p_above": float(np.mean(d > 0))}
+    return between.gap(a, b, level, seed=seed)

@@ -56,7 +56,7 @@ from scalerl.experiments.trial import (
     SMOOTH,  # a finished trial's value: the mean of its last reports
 )
 from scalerl.fit.errors import CurveError
-from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
+from scalerl.fit.forecast import ForecastOptions, RunLog, between, forecast_of
 from scalerl.fit.forecast.states import MIN_EVALS
 from scalerl.fit.options import FitOptions
 
@@ -140,7 +140,7 @@ class ForecastPruner(optuna.pruners.BasePruner):
         """P(the expected curve at the budget > ``best``) from ``seen`` (rows: step, value);
         None where the reports cannot be forecast (not increasing steps, values outside [0, 1])."""
         mu = self.draws(seen, name)
-        return None if mu is None else float(np.mean(mu > best))
+        return None if mu is None else between.p_beat(mu, best)
 
     def draws(self, seen: np.ndarray, name: str = "trial") -> np.ndarray | None:
         """The draws ``mu_j(C_b)`` of the trial's expected curve at the budget, from its one
@@ -150,7 +150,7 @@ class ForecastPruner(optuna.pruners.BasePruner):
             fc = forecast_of(log, options=self.options)
         except (CurveError, ValueError):
             return None
-        return None if fc.draws is None else fc.draws.curves(np.array([self.budget]))[:, 0]
+        return fc.draws_at(self.budget)
 
 
 def _number(name: str, value, what: str) -> float:

@@ -84,7 +84,6 @@ class Served:
         self.files = Files(self.roots)
         self.forecasts = Background("forecast")
         self.reads = Background("read", workers=2)
-        self.laws = Background("law")
         self._found: tuple[float, list[Found]] | None = None
         self._units: dict[str, tuple] = {}  # run id -> (plan.json's stamp, its compute unit)
         self.truncated = False
@@ -206,7 +205,7 @@ class Served:
         """The run's one forecast (``forecasts``), made as ``scalerl plan RUN`` makes it."""
         if view.log is None:
             return Made(error=view.error or "no evaluation yet")
-        from scalerl.fit.prior.runs import prior_stamp
+        from scalerl.fit.forecast.prior_runs import prior_stamp
 
         # keyed by what the forecast reads (``forecast_of``: the log up to its last evaluation, the
         # run's budget and config) and by the version of its prior's finished runs: the training
@@ -345,19 +344,8 @@ class Served:
                 or q in str(r.get("completion", "")).lower()]  # fmt: skip
         return hits[-limit:][::-1]
 
-    def law(self, found: Found, view: RunView, wait: float = 0.0) -> Made:
-        """The run's law (``fit.compare.fit_run``: A, B and C_mid with their intervals), fitted in
-        the background once per change of its log, for a study's table."""
-        from scalerl.fit.compare import fit_run
-        from scalerl.fit.options import FitOptions
-
-        if view.log is None:
-            return Made(error=view.error or "no evaluation yet")
-        curve = view.log.curve
-        return self.laws.get(found.id, view.stamp, lambda: fit_run(curve, options=FitOptions()), wait)
-
     def close(self) -> None:
-        for background in (self.reads, self.forecasts, self.laws):
+        for background in (self.reads, self.forecasts):
             background.close()
 
 
@@ -383,7 +371,7 @@ def _forecast_of(log, folder: Path) -> Drawn:
     ``forecast.prior_runs`` too, learned as the trainer learns it), its own budget, as ``plan``.
     The prior's finished runs are read, never served."""
     from scalerl.fit.forecast import forecast_of
-    from scalerl.fit.prior.runs import run_options
+    from scalerl.fit.forecast.prior_runs import run_options
 
     f = forecast_of(log, options=run_options(log, folder, budget=log.budget, x=rf.COMPUTE))
     reach = None if log.target is None else f.reach(log.target)

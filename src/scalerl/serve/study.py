@@ -70,16 +70,16 @@ def order(names) -> list[str]:
 
 def compare(served: Served, picked: dict[str, Found], baseline: str | None = None) -> dict:
     """Runs on one axis: each curve with its law and its forecast band, the table of A, B and
-    C_mid with their intervals and ceiling verdicts (``fit.compare.fit_run``, fitted in the
-    background once per change of a log: ``Served.law``), and with two or more fitted runs the
+    C_mid with their intervals and ceiling verdicts (``fit.compare.fit_run`` of each run's one
+    ``Forecast``, the one its page shows: no second fit), and with two or more fitted runs the
     compare rule's verdict; each run that could not be fitted (yet) with its reason
     (``unfitted``); with a ``baseline``, every other run's differences from it
     (``fit.versus``). A study of more than ``MAX_FITS`` runs fits the first of them and says so."""
-    from scalerl.fit.compare import compare_runs
+    from scalerl.fit.compare import compare_runs, fit_run
     from scalerl.fit.errors import CurveError
     from scalerl.fit.options import FitOptions
 
-    options = FitOptions()
+    options = FitOptions()  # the compare rule's level and margin, the paper's; each run's law is its forecast's
     curves, fits, fitted, fit_of, unfitted, laws, made = {}, [], [], {}, [], {}, {}
     deadline = time.monotonic() + STUDY_WAIT
     served.prefetch(list(picked.values()))  # every run's files read at once, never one after another
@@ -100,11 +100,11 @@ def compare(served: Served, picked: dict[str, Found], baseline: str | None = Non
             unfitted.append({"run": name, "reason": f"not fitted: a study page fits its first {MAX_FITS} runs; "
                                                     "compare the rest in smaller groups"})  # fmt: skip
             continue
-        law = served.law(r, view, wait=max(deadline - time.monotonic(), 0.0))
-        if law.forecast is None:
-            unfitted.append({"run": name, "reason": law.error or "being fitted"})
+        if made[name] is None or made[name].fit is None:
+            reason = "being forecast" if made[name] is None else f"no law: {made[name].state.message}"
+            unfitted.append({"run": name, "reason": reason})
             continue
-        run = law.forecast
+        run = fit_run(curve, forecast=made[name])
         laws[name] = run
         fitted.append(curve)
         fit_of[curve.name] = run.fit
@@ -121,7 +121,8 @@ def compare(served: Served, picked: dict[str, Found], baseline: str | None = Non
                             "reads any number)"}  # fmt: skip
     elif len(fitted) >= 2:
         try:
-            verdict = compare_runs(fitted, options=options, fits=fit_of).verdict.to_dict()
+            verdict = compare_runs(fitted, options=options, fits=fit_of,
+                                   forecasts={c.name: made[n] for n, c in zip(laws, fitted)}).verdict.to_dict()
         except (CurveError, ValueError, np.linalg.LinAlgError) as err:
             verdict = {"error": str(err)}
     units = sorted({served.unit(r) for r in picked.values()})

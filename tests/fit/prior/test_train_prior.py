@@ -13,9 +13,9 @@ import pytest
 from scalerl.cli import main
 from scalerl.fit import FitOptions
 from scalerl.fit.forecast import ForecastOptions, RunLog, forecast_of
+from scalerl.fit.forecast.prior_runs import load_prior
 from scalerl.fit.forecast.words import source_sentence
 from scalerl.fit.law import sigmoid
-from scalerl.fit.prior.runs import load_prior
 
 STEPS, EVERY, PER_STEP = 400, 10, 0.01  # 41 evaluations; the budget is 4.01 compute
 BUDGET = PER_STEP * (STEPS + 1)

@@ -357,7 +357,7 @@ def test_the_suffix_table_names_every_format_the_old_io_read():
 def test_every_list_of_formats_is_read_off_the_one_table(tmp_path):
     """``READERS`` is the one list of log formats: the unknown-format sentence, ``scalerl fit``'s
     help, ``--prior-runs``' folder walk and ``scalerl plan``'s step records all follow it."""
-    from scalerl.fit.prior.runs import find_prior_files
+    from scalerl.fit.forecast.prior_runs import find_prior_files
     from scalerl.fit.readers import FOLDER_SUFFIXES, FORMATS, READERS, read_jsonl, suffixes
 
     bad = tmp_path / "x.txt"

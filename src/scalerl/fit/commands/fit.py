@@ -36,8 +36,8 @@ from scalerl.fit.compare import fit_run
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import RunLog, forecast_of, read_logs
 from scalerl.fit.forecast.options import forecast_defaults
+from scalerl.fit.forecast.prior_runs import log_prior
 from scalerl.fit.options import FitOptions
-from scalerl.fit.prior.runs import log_prior
 from scalerl.fit.readers import Curve, expand_paths
 from scalerl.fit.resample import PooledFit, pooled_fit
 
@@ -92,7 +92,7 @@ def _outcome(log: RunLog, args: argparse.Namespace, prior) -> FitOutcome:
     seen = forecast.log.curve
     run = None
     if forecast.fit is not None:
-        run = fit_run(seen, options=options, fit=forecast.fit, unc=forecast.unc, budget=not args.no_budget)
+        run = fit_run(seen, options=options, forecast=forecast, budget=not args.no_budget)
     heldout = forecast.heldout(log.curve.compute, log.curve.reward) if cut is not None else None
     answer = None
     if forecast.method == "prior" and forecast.fit is not None:

@@ -156,14 +156,14 @@ def fit_report(outcomes: Sequence[FitOutcome], caption_text: str, figures: Seque
 
 def fit_figure(outcomes: Sequence[FitOutcome]):
     """One run: the data, the law's fit and the forecast beyond the cut with its band and
-    predictive interval, the target computes marked; several runs: the comparison figure of
-    their laws."""
+    predictive interval, the target computes marked; several runs: each its forecast the same
+    way, on one axes (``plot.plot_comparison``), so a run's band does not change with the number
+    of runs asked about."""
     y = metric(outcomes)
     if len(outcomes) == 1 and outcomes[0].forecast is not None:
         o = outcomes[0]
         return plot.plot_forecast(o.forecast, o.log.curve, targets=o.targets,
                                   title=f"{o.name}: {y}, the forecast ({o.forecast.method})")  # fmt: skip
-    fits = {o.name: o.run.fit for o in outcomes if o.run is not None}
-    curves = {o.name: o.log.curve for o in outcomes if o.run is not None}
-    bands = {o.name: o.run.band for o in outcomes if o.run is not None}
-    return plot.plot_comparison(fits, curves, bands=bands, title=f"{y}: runs and their sigmoid fits")
+    forecasts = {o.name: o.forecast for o in outcomes if o.forecast is not None}
+    curves = {o.name: o.log.curve for o in outcomes if o.forecast is not None}
+    return plot.plot_comparison(forecasts, curves, title=f"{y}: runs, their fits and forecasts")

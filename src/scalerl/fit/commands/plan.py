@@ -38,11 +38,13 @@ from scalerl.fit.commands.flags import (
     options_from,
 )
 from scalerl.fit.commands.outputs import check_outputs
+from scalerl.fit.commands.plan_answer import Plan, make_plan, split_hours
 from scalerl.fit.commands.speeds import read_speeds
 from scalerl.fit.errors import CurveError
 from scalerl.fit.forecast import RunLog, forecast_of, read_logs
 from scalerl.fit.forecast.crossing import WINDOW
 from scalerl.fit.forecast.options import forecast_defaults
+from scalerl.fit.forecast.prior_runs import log_prior
 from scalerl.fit.forecast.words import (
     at_sentence,
     hours_text,
@@ -50,9 +52,7 @@ from scalerl.fit.forecast.words import (
     source_sentence,
     state_sentence,
 )
-from scalerl.fit.prior.runs import log_prior
 from scalerl.fit.readers import Columns
-from scalerl.fit.time.answer import Plan, make_plan, split_hours
 from scalerl.fit.time.throughput import RoleTimes, role_times
 from scalerl.fit.time.timing import compute_for_hours
 

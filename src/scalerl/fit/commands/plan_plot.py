@@ -19,20 +19,19 @@ def plot_plan(plan):
     if plan.clock is None or plan.answer.hours is None:  # no wall time: the forecast against compute
         return plot.plot_forecast(plan.forecast, title=f"{plan.curve.source}: the forecast of {plan.curve.y}")
     ax = plot.new_axes()
-    clock, answer, pred = plan.clock, plan.answer, plan.forecast.draws
+    clock, answer, f = plan.clock, plan.answer, plan.forecast
     hours = clock.hours(plan.curve.compute)
     ax.plot(hours, plan.curve.reward, "o", ms=3, color="C0", label="evaluations")
     med, lo, hi = answer.hours
     finite = [h for h in (med, lo, hi) if np.isfinite(h)]
     right = max([float(hours.max()) * 1.5, *(1.15 * h for h in finite)])
-    if pred is not None:
-        grid = np.concatenate([[pred.now], pred.schedule])
+    if f.draws is not None:
+        grid = np.geomspace(f.cut, max(f.horizon, f.cut * 1.0001), 200)
         grid_h = clock.hours(grid)
-        keep = grid_h <= right
-        band_lo, band_hi = pred.band(grid[keep])
-        ax.plot(grid_h[keep], pred.median(grid[keep]), "--", color="C0", label="forecast (median of the draws)")
-        ax.fill_between(grid_h[keep], band_lo, band_hi, color="C0", alpha=0.15,
-                        label=f"{pred.level:.0%} band on the expected curve")  # fmt: skip
+        at = f.at(grid[grid_h <= right])
+        ax.plot(grid_h[grid_h <= right], at.value, "--", color="C0", label="forecast (median of the draws)")
+        ax.fill_between(grid_h[grid_h <= right], at.lo, at.hi, color="C0", alpha=0.15,
+                        label=f"{f.level:.0%} band on the expected curve")  # fmt: skip
     ax.axhline(answer.target, color="C3", lw=1, label=f"target {answer.target:g}")
     if np.isfinite(lo):
         top = hi if np.isfinite(hi) else right

@@ -94,9 +94,17 @@ class Draws:
     def _clip(self, x: np.ndarray) -> np.ndarray:
         return x if self.bounds is None else np.clip(x, *self.bounds)
 
+    def summary(self, C) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(median, lo, hi) of the expected curve at ``C`` (m,): the quantiles of the draws'
+        curves, read once (``Forecast.at``)."""
+        tail = (1.0 - self.level) / 2.0
+        mid, lo, hi = np.quantile(self.curves(C), [0.5, tail, 1.0 - tail], axis=0)
+        return mid, lo, hi
+
     def band(self, C) -> tuple[np.ndarray, np.ndarray]:
-        """The band on the expected curve at ``C`` (m,): quantiles of the draws' curves."""
-        return _tails(self.curves(C), self.level)
+        """The band on the expected curve at ``C`` (m,): ``summary``'s ends."""
+        _, lo, hi = self.summary(C)
+        return lo, hi
 
     def predictive(self, C) -> tuple[np.ndarray, np.ndarray]:
         """The interval of one evaluation at ``C`` (m,): the curves plus stationary noise (one
@@ -107,7 +115,7 @@ class Draws:
         return _tails(self._clip(mu + e), self.level)
 
     def median(self, C) -> np.ndarray:
-        return np.median(self.curves(C), axis=0)
+        return np.quantile(self.curves(C), 0.5, axis=0)
 
     def reads(self, window: int) -> np.ndarray:
         """(n, t): the trailing mean of ``window`` evaluations at each scheduled one."""

@@ -1,4 +1,6 @@
-"""The held-out check of a forecast: made at a cut, scored on the evaluations after it.
+"""The held-out check of a forecast: made at a cut, scored on the evaluations after it (the
+``Forecast``'s, and the law's own in App. A.4's sigmoid-against-power-law check,
+``compare.holdout_forecast``: one score for both).
 
 The paper's extrapolation check (§1.5: fit to half the budget, validate at the end) asked of
 the forecast itself, the one every command prints: each held-out evaluation against the
@@ -35,6 +37,14 @@ class Heldout:
     @property
     def rmse(self) -> float:
         return float(np.sqrt(np.mean(self.errors**2)))
+
+    @property
+    def mae(self) -> float:
+        return float(np.mean(np.abs(self.errors)))
+
+    @property
+    def max_error(self) -> float:
+        return float(np.max(np.abs(self.errors)))
 
     @property
     def final_error(self) -> float:
@@ -74,6 +84,6 @@ class Heldout:
                 f"intervals (median width {self.median_width:.3f})")  # fmt: skip
 
     def to_dict(self) -> dict:
-        return {"fit_until": self.cut, "n_heldout": int(self.compute.size), "rmse": self.rmse,
-                "final_error": self.final_error, "extrapolation_ratio": self.extrapolation_ratio,
+        return {"fit_until": self.cut, "n_heldout": int(self.compute.size), "rmse": self.rmse, "mae": self.mae,
+                "max_error": self.max_error, "final_error": self.final_error, "extrapolation_ratio": self.extrapolation_ratio,
                 "coverage": self.coverage, "median_width": self.median_width, "final": self.final}  # fmt: skip

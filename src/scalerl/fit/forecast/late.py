@@ -3,7 +3,7 @@ looked the same at the same share of their budget.
 
 A run whose validation shows no rise at its cut gets no law (there is no rise to fit), but it
 is not certain to stay flat: runs of the corpus flat at a quarter of their budget rose by 0.1
-to 0.3 later (``bench/README.md``). The shipped table (``fit/prior/population.json``, learned
+to 0.3 later (``bench/README.md``). The shipped table (``fit/forecast/population.json``, learned
 by ``bench/population.py`` from ``bench/corpus``) keeps, for each finished run flat (``rise``)
 when cut at a share ``s`` of its budget, its later path: ``d(r)``, the trailing 5-evaluation
 mean minus its level at the cut, at each later evaluation's ratio ``r = C / cut``.
@@ -34,7 +34,7 @@ import numpy as np
 
 __all__ = ["BANDWIDTH", "LateRisers", "late_risers", "table"]
 
-TABLE = Path(__file__).parents[1] / "prior" / "population.json"
+TABLE = Path(__file__).with_name("population.json")
 BANDWIDTH = 0.35  # in ln(share): cases within about 1.4x of the share weigh most
 MIN_CASES = 5.0  # effective number of cases a late-riser forecast needs
 RISE = 0.05  # a path that rose this much past its level rose later

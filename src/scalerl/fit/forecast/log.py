@@ -245,7 +245,7 @@ def read_logs(paths, columns: Columns | None = None, *, train: str | None = None
 
 def read_log_file(path: Path, columns: Columns | None = None, *, train: str | None = None) -> list[RunLog]:
     """Every run in one file or folder, as :func:`read_logs` reads it, its name never read as
-    a glob (a prior's finished runs, found once by ``prior.runs``)."""
+    a glob (a prior's finished runs, found once by ``forecast.prior_runs``)."""
     columns = Columns() if columns is None else columns
     return _logs(_found(Path(path), columns), columns, train, None)
 

@@ -48,7 +48,7 @@ class ForecastOptions:
     when the mean of its last ``window`` evaluations does; 0: its expected curve);
     ``train_reward``: the training reward's column to follow where the log has it (None: the
     first of ``readers.TRAIN_REWARD_COLUMNS``; ``"none"``: never); ``prior``: a learned prior
-    (``prior.runs.load_prior``'s (prior, why none, n)) or None; ``population``: the table of
+    (``forecast.prior_runs.load_prior``'s (prior, why none, n)) or None; ``population``: the table of
     finished runs the not-learning forecast reads (``late``).
     """
 

@@ -124,9 +124,7 @@ class Forecast:
             nan = np.full(c.shape, np.nan)
             parts = (nan,) * 5
         else:
-            curves = self.draws.curves(c)
-            tail = (1.0 - self.level) / 2.0
-            lo, mid, hi = np.quantile(curves, [tail, 0.5, 1.0 - tail], axis=0)
+            mid, lo, hi = self.draws.summary(c)
             parts = (mid, lo, hi, *self.draws.predictive(c))
         return At(*(float(p[0]) if scalar else np.asarray(p) for p in parts))
 
@@ -136,7 +134,13 @@ class Forecast:
         c = np.atleast_1d(np.asarray(C, dtype=float))
         if self.draws is None:
             return np.full(c.shape, np.nan)
-        return np.quantile(self.draws.curves(c), 0.5, axis=0)
+        return self.draws.median(c)
+
+    def draws_at(self, C: float) -> np.ndarray | None:
+        """(n,) the draws of the expected curve at compute ``C``, for the statistics between runs
+        (``between``: P(best) in a study, the gap to a baseline, P(beat) in the Optuna pruner);
+        None without draws."""
+        return None if self.draws is None else self.draws.curves(np.array([float(C)]))[:, 0]
 
     def crossing(self, target: float, window: int | None = None) -> Crossing | None:
         """Each draw's first read at or above ``target`` (``crossing``), None without draws."""

@@ -5,7 +5,8 @@ and the devices.
 - ``timing``: the run's clock (compute -> hours, from its records or given speeds);
 - ``throughput``: the PipelineRL-k model of a step's time from the roles' measured costs, behind
   the split advice;
-- ``answer``: ``scalerl plan``'s answer: a ``Forecast``'s reach of a target, and the splits.
+(``scalerl plan``'s answer, a ``Forecast``'s reach of a target with the splits, is the command's:
+``fit.commands.plan_answer``.)
 
 Like the rest of ``fit/``: numpy and scipy only, never torch or the trainer.
 """

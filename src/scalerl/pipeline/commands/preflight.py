@@ -37,7 +37,7 @@ def check_prior_runs(cfg: Config) -> None:
     if cfg.forecast.prior_runs is None:
         return
     from scalerl.fit.errors import CurveError
-    from scalerl.fit.prior.runs import find_prior_files
+    from scalerl.fit.forecast.prior_runs import find_prior_files
 
     try:
         find_prior_files(cfg.forecast.prior_runs, what="forecast.prior_runs")

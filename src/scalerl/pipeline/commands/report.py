@@ -32,8 +32,8 @@ def final_report(run_dir: str | Path, cfg, log=print):
     evaluation of the metric)."""
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import forecast_of, read_logs
+    from scalerl.fit.forecast.prior_runs import run_options
     from scalerl.fit.forecast.words import at_sentence, state_sentence
-    from scalerl.fit.prior.runs import run_options
     from scalerl.fit.readers import Columns
 
     run_dir = Path(run_dir)
@@ -74,8 +74,8 @@ def _target(run, run_dir: Path, target: float) -> list[str]:
     the run's own, ``forecast_budget``): P(by that budget), P(within the horizon), and the
     compute and hours with their intervals."""
     from scalerl.fit.forecast import forecast_of
+    from scalerl.fit.forecast.prior_runs import run_options
     from scalerl.fit.forecast.words import reach_sentences
-    from scalerl.fit.prior.runs import run_options
 
     forecast = forecast_of(run, options=run_options(run, run_dir, budget=run.budget, x=COMPUTE))
     return [f"forecast.target {target:g}, as scalerl plan {run_dir} answers it:",
@@ -85,7 +85,7 @@ def _target(run, run_dir: Path, target: float) -> list[str]:
 def _outlook(forecast, all_records: list[dict], at_sentence, unit: str) -> list[str]:
     """The forecast of the finished run, in sentences: the ceiling verdict, the forecast at
     twice its compute (both bands), the compute that would pin A, and the last live forecast."""
-    from scalerl.fit.extrapolate import budget_to_pin_A
+    from scalerl.fit.budget import budget_to_pin_A
     from scalerl.fit.forecast.words import calibration_text
 
     out = []
@@ -121,7 +121,7 @@ def _half_check(run, run_dir: Path) -> str:
     of its compute against what happened after, with the interval's width."""
     from scalerl.fit.errors import CurveError
     from scalerl.fit.forecast import forecast_of
-    from scalerl.fit.prior.runs import run_options
+    from scalerl.fit.forecast.prior_runs import run_options
 
     end = float(run.curve.compute[-1])
     try:

@@ -1,4 +1,4 @@
-"""prior.runs.run_prior and prior_spec: the one prior a run's forecast is made under, wherever
+"""forecast.prior_runs.run_prior and prior_spec: the one prior a run's forecast is made under, wherever
 it is made (the trainer's live record, serve, plan, fit), learned again only when its runs change."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 
 from scalerl.fit import FitOptions
 from scalerl.fit.errors import CurveError, CurveWarning
-from scalerl.fit.prior.runs import prior_spec, run_prior
+from scalerl.fit.forecast.prior_runs import prior_spec, run_prior
 from scalerl.fit.readers import Columns
 
-from .test_train_prior import _records, _write
+from ..prior.test_train_prior import _records, _write
 
 OPTIONS = FitOptions(max_points=200)
 COLUMNS = Columns(x="compute_gpu_hours", y="val_pass_rate")
