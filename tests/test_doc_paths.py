@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
-TEXTS = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "bench").glob("**/*.md"),
+TEXTS = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "bench").glob("**/*.md"),
          *(ROOT / "src" / "scalerl" / "recipes").glob("*.yaml")]
 # a path from the repository's root, or a module of the package (``scalerl/types.py``)
 # (a pattern of files: ``demo_seed*.jsonl``, ``demo_seed0..4.jsonl``, ``trl_s{seed}_lr{lr}.jsonl``)

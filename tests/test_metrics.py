@@ -111,7 +111,7 @@ def test_the_glossary_check_fails_on_a_key_without_its_line():
 
 def test_every_key_of_the_run_folder_table_is_a_documented_current_key():
     """``scalerl.runfolder`` is what the trainer writes and ``fit`` reads: each record key
-    (the ``forecast_*`` ones included) has its line in ``docs/METRICS.md``, and an old name of
+    (the ``forecast_*`` ones included) has its line in ``docs/run-folder.md``, and an old name of
     ``RENAMED`` is none of them."""
     from glossary import undocumented
 

@@ -2,7 +2,7 @@
 functions count), no module imports one from a layer above it, inside ``pipeline/`` the
 roles stay apart (the learner and the generators never import each other, the seams import
 neither, and the commands sit on top), and inside ``fit/`` the commands sit on top and the
-forecast imports no front end. The rules are written out in ``docs/DESIGN.md`` ("The layout
+forecast imports no front end. The rules are written out in ``docs/design/index.md`` ("The layout
 and its arrows")."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import scalerl
 
 SRC = Path(scalerl.__file__).parent
-DESIGN = Path(__file__).parents[1] / "docs" / "DESIGN.md"
+DESIGN = Path(__file__).parents[1] / "docs" / "design" / "index.md"
 
 
 def _module(path: Path) -> str:

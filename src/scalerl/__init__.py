@@ -1,6 +1,6 @@
 """scalerl: predictable reinforcement learning for language models.
 
-Two halves (see docs/DESIGN.md): ``scalerl.fit`` forecasts RL runs with the ScaleRL
+Two halves (see docs/design/index.md): ``scalerl.fit`` forecasts RL runs with the ScaleRL
 sigmoid law, and the trainer (``scalerl.pipeline``) runs the ScaleRL recipe.
 """
 

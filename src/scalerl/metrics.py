@@ -3,7 +3,7 @@ progress display is ``scalerl.progress``.
 
 ``RUN_DIR/metrics.jsonl`` holds one JSON object per optimiser step (step 0 is the evaluation
 of the starting policy, R0). Every record carries ``step``, ``compute_gpu_hours`` and
-``flops``; evaluation steps add ``val_pass_rate``. ``docs/METRICS.md`` says what every key
+``flops``; evaluation steps add ``val_pass_rate``. ``docs/run-folder.md`` says what every key
 counts, in which unit; ``scalerl.runfolder`` is the one table of the keys the trainer
 writes and ``fit`` reads. Keys renamed since (``runfolder.RENAMED``) are read under their
 current names: ``runfolder.read_records``, the one reader, renames them in the records it returns. ``scalerl fit

@@ -3,7 +3,7 @@
 ``scalerl train --out RUN`` writes a run folder; ``fit``, ``plan``, ``serve``, ``sweep`` and
 ``report`` read it. Everything both sides must agree on is defined here, once, as plain
 strings and small functions (this module imports nothing of the package, so ``fit/`` may
-read it and stay free of torch and the trainer). ``docs/METRICS.md`` says what each key
+read it and stay free of torch and the trainer). ``docs/run-folder.md`` says what each key
 counts, in which unit.
 
 **The one JSONL reader** (:func:`read_records`), one policy for a torn line: a last line

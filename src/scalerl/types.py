@@ -1,7 +1,7 @@
 """Records shared by every role: the neutral wire-type module.
 
 ``rollout/`` produces these and ``pipeline/`` consumes them, and nothing may import
-``pipeline/``, so they live here rather than in ``pipeline/types.py`` (see docs/DESIGN.md).
+``pipeline/``, so they live here rather than in ``pipeline/types.py`` (see docs/design/root.md).
 Only numpy: records cross process and Ray boundaries by pickling.
 """
 

@@ -15,7 +15,7 @@ and waits at most ``timeout`` seconds:
   :data:`MAX_STUCK` of them in this process the next call raises :class:`TooManyStuck`, one
   sentence that stops the run, because the process would otherwise fill with busy threads.
 
-Why threads (docs/DESIGN.md, issue 28): a hung call that ignores signals (C code, a bare
+Why threads (docs/design/rollout.md, issue 28): a hung call that ignores signals (C code, a bare
 ``except:`` that swallows an interrupt) still cannot stall the run, and nothing about the
 process's signal handlers (SIGTERM/SIGINT stops, ``pipeline.stop``) changes. The price: user
 code runs off the main thread, where ``signal.signal`` is refused, so a function that sets

@@ -177,7 +177,7 @@ def _marked_programs() -> set[int]:
         not sandbox_ns.isolation().namespaces, reason=f"no kernel namespaces: {sandbox_ns.isolation().missing}")),
     pytest.param(False, id="python-layers-only", marks=pytest.mark.skipif(
         os.geteuid() != 0, reason="without root every fallback program runs as the trainer's own uid "
-                                  "and shares its RLIMIT_NPROC budget (see docs/DESIGN.md)"))])
+                                  "and shares its RLIMIT_NPROC budget (see docs/design/data.md)"))])
 def test_a_thread_bomb_leaves_a_concurrent_program_its_own_process_budget(namespaces):
     # RLIMIT_NPROC counts a user's tasks: with every program run as nobody, one holding its 63
     # threads made a concurrent honest ThreadPoolExecutor fail ("can't start new thread").

@@ -1,6 +1,6 @@
 """What ``scalerl train`` tells a batch job (stdout a file, not a terminal): where its
 validation prompts come from, and whole progress lines as it trains; and every metric key
-the run writes has its line in ``docs/METRICS.md``."""
+the run writes has its line in ``docs/run-folder.md``."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ class TaskConfig(_Frozen):
     (``reward_fn``, a user task or environment). Batch-normalised advantages are equal either
     way (an affine map); the logs show the reward as returned (``reward_mean``) beside what the
     loss trained on (``trained_reward_mean``). ``length.truncation_is_failure`` is the other
-    transform; both are printed at start (docs/DESIGN.md, "The user's reward, as written")."""
+    transform; both are printed at start (docs/design/rollout.md, "The user's reward, as written")."""
     pass_threshold: float = 1.0
     """A sample passes when its reward, as returned, is at least this (``pass_rate``,
     ``val_pass_rate`` and the curriculum alike; to within 1e-6, as rewards travel as float32).

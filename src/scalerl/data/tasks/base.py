@@ -62,7 +62,7 @@ RewardFn = Callable[[str, Example], float]
 
 @runtime_checkable
 class Task(Protocol):
-    """What the trainer, generators and SFT need from a task (docs/DESIGN.md)."""
+    """What the trainer, generators and SFT need from a task (docs/design/data.md)."""
 
     name: str
     num_train: int

@@ -1,5 +1,5 @@
 """The forecast's one home: ``Forecast``, made by ``forecast_of`` from a run's log, a cut and
-the options, and read by every command, record and page (``docs/DESIGN.md``, "One forecast").
+the options, and read by every command, record and page (``docs/design/fit.md``, "One forecast").
 
 - ``log``: the run's log as a forecast reads it (``RunLog``, ``read_logs``);
 - ``options``: ``ForecastOptions``, every default of how a forecast is made;

@@ -1,5 +1,5 @@
 """The training reward as the validation curve's companion: the default forecast where a log
-has both (``docs/DESIGN.md``, "Which forecast is the default").
+has both (``docs/design/fit.md``, "Which forecast is the default").
 
 A run logs its training reward at every step (``reward_mean``: P x G scored samples each),
 and evaluates far less often. The two share the curve's shape, so the dense one pins that

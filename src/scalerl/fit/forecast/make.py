@@ -17,7 +17,7 @@ In order (each step says why in ``Forecast.why`` when it passes a method by):
      validation's offset; where a prior was given and not used on the validation (its rise not
      yet shown, or the run unlike the prior), the training reward's curve is fitted under the
      finished runs' training rewards (``Prior.train``) if it accepts the run (the bench's
-     scores of the other order: ``docs/DESIGN.md``);
+     scores of the other order: ``docs/design/fit.md``);
    - *not learning* (no rise, or diverging): the finished runs that looked as flat at the same
      share of their budget (``late``), else the flat level;
    - *the fit*: its band with the rolling-origin factors by lead.
