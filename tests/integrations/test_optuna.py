@@ -77,11 +77,11 @@ def test_it_prunes_real_scalerl_runs_trained_in_process_as_trials(warm_model_dir
     from scalerl.runfolder import read_records
 
     lrs = {0: 2e-4, 1: 1e-9}  # one that learns, one that cannot
-    pruner = ForecastPruner(budget=60)
+    pruner = ForecastPruner(budget=30)
     answers: dict[int, list[tuple[float, bool]]] = {0: [], 1: []}
     sets = {"model.base": str(warm_model_dir), "task.knobs": "{min_digits: 1, max_digits: 2}",
             "pipeline.backend": "inprocess", "pipeline.prompts_per_step": 4, "pipeline.generations": 8,
-            "sampling.max_new_tokens": 48, "length.interrupt_range": "[30, 36]", "train.steps": 60,
+            "sampling.max_new_tokens": 48, "length.interrupt_range": "[30, 36]", "train.steps": 30,
             "train.max_minutes": "null", "eval.every": 3, "eval.schedule": "every", "eval.num_prompts": 48,
             "eval.k": 1, "forecast.enabled": "false", "log.tensorboard": "false", "log.progress": "false",
             "train.cores": 2}  # fmt: skip
@@ -101,8 +101,8 @@ def test_it_prunes_real_scalerl_runs_trained_in_process_as_trials(warm_model_dir
     study = optuna.create_study(direction="maximize", pruner=pruner)
     study.optimize(trial_fn, n_trials=2)
     first, second = study.trials
-    assert first.state.name == "COMPLETE" and len(first.intermediate_values) == 21  # steps 0, 3, ..., 60
-    values = [first.intermediate_values[s] for s in (54, 57, 60)]
+    assert first.state.name == "COMPLETE" and len(first.intermediate_values) == 11  # steps 0, 3, ..., 30
+    values = [first.intermediate_values[s] for s in (24, 27, 30)]
     assert first.value == pytest.approx(sum(values) / 3)  # the mean of its last three evaluations
     assert all(not stop for _, stop in answers[0])  # the first trial has nothing to beat
     for i, (p, stop) in enumerate(answers[1]):  # every answer is its P(beat) against 0.05, from the 6th report
@@ -110,7 +110,7 @@ def test_it_prunes_real_scalerl_runs_trained_in_process_as_trials(warm_model_dir
     assert (second.state.name == "PRUNED") == answers[1][-1][1]
     if second.state.name == "PRUNED":  # the run stopped at the evaluation that pruned it, checkpointed
         last = read_records(tmp_path / "trial1" / "metrics.jsonl")[-1]
-        assert last["step"] == max(second.intermediate_values) and last["step"] < 60
+        assert last["step"] == max(second.intermediate_values) and last["step"] < 30
         assert last["stopped_early"] == f"pruned by Optuna at step {last['step']} (trial 1)"
         assert json.loads((tmp_path / "trial1" / "checkpoint" / "meta.json").read_text())["step"] == last["step"]
 
