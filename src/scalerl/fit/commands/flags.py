@@ -21,6 +21,7 @@ from scalerl.fit.forecast import ForecastOptions
 from scalerl.fit.forecast.options import forecast_defaults
 from scalerl.fit.options import FitOptions
 from scalerl.fit.readers import FORMATS, TRAIN_REWARD_COLUMNS, Columns
+from scalerl.fit.readers.trainers import TRAINERS
 
 __all__ = ["OPTION_FLAGS", "add_curve_options", "add_fit_flags", "add_train_reward_option", "check_fraction",
            "columns_of", "forecast_options", "guard", "options_from", "r0_value"]  # fmt: skip
@@ -42,6 +43,9 @@ def add_fit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--y", help="reward column (default: val_pass_rate, pass_rate, reward, ...)")
     p.add_argument("--step-to-compute", type=float, metavar="F",
                    help="compute per step: compute = step (or --x) times F")  # fmt: skip
+    p.add_argument("--from", dest="trainer", choices=tuple(TRAINERS), default=None,
+                   help="read another trainer's names for the validation, the training reward and the step "
+                        "(default: detected from the log's columns)")  # fmt: skip
     p.add_argument("--r0", type=r0_value, default=None, metavar="VALUE|first|fit",
                    help="R0: a number, the first point's reward, or fitted (default: the step-0 reward if there is a "
                         "compute-0 point, else fitted)")  # fmt: skip
@@ -100,7 +104,8 @@ def guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
 
 
 def columns_of(args: argparse.Namespace) -> Columns:
-    return Columns(x=args.x, y=args.y, step_to_compute=getattr(args, "step_to_compute", None))
+    return Columns(x=args.x, y=args.y, step_to_compute=getattr(args, "step_to_compute", None),
+                   trainer=getattr(args, "trainer", None))
 
 
 OPTION_FLAGS = {"r0": "--r0", "min_compute": "--min-compute", "method": "--method", "level": "--level",

@@ -130,7 +130,8 @@ def _times(log: RunLog, args: argparse.Namespace, roles: RoleTimes | None) -> Ro
 
 
 def _log(args: argparse.Namespace, speeds) -> RunLog:
-    logs = read_logs([args.run], Columns(x=args.x, y=args.y, step_to_compute=args.step_to_compute),
+    logs = read_logs([args.run], Columns(x=args.x, y=args.y, step_to_compute=args.step_to_compute,
+                                         trainer=args.trainer),
                      train=args.train_reward, speeds=speeds)  # fmt: skip
     if len(logs) != 1:
         raise CurveError(f"{args.run} holds {len(logs)} runs; plan one at a time (split the log, or pick a run).")

@@ -38,6 +38,7 @@ from scalerl.fit.readers import (
 )
 from scalerl.fit.readers.core import TRAIN_REWARD_COLUMNS, find_column
 from scalerl.fit.readers.jsonl import curves_from_records, jsonl_records, read_jsonl
+from scalerl.fit.readers.trainers import TRAINERS
 from scalerl.fit.time.timing import Clock, clock_from_points
 
 __all__ = ["RunLog", "log_from_records", "read_log_file", "read_logs", "run_budget"]
@@ -166,7 +167,8 @@ def _train_column(log: Path, curve: Curve, columns: Columns, train: str | None) 
         return []
     if train:
         return [train]
-    return [c for c in TRAIN_REWARD_COLUMNS if find_column([curve.y], c) is None]
+    names = [*TRAIN_REWARD_COLUMNS, *(t for n in TRAINERS.values() for t in n.train)]  # other trainers' too
+    return [c for c in dict.fromkeys(names) if find_column([curve.y], c) is None]
 
 
 def _train_curve(log: Path, curve: Curve, columns: Columns, train: str | None) -> Curve | None:

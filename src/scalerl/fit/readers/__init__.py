@@ -15,6 +15,10 @@ Formats, picked by file name:
   (``{"step": 10, "compute_gpu_hours": 0.01, "flops": ..., "val_pass_rate": 0.31}``).
   Records without the reward field (training-step records) are skipped.
 - a ``scalerl train`` run folder: its ``metrics.jsonl`` (its ``tb/`` mirrors the same records).
+- a W&B run's local folder (``wandb_local``: ``wandb/run-*``, ``wandb/offline-run-*``,
+  ``wandb/latest-run``, or its ``.wandb`` file), read by the ``wandb`` package's own reader;
+- another trainer's log (``trainers``: TRL's ``trainer_state.json``, verl's and prime-rl's
+  JSONL, NeMo-RL's and OpenRLHF's TensorBoard), its names found without naming a column;
 - TensorBoard event files (``tensorboard``; a file named ``*tfevents*`` or a
   directory holding them, several files of one run merged by step, the later file winning):
   scalar tags are the columns; the x tag is joined to the reward tag by step (linear
@@ -52,6 +56,7 @@ from scalerl.fit.readers.core import (
 from scalerl.fit.readers.csvlog import read_csv
 from scalerl.fit.readers.jsonl import read_jsonl
 from scalerl.fit.readers.tensorboard import read_tensorboard
+from scalerl.fit.readers.wandb_local import is_wandb, read_wandb
 from scalerl.runfolder import METRICS
 
 __all__ = ["COMPUTE_COLUMNS", "FOLDER_SUFFIXES", "FORMATS", "READERS", "REWARD_COLUMNS", "RUN_LOG", "STEP_COLUMNS", "TRAIN_REWARD_COLUMNS",
@@ -108,6 +113,8 @@ def read_curves(path: str | Path, columns: Columns | None = None, **fields) -> l
         raise CurveError(f"{path} does not exist.")
     if path.is_dir() and (path / RUN_LOG).is_file():  # a run folder: its tb/ mirrors this log
         return read_jsonl(path / RUN_LOG, columns)
+    if is_wandb(path):  # a W&B run's local folder (wandb/run-*, offline-run-*, latest-run) or its .wandb
+        return read_wandb(path, columns)
     if path.is_dir() and not is_tensorboard(path) and (path / "tb").is_dir() and is_tensorboard(path / "tb"):
         path = path / "tb"
     if is_tensorboard(path):

@@ -41,6 +41,7 @@ REWARD_COLUMNS = (
     "reward",
 )
 TRAIN_REWARD_COLUMNS = ("train_reward", "reward_mean", "train/reward", "train_reward_mean", "reward")
+# (another trainer's own names come first where its log is detected: ``trainers.TRAINERS``)
 """The training reward (the validation curve's companion, ``fit.companion``): the corpus's
 and TRL's per-evaluation name, ``scalerl train``'s step records', a TensorBoard tag, and
 TRL's own ``reward`` (used only where it is not the validation's column)."""
@@ -120,10 +121,11 @@ class Columns:
     y: str | None = None
     step_to_compute: float | None = None
     bounded: bool = True
+    trainer: str | None = None  # another trainer's names first (``trainers.TRAINERS``; None: detected)
 
     def choose(self, columns: Sequence[str], where: str) -> Choice:
         """The columns of one table (``where`` names it in messages)."""
-        return _choose(columns, where, self.x, self.y, self.step_to_compute, self.bounded)
+        return _choose(columns, where, self.x, self.y, self.step_to_compute, self.bounded, self.trainer)
 
 
 @dataclass(frozen=True)
@@ -136,9 +138,15 @@ class Choice:
     bounded: bool = True
 
 
-def _choose(columns, where, x, y, step_to_compute, bounded) -> Choice:
+def _choose(columns, where, x, y, step_to_compute, bounded, trainer=None) -> Choice:
+    from scalerl.fit.readers.trainers import detect, first_match
+
     have = ", ".join(c for c in columns if c) or "(none)"
-    y_col = find_column(columns, y if y is not None else REWARD_COLUMNS)
+    names = detect(columns, trainer)
+    y_col = first_match(columns, names.y) if names is not None and y is None else None
+    y_col = y_col or find_column(columns, y if y is not None else REWARD_COLUMNS)
+    if y_col is None and y is not None:  # a trainer's name pattern (``trainers``), e.g. verl's val-core/<source>/...
+        y_col = first_match(columns, [y])
     if y_col is None:
         wanted = (
             f"reward column '{y}'" if y else "reward column (" + ", ".join(REWARD_COLUMNS) + ")"
@@ -157,6 +165,8 @@ def _choose(columns, where, x, y, step_to_compute, bounded) -> Choice:
             )
     else:
         x_col = find_column(columns, COMPUTE_COLUMNS)
+        if x_col is None and names is not None:  # another trainer's log: its step is its x
+            x_col = find_column(columns, names.step)
         if x_col is None:
             raise CurveError(
                 f"{where} has no compute column ({', '.join(COMPUTE_COLUMNS)}); its columns "

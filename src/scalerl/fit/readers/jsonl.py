@@ -24,14 +24,50 @@ from scalerl.runfolder import BadRunFile, read_numbered
 __all__ = ["curves_from_records", "jsonl_records", "read_jsonl"]
 
 
+TRAINER_STATE = "trainer_state.json"
+"""A Hugging Face ``Trainer``'s state (TRL's too): its ``log_history`` is the log, one record an entry."""
+
+
 def jsonl_records(path: Path) -> list[tuple[int, dict]]:
     """(line, record) of every record of a JSON-lines log, read by the run folder's one reader
     (``runfolder.read_numbered``: a torn last line skipped, any other bad line one sentence),
-    parsed once per version of the file (``cache``)."""
+    parsed once per version of the file (``cache``). A ``trainer_state.json`` is read as its
+    ``log_history`` (entry numbers for lines); verl's ``{"step": N, "data": {...}}`` lines as
+    their step and data side by side."""
+    path = Path(path)
     try:
-        return parsed(Path(path), "jsonl", lambda: read_numbered(path))
+        if path.name == TRAINER_STATE:
+            return parsed(path, "trainer_state", lambda: _log_history(path))
+        return parsed(path, "jsonl", lambda: [(n, _flat(r)) for n, r in read_numbered(path)])
     except BadRunFile as err:
         raise CurveError(str(err)) from None
+
+
+def _flat(record: dict) -> dict:
+    """verl's line ``{"step": N, "data": {metrics}}`` as ``{"step": N, **metrics}``; others as they are."""
+    data = record.get("data")
+    if isinstance(data, dict) and "step" in record and len(record) == 2:
+        return {"step": record["step"], **data}
+    return record
+
+
+def _log_history(path: Path) -> list[tuple[int, dict]]:
+    """A ``trainer_state.json``'s ``log_history``: every entry, numbered from 1."""
+    import json
+
+    from scalerl.runfolder import MAX_LINE
+
+    size = path.stat().st_size
+    if size > 256 * MAX_LINE:
+        raise BadRunFile(f"{path} is {size:,} bytes, more than a trainer's state holds.")
+    try:
+        state = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise BadRunFile(f"{path} is not a trainer's state ({getattr(err, 'msg', None) or type(err).__name__}).") from None
+    history = state.get("log_history") if isinstance(state, dict) else None
+    if not isinstance(history, list):
+        raise BadRunFile(f"{path} has no log_history list: not a Hugging Face trainer's state.")
+    return [(i, r) for i, r in enumerate(history, 1) if isinstance(r, dict)]
 
 
 def read_jsonl(path: Path, columns: Columns | None = None, **fields) -> list[Curve]:
