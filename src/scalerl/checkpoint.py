@@ -42,8 +42,11 @@ from typing import Any
 import numpy as np
 import torch
 
-CURRENT, PREVIOUS, TMP_PREFIX = "checkpoint", "checkpoint.old", ".checkpoint.tmp-"
-BROKEN = "checkpoint.broken"
+from scalerl.runfolder import CHECKPOINT as CURRENT  # the run folder names them
+from scalerl.runfolder import CHECKPOINT_BROKEN as BROKEN
+from scalerl.runfolder import CHECKPOINT_OLD as PREVIOUS
+
+TMP_PREFIX = ".checkpoint.tmp-"
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 

@@ -43,14 +43,17 @@ PLACEMENT = "plan.json"  # where every role ran (the run plan)
 REPORT = "report.md"  # the end-of-run report
 FIT_FIGURE = "fit.png"
 SFT_RESULT = "sft_result.json"  # beside a warmed-up starting model: the pass rate it reached
-CHECKPOINT = "checkpoint"
+CHECKPOINT = "checkpoint"  # the newest checkpoint (``scalerl.checkpoint``), and the two below
+CHECKPOINT_OLD = "checkpoint.old"
+CHECKPOINT_BROKEN = "checkpoint.broken"
 TENSORBOARD = "tb"
 MODEL = "model"
 SWEEP = "sweep.yaml"  # a study's spec
 DECISIONS = "decisions.json"  # an adaptive study's decisions
 STUDY = "study.md"  # a study's report
 SHARED_BASE = "_base"  # a study's shared starting models
-NOT_RUNS = (SHARED_BASE, "base_model", CHECKPOINT, "checkpoint.old", MODEL, TENSORBOARD)
+BASE_MODEL = "base_model"  # a run's SFT-warmed starting model
+NOT_RUNS = (SHARED_BASE, BASE_MODEL, CHECKPOINT, CHECKPOINT_OLD, CHECKPOINT_BROKEN, MODEL, TENSORBOARD)
 """Folders inside a run or study that hold no run of their own."""
 
 # --- record keys: every record ------------------------------------------------------------
@@ -320,6 +323,46 @@ def run_unit(folder: str | Path) -> str:
     return compute_unit(read_placement(folder) or None)
 
 
+def run_folders(root: str | Path, limit: int | None = None) -> list[Path]:
+    """Every run folder under ``root`` (``root`` itself where it is one), sorted: a folder holding
+    :data:`METRICS`, never inside what holds no run (:data:`NOT_RUNS`, hidden folders) and never
+    through a symbolic link; at most ``limit``. The one discovery of runs (``serve``, a study's
+    report, a replay, an adaptive study's figure)."""
+    root = Path(root)
+    if is_run(root):
+        return [root]
+    found = []
+    for folder, files in walk(root):
+        if METRICS in files:
+            found.append(folder)
+            if limit is not None and len(found) >= limit:
+                break
+    return sorted(found)
+
+
+def walk(root: str | Path):
+    """(folder, its file names) of every folder under ``root`` a run or a study may be, in
+    sorted order: never into :data:`NOT_RUNS` or a hidden folder, never through a link."""
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in NOT_RUNS and not d.startswith("."))
+        yield Path(folder), set(files)
+
+
+def ended(records: list[dict[str, Any]], cfg: dict[str, Any]) -> RunState | None:
+    """How a run ended, from its records and config alone, None while it has not: stopped by a
+    rule (its ``stopped_early`` sentence), or finished at ``train.steps`` or ``train.max_compute``.
+    The one definition of "finished" (``run_state``, a sweep that skips what is done)."""
+    stop = next((r[STOPPED_EARLY] for r in records if STOPPED_EARLY in r), None)
+    if stop is not None:
+        return RunState("stopped", str(stop))
+    last = records[-1] if records else {}
+    steps, max_compute = setting(cfg, "train", "steps"), setting(cfg, "train", "max_compute")
+    if last and ((steps is not None and number(last, STEP) == steps)
+                 or (max_compute is not None and (number(last, COMPUTE) or 0.0) >= max_compute)):  # fmt: skip
+        return RunState("finished")
+    return None
+
+
 def is_run(folder: Path) -> bool:
     """A folder a run wrote (it holds :data:`METRICS`); False for one this user cannot read."""
     try:
@@ -437,14 +480,9 @@ def run_state(folder: str | Path, records: list[dict[str, Any]] | None = None, c
 def _inferred(folder: Path, records: list[dict[str, Any]], cfg: dict[str, Any], now: float, read) -> RunState:
     """A folder without ``status.json``: stopped by a rule, finished at its steps or compute,
     running while it changes, failed where its log ends with an error, else paused."""
-    stop = next((r[STOPPED_EARLY] for r in records if STOPPED_EARLY in r), None)
-    if stop is not None:
-        return RunState("stopped", str(stop))
-    last = records[-1] if records else {}
-    steps, max_compute = setting(cfg, "train", "steps"), setting(cfg, "train", "max_compute")
-    if last and ((steps is not None and number(last, STEP) == steps)
-                 or (max_compute is not None and (number(last, COMPUTE) or 0.0) >= max_compute)):  # fmt: skip
-        return RunState("finished")
+    done = ended(records, cfg)
+    if done is not None:
+        return done
     if _changed_within(folder, LIVE_S, now):
         return RunState("running")
     try:

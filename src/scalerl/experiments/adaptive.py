@@ -226,7 +226,7 @@ def run_adaptive(variants: Sequence, out: Path, adaptive: Adaptive, *, parallel:
         for name in study.alive:
             v = by_name[name]
             seen = _log(v.run_dir, name, x)
-            if name in earlier or is_finished(v.run_dir, v.config.train.steps) or (
+            if name in earlier or is_finished(v.run_dir, v.config) or (
                     seen is not None and _reached(v.run_dir, rung)):
                 continue
             cfg = configs[name]

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from scalerl.fit import report
-from scalerl.runfolder import DECISIONS, METRICS
+from scalerl.runfolder import DECISIONS, METRICS, run_folders
 
 
 def _winner(d: dict) -> str:
@@ -75,8 +75,8 @@ def _figure(out: Path, d: dict, x: str | None) -> report.Figure:
     ax = fig.subplots()
     budget = float(d["budget"])
     stops = {s["point"]: s for s in d["stopped"]}
-    for i, metrics in enumerate(sorted(Path(out).rglob(METRICS))):
-        name = metrics.parent.relative_to(out).as_posix()
+    for i, folder in enumerate(run_folders(out)):
+        metrics, name = folder / METRICS, folder.relative_to(out).as_posix()
         try:
             (curve,) = read_jsonl(metrics, x=x)
         except (CurveError, ValueError):

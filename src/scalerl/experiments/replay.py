@@ -19,10 +19,11 @@ from scalerl.fit.forecast import RunLog, read_logs
 from scalerl.fit.readers import FOLDER_SUFFIXES, Columns
 from scalerl.fit.readers import is_tensorboard as _is_tb
 from scalerl.runfolder import METRICS as RUN_LOG
+from scalerl.runfolder import TENSORBOARD, run_folders
 
 
 def _is_run(path: Path) -> bool:
-    return path.is_file() or (path / RUN_LOG).is_file() or _is_tb(path) or (path / "tb").is_dir()
+    return path.is_file() or (path / RUN_LOG).is_file() or _is_tb(path) or (path / TENSORBOARD).is_dir()
 
 
 def _one(path: Path, name: str, x: str | None, y: str | None) -> RunLog:
@@ -45,7 +46,7 @@ def replay_logs(paths: Sequence[Path], x: str | None = None, y: str | None = Non
         if _is_run(path):
             curves.append(_one(path, path.stem if path.is_file() else path.name, x, y))
             continue
-        runs = sorted({p.parent for p in path.rglob(RUN_LOG)}) or sorted(
+        runs = run_folders(path) or sorted(
             p for p in path.iterdir() if p.is_file() and p.suffix.lower() in FOLDER_SUFFIXES
         )
         if not runs:

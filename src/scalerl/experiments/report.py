@@ -18,7 +18,7 @@ import numpy as np
 from scalerl.fit.compare import compare_runs, loo_table
 from scalerl.fit.options import MARGIN, FitOptions
 from scalerl.fit.readers import Curve, read_jsonl
-from scalerl.runfolder import METRICS
+from scalerl.runfolder import METRICS, REPORT
 
 
 def pooled_curve(name: str, metrics_files: Sequence[Path], *, x: str | None = None, y: str | None = None) -> Curve:
@@ -58,7 +58,7 @@ def write_report(runs: dict[str, list[Path]], out: Path, *, x: str | None = None
     if section := decisions_section(out, x):  # an adaptive study's decisions come first
         rep = replace(rep, paragraphs=(section[0], *rep.paragraphs), tables=(*section[1], *rep.tables),
                       figures=(section[2], *rep.figures))
-    written = report.write_markdown(out / "report.md", rep)
+    written = report.write_markdown(out / REPORT, rep)
     written.append(report.write(out / "report.html", report.to_html(rep)))
     data = comparison.to_dict() | ({"loo": loo.to_dict()} if loo is not None else {})
     written.append(report.write_json(out / "comparison.json", data))

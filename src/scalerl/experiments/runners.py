@@ -121,7 +121,7 @@ def run_on_ray(todo: Sequence[Todo], log: Callable[[str], None]) -> None:
         for label, run_dir, cfg, resume in todo:
             run_dir.mkdir(parents=True, exist_ok=True)
             cpus = need(cfg)
-            log(f"{label}: submitted to Ray ({cpus} CPUs; log: {run_dir / 'train.log'})")
+            log(f"{label}: submitted to Ray ({cpus} CPUs; log: {run_dir / TRAIN_LOG})")
             ref = task.options(num_cpus=cpus).remote(with_cores(cfg, cpus).model_dump(mode="json"), str(run_dir),
                                                      resume)
             refs[ref] = label

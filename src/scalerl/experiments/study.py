@@ -38,9 +38,8 @@ from scalerl.fit.forecast.prior_runs import run_options
 from scalerl.fit.options import FitOptions
 from scalerl.fit.prior.pooling import joint_fit
 from scalerl.fit.readers import Columns
-from scalerl.runfolder import METRICS
+from scalerl.runfolder import METRICS, STUDY, is_run, run_folders
 
-SKIP = {"_base", "base_model", "checkpoint", "checkpoint.old", "checkpoint.broken"}
 _SEED = re.compile(r"seed\d+")
 
 
@@ -73,8 +72,7 @@ def discover(root: Path) -> list[Point]:
     """The points under ``root``, each with its seeds' run directories, in sorted order."""
     if not root.is_dir():
         raise StudyError(f"{root} is not a folder")
-    runs = sorted(p.parent for p in root.rglob(METRICS)
-                  if not SKIP & set(p.relative_to(root).parts[:-1]))
+    runs = [r for r in run_folders(root) if r != root or not is_run(root)]
     if not runs:
         raise StudyError(f"{root} holds no run directories (no metrics.jsonl under it)")
     points: dict[str, list[Path]] = {}
@@ -246,7 +244,7 @@ def write_study(root: Path, *, html: Path | None = None, markdown: Path | None =
     """Write the Markdown (figures beside it) and the self-contained HTML report."""
     root = Path(root)
     html = html or root / "study.html"
-    markdown = markdown or root / "study.md"
+    markdown = markdown or root / STUDY
     try:
         # an output that is a run's log (or the other output) is refused before any is written
         check_outputs([m for p in discover(root) for m in p.metrics], {"--html": html, "--markdown": markdown})

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.config import Config, ConfigError, load_config, recipe_names
-from scalerl.runfolder import METRICS, SWEEP, read_records
+from scalerl.runfolder import METRICS, SHARED_BASE, SWEEP, ended, read_records
 
 BASELINE = "scalerl"
 
@@ -102,10 +102,10 @@ def check_model(cfg: Config) -> None:
                           f"preset; choose one of {', '.join(PRESETS)}")
 
 
-def is_finished(run_dir: Path, steps: int) -> bool:
-    """Whether ``run_dir/metrics.jsonl`` already holds the record of the last step, or one
-    that stopped the run early (the live forecast's decision: a rerun must not undo it)."""
-    return any(r.get("step") == steps or "stopped_early" in r for r in read_records(run_dir / METRICS))
+def is_finished(run_dir: Path, cfg: Config) -> bool:
+    """Whether the point's run ended (``runfolder.ended``: finished at its steps or compute, or
+    stopped by a rule, the live forecast's decision a rerun must not undo)."""
+    return ended(read_records(run_dir / METRICS), cfg.model_dump(mode="json")) is not None
 
 
 def base_key(cfg: Config) -> str:
@@ -123,7 +123,7 @@ def shared_base(cfg: Config, out: Path, log: Callable[[str], None]) -> Config:
     from scalerl.data.tasks import get_task
     from scalerl.pipeline.build import prepare_base_model
 
-    cache = Path(out) / "_base" / base_key(cfg)
+    cache = Path(out) / SHARED_BASE / base_key(cfg)
     cache.mkdir(parents=True, exist_ok=True)
     model_dir = prepare_base_model(cfg, get_task(cfg.task.name, **cfg.task.knobs), cache, log)
     return cfg.model_copy(update={"model": cfg.model.model_copy(update={"base": str(model_dir)})})
@@ -142,7 +142,7 @@ def run_sweep(variants: Sequence[Variant], out: Path, *, train: Callable | None 
     todo = []
     for i, v in enumerate(variants, start=1):
         label = f"[{i}/{len(variants)}] {v.label}"
-        if is_finished(v.run_dir, v.config.train.steps):
+        if is_finished(v.run_dir, v.config):
             log(f"{label}: already finished in {v.run_dir}, skipped")
             continue
         resume = _has_checkpoint(v.run_dir)

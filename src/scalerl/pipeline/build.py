@@ -21,7 +21,7 @@ from scalerl.pipeline.plan import RunPlan
 from scalerl.pipeline.queues import LagPolicy
 from scalerl.pipeline.restarts import GeneratorDeaths
 from scalerl.pipeline.scheduler import Scheduler
-from scalerl.runfolder import METRICS, SAMPLES, SFT_RESULT
+from scalerl.runfolder import BASE_MODEL, METRICS, SAMPLES, SFT_RESULT, TENSORBOARD
 from scalerl.types import SamplingParams
 
 
@@ -42,7 +42,7 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     ``model.preset`` and SFT-warmed into ``model.sft.target_band``, cached in ``RUN_DIR/base_model``."""
     if cfg.model.base is not None:
         return Path(cfg.model.base)
-    cached = run_dir / "base_model"
+    cached = run_dir / BASE_MODEL
     if (cached / "config.json").is_file():
         return checked_band(cfg, cached, log)
     from scalerl.models import build_model, build_task_tokenizer
@@ -55,7 +55,7 @@ def prepare_base_model(cfg: Config, task, run_dir: Path, log=print) -> Path:
     net = "" if sft.max_seconds is None else f", {sft.max_seconds:.0f} s as a safety net"
     log(f"SFT warm-up of a fresh '{cfg.model.preset}' model into pass-rate band {tuple(sft.target_band)} "
         f"(at most {sft.max_steps} steps{net}) ...")
-    tmp = run_dir / "base_model.tmp"
+    tmp = run_dir / f"{BASE_MODEL}.tmp"
     # probe the band the way RL samples (same lengths and interruptions)
     spec = SFTSpec(tuple(sft.target_band), sft.max_steps, sft.max_seconds, seed=cfg.train.seed)
     result = sft_warmup(task, model, tokenizer, spec, output_dir=tmp,
@@ -247,7 +247,7 @@ def make_logger(cfg: Config, run_dir: Path, start_step: int):
     if cfg.log.samples:
         sinks.append(SamplesSink(run_dir / SAMPLES))
     if cfg.log.tensorboard:
-        sinks.append(TensorBoardSink(run_dir / "tb", start_step))
+        sinks.append(TensorBoardSink(run_dir / TENSORBOARD, start_step))
     if cfg.log.wandb:
         sinks.append(WandbSink(cfg.log.wandb_project, cfg.name, cfg.model_dump(mode="json"), run_dir))
     if cfg.log.progress:

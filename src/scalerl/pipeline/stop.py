@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from scalerl.runfolder import CHECKPOINT
+
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -83,7 +85,7 @@ class Stopping:
     def stopped(self, step: int) -> Stopped:
         """The exception that ends a run stopped after ``step``, its checkpoint written."""
         return Stopped(f"stopped by {self.name} at step {step}; checkpoint written to "
-                       f"{self.run_dir / 'checkpoint'}; resume with `scalerl train --resume {self.run_dir}`.",
+                       f"{self.run_dir / CHECKPOINT}; resume with `scalerl train --resume {self.run_dir}`.",
                        exit_code(self.signum or signal.SIGTERM))
 
 

@@ -106,7 +106,7 @@ class Served:
         if rf.is_run(root):
             return [Found(prefix.rstrip("/") or root.name, root, "run")]
         runs, studies = [], []
-        for folder, _dirs, files in _walk(root):
+        for folder, files in rf.walk(root):
             if rf.METRICS in files:
                 runs.append(folder)
             if rf.SWEEP in files:
@@ -415,16 +415,6 @@ def _json_or_none(text: str | None):
         return json.loads(text)
     except (ValueError, RecursionError):
         return None
-
-
-def _walk(root: Path):
-    """(folder, dirs, files) under ``root``, never into what holds no run (checkpoints, models,
-    TensorBoard folders) nor through symbolic links."""
-    import os
-
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in rf.NOT_RUNS and not d.startswith("."))
-        yield Path(folder), dirs, set(files)
 
 
 def _has_runs(folder: Path, runs: list[Path]) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scalerl import runfolder as rf
 from scalerl.fit import plot, report
 from scalerl.fit.commands import fit_output
 from scalerl.fit.commands.demo import demo_command
@@ -181,6 +182,6 @@ def _write(args, console, outcomes: list[FitOutcome], pooled: PooledFit | None, 
         console.print(f"wrote {report.write(args.plot, png)}", markup=False)
     if args.html:
         figure = report.Figure("Data, the law's fit, and the forecast with its band and predictive interval", png,
-                               "fit.png")  # fmt: skip
+                               rf.FIT_FIGURE)  # fmt: skip
         page = report.to_html(fit_output.fit_report(outcomes, caption, [figure]))
         console.print(f"wrote {report.write(args.html, page)}", markup=False)

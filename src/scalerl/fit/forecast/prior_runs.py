@@ -50,6 +50,7 @@ from scalerl.fit.readers import (
     expand_paths,
     is_tensorboard,
 )
+from scalerl.runfolder import CONFIG
 
 __all__ = ["find_prior_files", "load_prior", "log_prior", "prior_spec", "prior_stamp", "run_options", "run_prior"]
 
@@ -161,7 +162,7 @@ def prior_spec(config: dict, given: str | None = None, folder: Path | None = Non
         return (None if given == NO_PRIOR else given), "--prior-runs"
     forecast = config.get("forecast") if isinstance(config, dict) else None
     spec = forecast.get("prior_runs") if isinstance(forecast, dict) else None
-    where = f"{folder / 'config.yaml'}: forecast.prior_runs" if folder is not None else "forecast.prior_runs"
+    where = f"{folder / CONFIG}: forecast.prior_runs" if folder is not None else "forecast.prior_runs"
     if spec is None:
         return None, where
     if not isinstance(spec, str) or not spec:

@@ -58,6 +58,7 @@ from scalerl.fit.readers.jsonl import read_jsonl
 from scalerl.fit.readers.tensorboard import read_tensorboard
 from scalerl.fit.readers.wandb_local import is_wandb, read_wandb
 from scalerl.runfolder import METRICS
+from scalerl.runfolder import TENSORBOARD as TENSORBOARD_FOLDER
 
 __all__ = ["COMPUTE_COLUMNS", "FOLDER_SUFFIXES", "FORMATS", "READERS", "REWARD_COLUMNS", "RUN_LOG", "STEP_COLUMNS", "TRAIN_REWARD_COLUMNS",
            "Columns", "Curve", "expand_paths", "is_tensorboard", "load_runs", "read_curves", "read_jsonl",
@@ -115,8 +116,9 @@ def read_curves(path: str | Path, columns: Columns | None = None, **fields) -> l
         return read_jsonl(path / RUN_LOG, columns)
     if is_wandb(path):  # a W&B run's local folder (wandb/run-*, offline-run-*, latest-run) or its .wandb
         return read_wandb(path, columns)
-    if path.is_dir() and not is_tensorboard(path) and (path / "tb").is_dir() and is_tensorboard(path / "tb"):
-        path = path / "tb"
+    if path.is_dir() and not is_tensorboard(path) and (path / TENSORBOARD_FOLDER).is_dir() and \
+            is_tensorboard(path / TENSORBOARD_FOLDER):
+        path = path / TENSORBOARD_FOLDER
     if is_tensorboard(path):
         return read_tensorboard(path, columns)
     if path.is_dir():

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from scalerl.fit.errors import EXIT_BAD_INPUT
-from scalerl.runfolder import CONFIG
+from scalerl.runfolder import BASE_MODEL, CONFIG
 
 # what ``scalerl export --help`` says; the module docstring above is for whoever reads the code
 HELP = """Write a Hugging Face model directory from a run's newest checkpoint.
@@ -94,7 +94,7 @@ def export_run(run_dir: Path, out: Path | None = None, *, merge: bool = False, d
     cfg = load_config(run_dir / CONFIG)
     out = out or run_dir / OWN_MODEL
     check_target(out, run_dir, cfg)
-    base = Path(cfg.model.base) if cfg.model.base is not None else run_dir / "base_model"
+    base = Path(cfg.model.base) if cfg.model.base is not None else run_dir / BASE_MODEL
     if not (base / "config.json").is_file():
         raise ConfigError(f"the starting model of {run_dir} is gone ({base} holds no config.json), "
                           "and the checkpoint holds only what the run trained.")

@@ -37,6 +37,7 @@ from scalerl.config import Config, ConfigError
 from scalerl.pipeline.backends import Capabilities, backend_class
 from scalerl.pipeline.plan.cores import split_cores
 from scalerl.pipeline.plan.gpus import gpu_plan
+from scalerl.runfolder import PLACEMENT
 
 
 @dataclass(frozen=True)
@@ -235,4 +236,4 @@ def write_plan(run_dir: Path, plan: RunPlan, ran: dict[str, Any]) -> None:
     if driver is not None:
         ran = {kind: [{"node": driver} | row for row in rows] for kind, rows in ran.items()}
     text = json.dumps({"plan": plan.to_dict(), "ran": ran}, indent=1, default=str)
-    atomic_write(Path(run_dir) / "plan.json", text.encode())
+    atomic_write(Path(run_dir) / PLACEMENT, text.encode())
