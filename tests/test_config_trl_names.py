@@ -13,7 +13,7 @@ from scalerl.config import Config
 from scalerl.config.errors import _section
 from scalerl.config.trl_names import BY_NAME, README_HEADER, TRL_ROWS, markdown_rows
 
-README = Path(__file__).parents[1] / "README.md"
+README = Path(__file__).parents[1] / "docs" / "coming-from-trl.md"  # the TRL table lives on its page
 
 
 def _readme_rows() -> list[str]:

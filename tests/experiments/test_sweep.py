@@ -55,7 +55,7 @@ def test_a_run_the_forecast_stopped_early_counts_as_finished(tmp_path):
     (variant,) = plan(["scalerl"], [0], FAST, tmp_path)
     variant.run_dir.mkdir(parents=True)
     (variant.run_dir / "metrics.jsonl").write_text('{"step": 0}\n{"step": 1, "stopped_early": "stopping early"}\n')
-    assert is_finished(variant.run_dir, 3)
+    assert is_finished(variant.run_dir, variant.config)
     calls = []
     run_sweep([variant], tmp_path, train=_fake_train(calls), log=lambda *_: None)
     assert calls == []  # a rerun does not undo the forecast's decision
@@ -66,7 +66,7 @@ def test_finished_variants_are_skipped_on_rerun(tmp_path):
     calls = []
     run_sweep(variants, tmp_path, train=_fake_train(calls), log=lambda *_: None)
     assert calls == [("scalerl", 0, False), ("loo-dapo", 0, False)]
-    assert all(is_finished(v.run_dir, 3) for v in variants)
+    assert all(is_finished(v.run_dir, v.config) for v in variants)
     run_sweep(variants, tmp_path, train=_fake_train(calls), log=lambda *_: None)
     assert len(calls) == 2  # nothing trained twice
 

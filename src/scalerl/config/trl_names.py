@@ -5,7 +5,7 @@ at the top level as in ``GRPOConfig`` or under a section. Both are unknown keys 
 closest-name guess of ``scalerl.config.errors.did_you_mean`` answers them wrongly
 (``num_generations`` is closest to ``pipeline.num_generators``, the number of generator
 processes, not G). So an unknown key that is a TRL name is answered from this table instead
-(:func:`trl_hint`), and the README's "Coming from TRL" table is this table rendered
+(:func:`trl_hint`), and the "Coming from TRL" page's table (``docs/coming-from-trl.md``) is this table rendered
 (:func:`markdown_rows`; ``tests/test_trl_names.py`` checks that the two are equal), so the
 sentence a user gets and the page they read cannot drift apart.
 
