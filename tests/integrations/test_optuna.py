@@ -110,7 +110,7 @@ def test_it_prunes_real_scalerl_runs_trained_in_process_as_trials(warm_model_dir
     assert (second.state.name == "PRUNED") == answers[1][-1][1]
     if second.state.name == "PRUNED":  # the run stopped at the evaluation that pruned it, checkpointed
         last = read_records(tmp_path / "trial1" / "metrics.jsonl")[-1]
-        assert last["step"] == max(second.intermediate_values) and last["step"] < 30
+        assert last["step"] == max(second.intermediate_values)
         assert last["stopped_early"] == f"pruned by Optuna at step {last['step']} (trial 1)"
         assert json.loads((tmp_path / "trial1" / "checkpoint" / "meta.json").read_text())["step"] == last["step"]
 

@@ -6,7 +6,7 @@ from scalerl.models.build import ARCHS, PRESETS, build_model, count_parameters
 VOCAB = 140
 # Measured counts (llama, untied, vocab 140); the ranges are the promised sizes.
 EXPECTED = {"nano": (0.7e6, 1.3e6), "micro": (2e6, 4e6), "small": (9e6, 15e6), "base": (40e6, 60e6),
-            "large": (100e6, 300e6)}
+            "large": (100e6, 300e6), "qwen-0.5b": (494_032_768, 494_032_768)}
 
 
 @pytest.mark.parametrize("preset", ["nano", "micro", "small"])
@@ -29,6 +29,22 @@ def test_big_preset_sizes_from_config_alone(preset):
         model = AutoModelForCausalLM.from_config(model_config(preset, VOCAB))
     lo, hi = EXPECTED[preset]
     assert lo <= count_parameters(model) <= hi
+
+
+def test_the_half_billion_preset_is_qwen2_5_0_5b_s_shape():
+    """Qwen2.5-0.5B's count by hand: the tied embedding 151,936 × 896 = 136,134,656; per layer
+    q 896·896 + 896, k and v 896·128 + 128 each (2 KV heads of 64), o 896·896, the MLP 3·896·4864,
+    two norms 2·896: 14,912,384, times 24 layers; the final norm 896. In all 494,032,768."""
+    from transformers import AutoModelForCausalLM
+
+    from scalerl.models.build import model_config
+
+    config = model_config("qwen-0.5b", VOCAB, arch="qwen2")
+    assert (config.vocab_size, config.tie_word_embeddings, config.num_key_value_heads) == (151_936, True, 2)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    per_layer = (896 * 896 + 896) + 2 * (896 * 128 + 128) + 896 * 896 + 3 * 896 * 4864 + 2 * 896
+    assert count_parameters(model) == 151_936 * 896 + 24 * per_layer + 896 == 494_032_768
 
 
 def test_every_preset_is_tested():

@@ -20,8 +20,8 @@ def _plan(*sets: str, nodes=None):
 def test_local_and_inprocess_plans_split_this_machine_and_survive_json_and_pickle():
     local = _plan()
     assert (local.generators, local.generator_threads, local.learner_threads) == (2, 1, 2)
-    assert (local.eval_on, local.weights, local.rank_transport, local.device) == ("generator", "shared memory",
-                                                                                  "driver", "cpu")
+    assert (local.eval_on, local.weights, local.rank_transport, local.device) == ("generator", "shm", "driver",
+                                                                                  "cpu")
     assert local.devices == 4 and not local.generators_in_learner and local.nodes == ()
     one = _plan("pipeline.backend=inprocess")
     # generators in the learner's process: it takes every core, evaluates itself, counts 4 cores
@@ -30,7 +30,7 @@ def test_local_and_inprocess_plans_split_this_machine_and_survive_json_and_pickl
     assert (ranks.rank_threads, ranks.rank_transport, ranks.devices) == (2, "processes", 4)  # split, not added
     assert pickle.loads(pickle.dumps(local)) == local
     assert json.loads(json.dumps(local.to_dict()))["rule"] == local.rule
-    assert any("evaluation on the generator" in line for line in local.lines())
+    assert any("evaluation on the generator, weights through shared memory" in line for line in local.lines())
 
 
 def test_gpus_are_planned_once_from_the_visible_devices(monkeypatch):
@@ -43,6 +43,32 @@ def test_gpus_are_planned_once_from_the_visible_devices(monkeypatch):
     assert plan.accelerated and plan.generator_device == "cuda"
     shared = _plan("pipeline.num_generators=2", "learner.world_size=2", "pipeline.prompts_per_step=8")
     assert (shared.learner_gpus, shared.generator_gpus, shared.devices) == ((0, 1), (2, 3), 4)
+
+
+def test_the_plan_chooses_the_fastest_weight_transport_the_placement_allows(monkeypatch):
+    """``pipeline.weight_transport=auto``: shared memory on CPUs, a collective group where each
+    generator has a GPU of its own, CUDA IPC where they share the learner's; a choice that the
+    backend or the placement cannot do is one sentence."""
+    import torch
+
+    assert _plan().weights == "shm" and _plan("pipeline.weight_transport=collective").weights == "collective"
+    assert _plan("pipeline.backend=inprocess").weights == "in_process"
+    with pytest.raises(ConfigError, match="pipeline.weight_transport=collective is not one pipeline.backend=inprocess "
+                                          "can use; it moves weights through a copy in this process"):
+        _plan("pipeline.backend=inprocess", "pipeline.weight_transport=collective")
+    with pytest.raises(ConfigError, match="cuda_ipc needs every generator on a GPU the learner holds"):
+        _plan("pipeline.weight_transport=cuda_ipc")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    own = _plan("pipeline.num_generators=3")
+    assert own.weights == "collective" and json.loads(json.dumps(own.to_dict()))["weights"] == "collective"
+    assert any("weights through a torch.distributed group per generator" in line for line in own.lines())
+    assert _plan("pipeline.num_generators=3", "learner.world_size=2", "pipeline.prompts_per_step=8").weights == "shm"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    one = _plan("pipeline.num_generators=1")
+    assert one.generator_gpus == one.learner_gpus == (0,) and one.weights == "cuda_ipc"
+    with pytest.raises(ConfigError, match="NCCL cannot join one GPU twice"):
+        _plan("pipeline.num_generators=1", "pipeline.weight_transport=collective")
 
 
 @pytest.mark.parametrize(("gpus", "generators", "learner", "expected"), [
@@ -61,7 +87,7 @@ HEAD, W1, W2 = Node("head", "10.0.0.1", 2, 0, True), Node("w1", "10.0.0.2", 2, 0
 def test_cluster_generators_go_to_the_other_nodes_first_and_ranks_to_the_drivers():
     plan = _plan("pipeline.backend=ray", "pipeline.num_generators=3", nodes=(HEAD, W1, W2))
     assert plan.generator_nodes == ("w1", "w2", "w1") and plan.rank_nodes == ()
-    assert plan.eval_on == "learner" and plan.weights == "the Ray object store"
+    assert plan.eval_on == "learner" and plan.weights == "object_store"
     assert (plan.learner_threads, plan.devices) == (1, 4)  # the learner's thread + three generators' CPUs
     ranks, gens = place_on_nodes((HEAD, W1), ranks=2, rank_cpus=1, rank_gpus=0, generators=2, gen_cpus=1, gen_gpus=0)
     assert ranks == ("head", "head") and gens == ("w1", "w1")

@@ -13,8 +13,8 @@ from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool
 from scalerl.models import build_model, build_task_tokenizer
 from scalerl.pipeline import build
-from scalerl.pipeline.learner.packing import forward_slots, micro_batches, shared_prompt_logits
-from scalerl.pipeline.learner.train_step import _micro_batch_logits
+from scalerl.pipeline.learner.packing import forward_slots, micro_batches, shared_prompt_hidden
+from scalerl.pipeline.learner.train_step import _micro_batch_hidden
 from scalerl.types import Completion, Group
 
 TOKENIZER = build_task_tokenizer()
@@ -109,17 +109,15 @@ def test_bf16_shared_prompt_step_is_close_to_the_plain_step(fp32_head):
     assert float((a - b).norm() / a.norm()) < 3e-2
 
 
-def test_shared_logits_equal_the_plain_logits_row_by_row():
+def test_shared_hidden_states_equal_the_plain_ones_row_by_row():
     groups = _groups([4, 1, 7], seed=4)
     completions = [c for g in groups for c in g.completions]
     model = _model()
     idx = [0, 1, 6, 7, 8, 14]  # rows of three groups, the prompt lengths differ
     T = max(c.num_tokens for c in completions)
-    cfg = load_config("scalerl")
     with torch.no_grad():
-        plain, *_ = _micro_batch_logits(model, completions, idx, T, build.step_rules(cfg), PAD, torch.device("cpu"), None)
-        shared, real, slots = shared_prompt_logits(model, completions, idx, fp32_head=True, pad_id=PAD,
-                                                   device=torch.device("cpu"))
+        plain, *_ = _micro_batch_hidden(model, completions, idx, T, PAD, torch.device("cpu"))
+        shared, real, slots = shared_prompt_hidden(model, completions, idx, pad_id=PAD, device=torch.device("cpu"))
     for r, i in enumerate(idx):
         n = completions[i].num_tokens
         torch.testing.assert_close(shared[r, :n], plain[r, :n], rtol=1e-5, atol=1e-5)

@@ -250,3 +250,21 @@ def test_float16_loss_scaling_gives_the_float32_gradient():
     num = sum(float((g - p).norm() ** 2) for g, p in zip(opt.grads, plain) if g is not None)
     den = sum(float(p.norm() ** 2) for p in plain if p is not None)
     assert (num / den) ** 0.5 < 0.02
+
+
+def test_a_step_with_the_head_in_chunks_is_the_whole_heads_step():
+    """``optim.head_chunk_tokens`` reaches the step, and scoring the head five positions at a time
+    (recomputed in the backward) gives the whole head's loss, metrics and gradients. In float64
+    (a float64 body and head), where every reduction here (length n ≤ 10^4) rounds by at most
+    ``λ √n u ≈ 4e-14`` relative (``u = 2^-53``, λ = 4): the bound below is that, times 10 for
+    the layers it passes through."""
+    groups = _batch([[1, -1, -1, 1], [1, 1, -1, -1], [-1, -1, -1, 1]])
+    common = ["model.fp32_head_trainer=false"]
+    whole, m_whole = _grads(groups, [*common, "optim.head_chunk_tokens=null"], model=_model().double())
+    chunked, m_chunked = _grads(groups, [*common, "optim.head_chunk_tokens=5"], model=_model().double())
+    bound = 10 * 4 * (1e4) ** 0.5 * 2.0**-53
+    for key in ("loss", "entropy"):
+        assert m_chunked[key] == pytest.approx(m_whole[key], rel=bound), key
+    a = torch.cat([g.flatten() for g in whole if g is not None])
+    b = torch.cat([g.flatten() for g in chunked if g is not None])
+    assert float((a - b).norm() / a.norm()) <= bound

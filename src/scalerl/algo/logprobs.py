@@ -9,6 +9,7 @@ the asymptote from 0.52 to 0.61 (Fig. 5b).
 from __future__ import annotations
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 FP32_HEAD = True
 """§2.4: the LM head in float32, the paper's choice and every layer's default (the trainer's
@@ -68,3 +69,56 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:  # (N, T, V) -> (N, T)
     """Shannon entropy ``H = -Σ_v p_v log p_v`` of each position's distribution, in nats."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+def _scores(
+    hidden: torch.Tensor,  # (M, H)
+    weight: torch.Tensor,  # (V, H)
+    bias: torch.Tensor | None,  # (V,)
+    tokens: torch.Tensor,  # (M,) int64
+    temperature: float,
+    fp32: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # (M,) log-probs with grad, (M,) entropy detached
+    """One chunk's head: logits, the chosen tokens' log-probs and the entropy of ``softmax(z / τ)``."""
+    logits = lm_head_logits(hidden, weight, bias, fp32=fp32)  # (M, V)
+    if temperature != 1.0:
+        logits = logits / temperature
+    with torch.no_grad():
+        entropy = token_entropy(logits)
+    return token_logprobs(logits, tokens), entropy
+
+
+def head_logprobs(
+    hidden: torch.Tensor,  # (N, T, H) final hidden states
+    weight: torch.Tensor,  # (V, H) LM-head (or tied embedding) matrix
+    bias: torch.Tensor | None,  # (V,)
+    tokens: torch.Tensor,  # (N, T) int64: the token each position predicts
+    *,
+    temperature: float = 1.0,
+    fp32: bool = FP32_HEAD,
+    chunk: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # (N, T) log-probs, (N, T) entropy (detached)
+    """``log softmax(h W^T / τ)[y]`` and the entropy ``-Σ_v p_v log p_v`` of each position, with
+    the [N, T, V] logits never held whole when ``chunk`` is set.
+
+    ``chunk`` positions at a time (of the N·T flattened ones): each chunk's logits are made, read
+    and dropped, and under autograd its backward recomputes them (``torch.utils.checkpoint``), so
+    the head's peak is one chunk's ``chunk × V`` float32 logits and their gradient instead of the
+    whole batch's (TRL's fused head, Liger's fused linear cross-entropy: the same idea). Every
+    position's arithmetic is the whole head's: a row of ``h W^T`` depends on that row alone; only
+    the order in which a BLAS blocks the product, and ``∂L/∂W``'s sum over the chunks, may
+    differ (``tests/algo/test_logprobs.py`` bounds both from float32's rounding).
+    ``chunk=None`` is the plain whole-logits path and the reference."""
+    N, T, H = hidden.shape
+    flat_h, flat_y = hidden.reshape(N * T, H), tokens.reshape(N * T)
+    if chunk is None or chunk >= N * T:
+        logp, entropy = _scores(flat_h, weight, bias, flat_y, temperature, fp32)
+        return logp.view(N, T), entropy.view(N, T)
+    taped = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    parts = []
+    for start in range(0, N * T, chunk):
+        piece = (flat_h[start : start + chunk], weight, bias, flat_y[start : start + chunk], temperature, fp32)
+        parts.append(checkpoint(_scores, *piece, use_reentrant=False) if taped else _scores(*piece))
+    logp = torch.cat([p[0] for p in parts])
+    entropy = torch.cat([p[1] for p in parts])
+    return logp.view(N, T), entropy.view(N, T)

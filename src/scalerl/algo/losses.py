@@ -6,7 +6,7 @@ Every loss has one signature::
        behaviour_logp,  # (N, T) log π_gen(y_t) recorded at sampling time
        advantages,      # (N,)   Â_i, one per completion
        mask,            # (N, T) bool, True on tokens that enter the loss
-       *, logits=None,  # (N, T, V) optional, only for the entropy metric
+       *, entropy=None,  # (N, T) optional token entropy, only for the entropy metric
        **its_own_hparams) -> LossOutput
 
 and returns per-token *losses* (to minimise, zero where ``mask`` is False) plus metrics.
@@ -22,7 +22,8 @@ Metrics (detached 0-dim tensors, all over masked tokens only; no ``.item()`` so 
 - ``approx_kl``: the k3 estimator ``E_{y~π_gen}[ρ − 1 − log ρ]`` of KL(π_gen ‖ π_train)
   (Schulman, "Approximating KL divergence", 2020): unbiased under samples from the generator
   and non-negative token by token, unlike k1 = ``mean(behaviour_logp − logp)``.
-- ``entropy``: mean token entropy of ``logits`` in nats, only when ``logits`` is given.
+- ``entropy``: mean of the given token ``entropy`` in nats (``algo.logprobs.head_logprobs`` makes it
+  beside the log-probs, chunk by chunk, so no loss needs the [N, T, V] logits), only when given.
 
 Padding under ``mask == False`` may hold any finite or infinite values: they are replaced
 before any arithmetic, so they change neither the loss nor its gradient.
@@ -36,7 +37,6 @@ from typing import NamedTuple
 
 import torch
 
-from scalerl.algo.logprobs import token_entropy
 
 RATIO_EXTREMA = MappingProxyType({"is_ratio_min": "min", "is_ratio_max": "max"})
 """How the shared extrema metrics combine across micro-batches; every other one is a mean."""
@@ -111,7 +111,7 @@ def _metrics(
     log_ratio: torch.Tensor,  # (N, T) detached log ρ, 0 under the mask
     mask: torch.Tensor,  # (N, T) bool
     clipped: torch.Tensor,  # (N, T) bool
-    logits: torch.Tensor | None,  # (N, T, V)
+    entropy: torch.Tensor | None,  # (N, T) token entropy
 ) -> dict[str, torch.Tensor]:
     with torch.no_grad():
         ratio = log_ratio.exp()
@@ -125,8 +125,8 @@ def _metrics(
             "is_ratio_max": torch.where(any_token, torch.where(mask, ratio, -inf).amax(), one),
             "approx_kl": _masked_mean(ratio - 1.0 - log_ratio, mask),
         }
-        if logits is not None:
-            metrics["entropy"] = _masked_mean(token_entropy(logits.detach()), mask)
+        if entropy is not None:
+            metrics["entropy"] = _masked_mean(entropy.detach(), mask)
     return metrics
 
 
@@ -181,7 +181,7 @@ def cispo(
     advantages: torch.Tensor,  # (N,)
     mask: torch.Tensor,  # (N, T) bool
     *,
-    logits: torch.Tensor | None = None,  # (N, T, V)
+    entropy: torch.Tensor | None = None,  # (N, T) token entropy, for the metric
     eps_max: float = 5.0,
     eps_min: float | None = None,
 ) -> LossOutput:
@@ -209,7 +209,7 @@ def cispo(
     if eps_min is not None:
         truncated = truncated | (ratio < eps_min)
     per_token = _weighted_policy_gradient(logp, weight, advantages, mask)
-    return LossOutput(per_token, _metrics(log_ratio, mask, truncated, logits))
+    return LossOutput(per_token, _metrics(log_ratio, mask, truncated, entropy))
 
 
 @register_loss("dapo")
@@ -219,7 +219,7 @@ def dapo(
     advantages: torch.Tensor,  # (N,)
     mask: torch.Tensor,  # (N, T) bool
     *,
-    logits: torch.Tensor | None = None,  # (N, T, V)
+    entropy: torch.Tensor | None = None,  # (N, T) token entropy, for the metric
     eps_low: float = 0.2,
     eps_high: float = 0.28,
 ) -> LossOutput:
@@ -236,7 +236,7 @@ def dapo(
     per_token, clip_active = _clipped_surrogate(
         log_ratio.exp(), advantages, mask, eps_low, eps_high
     )
-    return LossOutput(per_token, _metrics(log_ratio.detach(), mask, clip_active, logits))
+    return LossOutput(per_token, _metrics(log_ratio.detach(), mask, clip_active, entropy))
 
 
 @register_loss("grpo")
@@ -246,7 +246,7 @@ def grpo(
     advantages: torch.Tensor,  # (N,)
     mask: torch.Tensor,  # (N, T) bool
     *,
-    logits: torch.Tensor | None = None,  # (N, T, V)
+    entropy: torch.Tensor | None = None,  # (N, T) token entropy, for the metric
     eps_clip: float = 0.2,
 ) -> LossOutput:
     """GRPO / PPO symmetric clip (paper A.2, Eq. 5–7): ``ℓ = −min(ρÂ, clip(ρ, 1±ε)·Â)``, ε = 0.2.
@@ -259,7 +259,7 @@ def grpo(
     per_token, clip_active = _clipped_surrogate(
         log_ratio.exp(), advantages, mask, eps_clip, eps_clip
     )
-    return LossOutput(per_token, _metrics(log_ratio.detach(), mask, clip_active, logits))
+    return LossOutput(per_token, _metrics(log_ratio.detach(), mask, clip_active, entropy))
 
 
 GSPO_REDUCTIONS = MappingProxyType({**RATIO_EXTREMA, "seq_ratio_min": "min", "seq_ratio_max": "max"})
@@ -272,7 +272,7 @@ def gspo(
     advantages: torch.Tensor,  # (N,)
     mask: torch.Tensor,  # (N, T) bool
     *,
-    logits: torch.Tensor | None = None,  # (N, T, V)
+    entropy: torch.Tensor | None = None,  # (N, T) token entropy, for the metric
     gspo_eps_low: float = 3e-3,
     gspo_eps_high: float = 4e-3,
 ) -> LossOutput:
@@ -299,7 +299,7 @@ def gspo(
     per_token, clip_active = _clipped_surrogate(
         token_ratio, advantages, mask, gspo_eps_low, gspo_eps_high
     )
-    metrics = _metrics(log_ratio, mask, clip_active, logits)
+    metrics = _metrics(log_ratio, mask, clip_active, entropy)
     with torch.no_grad():
         has_tokens = mask.any(dim=1)  # (N,)
         one = torch.ones((), dtype=seq_ratio.dtype, device=seq_ratio.device)
@@ -321,7 +321,7 @@ def reinforce(
     advantages: torch.Tensor,  # (N,)
     mask: torch.Tensor,  # (N, T) bool
     *,
-    logits: torch.Tensor | None = None,  # (N, T, V)
+    entropy: torch.Tensor | None = None,  # (N, T) token entropy, for the metric
     tis_cap: float | None = None,
 ) -> LossOutput:
     """REINFORCE: ``ℓ = −Â · log π_train``, on-policy (no IS weight) when ``tis_cap`` is None.
@@ -341,4 +341,4 @@ def reinforce(
         weight = ratio.clamp(max=tis_cap)
         truncated = ratio > tis_cap
     per_token = _weighted_policy_gradient(logp, weight, advantages, mask)
-    return LossOutput(per_token, _metrics(log_ratio, mask, truncated, logits))
+    return LossOutput(per_token, _metrics(log_ratio, mask, truncated, entropy))

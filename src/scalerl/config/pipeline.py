@@ -21,6 +21,14 @@ class PipelineConfig(_Frozen):
     weights; ``inprocess``: one process, for tests and debugging; ``ray``: actors on the nodes
     of a Ray cluster (joined through ``RAY_ADDRESS``). The names are
     ``scalerl.pipeline.backends.BACKENDS``; what each can do is checked by the run plan."""
+    weight_transport: Literal["auto", "shm", "collective", "cuda_ipc"] = "auto"
+    """How each version reaches the ``local`` backend's generators (``pipeline.weights.TRANSPORTS``):
+    ``shm`` one flat tensor in shared memory; ``collective`` a two-rank ``torch.distributed``
+    group per generator, gloo on CPUs and NCCL on GPUs, received while the generator decodes
+    (``pipeline.collective``); ``cuda_ipc`` the shared tensor in the memory of the GPU the
+    learner and the generators share. ``auto``: ``shm`` on CPUs, ``collective`` where each
+    generator has a GPU of its own, ``cuda_ipc`` where they share the learner's. The other
+    backends have their own (``inprocess`` a copy, ``ray`` the object store)."""
     num_generators: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     """Generator roles (processes or actors); ``auto``: half the cores with ``local``
     (``scalerl.pipeline.plan.cores``, printed at start), 1 otherwise."""

@@ -57,6 +57,11 @@ class OptimConfig(_Frozen):
     """On the CPU with ``shared_prompt``, also cap a micro-batch's forwarded token positions
     (padding included; ``pipeline.learner.packing.forward_slots``), so long completions go in smaller
     micro-batches and activations stay cache-sized (a GPU ignores it); None: rows only."""
+    head_chunk_tokens: int | None = Field(1024, ge=1)
+    """The trainer's LM head scores this many token positions at a time and recomputes them in
+    the backward (``algo.logprobs.head_logprobs``), so a micro-batch's float32 [n, W, V] logits
+    are never held whole: at Qwen's V = 151,936 one chunk is 0.6 GB, a 16k-token micro-batch's
+    logits 10 GB (``bench/fused_head.py``). None: the whole micro-batch's logits at once."""
     shared_prompt: bool = True
     """Learner forward runs each distinct prompt once per micro-batch (its KV cache shared by
     the completions) on reordered, length-bucketed micro-batches; False: the plain

@@ -11,13 +11,17 @@ laptop CPU. Parameter counts measured with the built-in task tokenizer (vocab 14
 | small  | 320    | 8      | 8 (4)      | 1152 | ~11.4M         |
 | base   | 512    | 16     | 8 (4)      | 1536 | ~50.5M         |
 | large  | 1024   | 16     | 16 (8)     | 2816 | ~190M          |
+| qwen-0.5b | 896 | 24     | 14 (2)     | 4864 | 494,032,768 (qwen2) |
 
 A GPT-2 (``arch="gpt2"``) has the same widths and depths, with GPT-2's own parts: learned
 absolute positions, LayerNorm, biases, a GELU MLP and full multi-head attention (no grouped
 KV heads), its dropout off (RL's log-ratios need the same forward at sampling and learning).
 
-``large`` is for GPU checks (``scripts/gpu_check.sh``): a 100–300M model built from a config,
-so throughput on a GPU is measured without downloading weights.
+``large`` and ``qwen-0.5b`` are for GPU checks (``scripts/gpu_check.sh``), built from a config so
+throughput on a GPU is measured without downloading weights. ``qwen-0.5b`` is Qwen2.5-0.5B's
+shape, the size users start from: its embedding is padded to Qwen's 151,936 rows (the task
+tokenizer's ids come first, as Qwen pads its own 151,643) and tied to the head, so with
+``arch="qwen2"`` it has Qwen2.5-0.5B's parameter count and its LM head's cost.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class Preset:
     num_kv_heads: int
     intermediate_size: int
     max_position_embeddings: int = 2048
+    vocab_size: int | None = None  # pad the embedding to this many rows (None: the tokenizer's size)
+    tie_embeddings: bool | None = None  # the preset's own tying (None: the caller's)
 
 
 PRESETS: dict[str, Preset] = {
@@ -50,6 +56,9 @@ PRESETS: dict[str, Preset] = {
     "small": Preset(320, 8, 8, 4, 1152),
     "base": Preset(512, 16, 8, 4, 1536),
     "large": Preset(1024, 16, 16, 8, 2816),
+    # Qwen2.5-0.5B (its config.json): rope and norm settings are the architecture's defaults
+    "qwen-0.5b": Preset(896, 24, 14, 2, 4864, max_position_embeddings=32768, vocab_size=151_936,
+                        tie_embeddings=True),
 }
 
 ATTN_IMPLEMENTATION = "sdpa"
@@ -63,6 +72,8 @@ def model_config(preset: str, vocab_size: int, *, arch: Arch = "llama", tie_embe
     if preset not in PRESETS:
         raise ValueError(f"unknown model preset {preset!r}; choose one of {sorted(PRESETS)}")
     p = PRESETS[preset]
+    vocab_size = max(vocab_size, p.vocab_size or 0)
+    tie_embeddings = tie_embeddings if p.tie_embeddings is None else p.tie_embeddings
     ids = dict(bos_token_id=bos_token_id, eos_token_id=eos_token_id, pad_token_id=pad_token_id)
     if arch == "gpt2":
         from transformers import GPT2Config

@@ -7,7 +7,8 @@ plan (:class:`~scalerl.pipeline.plan.RunPlan`), never from a model; it satisfies
 Nothing else tests a backend's name. A new backend is one file and one :data:`BACKENDS` entry.
 
 - ``inprocess``: one process, decode on collect (tests, debugging);
-- ``local``: spawned generator processes, weights in shared memory (the embedded default);
+- ``local``: spawned generator processes, weights in shared memory (the embedded default), over
+  a collective group, or through CUDA IPC;
 - ``ray``: generator actors on a Ray cluster's nodes, weights through the object store.
 """
 
@@ -41,8 +42,9 @@ class Capabilities:
     ``eval.on=generator`` needs it, and ``auto`` chooses it."""
     ranks: Literal["processes", "ray"]
     """How the ranks of a data-parallel learner run (``learner.group``)."""
-    weights: str
-    """The weight transport, in words (``plan.json``)."""
+    weights: tuple[str, ...]
+    """The weight transports it can move versions by (``pipeline.weights.TRANSPORTS``); the
+    plan chooses one (``pipeline.plan.weight_transport``), the first on CPUs."""
 
 
 @runtime_checkable

@@ -304,7 +304,8 @@ def step_rules(cfg: Config):
                      autocast=None if cfg.model.dtype == "float32" else cfg.model.dtype,
                      correction_band=correction.band(), temperature=cfg.sampling.temperature,
                      fp32_head=cfg.model.fp32_head_trainer, micro_batch=o.micro_batch,
-                     micro_batch_tokens=o.micro_batch_tokens, shared_prompt=o.shared_prompt, grad_clip=o.grad_clip)
+                     micro_batch_tokens=o.micro_batch_tokens, head_chunk=o.head_chunk_tokens,
+                     shared_prompt=o.shared_prompt, grad_clip=o.grad_clip)
 
 
 def learner_rules(cfg: Config, pad_id: int):

@@ -9,7 +9,8 @@ one interface:
   version, and a reader that dies mid-copy blocks nobody.
 - :class:`InProcessWeights`: a cloned state dict, for the single-process backend and tests.
 
-Both are :class:`WeightSink`\ s, as is the Ray backend's object-store sink: a learner writes a
+Both are :class:`WeightSink`\ s, as are the collective group's (``pipeline.collective``) and
+the Ray backend's object-store sink: a learner writes a
 version into a sink as a stream of buckets (:func:`weight_buckets`, ``learner.sync_bucket_mb``),
 so a sharded learner gathers one bucket of full tensors at a time on every rank while rank 0
 writes it, and never holds the whole unsharded model.
@@ -24,6 +25,18 @@ from typing import Any, Protocol
 import torch
 
 from scalerl.models.lora import published_parameters
+
+
+TRANSPORTS: dict[str, str] = {
+    "shm": "shared memory",
+    "collective": "a torch.distributed group per generator (gloo on CPUs, NCCL on GPUs)",
+    "cuda_ipc": "CUDA IPC handles on the GPU the learner shares",
+    "object_store": "the Ray object store",
+    "in_process": "a copy in this process",
+}
+"""How versions travel (``plan.json``'s ``weights``), each with its words for the start-of-run
+plan line; ``pipeline.weight_transport`` names the first three (``auto`` lets the plan choose,
+``pipeline.plan.weight_transport``), the backends declare which they can do."""
 
 
 class WeightSource(Protocol):
@@ -118,11 +131,30 @@ class SharedWeights:
 
     crosses_processes = True  # a learner rank spawned with it writes the generators' copy
 
-    def __init__(self, layout: WeightLayout, ctx) -> None:
+    def __init__(self, layout: WeightLayout, ctx, device: str = "cpu") -> None:
+        """``device="cuda"``: the ``cuda_ipc`` transport, the same lock over one flat tensor on
+        the GPU the learner and the generators share, which a spawned process opens through
+        its CUDA IPC handle (``torch.multiprocessing``)."""
         self.layout = layout
-        self.flat = torch.zeros(self.layout.size, dtype=torch.float32).share_memory_()
+        self.flat = torch.zeros(self.layout.size, dtype=torch.float32, device=device)
+        if device == "cpu":
+            self.flat.share_memory_()
         self._version = ctx.Value("q", -1, lock=False)
         self._seq = ctx.Value("q", 0, lock=False)
+
+    def handle(self, index: int) -> SharedWeights:
+        """What generator ``index`` is started with: this channel itself (it pickles)."""
+        return self
+
+    def source(self) -> SharedWeights:
+        """The generator's end, in its process: the same object."""
+        return self
+
+    def drop(self, index: int) -> None:
+        """Nothing to forget: a dead reader holds no lock (class doc)."""
+
+    def close(self) -> None:
+        """Nothing to close: the shared tensor goes with the last process holding it."""
 
     def write(self, version: int, buckets: Iterable[dict[str, torch.Tensor]]) -> None:
         """Stage the buckets privately, then copy inside the odd sequence: readers retry one
@@ -131,6 +163,8 @@ class SharedWeights:
         self.layout.fill(staging, buckets)
         self._seq.value += 1
         self.flat.copy_(staging)
+        if self.flat.is_cuda:  # CUDA-only (tests/README.md): readers must see the finished copy
+            torch.cuda.synchronize(self.flat.device)
         self._version.value = version
         self._seq.value += 1
 
@@ -145,6 +179,8 @@ class SharedWeights:
             if before % 2 == 0:
                 version = int(self._version.value)
                 snapshot = self.flat.clone()
+                if snapshot.is_cuda:  # CUDA-only (tests/README.md): the copy is done before the check
+                    torch.cuda.synchronize(snapshot.device)
                 if int(self._seq.value) == before:
                     return version, self.layout.unflatten(snapshot)
             time.sleep(0.001)  # a write is under way

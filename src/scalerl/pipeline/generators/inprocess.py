@@ -22,7 +22,7 @@ class InProcessBackend:
     """One generator, decoding in this (the learner's) process."""
 
     capabilities = Capabilities(generators="in_learner", evaluates=False, ranks="processes",
-                                weights="a copy in this process")
+                                weights=("in_process",))
     restarts = 0  # the generator is this process: it cannot die alone
 
     @classmethod

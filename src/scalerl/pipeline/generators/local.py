@@ -11,7 +11,10 @@ with ``torch.set_num_threads(threads)``, so on two cores learner and generator o
   results, one per inbox item and in its order: groups, an
   :class:`~scalerl.types.EvalResult`, or a failure;
 - weights move through :class:`~scalerl.pipeline.weights.SharedWeights` (one flat shared
-  tensor + a version counter behind a sequence lock), read by generators between decode steps.
+  tensor + a version counter behind a sequence lock; on a GPU the learner shares, the same
+  tensor in GPU memory opened through CUDA IPC), or through a two-rank ``torch.distributed``
+  group per generator (``pipeline.collective``), as the plan's ``weights`` says; generators load
+  a newer version between decode steps.
 
 Because every generator has its own queues, the driver knows what each one holds (the items
 sent and not yet answered), and nothing a dead one leaves behind is shared: not a queue lock
@@ -71,7 +74,7 @@ class _Sender:
         self.thread.join()
 
 
-def _generator_main(spec: ActorSpec, weights: SharedWeights, inbox, outbox, index: int, parent_pid: int,
+def _generator_main(spec: ActorSpec, handle, inbox, outbox, index: int, parent_pid: int,
                     gpu: int | None = None) -> None:
     if gpu is not None:  # before any CUDA call: the engine (vLLM too) sees this GPU as cuda:0
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
@@ -82,6 +85,7 @@ def _generator_main(spec: ActorSpec, weights: SharedWeights, inbox, outbox, inde
         return os.getppid() != parent_pid
 
     try:
+        weights = handle.source()  # the transport's generator end (joins its group, if any)
         actor = build_actor(spec, weights, index, orphaned=orphaned)
         idle, eval_cpu = time.perf_counter(), 0.0
         while True:
@@ -129,7 +133,7 @@ class _Failure:
 class _Generator:
     """The driver's handle on one generator process: its queues and the items it holds."""
 
-    def __init__(self, ctx, spec: ActorSpec, weights: SharedWeights, index: int, gpu: int | None) -> None:
+    def __init__(self, ctx, spec: ActorSpec, weights, index: int, gpu: int | None) -> None:
         self.index, self.inbox = index, ctx.Queue()
         self.outbox, theirs = ctx.Pipe(duplex=False)
         self.held: deque = deque()  # items sent and not yet answered, oldest first
@@ -178,7 +182,7 @@ class LocalBackend:
     """``plan.generators`` generator processes + this (learner) process."""
 
     capabilities = Capabilities(generators="processes", evaluates=True, ranks="processes",
-                                weights="shared memory")
+                                weights=("shm", "collective", "cuda_ipc"))
 
     @classmethod
     def nodes(cls) -> None:
@@ -190,16 +194,26 @@ class LocalBackend:
         """Each generator on its GPU of the plan (``plan.generator_gpus``; none on CPU).
         ``deaths``: when to stop replacing dead generators (default: the first death stops)."""
         self._ctx, self.spec, self.gpus = mp.get_context("spawn"), spec, plan.generator_gpus or None
-        self.weights = SharedWeights(layout, self._ctx)
+        self.weights = self._sink(layout, plan)
         self.layout = layout
         self.deaths = deaths or GeneratorDeaths(limit=1, window=1)
         self.generators = [self._start(i) for i in range(plan.generators)]
         self._groups: list[Group] = []
         self._evals: list[EvalResult] = []
 
+    def _sink(self, layout: WeightLayout, plan: RunPlan):
+        """The plan's transport: shared memory (on the GPU the roles share, for ``cuda_ipc``) or
+        a collective group per generator."""
+        if plan.weights == "collective":
+            from scalerl.pipeline.collective import CollectiveWeights
+
+            return CollectiveWeights(layout, bucket_bytes=plan.sync_bucket_bytes, timeout_s=plan.sync_timeout_s,
+                                     device=plan.device)
+        return SharedWeights(layout, self._ctx, device="cuda" if plan.weights == "cuda_ipc" else "cpu")
+
     def _start(self, index: int) -> _Generator:
         spec = dataclasses.replace(self.spec, seed=self.spec.seed + _SEED_STRIDE * self.deaths.restarts)
-        return _Generator(self._ctx, spec, self.weights, index, self.gpus[index] if self.gpus else None)
+        return _Generator(self._ctx, spec, self.weights.handle(index), index, self.gpus[index] if self.gpus else None)
 
     @property
     def restarts(self) -> int:
@@ -214,7 +228,7 @@ class LocalBackend:
                 for g in self.generators]
 
     @property
-    def sink(self) -> SharedWeights:
+    def sink(self):
         return self.weights
 
     def announce(self, version: int, handle) -> None:
@@ -262,6 +276,7 @@ class LocalBackend:
     def _replace(self, dead: _Generator, cause: str) -> None:
         """A new process in ``dead``'s place; its unanswered items go out again."""
         dead.discard()
+        self.weights.drop(dead.index)
         self.deaths.died(f"generator {dead.index}", cause)  # raises when the window rule says stop
         print(f"generator {dead.index} {cause}; replaced, {len(dead.held)} unfinished item(s) sent again "
               f"(restart {self.deaths.restarts})", flush=True)
@@ -287,6 +302,7 @@ class LocalBackend:
             time.sleep(0.05)
         for g in live:
             g.discard()  # SIGKILL for one still running: generators ignore SIGTERM (``stop``)
+        self.weights.close()
 
 
 def _drain(q) -> None:

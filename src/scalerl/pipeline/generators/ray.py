@@ -124,7 +124,7 @@ class GeneratorActor:
 class RayBackend:
     """``plan.generators`` generator actors on the plan's nodes; the caller (driver) is the learner."""
 
-    capabilities = Capabilities(generators="cluster", evaluates=False, ranks="ray", weights="the Ray object store")
+    capabilities = Capabilities(generators="cluster", evaluates=False, ranks="ray", weights=("object_store",))
 
     @classmethod
     def nodes(cls) -> tuple[Node, ...]:

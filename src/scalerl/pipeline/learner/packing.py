@@ -9,11 +9,12 @@ the padding. Here, per micro-batch of rows ``R`` with distinct prompts ``U``:
 2. the cache is indexed out to the rows (``cache.batch_select_indices``, a differentiable
    gather) and each row forwards only its completion inputs ``y_0 … y_{n−2}`` at positions
    ``|x| … |x| + n − 2``, with the prompt's padding masked out;
-3. the logits for ``y_0`` come from the prompt's last hidden state, those for ``y_j`` (j ≥ 1)
-   from completion position ``j − 1``: ``logits_r = head([h_x[|x| − 1]; h_y[0 : n − 1]])``.
+3. the hidden state predicting ``y_0`` is the prompt's last one, those predicting ``y_j``
+   (j ≥ 1) come from completion position ``j − 1``: ``h_r = [h_x[|x| − 1]; h_y[0 : n − 1]]``,
+   which the caller's head (``algo.logprobs.head_logprobs``) scores.
 
 The last completion token is never an input: its logits would predict nothing. The result is
-the plain path's logits up to float summation order (``tests/pipeline/test_shared_prompt.py``).
+the plain path's hidden states up to float summation order (``tests/pipeline/test_shared_prompt.py``).
 
 :func:`micro_batches` orders the live rows for it: either a prompt's rows together (each
 prompt forwarded once) or all rows by completion length (similar lengths share a micro-batch,
@@ -27,8 +28,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from scalerl.algo.logprobs import lm_head_logits
-from scalerl.models.forward import forward_hidden, head_params
+from scalerl.models.forward import forward_hidden
 from scalerl.pipeline.learner.batch import pad
 from scalerl.types import Completion
 
@@ -38,7 +38,7 @@ def _prompt_key(c: Completion) -> bytes:
 
 
 def forward_slots(completions: list[Completion], idx: list[int]) -> int:
-    """Token positions :func:`shared_prompt_logits` runs the body over for rows ``idx``, padding
+    """Token positions :func:`shared_prompt_hidden` runs the body over for rows ``idx``, padding
     included: ``U · max|x| + n · (W − 1)`` (U distinct prompts, n rows, W the longest completion)."""
     prompts = {_prompt_key(completions[i]): len(completions[i].prompt_tokens) for i in idx}
     width = max(1, max(len(completions[i].tokens) for i in idx))
@@ -104,10 +104,11 @@ def _distinct_prompts(completions: list[Completion], idx: list[int]) -> tuple[li
     return prompts, which
 
 
-def shared_prompt_logits(model, completions: list[Completion], idx: list[int], *, fp32_head: bool, pad_id: int,
-                         device, autocast: torch.dtype | None = None) -> tuple[torch.Tensor, int, int]:
-    """``(logits (n, W, V), real tokens forwarded, token slots forwarded)`` for rows ``idx``,
-    ``W`` their longest completion; logits ``[r, j]`` predict completion token ``j`` (module doc).
+def shared_prompt_hidden(model, completions: list[Completion], idx: list[int], *, pad_id: int,
+                         device) -> tuple[torch.Tensor, int, int]:
+    """``(hidden (n, W, H), real tokens forwarded, token slots forwarded)`` for rows ``idx``,
+    ``W`` their longest completion; ``hidden[r, j]`` predicts completion token ``j`` (module doc).
+    Runs under the caller's autocast.
 
     Real tokens: each distinct prompt once plus every completion token but the last; slots
     add the padding. Those are the positions the body actually computed."""
@@ -117,22 +118,20 @@ def shared_prompt_logits(model, completions: list[Completion], idx: list[int], *
     prompt_attn = pad([np.ones(len(p), dtype=np.int64) for p in prompts], 0, torch.long).to(device)  # (U, Lp)
     prompt_len = prompt_attn.sum(dim=1)  # (U,)
     width = max(1, max(len(completions[i].tokens) for i in idx))
-    with torch.autocast(device.type, dtype=autocast or torch.float16, enabled=autocast is not None):
-        hidden_x, cache = forward_hidden(model, prompt_ids, attention_mask=prompt_attn, use_cache=True)  # (U, Lp, H)
-        last = hidden_x[torch.arange(len(prompts), device=device), prompt_len - 1]  # (U, H) predicts y_0
-        hidden = last[row_prompt][:, None]  # (n, 1, H)
-        real, slots = int(prompt_attn.sum()), prompt_ids.numel()
-        if width > 1:  # some row has a y_1 to predict: forward y_0 … y_{W−2} on the shared cache
-            inputs = [completions[i].tokens[:-1] for i in idx]
-            ids = pad(inputs, pad_id, torch.long).to(device)  # (n, W − 1)
-            attn = pad([np.ones(len(t), dtype=np.int64) for t in inputs], 0, torch.long).to(device)  # (n, W − 1)
-            cache.batch_select_indices(row_prompt)  # (U, …) -> (n, …); indexing keeps the graph
-            full_attn = torch.cat([prompt_attn[row_prompt], attn], dim=1)  # (n, Lp + W − 1)
-            # positions continue from each row's own prompt length, not from the padded Lp
-            positions = prompt_len[row_prompt][:, None] + torch.arange(width - 1, device=device)[None, :]
-            hidden_y, _ = forward_hidden(model, ids, attention_mask=full_attn, position_ids=positions,
-                                         past_key_values=cache)  # (n, W − 1, H)
-            hidden = torch.cat([hidden, hidden_y], dim=1)  # (n, W, H)
-            real, slots = real + int(attn.sum()), slots + ids.numel()
-        weight, bias = head_params(model)
-        return lm_head_logits(hidden, weight, bias, fp32=fp32_head), real, slots
+    hidden_x, cache = forward_hidden(model, prompt_ids, attention_mask=prompt_attn, use_cache=True)  # (U, Lp, H)
+    last = hidden_x[torch.arange(len(prompts), device=device), prompt_len - 1]  # (U, H) predicts y_0
+    hidden = last[row_prompt][:, None]  # (n, 1, H)
+    real, slots = int(prompt_attn.sum()), prompt_ids.numel()
+    if width > 1:  # some row has a y_1 to predict: forward y_0 … y_{W−2} on the shared cache
+        inputs = [completions[i].tokens[:-1] for i in idx]
+        ids = pad(inputs, pad_id, torch.long).to(device)  # (n, W − 1)
+        attn = pad([np.ones(len(t), dtype=np.int64) for t in inputs], 0, torch.long).to(device)  # (n, W − 1)
+        cache.batch_select_indices(row_prompt)  # (U, …) -> (n, …); indexing keeps the graph
+        full_attn = torch.cat([prompt_attn[row_prompt], attn], dim=1)  # (n, Lp + W − 1)
+        # positions continue from each row's own prompt length, not from the padded Lp
+        positions = prompt_len[row_prompt][:, None] + torch.arange(width - 1, device=device)[None, :]
+        hidden_y, _ = forward_hidden(model, ids, attention_mask=full_attn, position_ids=positions,
+                                     past_key_values=cache)  # (n, W − 1, H)
+        hidden = torch.cat([hidden, hidden_y], dim=1)  # (n, W, H)
+        real, slots = real + int(attn.sum()), slots + ids.numel()
+    return hidden, real, slots

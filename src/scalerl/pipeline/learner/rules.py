@@ -45,6 +45,7 @@ class StepRules:
     fp32_head: bool  # §2.4: the trainer's LM head in float32
     micro_batch: int  # completions per forward/backward
     micro_batch_tokens: int | None  # CPU token cap of a shared-prompt micro-batch
+    head_chunk: int | None  # token positions the LM head scores at a time; None: all at once
     shared_prompt: bool  # each distinct prompt forwarded once per micro-batch
     grad_clip: float | None  # max global gradient norm; None: no clipping
     autocast: str | None  # "bfloat16" | "float16": the forward's compute dtype over float32 masters

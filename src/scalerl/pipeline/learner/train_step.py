@@ -1,7 +1,9 @@
 """One learner step: :func:`~scalerl.pipeline.learner.batch.prepare_batch`, then :func:`backward_and_step`.
 
 :func:`backward_and_step` runs the live rows of a prepared batch in micro-batches: trainer
-log-probs through ``forward_logits(..., fp32_head)`` (§2.4) at the sampling temperature,
+log-probs through the body and ``algo.logprobs.head_logprobs`` (the FP32 head, §2.4, scored
+``optim.head_chunk_tokens`` positions at a time so the [n, W, V] logits are never whole) at the
+sampling temperature,
 the mismatch statistics against the generator's log-probs (``algo.mismatch``), the
 registered loss (CISPO by default, §2.3) with its own hyperparameters and optional IS
 correction, ``Σ w·ℓ`` backpropagated and accumulated; then the AdamW step with optional
@@ -35,12 +37,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from scalerl.algo.logprobs import token_logprobs
+from scalerl.algo.logprobs import head_logprobs
 from scalerl.algo.losses import get_loss
 from scalerl.algo.mismatch import corrected_loss, mismatch_metrics, mismatch_sums
-from scalerl.models.forward import Forward, forward_logits
+from scalerl.models.forward import Forward, forward_hidden, head_params
 from scalerl.pipeline.learner.batch import Batch, pad
-from scalerl.pipeline.learner.packing import micro_batches, shared_prompt_logits
+from scalerl.pipeline.learner.packing import micro_batches, shared_prompt_hidden
 from scalerl.pipeline.learner.rules import StepRules
 
 _PICK = {"min": min, "max": max}
@@ -73,21 +75,37 @@ class StepPart:
     loss_scale: float | None = None
 
 
-def _micro_batch_logits(model, completions, idx: list[int], T: int, rules: StepRules, pad_id: int, device,
-                        amp=None):
-    """(n, T, V) logits predicting each completion token of rows ``idx`` (prompt + completion
-    in one right-padded forward), real tokens and token slots forwarded. The plain path
-    (``optim.shared_prompt=false``) and the reference the shared-prompt path is tested against."""
+def _micro_batch_hidden(model, completions, idx: list[int], T: int, pad_id: int, device):
+    """(n, T, H) hidden states predicting each completion token of rows ``idx`` (prompt +
+    completion in one right-padded forward), real tokens and token slots forwarded. The plain
+    path (``optim.shared_prompt=false``) and the reference the shared-prompt path is tested against."""
     seqs = [np.concatenate([completions[i].prompt_tokens, completions[i].tokens]) for i in idx]
     ids = pad(seqs, pad_id, torch.long).to(device)  # (n, L)
     attn = pad([np.ones(len(s), dtype=np.int64) for s in seqs], 0, torch.long).to(device)
-    with torch.autocast(device.type, dtype=amp or torch.float16, enabled=amp is not None):
-        logits, _ = forward_logits(model, ids, attention_mask=attn, fp32_head=rules.fp32_head)
-    # completion token j of row r sits at position p_r + j, predicted by logits at p_r + j − 1
+    hidden, _ = forward_hidden(model, ids, attention_mask=attn)  # (n, L, H)
+    # completion token j of row r sits at position p_r + j, predicted by the state at p_r + j − 1
     starts = torch.tensor([len(completions[i].prompt_tokens) - 1 for i in idx], device=device)
     pos = (starts[:, None] + torch.arange(T, device=device)[None, :]).clamp(max=ids.shape[1] - 1)  # (n, T)
-    logits = torch.gather(logits, 1, pos[..., None].expand(-1, -1, logits.shape[-1]))
-    return logits, int(attn.sum()), ids.numel()
+    hidden = torch.gather(hidden, 1, pos[..., None].expand(-1, -1, hidden.shape[-1]))
+    return hidden, int(attn.sum()), ids.numel()
+
+
+def scored(model, completions, idx: list[int], tokens: torch.Tensor, rules: StepRules, pad_id: int, device):
+    """``(logp (n, W), entropy (n, W), real tokens, slots)`` of rows ``idx`` (``tokens`` (n, ≥W)
+    their completion tokens) by the configured path, under the rules' autocast (bf16 or fp16
+    compute over float32 masters; the FP32 head stays fp32): the body's hidden states, then the
+    head chunk by chunk. Run as the :class:`Forward` module's forward, so FSDP2 gathers the head."""
+    amp = rules.autocast_dtype
+    with torch.autocast(device.type, dtype=amp or torch.float16, enabled=amp is not None):
+        if rules.shared_prompt:
+            hidden, real, slots = shared_prompt_hidden(model, completions, idx, pad_id=pad_id, device=device)
+        else:
+            hidden, real, slots = _micro_batch_hidden(model, completions, idx, tokens.shape[1], pad_id, device)
+        weight, bias = head_params(model)
+        # the generator records log-probs of softmax(logits / τ): score the same distribution
+        logp, entropy = head_logprobs(hidden, weight, bias, tokens[:, : hidden.shape[1]],
+                                      temperature=rules.temperature, fp32=rules.fp32_head, chunk=rules.head_chunk)
+    return logp, entropy, real, slots
 
 
 def rank_rows(batch: Batch, rank: int, world: int) -> list[int]:
@@ -112,16 +130,6 @@ def _plan(batch: Batch, rules: StepRules, shard: Shard, device) -> list[list[int
     return mine + [None] * (max(map(len, plans)) - len(mine))
 
 
-def _forward(forward: Forward, batch: Batch, idx: list[int], rules: StepRules, pad_id: int, device):
-    """``(logits (n, W, V), real tokens, slots)`` of rows ``idx`` by the configured path, under
-    the rules' autocast (bf16 or fp16 compute over float32 masters; the FP32 head stays fp32)."""
-    amp = rules.autocast_dtype
-    if rules.shared_prompt:
-        return forward(shared_prompt_logits, batch.completions, idx, fp32_head=rules.fp32_head, pad_id=pad_id,
-                       device=device, autocast=amp)
-    return forward(_micro_batch_logits, batch.completions, idx, batch.tokens.shape[1], rules, pad_id, device, amp)
-
-
 def _backward(forward: Forward, batch: Batch, rules: StepRules, pad_id: int, scaler, shard: Shard) -> StepPart:
     """Forward, loss and backward of this rank's live rows in micro-batches; gradients accumulate."""
     device = next(forward.parameters()).device
@@ -137,12 +145,11 @@ def _backward(forward: Forward, batch: Batch, rules: StepRules, pad_id: int, sca
         last = i == len(plan) - 1
         sync = shard.no_sync() if shard.no_sync is not None and not last else contextlib.nullcontext()
         with sync:
-            comp_logits, n_real, n_slots = _forward(forward, batch, idx, rules, pad_id, device)
-            W = comp_logits.shape[1]  # columns past the micro-batch's longest completion carry no loss token
-            tok, beh, m = tokens[idx, :W], behaviour[idx, :W], mask[idx, :W]
-            # the generator records log-probs of softmax(logits / τ): score the same distribution
-            logp = token_logprobs(comp_logits, tok, rules.temperature)  # (n, W)
-            out = corrected_loss(loss_fn, logp, beh, adv[idx], m, logits=comp_logits, mode=rules.correction_mode,
+            logp, entropy, n_real, n_slots = forward(scored, batch.completions, idx, tokens[idx], rules, pad_id,
+                                                     device)  # (n, W) each
+            W = logp.shape[1]  # columns past the micro-batch's longest completion carry no loss token
+            beh, m = behaviour[idx, :W], mask[idx, :W]
+            out = corrected_loss(loss_fn, logp, beh, adv[idx], m, entropy=entropy, mode=rules.correction_mode,
                                  **rules.correction_band, **rules.loss_hparams)
             loss = torch.where(m, out.per_token * weights[idx, :W], 0.0).sum()
             scaled = loss * (0.0 if dummy else float(shard.world))  # ranks' gradients are averaged

@@ -37,6 +37,7 @@ from scalerl.config import Config, ConfigError
 from scalerl.pipeline.backends import Capabilities, backend_class
 from scalerl.pipeline.plan.cores import split_cores
 from scalerl.pipeline.plan.gpus import gpu_plan
+from scalerl.pipeline.weights import TRANSPORTS
 from scalerl.runfolder import PLACEMENT
 
 
@@ -71,7 +72,9 @@ class RunPlan:
     generator_gpus: tuple[int, ...]  # physical GPU of each generator process on this machine
     gpus_per_generator: float  # a cluster generator's GPU reservation
     eval_on: str  # "generator" | "learner"
-    weights: str  # the weight transport
+    weights: str  # the weight transport (pipeline.weights.TRANSPORTS)
+    sync_bucket_bytes: int  # learner.sync_bucket_mb: a collective transport's send size
+    sync_timeout_s: float  # learner.sync_timeout_s: a send that takes longer stops the run
     host: str  # the driver's host name
     nodes: tuple[Node, ...]  # a cluster's live nodes (empty: this machine alone)
     rank_nodes: tuple[str, ...]  # node id of each learner rank on a cluster
@@ -89,7 +92,7 @@ class RunPlan:
         learner = ("in the driver's process" if self.learner_ranks == 1 else
                    f"{self.learner_ranks} ranks as {self.rank_transport}")
         out = [f"plan: backend {self.backend}, device {self.device}, learner {learner}, generators {gens}, "
-               f"evaluation on the {self.eval_on}, weights through {self.weights}", self.rule]
+               f"evaluation on the {self.eval_on}, weights through {TRANSPORTS[self.weights]}", self.rule]
         if self.learner_gpus or self.generator_gpus:
             out.append(f"GPUs: learner ranks {list(self.learner_gpus)}, generators {list(self.generator_gpus)}")
         if self.nodes:
@@ -156,8 +159,36 @@ def build_plan(cfg: Config, nodes: tuple[Node, ...] | None = None) -> RunPlan:
         generator_device="cuda" if device == "cuda" or share > 0 else "cpu", learner_ranks=world,
         rank_threads=rank_threads, rank_transport=caps.ranks if world > 1 else "driver", learner_gpus=local[0],
         generator_gpus=local[1], gpus_per_generator=share, eval_on=_eval_on(cfg.eval.on, caps, name),
-        weights=caps.weights, host=socket.gethostname(), nodes=nodes, rank_nodes=rank_nodes,
+        weights=weight_transport(cfg.pipeline.weight_transport, caps, name, device, world, *local),
+        sync_bucket_bytes=cfg.learner.sync_bucket_mb << 20, sync_timeout_s=cfg.learner.sync_timeout_s,
+        host=socket.gethostname(), nodes=nodes, rank_nodes=rank_nodes,
         generator_nodes=gen_nodes, rule=split.rule, devices=devices)
+
+
+def weight_transport(setting: str, caps: Capabilities, backend: str, device: str, world: int,
+                     learner_gpus: tuple[int, ...], generator_gpus: tuple[int, ...]) -> str:
+    """``pipeline.weight_transport`` resolved (its doc): ``auto`` is the fastest the roles'
+    placement allows; a choice the backend or the placement cannot do is one sentence."""
+    shared = bool(generator_gpus) and set(generator_gpus) <= set(learner_gpus)
+    own = bool(generator_gpus) and not set(generator_gpus) & set(learner_gpus)
+    if setting == "auto":
+        if "collective" in caps.weights and device == "cuda" and world == 1 and own:
+            return "collective"
+        if "cuda_ipc" in caps.weights and device == "cuda" and shared:
+            return "cuda_ipc"
+        return caps.weights[0]
+    if setting not in caps.weights:
+        raise ConfigError(f"pipeline.weight_transport={setting} is not one pipeline.backend={backend} can use; it moves "
+                          f"weights through {TRANSPORTS[caps.weights[0]]} (pipeline.backend=local has {setting}).")
+    if setting == "cuda_ipc" and not shared:
+        raise ConfigError("pipeline.weight_transport=cuda_ipc needs every generator on a GPU the learner holds "
+                          f"(train.device={device}, generators on GPUs {list(generator_gpus)}, learner on "
+                          f"{list(learner_gpus)}); use collective or shm.")
+    if setting == "collective" and device == "cuda" and not own:
+        raise ConfigError("pipeline.weight_transport=collective on GPUs needs each generator on a GPU of its own "
+                          f"(NCCL cannot join one GPU twice; generators on {list(generator_gpus)}, learner on "
+                          f"{list(learner_gpus)}); use cuda_ipc.")
+    return setting
 
 
 def _local_gpus(device: str, ranks: int, generators: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
