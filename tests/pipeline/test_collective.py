@@ -111,8 +111,36 @@ def test_a_live_generator_that_takes_nothing_stops_the_sync_with_one_sentence_na
     import time
 
     deadline = time.monotonic() + 30
-    while not sink._channels and time.monotonic() < deadline:  # the learner's side of the group is up
+    while not sink.connected() and time.monotonic() < deadline:  # the learner's side of the group is up
         time.sleep(0.01)
     with pytest.raises(SyncFailed, match=r"^the weight sync to generator 0 took longer than learner.sync_timeout_s=3s"):
         sink.write(1, model_buckets(learner))
     del silent
+
+
+def test_a_pipeline_run_on_the_collective_transport_samples_fresh_tokens_with_the_learners_weights(
+        warm_model_dir, tmp_path):
+    """The whole pipeline (local backend, torch engine) on ``pipeline.weight_transport=collective``:
+    the plan names it, and every fresh token (sampled wholly by the learner's version) agrees with
+    the learner within the float32 bound, which a generator left on old or torn weights would break."""
+    import json
+
+    from conftest import run_overrides
+    from numerics import fp32_logprob_bound
+
+    from scalerl.config import load_config
+    from scalerl.pipeline.run import train
+    from scalerl.runfolder import PLACEMENT, read_records
+
+    cfg = load_config("scalerl", run_overrides(
+        warm_model_dir, **{"pipeline.backend": "local", "pipeline.weight_transport": "collective", "pipeline.k": 1,
+                           "train.steps": 4, "optim.lr": 1e-3, "eval.every": 100, "eval.num_prompts": 2, "eval.k": 1,
+                           "pipeline.prompts_per_step": 4, "pipeline.generations": 4, "pipeline.prompts_per_chunk": 2,
+                           "filters.zero_variance": "false"}))
+    train(cfg, tmp_path)
+    assert json.loads((tmp_path / PLACEMENT).read_text())["plan"]["weights"] == "collective"
+    trained = [r for r in read_records(tmp_path / "metrics.jsonl") if "grad_norm" in r]
+    assert len(trained) == 4 and all(r["staleness_max"] <= 1 for r in trained)
+    fresh = [r for r in trained if r["mismatch_fresh_frac"] > 0]  # which are fresh depends on timing
+    bound = fp32_logprob_bound(warm_model_dir, 128)
+    assert fresh and all(r["mismatch_fresh_logp_abs_max"] < bound for r in fresh)

@@ -41,7 +41,9 @@ def _run(cfg, out, resume=False):
 
 
 def test_a_sync_run_samples_every_step_with_the_weights_the_trainer_just_published(warm_model_dir, tmp_path):
+    # the versions reach the engines through the collective transport (the pipeline-rl run below: shm)
     last, records = _run(_config(warm_model_dir, "pipeline.mode=sync", "sampling.max_new_tokens=40",
+                                 "pipeline.weight_transport=collective",
                                  "length.control=none", "eval.every=2", "eval.schedule=every"), tmp_path / "run")
     trained = [r for r in records if "grad_norm" in r]
     assert last["step"] == 3 and last["version"] == 3 and len(trained) == 3

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -132,6 +133,36 @@ def test_a_swap_between_engine_steps_keeps_the_running_request_s_kv(engine, mode
     assert not engine._prefix_stale
     assert fresh.versions.tolist() == fresh.kv_versions.tolist() == [1] * fresh.num_tokens
     assert torch.allclose(torch.from_numpy(fresh.logprobs), _logprobs(new, prompt, fresh.tokens.tolist()), atol=ATOL)
+
+
+def test_weights_from_the_collective_transport_decode_bit_for_bit_as_the_models_own(engine, models):
+    """A version sent over the ``collective`` transport (gloo, this process's two ends) and
+    loaded through vLLM's own reload decodes exactly as the same weights loaded directly:
+    the same tokens and the same log-probs to the last bit."""
+    from scalerl.pipeline.collective import CollectiveWeights
+    from scalerl.pipeline.weights import WeightLayout, model_buckets
+
+    _, new, tokenizer = models
+    sink = CollectiveWeights(WeightLayout(new), bucket_bytes=1 << 20, timeout_s=60.0)
+    source = sink.handle(0).source()  # joins the group (the sink's side joins in its thread)
+    sink.write(1, model_buckets(new, 1 << 20))
+    got = None
+    for _ in range(6000):  # the receiving thread has the version whole (bounded: 60 s)
+        got = source.read(0)
+        if got is not None:
+            break
+        time.sleep(0.01)
+    assert got is not None and got[0] == 1
+    assert all(torch.equal(got[1][n], p) for n, p in new.named_parameters())
+    prompt = tokenizer.encode("add 12+7 =")
+    outs = []
+    for weights in (got[1], dict(new.named_parameters())):
+        engine.update_weights(weights, version=1)
+        (c,) = engine.generate([prompt], SamplingParams(max_new_tokens=8, seed=0))
+        outs.append(c)
+    sink.close()
+    assert outs[0].tokens.tolist() == outs[1].tokens.tolist()
+    assert torch.equal(torch.from_numpy(outs[0].logprobs), torch.from_numpy(outs[1].logprobs))
 
 
 class _Said(logging.Handler):

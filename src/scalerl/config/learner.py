@@ -20,9 +20,10 @@ class LearnerConfig(_Frozen):
     strategy: Literal["fsdp2", "ddp"] = "fsdp2"
     """With ``world_size > 1``: ``fsdp2`` shards parameters and AdamW state across ranks
     (``fully_shard`` per decoder block, then the root); ``ddp`` replicates them."""
-    sync_bucket_mb: int = Field(512, ge=1)
+    sync_bucket_mb: int = Field(128, ge=1)
     """Weights go to the generators in buckets of about this many MiB: every rank gathers a
-    bucket's full tensors, then rank 0 sends it."""
+    bucket's full tensors, then rank 0 sends it (on the collective transport, while the next
+    bucket is gathered: ``bench/weight_sync.py``)."""
     sync_timeout_s: float = Field(600.0, gt=0)
     """A weight sync that takes longer stops the run with one sentence naming the rank and
     bucket that stalled; the newest checkpoint stays loadable."""

@@ -66,6 +66,14 @@ def _spans(size: int, bucket: int) -> list[tuple[int, int]]:
     return [(s, min(size, s + bucket)) for s in range(0, size, bucket)]
 
 
+def _post(channel: _Channel, tensor: torch.Tensor):
+    """``(channel, its send's work)``, or the error where the peer is already gone."""
+    try:
+        return channel, channel.group.send([tensor], 1, _TAG)
+    except RuntimeError as err:
+        return channel, err
+
+
 class _Channel:
     """The learner's end of one generator's group."""
 
@@ -122,31 +130,74 @@ class CollectiveWeights:
                 self._channels.pop(prefix, None)
 
     def write(self, version: int, buckets) -> None:
-        """Take the version into :attr:`flat`, then send it to every connected generator."""
+        """Take the version into :attr:`flat` and send it to every connected generator, each
+        span as soon as the buckets drawn so far have filled it: the sends (gloo's and NCCL's
+        own threads) overlap the copies and an FSDP2 learner's gathers of the next buckets."""
         with self._lock:
-            self.layout.fill(self.flat, buckets)
+            channels = list(self._channels.values())
+            sends = [_post(c, self._header(c, version)) for c in channels]
+            spans, prefix = _spans(self.layout.size, self.bucket_numel), 0
+            for bucket in buckets:
+                self.layout.fill(self.flat, [bucket])
+                prefix = self._prefix(prefix, bucket)
+                while spans and spans[0][1] <= prefix:
+                    sends += self._send_span(channels, spans.pop(0))
+            for span in spans:  # buckets out of layout order: the rest once all are in
+                sends += self._send_span(channels, span)
             self._version = version
-            for channel in list(self._channels.values()):
-                if not self._send(channel, version):
-                    self._channels.pop(channel.prefix, None)
+            for channel in self._finish(sends):
+                self._channels.pop(channel.prefix, None)
+
+    def _prefix(self, prefix: int, bucket: dict[str, torch.Tensor]) -> int:
+        """How much of :attr:`flat` from its start is filled once ``bucket`` is in (buckets come
+        in layout order; one out of it only delays the spans after the gap to the end)."""
+        for name, t in bucket.items():
+            if self.layout.offsets[name] != prefix:
+                return prefix
+            prefix += t.numel()
+        return prefix
+
+    @staticmethod
+    def _header(channel: _Channel, version: int) -> torch.Tensor:
+        channel.header[0] = version
+        return channel.header
+
+    def _send_span(self, channels: list[_Channel], span: tuple[int, int]) -> list:
+        start, stop = span
+        return [_post(c, self.flat[start:stop]) for c in channels]
+
+    def _finish(self, sends: list) -> list[_Channel]:
+        """Wait for every send; the channels whose generator is gone (its peer closed)."""
+        gone: dict[str, _Channel] = {}
+        for channel, work in sends:
+            if channel.prefix in gone:
+                continue
+            try:
+                if isinstance(work, RuntimeError):  # the send could not even start
+                    raise work
+                work.wait()
+            except RuntimeError as err:
+                if "timed out" in str(err).lower() or "timeout" in str(err).lower():
+                    raise SyncFailed(f"the weight sync to generator {channel.index} took longer than "
+                                     f"learner.sync_timeout_s={self.timeout_s:g}s; the newest checkpoint stays "
+                                     "loadable") from None
+                gone[channel.prefix] = channel
+        return list(gone.values())
 
     def _send(self, channel: _Channel, version: int) -> bool:
-        """Send the header then each bucket; False when the generator is gone (its peer closed)."""
-        channel.header[0] = version
-        try:
-            channel.group.send([channel.header], 1, _TAG).wait()
-            for start, stop in _spans(self.layout.size, self.bucket_numel):
-                channel.group.send([self.flat[start:stop]], 1, _TAG).wait()
-        except RuntimeError as err:
-            if "timed out" in str(err).lower() or "timeout" in str(err).lower():
-                raise SyncFailed(f"the weight sync to generator {channel.index} took longer than "
-                                 f"learner.sync_timeout_s={self.timeout_s:g}s; the newest checkpoint stays "
-                                 "loadable") from None
-            return False
-        return True
+        """The newest version whole to one (joining) generator; False when it is gone."""
+        sends = [_post(channel, self._header(channel, version))]
+        for span in _spans(self.layout.size, self.bucket_numel):
+            sends += self._send_span([channel], span)
+        return not self._finish(sends)
 
     def version(self) -> int:
         return self._version
+
+    def connected(self) -> int:
+        """How many generators have joined (and take each write)."""
+        with self._lock:
+            return len(self._channels)
 
     def close(self) -> None:
         self._channels.clear()

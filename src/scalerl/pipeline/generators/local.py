@@ -203,12 +203,13 @@ class LocalBackend:
 
     def _sink(self, layout: WeightLayout, plan: RunPlan):
         """The plan's transport: shared memory (on the GPU the roles share, for ``cuda_ipc``) or
-        a collective group per generator."""
+        a collective group per generator (on the learner's GPU only when the driver is the learner:
+        with ranks in processes of their own the driver holds the weights on the CPU)."""
         if plan.weights == "collective":
             from scalerl.pipeline.collective import CollectiveWeights
 
             return CollectiveWeights(layout, bucket_bytes=plan.sync_bucket_bytes, timeout_s=plan.sync_timeout_s,
-                                     device=plan.device)
+                                     device=plan.device if plan.learner_ranks == 1 else "cpu")
         return SharedWeights(layout, self._ctx, device="cuda" if plan.weights == "cuda_ipc" else "cpu")
 
     def _start(self, index: int) -> _Generator:

@@ -1,0 +1,120 @@
+"""One weight sync, shared memory vs a collective group (``pipeline.weight_transport``), side by side.
+
+A learner (this process) publishes a model of ``--params`` float32 parameters to one generator
+process, which waits for each version, then copies it into its own model as an engine does
+(``update_weights``). Per transport, two times:
+
+- **learner blocked**: the seconds ``write`` holds the learner (shm: stage + copy into the
+  shared tensor; collective: the sends, which the generator's thread receives while it decodes);
+- **publish → loaded**: from the start of ``write`` until the generator's model holds the version
+  (shm: the generator's snapshot clone + load; collective: the receive + load), the time a
+  version takes to reach the sampler.
+
+The transports run interleaved, ``--repeats`` versions each, each its own fresh generator
+process; the best of each is kept (the least disturbed by other work on the machine). The
+machine's parallel scaling is printed at the start, and the last line is the ratio of
+shared memory's publish → loaded over the collective's.
+
+    .venv/bin/python bench/weight_sync.py [--params 100000000] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as std_mp
+import time
+
+import torch
+from _workload import parallel_scaling
+
+from scalerl.config.learner import LearnerConfig
+from scalerl.pipeline.collective import CollectiveWeights
+from scalerl.pipeline.weights import SharedWeights, WeightLayout, model_buckets
+
+WIDTH = 5000  # square layers: 25M parameters each
+
+
+def _model(params: int) -> torch.nn.Module:
+    layers = max(1, round(params / WIDTH**2))
+    return torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(layers)])
+
+
+def _generator(handle, params: int, versions: int, done) -> None:
+    """Wait for each version, load it into a model of our own, and say when it was loaded."""
+    torch.set_num_threads(1)
+    model = _model(params)
+    source = handle.source()
+    state = dict(model.named_parameters())
+    seen = -1
+    while seen < versions - 1:
+        got = source.read(seen)
+        if got is None:
+            time.sleep(0.0005)
+            continue
+        seen, tensors = got
+        with torch.no_grad():
+            for name, t in tensors.items():
+                state[name].copy_(t)
+        done.put((seen, time.monotonic()))  # CLOCK_MONOTONIC: one clock for every process here
+
+
+def _run(transport: str, params: int, repeats: int, bucket_mb: int) -> dict[str, float]:
+    """Best learner-blocked and publish → loaded seconds over ``repeats`` versions."""
+    model = _model(params)
+    layout = WeightLayout(model)
+    ctx = std_mp.get_context("spawn")
+    sink = (SharedWeights(layout, ctx) if transport == "shm"
+            else CollectiveWeights(layout, bucket_bytes=bucket_mb << 20, timeout_s=120.0))
+    done = ctx.Queue()
+    child = ctx.Process(target=_generator, args=(sink.handle(0), params, repeats, done), daemon=True)
+    child.start()
+    blocked, loaded = [], []
+    try:
+        if transport == "collective":  # the group is joined (the generator's first read waits for it)
+            while not sink.connected() and child.is_alive():
+                time.sleep(0.05)
+        for version in range(repeats):
+            start = time.monotonic()
+            sink.write(version, model_buckets(model, bucket_mb << 20))  # as the learner draws them
+            blocked.append(time.monotonic() - start)
+            seen, at = done.get(timeout=300)
+            assert seen == version, (seen, version)
+            loaded.append(at - start)
+            with torch.no_grad():  # the next version differs (the learner stepped)
+                model[0].weight.add_(1e-3)
+    finally:
+        child.join(timeout=60)
+        if child.is_alive():
+            child.kill()
+        sink.close()
+    return {"blocked": min(blocked), "loaded": min(loaded)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--params", type=int, default=100_000_000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--bucket-mb", type=int, default=None, help="the collective's sends (default: the config's)")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of both transports")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    print(f"parallel scaling {parallel_scaling():.2f}x (two single-thread processes against one)", flush=True)
+    n = round(args.params / WIDTH**2) * WIDTH**2
+    print(f"{n:,} float32 parameters ({n * 4 / 2**20:,.0f} MiB), one generator process, best of "
+          f"{args.repeats} versions x {args.rounds} rounds", flush=True)
+    bucket_mb = args.bucket_mb or LearnerConfig().sync_bucket_mb
+    best: dict[str, dict[str, float]] = {}
+    for _ in range(args.rounds):
+        for transport in ("shm", "collective"):
+            got = _run(transport, args.params, args.repeats, bucket_mb)
+            old = best.get(transport, {"blocked": float("inf"), "loaded": float("inf")})
+            best[transport] = {k: min(old[k], got[k]) for k in got}
+    for transport, t in best.items():
+        print(f"{transport:>10}: learner blocked {t['blocked']:.3f} s, publish -> loaded {t['loaded']:.3f} s "
+              f"({n * 4 / 2**30 / t['loaded']:.2f} GiB/s)")
+    print(f"publish -> loaded, shm / collective: {best['shm']['loaded'] / best['collective']['loaded']:.2f}x; "
+          f"learner blocked, shm / collective: {best['shm']['blocked'] / best['collective']['blocked']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
