@@ -12,7 +12,6 @@ from conftest import CaptureGrads, learner_step
 from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool
 from scalerl.models import build_model, build_task_tokenizer
-from scalerl.pipeline import build
 from scalerl.pipeline.learner.packing import forward_slots, micro_batches, shared_prompt_hidden
 from scalerl.pipeline.learner.train_step import _micro_batch_hidden
 from scalerl.types import Completion, Group

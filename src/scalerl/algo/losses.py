@@ -37,7 +37,6 @@ from typing import NamedTuple
 
 import torch
 
-
 RATIO_EXTREMA = MappingProxyType({"is_ratio_min": "min", "is_ratio_max": "max"})
 """How the shared extrema metrics combine across micro-batches; every other one is a mean."""
 

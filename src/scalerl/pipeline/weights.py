@@ -26,7 +26,6 @@ import torch
 
 from scalerl.models.lora import published_parameters
 
-
 TRANSPORTS: dict[str, str] = {
     "shm": "shared memory",
     "collective": "a torch.distributed group per generator (gloo on CPUs, NCCL on GPUs)",
