@@ -1,7 +1,7 @@
-"""The GPU check: CUDA tests, engine and learner throughput, and a short pipeline-rl run.
+"""The GPU check: CUDA tests, engine and learner throughput, the weight sync, and a rising run.
 
-Everything a first session on a GPU needs to measure, in one process start, within about
-9 minutes on one H200, with every figure written to one JSON file (``--out``):
+Everything a first session on a GPU needs to measure, in one process start, within 8 minutes
+on one GPU, with every figure written to one JSON file (``--out``):
 
 1. ``gpu_tests``: ``pytest -m gpu tests/gpu`` (learner and ``TorchEngine`` on CUDA), then, where
    vLLM is installed, ``vllm_tests``: the real-engine tests the CPU suite runs
@@ -14,17 +14,22 @@ Everything a first session on a GPU needs to measure, in one process start, with
    denominator is measured here, not taken from a data sheet; the nominal H200 bf16 dense
    peak, 989 TFLOP/s, is printed beside it);
 4. ``learner``: one optimiser step's trained tokens/s and MFU, ``6·N·tokens / time / peak``
-   (``scalerl.compute``'s FLOP count);
-5. ``mismatch``: ``bench/mismatch.py``'s statistics by precision (fp32, bf16, bf16 + FP32 head,
+   (``scalerl.compute``'s FLOP count), at the ``qwen-0.5b`` preset (Qwen2.5-0.5B's shape, the
+   size users start from, its 151,936-row head in chunks) and at ``large``;
+5. ``sync``: ``bench/weight_sync.py``'s publish → loaded of the 0.5 B preset for each transport
+   the GPUs allow (``shm`` and ``cuda_ipc`` on one; ``collective`` over NCCL with two), GB/s and
+   its share of that preset's learner step;
+6. ``mismatch``: ``bench/mismatch.py``'s statistics by precision (fp32, bf16, bf16 + FP32 head,
    fp16 and fp16 + FP32 head: fp16 only where CUDA is);
-6. ``pipeline``: 20 ``pipeline-rl`` steps end to end (``local`` backend), wall time and the
-   mean ``mismatch_kl``;
-7. ``learner_ranks``: the data-parallel learner (``learner.world_size``, FSDP2) on 2 GPUs when
+7. ``pipeline``: a nano model SFT-warmed on small additions (stopped by steps), then 200
+   ``pipeline-rl`` steps (``local`` backend) with an evaluation every 40: the validation pass
+   rates, whether they rose, the mean ``mismatch_kl`` and the largest staleness;
+8. ``learner_ranks``: the data-parallel learner (``learner.world_size``, FSDP2) on 2 GPUs when
    there are 2, else ``world_size=1`` through the same FSDP2 path on one: 10 steps' median
    step time and tokens/s, one weight sync, and the parameter and AdamW bytes rank 0 holds.
 
 Each section is written to the JSON file as soon as it is done, and a section that fails or
-runs out of its time records its error and lets the next one run, so the 9.5-minute bound of
+runs out of its time records its error and lets the next one run, so the 8-minute bound of
 ``scripts/gpu_check.sh`` can cost the last figures, never all of them. Learner MFU is given
 against the measured peak (``mfu``) and against the data-sheet bf16 dense peak
 (``mfu_vs_nominal``).
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import importlib.util
 import json
 import os
@@ -78,15 +84,20 @@ ROOT = Path(__file__).resolve().parents[1]
 NOMINAL_PEAK = {"H200": 989e12, "H100": 989e12, "A100": 312e12}
 """Dense bf16 tensor-core peaks from the data sheets, for context beside the measured one."""
 FULL = {"preset": "large", "dtype": torch.bfloat16, "batches": [64, 256], "new_tokens": 128, "prompt_len": 32,
-        "repeats": 3, "peak_n": 8192, "learner_shape": (8, 8, 512), "steps": 20, "tests_s": 150,
-        "vllm_tests_s": 240, "mismatch": {"preset": "large", "prompts": 32, "new_tokens": 48}, "pipeline_minutes": 3.0,
+        "repeats": 3, "peak_n": 8192, "learner_shape": (8, 8, 512), "learner_presets": ["qwen-0.5b", "large"],
+        "sync_preset": "qwen-0.5b", "sync_repeats": 3, "tests_s": 150, "vllm_tests_s": 240,
+        "mismatch": {"preset": "large", "prompts": 32, "new_tokens": 48},
+        "rise": {"preset": "nano", "sft_steps": 1000, "steps": 200, "every": 40, "eval_prompts": 128, "minutes": 3.0},
         "rank_steps": 10}
 DRY = {"preset": "nano", "dtype": torch.float32, "batches": [4, 8], "new_tokens": 8, "prompt_len": 8,
-       "repeats": 1, "peak_n": 256, "learner_shape": (2, 4, 16), "steps": 2, "tests_s": 150,
-       "vllm_tests_s": 240, "mismatch": {"preset": "nano", "prompts": 2, "new_tokens": 4}, "pipeline_minutes": 3.0,
+       "repeats": 1, "peak_n": 256, "learner_shape": (2, 4, 16), "learner_presets": ["nano"],
+       "sync_preset": "nano", "sync_repeats": 1, "tests_s": 150, "vllm_tests_s": 240,
+       "mismatch": {"preset": "nano", "prompts": 2, "new_tokens": 4},
+       "rise": {"preset": "nano", "sft_steps": 2, "steps": 2, "every": 1, "eval_prompts": 2, "minutes": 3.0},
        "rank_steps": 1}
-"""``tests_s`` and ``vllm_tests_s`` bound the two test subprocesses; ``pipeline_minutes`` is the run's own
-``train.max_minutes``, so it stops itself inside the script's 9.5 minutes."""
+"""``tests_s`` and ``vllm_tests_s`` bound the two test subprocesses; ``rise["minutes"]`` is the rising
+run's own ``train.max_minutes``, a guard that keeps the script inside its 8 minutes (the run's
+steps are the figure: a run that the guard cut says how many it did)."""
 
 
 def _wall(fn, device: str) -> float:
@@ -158,30 +169,75 @@ def learner_throughput(model, tokenizer, p: dict, device: str, peak: float | Non
 
     seconds = _median(step, device, p["repeats"])
     flops = 6 * count_parameters(model) * tokens["n"] / seconds
-    return {"shape": [P, G, length], "trained_tok_s": tokens["n"] / seconds, "flop_s": flops,
+    return {"shape": [P, G, length], "step_s": seconds, "trained_tok_s": tokens["n"] / seconds, "flop_s": flops,
             "mfu": flops / peak if peak else None,
             "mfu_vs_nominal": flops / nominal if nominal else None}
 
 
-def pipeline_run(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
-    """``p["steps"]`` pipeline-rl steps of the recipe on ``model_dir``; wall time and mismatch."""
-    dtype = "float32" if dry else "bfloat16"
-    cfg = load_config("scalerl", [
-        f"model.base={model_dir}", f"model.dtype={dtype}", f"train.device={device}", "pipeline.backend=local",
-        "pipeline.mode=pipeline-rl", f"train.steps={p['steps']}", "eval.every=1000", "eval.schedule=every", "eval.num_prompts=8", "eval.k=1",
-        "log.progress=false", "log.tensorboard=false", "train.checkpoint_every=1000",
-        f"train.max_minutes={p['pipeline_minutes']}",
-        "filters.zero_variance=false"] + (["pipeline.prompts_per_step=2", "pipeline.generations=2"] if dry else []))
-    with tempfile.TemporaryDirectory() as run_dir:
+def learner_presets(tokenizer, p: dict, device: str, peak: float | None, nominal: float | None) -> dict:
+    """:func:`learner_throughput` at each of ``p["learner_presets"]`` (the 0.5 B one first: the
+    size users start from), each model built from its config and freed before the next."""
+    out = {}
+    for preset in p["learner_presets"]:
+        model = build_model(preset, len(tokenizer), arch="qwen2", tokenizer=tokenizer, dtype=p["dtype"]).to(device)
+        out[preset] = {"params": count_parameters(model)} | learner_throughput(model, tokenizer, p, device, peak, nominal)
+        del model
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return out
+
+
+def sync_transports(tokenizer, p: dict, device: str, step_s: float | None) -> dict:
+    """``bench/weight_sync.py``'s publish → loaded at ``p["sync_preset"]`` for every transport
+    this placement allows (``pipeline.weight_transport``): GB/s and its share of a learner step."""
+    from weight_sync import measure
+
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    make = functools.partial(build_model, p["sync_preset"], len(tokenizer), arch="qwen2", tokenizer=tokenizer)
+    places = {"shm": (device, device)}  # GPU → host → shared memory → host → GPU on one GPU
+    if gpus:
+        places["cuda_ipc"] = ("cuda:0", "cuda:0")  # the roles share the learner's GPU
+    if gpus >= 2 or not gpus:
+        places["collective"] = ("cuda:0", "cuda:1") if gpus else ("cpu", "cpu")  # NCCL needs a GPU each
+    out = {}
+    for name, (learner_on, generator_on) in places.items():
+        got = measure(name, make, device=learner_on, generator_device=generator_on, repeats=p["sync_repeats"])
+        out[name] = got | {"share_of_step": got["loaded_s"] / step_s if step_s else None}
+    return out
+
+
+def rising_run(p: dict, device: str, dry: bool) -> dict:
+    """An SFT-warmed model (stopped by steps), then ``rise["steps"]`` pipeline-rl steps on the
+    built-in addition task: the validation pass rate at each evaluation, which must rise."""
+    from scalerl.data.tasks import get_task
+    from scalerl.pipeline.sft import SFTSpec, sft_warmup
+
+    r = p["rise"]
+    tokenizer = build_task_tokenizer()
+    task = {"min_digits": 1, "max_digits": 2}
+    with tempfile.TemporaryDirectory() as tmp:
+        model = build_model(r["preset"], len(tokenizer), seed=0, tokenizer=tokenizer).to(device)
+        sft_warmup(get_task("addition", **task), model, tokenizer, SFTSpec((0.15, 0.4), max_steps=r["sft_steps"], seed=0),
+                   output_dir=Path(tmp) / "warm")
+        cfg = load_config("scalerl", [
+            f"model.base={Path(tmp) / 'warm'}", f"train.device={device}", "pipeline.backend=local",
+            "pipeline.mode=pipeline-rl", "task.knobs={min_digits: 1, max_digits: 2}", f"train.steps={r['steps']}",
+            f"eval.every={r['every']}", "eval.schedule=every", f"eval.num_prompts={r['eval_prompts']}",
+            "optim.lr=2e-4", "optim.warmup_steps=5", "pipeline.prompts_per_step=8", "pipeline.generations=8",
+            "log.progress=false", "log.tensorboard=false", "train.checkpoint_every=1000",
+            f"train.max_minutes={r['minutes']}"] + (["pipeline.prompts_per_step=2", "pipeline.generations=2"] if dry else []))
         start = time.perf_counter()
-        train(cfg, run_dir, log=lambda *_: None)
+        train(cfg, Path(tmp) / "run", log=lambda *_: None)
         wall = time.perf_counter() - start
-        records = read_records(Path(run_dir) / "metrics.jsonl")[1:]
-    return {"steps": len(records), "wall_s": wall, "steps_per_s": len(records) / wall,
+        records = read_records(Path(tmp) / "run" / "metrics.jsonl")
+    val = [r["val_pass_rate"] for r in records if r.get("val_pass_rate") is not None]
+    trained = [r for r in records if "grad_norm" in r]
+    return {"steps": len(trained), "wall_s": wall, "steps_per_s": len(trained) / wall, "val_pass_rate": val,
+            "rose": len(val) >= 2 and val[-1] > val[0],
             # a step with nothing measured logs NaN, which JSONL reads back as None
             "mismatch_kl_mean": float(np.nanmean([np.nan if r["mismatch_kl"] is None else r["mismatch_kl"]
-                                                  for r in records])),
-            "staleness_max": max(r["staleness_max"] for r in records)}
+                                                  for r in trained])),
+            "staleness_max": max(r["staleness_max"] for r in trained)}
 
 
 def learner_ranks(p: dict, model_dir: Path, device: str, dry: bool) -> dict:
@@ -258,11 +314,13 @@ def main() -> None:
              lambda: matmul_peak(device, p["dtype"], n=p["peak_n"], repeats=max(3, p["repeats"])))
     peak = report["peak_flop_s"] if isinstance(report["peak_flop_s"], float) else None
     _section(report, "learner", args.out,
-             lambda: learner_throughput(model, tokenizer, p, device, peak, report["nominal_peak_flop_s"]))
+             lambda: learner_presets(tokenizer, p, device, peak, report["nominal_peak_flop_s"]))
+    first = report["learner"].get(p["learner_presets"][0], {}) if "error" not in report["learner"] else {}
+    _section(report, "sync", args.out, lambda: sync_transports(tokenizer, p, device, first.get("step_s")))
     _section(report, "mismatch", args.out, lambda: mismatch_by_precision(p, device))
+    _section(report, "pipeline", args.out, lambda: rising_run(p, device, args.dry_run))
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = save_pretrained(model.float().cpu(), tokenizer, Path(tmp) / "model")
-        _section(report, "pipeline", args.out, lambda: pipeline_run(p, model_dir, device, args.dry_run))
         _section(report, "learner_ranks", args.out, lambda: learner_ranks(p, model_dir, device, args.dry_run))
     if importlib.util.find_spec("vllm") is not None and device == "cuda":  # last: it can cost only itself
         _section(report, "vllm_tests", args.out, lambda: gpu_tests(p["vllm_tests_s"], VLLM_TESTS))

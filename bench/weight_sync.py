@@ -16,12 +16,14 @@ machine's parallel scaling is printed at the start, and the last line is the rat
 shared memory's publish → loaded over the collective's.
 
     .venv/bin/python bench/weight_sync.py [--params 100000000] [--repeats 5]
+
+``measure`` is what ``bench/gpu_check.py`` runs on a GPU, for each transport its placement allows.
 """
 
 from __future__ import annotations
 
 import argparse
-import multiprocessing as std_mp
+import functools
 import time
 
 import torch
@@ -39,12 +41,15 @@ def _model(params: int) -> torch.nn.Module:
     return torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(layers)])
 
 
-def _generator(handle, params: int, versions: int, done) -> None:
-    """Wait for each version, load it into a model of our own, and say when it was loaded."""
+def _generator(handle, make, device: str, versions: int, done) -> None:
+    """Wait for each version, load it into a model of our own on ``device``, and say when."""
     torch.set_num_threads(1)
-    model = _model(params)
+    if device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(device))  # a collective's NCCL end is on this GPU
+    model = make().to(device)
     source = handle.source()
     state = dict(model.named_parameters())
+    done.put(("ready", time.monotonic()))  # timing starts once this end is up, as in a run
     seen = -1
     while seen < versions - 1:
         got = source.read(seen)
@@ -55,22 +60,30 @@ def _generator(handle, params: int, versions: int, done) -> None:
         with torch.no_grad():
             for name, t in tensors.items():
                 state[name].copy_(t)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
         done.put((seen, time.monotonic()))  # CLOCK_MONOTONIC: one clock for every process here
 
 
-def _run(transport: str, params: int, repeats: int, bucket_mb: int) -> dict[str, float]:
-    """Best learner-blocked and publish → loaded seconds over ``repeats`` versions."""
-    model = _model(params)
+def measure(transport: str, make, *, device: str = "cpu", generator_device: str = "cpu", repeats: int = 5,
+            bucket_mb: int = 128) -> dict[str, float]:
+    """Best learner-blocked and publish → loaded seconds over ``repeats`` versions of ``make()``
+    (a picklable model builder) on ``device``, to one generator process on ``generator_device``."""
+    model = make().to(device)
     layout = WeightLayout(model)
-    ctx = std_mp.get_context("spawn")
-    sink = (SharedWeights(layout, ctx) if transport == "shm"
-            else CollectiveWeights(layout, bucket_bytes=bucket_mb << 20, timeout_s=120.0))
+    ctx = torch.multiprocessing.get_context("spawn")  # its pickler carries CUDA tensors as IPC handles
+    if transport == "collective":
+        sink = CollectiveWeights(layout, bucket_bytes=bucket_mb << 20, timeout_s=120.0,
+                                 device="cuda" if device.startswith("cuda") else "cpu")
+    else:
+        sink = SharedWeights(layout, ctx, device="cuda" if transport == "cuda_ipc" else "cpu")
     done = ctx.Queue()
-    child = ctx.Process(target=_generator, args=(sink.handle(0), params, repeats, done), daemon=True)
+    child = ctx.Process(target=_generator, args=(sink.handle(0), make, generator_device, repeats, done), daemon=True)
     child.start()
     blocked, loaded = [], []
     try:
-        if transport == "collective":  # the group is joined (the generator's first read waits for it)
+        assert done.get(timeout=300)[0] == "ready"
+        if transport == "collective":  # the learner's end of the group is up too
             while not sink.connected() and child.is_alive():
                 time.sleep(0.05)
         for version in range(repeats):
@@ -81,13 +94,14 @@ def _run(transport: str, params: int, repeats: int, bucket_mb: int) -> dict[str,
             assert seen == version, (seen, version)
             loaded.append(at - start)
             with torch.no_grad():  # the next version differs (the learner stepped)
-                model[0].weight.add_(1e-3)
+                next(model.parameters()).add_(1e-3)
     finally:
         child.join(timeout=60)
         if child.is_alive():
             child.kill()
         sink.close()
-    return {"blocked": min(blocked), "loaded": min(loaded)}
+    size = layout.size * 4
+    return {"bytes": size, "blocked_s": min(blocked), "loaded_s": min(loaded), "gb_s": size / 1e9 / min(loaded)}
 
 
 def main() -> None:
@@ -104,16 +118,18 @@ def main() -> None:
           f"{args.repeats} versions x {args.rounds} rounds", flush=True)
     bucket_mb = args.bucket_mb or LearnerConfig().sync_bucket_mb
     best: dict[str, dict[str, float]] = {}
+    make = functools.partial(_model, args.params)
     for _ in range(args.rounds):
         for transport in ("shm", "collective"):
-            got = _run(transport, args.params, args.repeats, bucket_mb)
-            old = best.get(transport, {"blocked": float("inf"), "loaded": float("inf")})
-            best[transport] = {k: min(old[k], got[k]) for k in got}
+            got = measure(transport, make, repeats=args.repeats, bucket_mb=bucket_mb)
+            old = best.get(transport, got)
+            best[transport] = {k: min(old[k], got[k]) for k in ("blocked_s", "loaded_s")}
     for transport, t in best.items():
-        print(f"{transport:>10}: learner blocked {t['blocked']:.3f} s, publish -> loaded {t['loaded']:.3f} s "
-              f"({n * 4 / 2**30 / t['loaded']:.2f} GiB/s)")
-    print(f"publish -> loaded, shm / collective: {best['shm']['loaded'] / best['collective']['loaded']:.2f}x; "
-          f"learner blocked, shm / collective: {best['shm']['blocked'] / best['collective']['blocked']:.2f}x")
+        print(f"{transport:>10}: learner blocked {t['blocked_s']:.3f} s, publish -> loaded {t['loaded_s']:.3f} s "
+              f"({n * 4 / 1e9 / t['loaded_s']:.2f} GB/s)")
+    shm, coll = best["shm"], best["collective"]
+    print(f"publish -> loaded, shm / collective: {shm['loaded_s'] / coll['loaded_s']:.2f}x; "
+          f"learner blocked, shm / collective: {shm['blocked_s'] / coll['blocked_s']:.2f}x")
 
 
 if __name__ == "__main__":

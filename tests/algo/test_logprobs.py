@@ -96,6 +96,7 @@ def _scored(hidden, weight, bias, tokens, upstream, tau, chunk):
     return logp.detach(), entropy, grads
 
 
+@pytest.mark.numerics  # a derived bound: once more on another instruction set (tests/README.md)
 def test_the_chunked_head_equals_the_whole_one_to_float32_rounding():
     """``head_logprobs`` with ``chunk`` scores each position as the whole head does; only a
     BLAS's blocking and the sum of ∂L/∂W over chunks may round differently. The bounds, from

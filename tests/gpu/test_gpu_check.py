@@ -21,14 +21,17 @@ def test_gpu_check_dry_run_writes_every_figure(tmp_path):
     assert report["dry_run"] and report["gpu_tests"]["returncode"] in (0, 5)  # 5: all skipped / none ran
     assert [r["batch"] for r in report["engine"]] == [4, 8]
     assert all(r["engine_tok_s"] > 0 and r["generate_tok_s"] > 0 for r in report["engine"])
-    assert report["peak_flop_s"] > 0 and 0 < report["learner"]["mfu"]
+    assert report["peak_flop_s"] > 0 and 0 < report["learner"]["nano"]["mfu"] and report["learner"]["nano"]["step_s"] > 0
     assert set(report["mismatch"]) == {"fp32", "bf16", "bf16+fp32head"}  # fp16 needs CUDA
     assert all(m["mismatch_tokens"] > 0 and m["mismatch_kl"] >= 0 for m in report["mismatch"].values())
-    assert set(report["section_s"]) == {"gpu_tests", "engine", "peak_flop_s", "learner", "mismatch", "pipeline",
-                                        "learner_ranks"}
+    assert set(report["section_s"]) == {"gpu_tests", "engine", "peak_flop_s", "learner", "sync", "mismatch",
+                                        "pipeline", "learner_ranks"}
+    sync = report["sync"]  # on CPU: shared memory and gloo (cuda_ipc needs a GPU)
+    assert set(sync) == {"shm", "collective"} and all(t["gb_s"] > 0 and t["share_of_step"] > 0 for t in sync.values())
     ranks = report["learner_ranks"]
     assert ranks["world_size"] == 1 and ranks["trained_tok_s"] > 0 and ranks["sync_bytes"] > 0
-    assert report["pipeline"]["steps"] == 2 and report["pipeline"]["staleness_max"] <= 1
+    rise = report["pipeline"]
+    assert rise["steps"] == 2 and rise["staleness_max"] <= 1 and len(rise["val_pass_rate"]) == 3
 
 
 def test_a_failing_section_records_its_error_and_the_rest_still_run(tmp_path, monkeypatch):

@@ -4,15 +4,21 @@ arrived, never how fast, nor how a race between a send and a read came out."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as std_mp
 
 import pytest
 import torch
+from conftest import run_overrides
+from numerics import fp32_logprob_bound
 
+from scalerl.config import load_config
 from scalerl.models import build_model, build_task_tokenizer
 from scalerl.pipeline.collective import CollectiveWeights, SyncFailed
+from scalerl.pipeline.run import train
 from scalerl.pipeline.weights import WeightLayout, model_buckets
 from scalerl.rollout.torch_engine import TorchEngine
+from scalerl.runfolder import PLACEMENT, read_records
 
 TOKENIZER = build_task_tokenizer()
 
@@ -123,15 +129,6 @@ def test_a_pipeline_run_on_the_collective_transport_samples_fresh_tokens_with_th
     """The whole pipeline (local backend, torch engine) on ``pipeline.weight_transport=collective``:
     the plan names it, and every fresh token (sampled wholly by the learner's version) agrees with
     the learner within the float32 bound, which a generator left on old or torn weights would break."""
-    import json
-
-    from conftest import run_overrides
-    from numerics import fp32_logprob_bound
-
-    from scalerl.config import load_config
-    from scalerl.pipeline.run import train
-    from scalerl.runfolder import PLACEMENT, read_records
-
     cfg = load_config("scalerl", run_overrides(
         warm_model_dir, **{"pipeline.backend": "local", "pipeline.weight_transport": "collective", "pipeline.k": 1,
                            "train.steps": 4, "optim.lr": 1e-3, "eval.every": 100, "eval.num_prompts": 2, "eval.k": 1,

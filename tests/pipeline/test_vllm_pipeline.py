@@ -19,7 +19,7 @@ from scalerl.config import load_config
 from scalerl.pipeline.run import train
 from scalerl.runfolder import read_records
 
-pytestmark = [pytest.mark.serial, pytest.mark.numerics]  # each run starts vLLM engines in generator processes
+pytestmark = pytest.mark.serial  # each run starts vLLM engines in generator processes
 SEQ = 128  # longer than any prompt and completion here: the attention sums' length in the bound
 
 VLLM_SMALL = ["rollout.engine=vllm", "rollout.vllm.kv_cache_memory_bytes=67108864", "rollout.vllm.enforce_eager=true",
@@ -40,6 +40,7 @@ def _run(cfg, out, resume=False):
     return last, read_records(out / "metrics.jsonl")
 
 
+@pytest.mark.numerics  # its bound every step, once more on another instruction set (the others: the same bound)
 def test_a_sync_run_samples_every_step_with_the_weights_the_trainer_just_published(warm_model_dir, tmp_path):
     # the versions reach the engines through the collective transport (the pipeline-rl run below: shm)
     last, records = _run(_config(warm_model_dir, "pipeline.mode=sync", "sampling.max_new_tokens=40",
@@ -58,11 +59,10 @@ def test_a_sync_run_samples_every_step_with_the_weights_the_trainer_just_publish
     assert [r["step"] for r in records if "val_pass_rate" in r] == [0, 2, 3]
 
 
-def test_a_pipeline_run_keeps_fresh_tokens_exact_within_the_lag_bound_and_resumes(warm_model_dir, tmp_path):
+def test_a_pipeline_run_keeps_fresh_tokens_exact_within_the_lag_bound(warm_model_dir, tmp_path):
     k = 2
     overrides = ["pipeline.mode=pipeline-rl", f"pipeline.k={k}", "sampling.max_new_tokens=56",
-                 "length.control=interrupt", "length.interrupt_range=[20,28]", "length.answer_budget=16",
-                 "train.checkpoint_every=2"]
+                 "length.control=interrupt", "length.interrupt_range=[20,28]", "length.answer_budget=16"]
     last, records = _run(_config(warm_model_dir, *overrides, "train.steps=4"), tmp_path / "run")
     trained = [r for r in records if "grad_norm" in r]
     assert last["step"] == 4 and last["version"] == 4
@@ -75,8 +75,7 @@ def test_a_pipeline_run_keeps_fresh_tokens_exact_within_the_lag_bound_and_resume
     assert fresh and all(r["mismatch_fresh_kl"] <= kl and r["mismatch_fresh_logp_abs_max"] < logp for r in fresh)
     # the warm model often thinks past 20-28 tokens: the engine interrupts it, and it answers in a second phase
     assert max(r["interrupted_rate"] for r in trained) > 0
-    last, records = _run(_config(warm_model_dir, *overrides, "train.steps=6"), tmp_path / "run", resume=True)
-    assert last["step"] == 6 and [r["step"] for r in records if "grad_norm" in r] == [1, 2, 3, 4, 5, 6]
+    # a vLLM run's resume: tests/pipeline/test_ray_backend.py (vLLM generators on Ray)
 
 
 def test_a_lora_run_samples_with_the_merged_adapters(warm_model_dir, tmp_path):

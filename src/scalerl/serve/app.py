@@ -68,64 +68,66 @@ def plotly_js() -> Path:
     return Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
 
 
-def build_app(roots: Sequence[Path]) -> Starlette:
-    """The app over ``roots`` (run folders, study folders, or folders of either). Its handlers
-    are plain functions, which Starlette runs in its thread pool: reading a large log or waiting
-    on a forecast never holds the event loop, so a static file or another run's page is answered
-    meanwhile. Everything the server keeps lives in one ``runs.Served``, closed with the app."""
-    served = Served(roots)
-    streams = threading.BoundedSemaphore(MAX_STREAMS)  # downloads under way at once
+class _Handlers:
+    """The endpoints over one ``runs.Served``. They are plain methods, which Starlette runs in
+    its thread pool: reading a large log or waiting on a forecast never holds the event loop, so
+    a static file or another run's page is answered meanwhile."""
 
-    def lookup(kind: str, rid: str) -> tuple[Found, list[Found]]:
-        found = served.discover()
+    def __init__(self, served: Served) -> None:
+        self.served = served
+        self.streams = threading.BoundedSemaphore(MAX_STREAMS)  # downloads under way at once
+
+    def lookup(self, kind: str, rid: str) -> tuple[Found, list[Found]]:
+        found = self.served.discover()
         hit = next((f for f in found if f.kind == kind and f.id == rid), None)
         if hit is None:
             raise HTTPException(404, f"no {kind} {rid!r} under the served folders")
         return hit, found
 
+    @staticmethod
     def page(name: str):
         def handler(request: Request):
             return FileResponse(STATIC / name, media_type="text/html")
 
         return handler
 
-    def api_runs(request: Request):
-        found = served.discover()
+    def runs(self, request: Request):
+        found = self.served.discover()
         runs = [f for f in found if f.kind == "run"]
-        served.prefetch(runs)
-        columns, values, more = config_values(served, runs)
-        return JSONResponse(json_safe({"runs": [served.summary(f) | {"values": values[f.id]} for f in runs],
+        self.served.prefetch(runs)
+        columns, values, more = config_values(self.served, runs)
+        return JSONResponse(json_safe({"runs": [self.served.summary(f) | {"values": values[f.id]} for f in runs],
                                        "columns": columns, "more_columns": more,
                                        "studies": [{"id": f.id, "folder": str(f.path)} for f in found
                                                    if f.kind == "study"],
-                                       "truncated": served.truncated}))  # fmt: skip
+                                       "truncated": self.served.truncated}))  # fmt: skip
 
-    def api_overview(request: Request):
-        runs = [f for f in served.discover() if f.kind == "run"]
+    def overview(self, request: Request):
+        runs = [f for f in self.served.discover() if f.kind == "run"]
         picked = [i for i in request.query_params.get("runs", "").split(",") if i]
         if picked:
             runs = [f for f in runs if f.id in set(picked)]
-        return JSONResponse(json_safe(overview(served, runs)))
+        return JSONResponse(json_safe(overview(self.served, runs)))
 
-    def api_records(request: Request):
-        hit, _ = lookup("run", request.path_params["rid"])
+    def records(self, request: Request):
+        hit, _ = self.lookup("run", request.path_params["rid"])
         name = quote(hit.id.replace("/", "_") or "run", safe="")  # any folder name, as RFC 6266's UTF-8 form
         headers = {"Content-Disposition": f"attachment; filename=\"run.metrics.jsonl\"; "
                                           f"filename*=UTF-8''{name}.metrics.jsonl"}  # fmt: skip
         try:
-            handle, size = served.files.open(hit.path / rf.METRICS, MAX_LOG)
+            handle, size = self.served.files.open(hit.path / rf.METRICS, MAX_LOG)
         except FileNotFoundError:
             return Response(b"", media_type="application/x-ndjson", headers=headers)
         except (rf.BadRunFile, OSError) as err:
             raise HTTPException(409, str(err)) from None
-        if not streams.acquire(blocking=False):
+        if not self.streams.acquire(blocking=False):
             handle.close()
             raise HTTPException(503, f"{MAX_STREAMS} downloads are under way; try again in a moment",
                                 headers={"Retry-After": "5"})  # fmt: skip
-        return StreamingResponse(_chunks(handle, size), media_type="application/x-ndjson",
+        return StreamingResponse(self._chunks(handle, size), media_type="application/x-ndjson",
                                  headers={**headers, "Content-Length": str(size)})
 
-    async def _chunks(handle, size: int):
+    async def _chunks(self, handle, size: int):
         """The file as it was when opened (its size then), a chunk at a time off the event loop:
         one download holds ``CHUNK`` bytes, never the file; the slot and the file are let go
         when the client has it all or goes away."""
@@ -139,38 +141,39 @@ def build_app(roots: Sequence[Path]) -> Starlette:
                 yield chunk
         finally:
             handle.close()
-            streams.release()
+            self.streams.release()
 
-    def api_run(request: Request):
-        hit, _ = lookup("run", request.path_params["rid"])
-        return JSONResponse(json_safe(served.detail(hit)))
+    def run(self, request: Request):
+        hit, _ = self.lookup("run", request.path_params["rid"])
+        return JSONResponse(json_safe(self.served.detail(hit)))
 
-    def api_samples(request: Request):
-        hit, _ = lookup("run", request.path_params["rid"])
+    def samples(self, request: Request):
+        hit, _ = self.lookup("run", request.path_params["rid"])
         try:
             limit = max(1, min(int(request.query_params.get("limit", "50")), 1000))
         except ValueError:
             raise HTTPException(400, "limit is a number of samples") from None
         try:
-            rows = served.samples(hit, request.query_params.get("q", ""), limit)
+            rows = self.served.samples(hit, request.query_params.get("q", ""), limit)
         except rf.BadRunFile as err:
             rows = [{"step": None, "prompt": f"(samples not shown: {err})", "completion": ""}]
         return JSONResponse(json_safe(rows))
 
-    def api_study(request: Request):
-        hit, found = lookup("study", request.path_params["sid"])
+    def study(self, request: Request):
+        hit, found = self.lookup("study", request.path_params["sid"])
         baseline = request.query_params.get("baseline") or None
-        return JSONResponse(json_safe(study_page(served, hit, [f for f in found if f.kind == "run"], baseline)))
+        return JSONResponse(json_safe(study_page(self.served, hit, [f for f in found if f.kind == "run"], baseline)))
 
-    def api_compare(request: Request):
+    def compare(self, request: Request):
         ids = [i for i in request.query_params.get("runs", "").split(",") if i]
-        by_id = {f.id: f for f in served.discover() if f.kind == "run"}
+        by_id = {f.id: f for f in self.served.discover() if f.kind == "run"}
         missing = [i for i in ids if i not in by_id]
         if missing or not ids:
             raise HTTPException(404, f"no run {missing[0]!r} under the served folders" if missing else "pick runs")
         baseline = request.query_params.get("baseline") or None
-        return JSONResponse(json_safe(compare(served, {i: by_id[i] for i in ids}, baseline)))
+        return JSONResponse(json_safe(compare(self.served, {i: by_id[i] for i in ids}, baseline)))
 
+    @staticmethod
     def static(request: Request):
         name = request.path_params["name"]
         if name == "plotly.min.js":
@@ -180,24 +183,31 @@ def build_app(roots: Sequence[Path]) -> Starlette:
             raise HTTPException(404, "no such file")
         return FileResponse(path)
 
+
+def build_app(roots: Sequence[Path]) -> Starlette:
+    """The app over ``roots`` (run folders, study folders, or folders of either). Everything the
+    server keeps lives in one ``runs.Served``, closed with the app."""
+    served = Served(roots)
+    h = _Handlers(served)
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         yield
         served.close()  # the forecast thread ends with the server
 
     app = Starlette(lifespan=lifespan, routes=[
-        Route("/", page("index.html")),
-        Route("/run/{rid:anypath}", page("run.html")),
-        Route("/study/{sid:anypath}", page("study.html")),
-        Route("/compare", page("study.html")),
-        Route("/api/compare", api_compare),
-        Route("/api/runs", api_runs),
-        Route("/api/overview", api_overview),
-        Route("/api/run/{rid:anypath}/metrics.jsonl", api_records),
-        Route("/api/run/{rid:anypath}/samples", api_samples),
-        Route("/api/run/{rid:anypath}", api_run),
-        Route("/api/study/{sid:anypath}", api_study),
-        Route("/static/{name}", static),
+        Route("/", h.page("index.html")),
+        Route("/run/{rid:anypath}", h.page("run.html")),
+        Route("/study/{sid:anypath}", h.page("study.html")),
+        Route("/compare", h.page("study.html")),
+        Route("/api/compare", h.compare),
+        Route("/api/runs", h.runs),
+        Route("/api/overview", h.overview),
+        Route("/api/run/{rid:anypath}/metrics.jsonl", h.records),
+        Route("/api/run/{rid:anypath}/samples", h.samples),
+        Route("/api/run/{rid:anypath}", h.run),
+        Route("/api/study/{sid:anypath}", h.study),
+        Route("/static/{name}", h.static),
         Route("/favicon.ico", lambda request: Response(status_code=204)),  # no icon, and no 404 in the console
     ])  # fmt: skip
     app.state.served = served
