@@ -9,7 +9,7 @@ import multiprocessing as std_mp
 
 import pytest
 import torch
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 from numerics import fp32_logprob_bound
 
 from scalerl.config import load_config

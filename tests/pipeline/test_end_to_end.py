@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 from glossary import undocumented
 
 from scalerl.config import load_config, recipe_names

@@ -9,7 +9,7 @@ import time
 
 import pytest
 import torch
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 
 from scalerl.compute import ComputeMeter
 from scalerl.config import ConfigError, load_config

@@ -12,7 +12,7 @@ import sys
 
 import dying_reward
 import pytest
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 
 from scalerl.checkpoint import load_checkpoint
 from scalerl.pipeline.restarts import (

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 
 import scalerl.eval
 from scalerl.cli import main

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import torch
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 
 from scalerl.cli import main
 from scalerl.config import load_config

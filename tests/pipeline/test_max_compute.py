@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 
 from scalerl.fit.forecast.schedule import EvalPlan
 from scalerl.pipeline.steps import LoopRules

@@ -13,7 +13,7 @@ import os
 
 import pytest
 import torch
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 
 from scalerl.cli import main
 from scalerl.config import load_config

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 
 from scalerl.checkpoint import load_checkpoint
 from scalerl.compute import ComputeMeter

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 from test_resume import _all_gone, _children, _last_step, _wait_until
 
 from scalerl.checkpoint import load_checkpoint

@@ -1,6 +1,7 @@
 """What ``scalerl serve`` shows, read from what runs already write (no torch, no web server).
 
-A **run** is a folder with ``metrics.jsonl`` (``scalerl train --out``); a **study** is a
+A **run** is a folder with ``metrics.jsonl`` (``scalerl train --out``), or another trainer's
+log (``foreign``: TRL's ``trainer_state.json``, TensorBoard, a W&B run folder); a **study** is a
 folder holding runs (a sweep folder: ``sweep.yaml``, and ``decisions.json`` when adaptive).
 :class:`Served` owns everything a server keeps: the served folders (every read goes through
 ``files.Files``, never outside them), the discovery of runs (cached, checkpoints and models
@@ -26,6 +27,7 @@ import numpy as np
 
 from scalerl import runfolder as rf
 from scalerl.serve.files import MAX_SMALL, Files
+from scalerl.serve.foreign import foreign_log, log_records, log_stamp, log_state
 from scalerl.serve.forecasts import Background, Made
 
 __all__ = ["Drawn", "Found", "Served"]
@@ -51,6 +53,7 @@ class Found:
     id: str
     path: Path
     kind: str  # "run" or "study"
+    log: Path | None = None  # another trainer's log a run is read from (``foreign``); None: a scalerl run
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,10 +108,13 @@ class Served:
     def _discover(self, root: Path, prefix: str) -> list[Found]:
         if rf.is_run(root):
             return [Found(prefix.rstrip("/") or root.name, root, "run")]
-        runs, studies = [], []
+        runs, studies, logs = [], [], {}
         for folder, files in rf.walk(root):
             if rf.METRICS in files:
                 runs.append(folder)
+            elif (log := foreign_log(folder, files)) is not None:
+                runs.append(folder)
+                logs[folder] = log
             if rf.SWEEP in files:
                 studies.append(folder)
             if len(runs) >= MAX_RUNS:
@@ -120,7 +126,7 @@ class Served:
             text = (prefix + p.relative_to(root).as_posix()) if p != root else (prefix.rstrip("/") or root.name)
             return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")  # a name that is not UTF-8
 
-        out = [Found(rel(r), r, "run") for r in sorted(runs)]
+        out = [Found(rel(r), r, "run", logs.get(r)) for r in sorted(runs)]
         return out + [Found(rel(s), s, "study") for s in sorted(set(studies))]
 
     # --- one run's files -------------------------------------------------------------------
@@ -137,6 +143,8 @@ class Served:
                                              "its files are being read"), error=made.error or "being read")  # fmt: skip
         if view.state.state == "unreadable":
             return view
+        if found.log is not None:
+            return RunView(view.records, view.config, log_state(found.log), view.log, view.error, view.stamp, view.evals)
         state = rf.run_state(found.path, view.records, view.config, read=self.files.tail)
         return RunView(view.records, view.config, state, view.log, view.error, view.stamp, view.evals)
 
@@ -150,6 +158,8 @@ class Served:
         from scalerl.fit.errors import CurveError
         from scalerl.fit.forecast.log import log_from_records
 
+        if found.log is not None:
+            return self._read_foreign(found)
         stamp = self._stamp(found)  # before reading: a write meanwhile is read again at the next poll
         try:
             numbered = self._numbered(found.path / rf.METRICS)
@@ -167,7 +177,24 @@ class Served:
             why = str(err).rstrip(".")
         return RunView(records, config, state, log, why, stamp, evals)
 
+    def _read_foreign(self, found: Found) -> RunView:
+        """Another trainer's log, read as ``plan`` reads it (``foreign``)."""
+        from scalerl.fit.errors import CurveError
+        from scalerl.fit.forecast.log import read_log_file
+
+        stamp = self._stamp(found)
+        try:
+            self.files.inside(found.log)  # never a link out of the served folders
+            logs = read_log_file(found.log)
+        except (CurveError, rf.BadRunFile, OSError, ValueError) as err:
+            return RunView(state=rf.RunState("unreadable", str(err)), error=str(err), stamp=stamp)
+        log = logs[0]
+        records = log_records(log)
+        return RunView(records, {}, rf.RunState("paused"), log, None, stamp, _evaluations(records, rf.VAL_PASS_RATE))
+
     def _stamp(self, found: Found) -> tuple:
+        if found.log is not None:
+            return (log_stamp(found.log), None)  # no config.yaml beside it
         return tuple(self.files.stamp(found.path / n) for n in (rf.METRICS, rf.CONFIG))
 
     def _numbered(self, path: Path) -> list[tuple[int, dict]]:
@@ -186,7 +213,10 @@ class Served:
 
     def unit(self, found: Found) -> str:
         """The run's compute unit (``runfolder.compute_unit`` of its ``plan.json``), read once per
-        change of that file."""
+        change of that file; another trainer's log: its own x, as ``plan`` names it)."""
+        if found.log is not None:
+            log = self.view(found).log
+            return "step" if log is None else log.curve.x
         stamp = self.files.stamp(found.path / rf.PLACEMENT)
         hit = self._units.get(found.id)
         if hit is not None and hit[0] == stamp:
@@ -299,7 +329,8 @@ class Served:
                            "stderr": [_number(r.get(rf.VAL_STDERR)) for r in evals], "forecast": fitted},
             "band": self._band(found, view, head), "training": {k: _series(records, k) for k in keys},
             "plan": plan, "config": self._config_text(found, view),
-            "resume": f"scalerl train --resume {found.path}",
+            "resume": None if found.log is not None else f"scalerl train --resume {found.path}",
+            "source": None if found.log is None else str(found.log),
         }  # fmt: skip
 
     def _config_text(self, found: Found, view: RunView) -> str:

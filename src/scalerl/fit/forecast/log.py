@@ -13,7 +13,8 @@ forecast is made: everything after the cut is what the forecast is about, never 
   without wall time (``time.timing``).
 - **budget**: the compute the run will have spent at its end, where its folder says: its
   newest record's ``forecast_budget`` (the trainer's own estimate), else ``train.max_compute``,
-  else its compute per step times ``train.steps``.
+  else its compute per step times ``train.steps``; a TRL (Hugging Face) ``trainer_state.json``
+  logged in steps, its ``max_steps``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from scalerl.fit.readers import (
     unique_names,
 )
 from scalerl.fit.readers.core import TRAIN_REWARD_COLUMNS, find_column
-from scalerl.fit.readers.jsonl import curves_from_records, jsonl_records, read_jsonl
+from scalerl.fit.readers.jsonl import curves_from_records, jsonl_records, read_jsonl, trainer_state_budget
 from scalerl.fit.readers.trainers import TRAINERS
 from scalerl.fit.time.timing import Clock, clock_from_points
 
@@ -266,6 +267,8 @@ def _logs(found: list[tuple[Path, dict, Curve]], columns: Columns, train: str | 
         if log.is_file() and not is_tensorboard(log) and log.suffix.lower() in suffixes(read_jsonl):
             records, clock, steps = _jsonl_extras(jsonl_records(log), curve)
         budget = run_budget(list(records), cfg) if cfg else None
+        if budget is None and curve.x == "step":  # a Hugging Face trainer's state: its max_steps
+            budget = trainer_state_budget(log)
         trained = _train_curve(log, curve, columns, train)
         out.append(RunLog(unique, trained, clock, speeds, steps, budget, records, cfg))
     return out

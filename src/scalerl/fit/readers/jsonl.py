@@ -21,7 +21,7 @@ from scalerl.fit.readers.core import (
 )
 from scalerl.runfolder import BadRunFile, read_numbered
 
-__all__ = ["curves_from_records", "jsonl_records", "read_jsonl"]
+__all__ = ["curves_from_records", "jsonl_records", "read_jsonl", "trainer_state_budget"]
 
 
 TRAINER_STATE = "trainer_state.json"
@@ -51,8 +51,7 @@ def _flat(record: dict) -> dict:
     return record
 
 
-def _log_history(path: Path) -> list[tuple[int, dict]]:
-    """A ``trainer_state.json``'s ``log_history``: every entry, numbered from 1."""
+def _trainer_state(path: Path) -> dict:
     import json
 
     from scalerl.runfolder import MAX_LINE
@@ -64,7 +63,27 @@ def _log_history(path: Path) -> list[tuple[int, dict]]:
         state = json.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise BadRunFile(f"{path} is not a trainer's state ({getattr(err, 'msg', None) or type(err).__name__}).") from None
-    history = state.get("log_history") if isinstance(state, dict) else None
+    return state if isinstance(state, dict) else {}
+
+
+def trainer_state_budget(path: Path) -> float | None:
+    """A ``trainer_state.json``'s ``max_steps`` (the trainer's own end, in the steps its log is
+    in), the budget a forecast of it is judged at; None for any other log or a bad value."""
+    path = Path(path)
+    if path.name != TRAINER_STATE:
+        return None
+    try:
+        steps = parsed(path, "trainer_state_budget", lambda: _trainer_state(path).get("max_steps"))
+    except (BadRunFile, OSError):
+        return None
+    ok = isinstance(steps, int) and not isinstance(steps, bool) and steps > 0
+    return float(steps) if ok else None
+
+
+def _log_history(path: Path) -> list[tuple[int, dict]]:
+    """A ``trainer_state.json``'s ``log_history``: every entry, numbered from 1."""
+    state = _trainer_state(path)
+    history = state.get("log_history")
     if not isinstance(history, list):
         raise BadRunFile(f"{path} has no log_history list: not a Hugging Face trainer's state.")
     return [(i, r) for i, r in enumerate(history, 1) if isinstance(r, dict)]

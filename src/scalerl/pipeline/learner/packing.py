@@ -14,7 +14,7 @@ the padding. Here, per micro-batch of rows ``R`` with distinct prompts ``U``:
    which the caller's head (``algo.logprobs.head_logprobs``) scores.
 
 The last completion token is never an input: its logits would predict nothing. The result is
-the plain path's hidden states up to float summation order (``tests/pipeline/test_shared_prompt.py``).
+the plain path's hidden states up to float summation order (``tests/pipeline/learner/test_shared_prompt.py``).
 
 :func:`micro_batches` orders the live rows for it: either a prompt's rows together (each
 prompt forwarded once) or all rows by completion length (similar lengths share a micro-batch,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import CaptureGrads, learner_step
+from pipeline_helpers import CaptureGrads, learner_step
 
 from scalerl.config import load_config
 from scalerl.data.curriculum import PromptPool

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 
 from scalerl.checkpoint import load_checkpoint
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import run_overrides
+from pipeline_helpers import run_overrides
 
 from scalerl.config import load_config
 from scalerl.pipeline.run import train
