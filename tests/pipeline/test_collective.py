@@ -9,8 +9,8 @@ import multiprocessing as std_mp
 
 import pytest
 import torch
-from pipeline_helpers import run_overrides
 from numerics import fp32_logprob_bound
+from pipeline_helpers import run_overrides
 
 from scalerl.config import load_config
 from scalerl.models import build_model, build_task_tokenizer

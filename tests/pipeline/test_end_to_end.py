@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from pipeline_helpers import run_overrides
 from glossary import undocumented
+from pipeline_helpers import run_overrides
 
 from scalerl.config import load_config, recipe_names
 from scalerl.fit.readers import read_curves

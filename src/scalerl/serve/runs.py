@@ -27,8 +27,8 @@ import numpy as np
 
 from scalerl import runfolder as rf
 from scalerl.serve.files import MAX_SMALL, Files
-from scalerl.serve.foreign import foreign_log, log_records, log_stamp, log_state
 from scalerl.serve.forecasts import Background, Made
+from scalerl.serve.foreign import foreign_log, log_records, log_stamp, log_state
 
 __all__ = ["Drawn", "Found", "Served"]
 

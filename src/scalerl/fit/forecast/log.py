@@ -38,7 +38,12 @@ from scalerl.fit.readers import (
     unique_names,
 )
 from scalerl.fit.readers.core import TRAIN_REWARD_COLUMNS, find_column
-from scalerl.fit.readers.jsonl import curves_from_records, jsonl_records, read_jsonl, trainer_state_budget
+from scalerl.fit.readers.jsonl import (
+    curves_from_records,
+    jsonl_records,
+    read_jsonl,
+    trainer_state_budget,
+)
 from scalerl.fit.readers.trainers import TRAINERS
 from scalerl.fit.time.timing import Clock, clock_from_points
 
