@@ -14,7 +14,6 @@ import pytest
 from serve_runs import write_run
 
 from scalerl.cli import main
-from scalerl.serve.runs import Served
 
 WAIT = 120.0  # a bound on a busy machine, never a time asserted
 
@@ -33,19 +32,6 @@ def _trl(folder, steps=100, max_steps=300):
     folder.mkdir(parents=True)
     (folder / "trainer_state.json").write_text(json.dumps({"max_steps": max_steps, "log_history": _history(steps)}))
     return folder / "trainer_state.json"
-
-
-@pytest.fixture
-def served(tmp_path):
-    made = []
-
-    def serve(*roots):
-        made.append(Served(roots or [tmp_path]))
-        return made[-1]
-
-    yield serve
-    for s in made:
-        s.close()
 
 
 def test_a_trl_state_is_listed_beside_a_scalerl_run_with_plans_forecast(tmp_path, served):
@@ -83,6 +69,9 @@ def test_a_tensorboard_folder_being_written_is_a_running_run(tmp_path, served):
         if s % 10 == 0:
             writer.add_scalar("validation/accuracy", 0.1 + 0.5 * (1 - math.exp(-s / 30)), s)
     writer.flush()
+    now = time.time()
+    for event in (tmp_path / "nemo" / "logs").iterdir():  # written just now: a busy machine's slow start does not count
+        os.utime(event, (now, now))
     server = served()
     (found,) = [f for f in server.discover() if f.kind == "run"]
     assert found.id == "nemo/logs" and found.log == tmp_path / "nemo" / "logs"

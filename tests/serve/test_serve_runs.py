@@ -12,23 +12,9 @@ from serve_runs import write_run
 
 from scalerl import runfolder as rf
 from scalerl.cli import main
-from scalerl.serve.runs import Served
 from scalerl.serve.study import study
 
 WAIT = 120.0  # a bound on a busy machine, never a time asserted
-
-
-@pytest.fixture
-def served(tmp_path):
-    made = []
-
-    def serve(*roots):
-        made.append(Served(roots or [tmp_path]))
-        return made[-1]
-
-    yield serve
-    for s in made:
-        s.close()
 
 
 def _one(tmp_path, served, **kw):
