@@ -44,11 +44,14 @@ from _workload import (  # noqa: E402
 
 
 def trl_trainer(work: Workload, model_dir: Path, out_dir: Path, *, steps: int, seed: int = 0,
-                callbacks=(), first_example: int = 0, loss: str = "cispo"):
+                callbacks=(), first_example: int = 0, loss: str = "cispo", eval_every: int = 0,
+                eval_prompts: int = 0):
     """TRL's ``GRPOTrainer`` on ``work``: ``steps`` optimiser steps of P prompts x G completions
     of the addition task (examples from ``first_example`` on), no KL, a constant learning rate.
     ``loss="cispo"``: CISPO with eps_max 5 (scalerl's recipe); ``loss="dapo"``: TRL's default
-    loss, the clipped surrogate with its default symmetric clip 0.2 and token aggregation."""
+    loss, the clipped surrogate with its default symmetric clip 0.2 and token aggregation.
+    ``eval_every``: TRL's own evaluation (``eval_reward``: G completions of each of the first
+    ``eval_prompts`` validation problems) every that many steps; 0, none."""
     from datasets import Dataset
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -61,6 +64,12 @@ def trl_trainer(work: Workload, model_dir: Path, out_dir: Path, *, steps: int, s
     n_prompts = work.prompts * steps
     examples = [task.train_example(first_example + i) for i in range(n_prompts)]
     dataset = Dataset.from_dict({"prompt": [task.prompt(e) for e in examples], "idx": list(range(n_prompts))})
+    held_out = task.validation()[:eval_prompts] if eval_every else []
+    examples += held_out  # an evaluation's idx points past the training examples
+    evals = Dataset.from_dict({"prompt": [task.prompt(e) for e in held_out],
+                               "idx": list(range(n_prompts, n_prompts + len(held_out)))}) if held_out else None
+    cadence = {"eval_strategy": "steps", "eval_steps": eval_every,
+               "per_device_eval_batch_size": work.completions_per_step} if held_out else {}
 
     def reward(completions, idx, **_):
         return [task.reward(text, examples[i]) for text, i in zip(completions, idx)]
@@ -73,10 +82,10 @@ def trl_trainer(work: Workload, model_dir: Path, out_dir: Path, *, steps: int, s
         gradient_accumulation_steps=1, steps_per_generation=1, num_iterations=1,
         max_completion_length=work.max_new_tokens, temperature=work.temperature, top_p=1.0,
         max_steps=steps, learning_rate=work.lr, lr_scheduler_type="constant",
-        beta=0.0, gradient_checkpointing=False,
+        beta=0.0, gradient_checkpointing=False, **cadence,
         **({"loss_type": "cispo", "epsilon_high": 5.0} if loss == "cispo" else {"loss_type": loss}),
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset,
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset, eval_dataset=evals,
                           processing_class=tokenizer, callbacks=list(callbacks))
     trainer.remove_callback(PrinterCallback)  # the per-step log dicts; we print our own line
     return trainer
