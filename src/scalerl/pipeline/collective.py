@@ -243,8 +243,8 @@ class CollectiveSource:
                 buffer = self._buffers[target]
                 for start, stop in _spans(self.layout.size, self.endpoint.bucket_numel):
                     self._group.recv([buffer[start:stop]], 0, _TAG).wait()
-                if buffer.is_cuda:  # CUDA-only (tests/README.md): NCCL's receive is asynchronous
-                    torch.cuda.current_stream().synchronize()
+                # NCCL's receive is asynchronous on the GPU; gloo's is done (torch.cpu's is a no-op)
+                torch.get_device_module(buffer.device).synchronize(buffer.device)
                 with self._cond:
                     self._versions[target] = int(header[0])
                     self._latest = target
