@@ -53,7 +53,8 @@ $(BROWSER):
 demo: $(STAMP)
 	$(VENV)/bin/scalerl train --recipe scalerl
 
-# every core for the tests that may share the machine, then the serial ones alone; both always run.
+# every core for the tests that may share the machine, then the serial ones alone; both always run,
+# each listing its 15 slowest tests (what to trim when make test nears its 15 minutes).
 # OMP_WAIT_POLICY=PASSIVE: test processes share the cores (xdist workers, and each run's learner
 # and generators), and torch's OpenMP threads that spin while waiting starve each other there
 # (two 2-thread processes on 2 cores: 29 s each spinning, 7 s passive, measured side by side)
@@ -63,8 +64,8 @@ test: export OMP_WAIT_POLICY := PASSIVE
 # one): a bound that holds on one CPU only fails here, not on someone else's machine
 test: $(STAMP) $(VLLM) $(BROWSER)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site; docs=$$?; \
-	$(PY) -m pytest -m "not slow and not serial" -n auto tests; parallel=$$?; \
-	$(PY) -m pytest -m "not slow and serial" tests; serial=$$?; \
+	$(PY) -m pytest -m "not slow and not serial" -n auto --durations=15 tests; parallel=$$?; \
+	$(PY) -m pytest -m "not slow and serial" --durations=15 tests; serial=$$?; \
 	isa=$$(grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo avx2 || echo default); \
 	ATEN_CPU_CAPABILITY=$$isa $(PY) -m pytest -m "not slow and numerics" tests; numerics=$$?; \
 	echo "torch's CPU kernels: $$($(PY) -c 'import torch; print(torch.backends.cpu.get_cpu_capability())'), then $$isa for the numerics tests"; \
