@@ -9,7 +9,10 @@ its ``seconds``) and ``demo`` (``make demo``'s recipe; no wall time in the log, 
 is ``compute x 3600 / 2``, the local backend's two devices, as ``plan_accuracy.py`` does).
 
 Protocol, per run and cut (its first 25% and 50% of compute), each method seeing only the
-evaluations inside the cut, **the run itself never in its own prior**:
+evaluations inside the cut, **the run itself never in its own prior**. A cut with fewer than 6
+evaluations is given the shipped forecast first: where it has no band (below what the ``early``
+state can carry), the run counts as not forecast at that cut, with the forecast's own reason
+(the first table); where it has one, the cut is scored like the others:
 
 * **Final value.** The 95% predictive interval of one evaluation at the run's last compute
   against its last evaluation: coverage, median width, median |error| of the centre.
@@ -192,6 +195,44 @@ class Final:
         return self.lo <= self.actual <= self.hi
 
 
+@dataclass
+class Unforecast:
+    """A cut the shipped forecast gave no band for, and the forecast's own reason."""
+
+    family: str
+    run: str
+    cut: float
+    evaluations: int
+    why: str
+
+
+def unforecast(run: Run, frac: float, table: Path) -> Unforecast | None:
+    """The cut's shipped forecast where it has fewer than ``MIN_POINTS`` evaluations: None where
+    it gives a band (the ``early`` state), which is then scored like any other cut."""
+    k = run.x <= frac * run.x[-1]
+    if k.sum() >= MIN_POINTS:
+        return None
+    try:
+        f = forecast_of(run.log(), cut=float(run.x[k][-1]),
+                        options=ForecastOptions(fit=FitOptions(max_points=200), budget=float(run.x[-1]),
+                                                population=table))  # fmt: skip
+    except CurveError as err:
+        return Unforecast(run.family, run.name, frac, int(k.sum()), str(err))
+    return None if f.draws is not None else Unforecast(run.family, run.name, frac, int(k.sum()), f.why)
+
+
+def forecast_table(finals: list[Final], missing: list[Unforecast]) -> list[tuple]:
+    """Per cut: the runs the shipped forecast gave a band for, of all the runs scored at either cut."""
+    rows = []
+    for frac in CUTS:
+        given = {(c.family, c.run) for c in finals if c.cut == frac and c.method == "shipped"}
+        none = [m for m in missing if m.cut == frac]
+        runs = given | {(m.family, m.run) for m in none}
+        why = "; ".join(f"{m.family}/{m.run} ({m.evaluations} evaluations): {m.why}" for m in none) or "-"
+        rows.append((f"{frac:.0%}", len(runs), len(given), len(none), why))
+    return rows
+
+
 def forecasts(run: Run, frac: float, options: FitOptions, prior, table: Path, population_prior=None) -> dict:
     """The forecast of each variant, made once per (run, cut): every question is read from it."""
     cut = float(run.x[run.x <= frac * run.x[-1]][-1])
@@ -283,6 +324,8 @@ def final_cases(run: Run, frac: float, options: FitOptions, made: dict) -> list[
         m, sd = _powerlaw_normal(x, y, C, sigma)
         w = _stack_weight(x, y, options, sigma)
         rng = np.random.default_rng(1)
+        if "validation alone" not in draws:  # an early forecast's cut: the validation alone has none
+            raise ValueError("no validation-alone draws to stack with")
         n = draws["validation alone"].size
         pick = rng.random(n) < w
         mix = np.where(pick, draws["validation alone"], rng.normal(m, sd, n))
@@ -479,7 +522,8 @@ def main() -> int:
     if args.cases is not None:
         data = json.loads(args.cases.read_text())
         _tables([Final(**c) for c in data["final"]], [Timed(**{**c, "pred": tuple(c["pred"])}) for c in data["timed"]],
-                [Reach(**c) for c in data["reach"]], args.markdown)  # fmt: skip
+                [Reach(**c) for c in data["reach"]], args.markdown,
+                [Unforecast(**c) for c in data.get("unforecast", [])])  # fmt: skip
         return 0
     print(_scaling())
     import os
@@ -487,14 +531,17 @@ def main() -> int:
     print(f"load average at start {os.getloadavg()[0]:.2f}")
     t0 = time.perf_counter()
     options = FitOptions(max_points=200)
-    finals, timed, reach = [], [], []
+    finals, timed, reach, missing = [], [], [], []
     all_runs = runs(args.quick)
     tables = _tables_without_each_family(sorted({r.family for r in all_runs}))
     populations = _priors_without_each_family(all_runs if not args.quick else runs(False), options)
     for run in all_runs:
         for frac in CUTS:
             k = run.x <= frac * run.x[-1]
-            if k.sum() < MIN_POINTS:
+            if k.sum() < 2:
+                continue
+            if (none := unforecast(run, frac, tables[run.family])) is not None:
+                missing.append(none)
                 continue
             head = Curve(run.name, run.x[k], run.y[k], str(run.path))
             with warnings.catch_warnings():
@@ -511,10 +558,11 @@ def main() -> int:
     families = sorted({r.family for r in all_runs})
     print(f"{len(all_runs)} runs in {len(families)} families ({', '.join(families)}); "
           f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
-    _tables(finals, timed, reach, args.markdown)
+    _tables(finals, timed, reach, args.markdown, missing)
     if args.json:
         args.json.write_text(json.dumps({"final": [asdict(c) for c in finals], "timed": [asdict(c) for c in timed],
-                                         "reach": [asdict(c) for c in reach]}, default=float))  # fmt: skip
+                                         "reach": [asdict(c) for c in reach],
+                                         "unforecast": [asdict(c) for c in missing]}, default=float))  # fmt: skip
     return 0
 
 
@@ -556,7 +604,9 @@ def _tables_without_each_family(families: list[str]) -> dict[str, Path]:
     return out
 
 
-def _tables(finals, timed, reach, markdown: bool) -> None:
+def _tables(finals, timed, reach, markdown: bool, missing=()) -> None:
+    _print("Runs forecast at each cut (shipped)", ("cut", "runs", "forecast", "no forecast", "why not"),
+           forecast_table(finals, list(missing)), markdown)  # fmt: skip
     _print("Final value: 95% predictive interval of the last evaluation", ("cut", "family", "method", "cases",
            "coverage", "median width", "median |error|"), final_table(finals), markdown)  # fmt: skip
     _print("Time to target (plan, mean of 5 evaluations)", ("method", "cut", "family", "cases", "95% coverage",
