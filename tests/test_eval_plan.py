@@ -30,3 +30,13 @@ def test_the_start_line_says_when_the_first_forecast_comes_and_what_to_set():
     assert "first forecast at step 8 (67% of the budget)" in tiny
     assert "eval.schedule=geometric eval.first=auto brings it to step 5" in tiny  # 0, 1, 2, 3, 4, 5
     assert "more than eval.share = 0.2: eval.num_prompts=auto would score" in old
+
+
+def test_the_start_line_names_a_studys_compute_cadence_beside_the_plan():
+    """An adaptive study sets ``eval.every_compute`` (``LoopRules.evaluates``: the plan's steps and
+    the first step past each multiple): the line says both, not the plan alone."""
+    line = start_line(load_config("scalerl", ["eval.every_compute=0.00078125"]), 1200)
+    assert "33 evaluations" in line
+    assert "and at the first step past each 0.00078125 of compute (eval.every_compute; not in that share)" in line
+    assert "eval.every_compute" not in start_line(load_config("scalerl"), 1200)
+

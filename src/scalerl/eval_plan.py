@@ -68,6 +68,8 @@ def start_line(cfg: Config, held: int) -> str:
            if plan.schedule == "geometric" else f"every {plan.every}")
     text = (f"evaluation plan: {plan.planned.size} evaluations of {scored:,} of the {held:,} held-out prompts (the "
             f"same ones each time) up to step {steps} ({how}), {share:.0%} of the run's samples")
+    if (every := cfg.eval.every_compute) is not None:  # a study's cadence, on top of the plan (LoopRules.evaluates)
+        text += f", and at the first step past each {every:g} of compute (eval.every_compute; not in that share)"
     first = plan.first_forecast
     if first is None:
         text += (f"; no forecast within train.steps = {steps}: a forecast needs 6 evaluations and the plan has "
