@@ -19,14 +19,16 @@ from scalerl.runfolder import read_records
 def test_training_raises_the_validation_pass_rate(warm_model_dir, tmp_path):
     cfg = load_config("scalerl", run_overrides(
         warm_model_dir, **{"pipeline.backend": "inprocess", "train.steps": 60, "eval.every": 20, "eval.schedule": "every",
-                           "eval.num_prompts": 96, "optim.lr": 2e-4, "optim.warmup_steps": 5,
+                           "eval.num_prompts": 96, "optim.lr": 1e-4, "optim.warmup_steps": 5,
                            "pipeline.prompts_per_step": 8, "pipeline.generations": 8}))
     train(cfg, tmp_path)
     records = read_records(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in records] == list(range(61))
     val = [r["val_pass_rate"] for r in records if r.get("val_pass_rate") is not None]
     assert len(val) == 4
-    # measured on this setup (seeds 0-2): R0 0.13-0.16, later evaluations +0.06 to +0.12
+    # measured on this setup (train.seed 0-2, an Intel Xeon with AVX-512): R0 0.115-0.148, the later
+    # evaluations' mean +0.065 to +0.098; at lr 2e-4 seed 0 rose +0.06 on an AMD EPYC but only +0.023
+    # there (the reward rose and fell), so the smaller rate, whose rise held on all three seeds
     assert sum(val[1:]) / 3 > val[0] + 0.04 and val[-1] > val[0], val
     curve = read_curves(tmp_path / "metrics.jsonl")[0]  # as `scalerl fit` reads it
     assert list(curve.reward) == val and (curve.compute[1:] > curve.compute[:-1]).all()
