@@ -206,16 +206,25 @@ class Unforecast:
     why: str
 
 
-def unforecast(run: Run, frac: float, table: Path) -> Unforecast | None:
+def _cut(run: Run, frac: float) -> float:
+    """The compute of the last evaluation inside the first ``frac`` of the run's."""
+    return float(run.x[run.x <= frac * run.x[-1]][-1])
+
+
+def _shipped(run: Run, options: FitOptions, table: Path) -> ForecastOptions:
+    """The shipped forecast's options for ``run``: its last compute as the budget, the population
+    table learned without its family."""
+    return ForecastOptions(fit=options, budget=float(run.x[-1]), population=table)
+
+
+def unforecast(run: Run, frac: float, options: FitOptions, table: Path) -> Unforecast | None:
     """The cut's shipped forecast where it has fewer than ``MIN_POINTS`` evaluations: None where
     it gives a band (the ``early`` state), which is then scored like any other cut."""
     k = run.x <= frac * run.x[-1]
     if k.sum() >= MIN_POINTS:
         return None
     try:
-        f = forecast_of(run.log(), cut=float(run.x[k][-1]),
-                        options=ForecastOptions(fit=FitOptions(max_points=200), budget=float(run.x[-1]),
-                                                population=table))  # fmt: skip
+        f = forecast_of(run.log(), cut=_cut(run, frac), options=_shipped(run, options, table))
     except CurveError as err:
         return Unforecast(run.family, run.name, frac, int(k.sum()), str(err))
     return None if f.draws is not None else Unforecast(run.family, run.name, frac, int(k.sum()), f.why)
@@ -235,8 +244,8 @@ def forecast_table(finals: list[Final], missing: list[Unforecast]) -> list[tuple
 
 def forecasts(run: Run, frac: float, options: FitOptions, prior, table: Path, population_prior=None) -> dict:
     """The forecast of each variant, made once per (run, cut): every question is read from it."""
-    cut = float(run.x[run.x <= frac * run.x[-1]][-1])
-    base = ForecastOptions(fit=options, budget=float(run.x[-1]), population=table)
+    cut = _cut(run, frac)
+    base = _shipped(run, options, table)
     out = {}
     for variant, change in SETTINGS.items():
         if change.get("population_prior"):
@@ -540,14 +549,14 @@ def main() -> int:
             k = run.x <= frac * run.x[-1]
             if k.sum() < 2:
                 continue
-            if (none := unforecast(run, frac, tables[run.family])) is not None:
+            if (none := unforecast(run, frac, options, tables[run.family])) is not None:
                 missing.append(none)
                 continue
             head = Curve(run.name, run.x[k], run.y[k], str(run.path))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", CurveWarning)
-                prior = load_prior(run.siblings, options, run.columns, exclude=(str(run.path),), forecast=[head])
-            try:
+            try:  # the prior too: an early forecast's cut may be too short for the siblings' prior
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", CurveWarning)
+                    prior = load_prior(run.siblings, options, run.columns, exclude=(str(run.path),), forecast=[head])
                 made = forecasts(run, frac, options, prior, tables[run.family], populations.get(run.family))
                 finals += final_cases(run, frac, options, made)
                 t, r = timed_cases(run, frac, made)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from scalerl.pipeline.weights import WeightLayout
+from scalerl.pipeline.weights import WeightLayout, settle
 
 _TAG = 0
 
@@ -243,8 +243,7 @@ class CollectiveSource:
                 buffer = self._buffers[target]
                 for start, stop in _spans(self.layout.size, self.endpoint.bucket_numel):
                     self._group.recv([buffer[start:stop]], 0, _TAG).wait()
-                # NCCL's receive is asynchronous on the GPU; gloo's is done (torch.cpu's is a no-op)
-                torch.get_device_module(buffer.device).synchronize(buffer.device)
+                settle(buffer)  # NCCL's receive is asynchronous on the GPU; gloo's is done
                 with self._cond:
                     self._versions[target] = int(header[0])
                     self._latest = target

@@ -162,7 +162,7 @@ class SharedWeights:
         self.layout.fill(staging, buckets)
         self._seq.value += 1
         self.flat.copy_(staging)
-        _settle(self.flat)  # readers must see the finished copy
+        settle(self.flat)  # readers must see the finished copy
         self._version.value = version
         self._seq.value += 1
 
@@ -177,7 +177,7 @@ class SharedWeights:
             if before % 2 == 0:
                 version = int(self._version.value)
                 snapshot = self.flat.clone()
-                _settle(snapshot)  # the copy is done before the check
+                settle(snapshot)  # the copy is done before the check
                 if int(self._seq.value) == before:
                     return version, self.layout.unflatten(snapshot)
             time.sleep(0.001)  # a write is under way
@@ -205,7 +205,7 @@ class InProcessWeights:
         return self._version, dict(self._state)
 
 
-def _settle(tensor: torch.Tensor) -> None:
+def settle(tensor: torch.Tensor) -> None:
     """Wait for the copies queued on ``tensor``'s device: a GPU copy is asynchronous, a CPU copy
     is done when it returns (``torch.cpu.synchronize`` is a no-op), so one line serves both."""
     torch.get_device_module(tensor.device).synchronize(tensor.device)
