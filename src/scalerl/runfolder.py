@@ -53,8 +53,10 @@ DECISIONS = "decisions.json"  # an adaptive study's decisions
 STUDY = "study.md"  # a study's report
 SHARED_BASE = "_base"  # a study's shared starting models
 BASE_MODEL = "base_model"  # a run's SFT-warmed starting model
-NOT_RUNS = (SHARED_BASE, BASE_MODEL, CHECKPOINT, CHECKPOINT_OLD, CHECKPOINT_BROKEN, MODEL, TENSORBOARD)
-"""Folders inside a run or study that hold no run of their own."""
+WANDB = "wandb"  # the W&B library's local folder of a run that logs to it (``log.wandb``): a copy of its log
+NOT_RUNS = (SHARED_BASE, BASE_MODEL, CHECKPOINT, CHECKPOINT_OLD, CHECKPOINT_BROKEN, MODEL, TENSORBOARD, WANDB)
+"""Folders inside a run or study that hold no run of their own (``walk`` passes them by there
+only: another trainer's ``tb/`` or ``model/`` elsewhere may hold its log)."""
 
 # --- record keys: every record ------------------------------------------------------------
 STEP = "step"
@@ -342,9 +344,12 @@ def run_folders(root: str | Path, limit: int | None = None) -> list[Path]:
 
 def walk(root: str | Path):
     """(folder, its file names) of every folder under ``root`` a run or a study may be, in
-    sorted order: never into :data:`NOT_RUNS` or a hidden folder, never through a link."""
+    sorted order: never into a hidden folder or through a link, and never into :data:`NOT_RUNS`
+    inside a run or a study (a folder holding :data:`METRICS` or :data:`SWEEP`), where they are
+    its own; elsewhere such a name is another trainer's folder (TensorBoard's ``tb/``)."""
     for folder, dirs, files in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in NOT_RUNS and not d.startswith("."))
+        ours = METRICS in files or SWEEP in files
+        dirs[:] = sorted(d for d in dirs if not (ours and d in NOT_RUNS) and d != SHARED_BASE and not d.startswith("."))
         yield Path(folder), set(files)
 
 

@@ -89,3 +89,25 @@ def test_an_unreadable_trainer_state_is_one_sentence_and_the_rest_still_serve(tm
     bad = server.summary(runs["bad"], wait=WAIT)
     assert bad["state"] == "unreadable" and "trainer_state.json" in bad["state_detail"]
     assert server.summary(runs["ours"], wait=WAIT)["state"] == "finished"
+
+
+def test_another_trainers_tb_folder_is_a_run_and_a_scalerl_runs_own_copies_are_not(tmp_path, served, monkeypatch):
+    """``tb/`` and ``wandb/`` inside a scalerl run are copies of its log (one run, one answer);
+    a folder of the same name elsewhere is another trainer's log (``runfolder.walk``)."""
+    import wandb
+    from torch.utils.tensorboard import SummaryWriter
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    write_run(tmp_path / "ours")
+    run = wandb.init(project="p", dir=str(tmp_path / "ours"))  # as ``log.wandb`` puts it
+    run.log({"val_pass_rate": 0.3}, step=1)
+    run.finish()
+    for folder in (tmp_path / "ours" / "tb", tmp_path / "openrlhf" / "tb", tmp_path / "nemo" / "model"):
+        writer = SummaryWriter(str(folder))
+        for s in range(10, 61, 10):
+            writer.add_scalar("eval/accuracy", 0.1 + 0.005 * s, s)
+        writer.close()
+    assert list((tmp_path / "ours" / "wandb").rglob("*.wandb"))  # the copy the walk must pass by
+    found = {f.id: f.log for f in served().discover() if f.kind == "run"}
+    assert found == {"ours": None, "openrlhf/tb": tmp_path / "openrlhf" / "tb", "nemo/model": tmp_path / "nemo" / "model"}

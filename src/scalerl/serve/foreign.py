@@ -25,17 +25,24 @@ WANDB_SUFFIX = ".wandb"  # a W&B run's local log (wandb/run-*/run-*.wandb)
 TRL_CHECKPOINT = "checkpoint-"  # a Hugging Face trainer's checkpoint folders, each with a copy of its state
 
 
-def foreign_log(folder: Path, files: set[str]) -> Path | None:
+def foreign_log(folder: Path, files: set[str], newest: dict[Path, Path | None] | None = None) -> Path | None:
     """What a reader reads in ``folder`` (``runfolder.walk``'s file names), None where it holds
     no other trainer's log: its ``trainer_state.json``, or the folder itself (TensorBoard, W&B).
     A checkpoint's state is a copy of the run's up to then: it is read only where the run's
-    folder has no state of its own, and only the newest checkpoint's."""
+    folder has no state of its own, and only the newest checkpoint's. ``newest``: each parent's
+    newest checkpoint, found once per walk (a run with many checkpoints is listed once, not once
+    per checkpoint)."""
     if rf.METRICS in files:
         return None  # a scalerl run folder (its tb/ mirrors its log)
     if TRAINER_STATE in files:
         if folder.name.startswith(TRL_CHECKPOINT):
             parent = folder.parent
-            if (parent / TRAINER_STATE).is_file() or folder != _newest_checkpoint(parent):
+            if (parent / TRAINER_STATE).is_file():
+                return None
+            newest = {} if newest is None else newest
+            if parent not in newest:
+                newest[parent] = _newest_checkpoint(parent)
+            if folder != newest[parent]:
                 return None
         return folder / TRAINER_STATE
     if any(f.startswith(TB_PREFIX) for f in files) or any(f.endswith(WANDB_SUFFIX) for f in files):

@@ -108,11 +108,11 @@ class Served:
     def _discover(self, root: Path, prefix: str) -> list[Found]:
         if rf.is_run(root):
             return [Found(prefix.rstrip("/") or root.name, root, "run")]
-        runs, studies, logs = [], [], {}
+        runs, studies, logs, newest = [], [], {}, {}
         for folder, files in rf.walk(root):
             if rf.METRICS in files:
                 runs.append(folder)
-            elif (log := foreign_log(folder, files)) is not None:
+            elif (log := foreign_log(folder, files, newest)) is not None:
                 runs.append(folder)
                 logs[folder] = log
             if rf.SWEEP in files:
