@@ -40,3 +40,11 @@ def test_the_start_line_names_a_studys_compute_cadence_beside_the_plan():
     assert "and at the first step past each 0.00078125 of compute (eval.every_compute; not in that share)" in line
     assert "eval.every_compute" not in start_line(load_config("scalerl"), 1200)
 
+
+
+def test_the_start_line_says_a_compute_limit_ends_the_run_before_its_steps():
+    """A study's point stops at ``train.max_compute`` (its rung), long before ``train.steps``:
+    the line names both ends, not the steps alone."""
+    line = start_line(load_config("scalerl", ["train.max_compute=0.0167"]), 1200)
+    assert "up to step 900 or train.max_compute = 0.0167 of compute, whichever comes first (" in line
+    assert "max_compute" not in start_line(load_config("scalerl"), 1200)

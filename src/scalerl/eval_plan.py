@@ -66,8 +66,11 @@ def start_line(cfg: Config, held: int) -> str:
     share = eval_samples / (eval_samples + _samples_per_step(cfg) * steps)
     how = (f"geometric from step {plan.first_step}, x{plan.ratio:g}, at most every {plan.every}"
            if plan.schedule == "geometric" else f"every {plan.every}")
+    until = f"step {steps}"
+    if (most := cfg.train.max_compute) is not None:  # a study point: its rung's compute ends it, long before its steps
+        until += f" or train.max_compute = {most:g} of compute, whichever comes first"
     text = (f"evaluation plan: {plan.planned.size} evaluations of {scored:,} of the {held:,} held-out prompts (the "
-            f"same ones each time) up to step {steps} ({how}), {share:.0%} of the run's samples")
+            f"same ones each time) up to {until} ({how}), {share:.0%} of the run's samples")
     if (every := cfg.eval.every_compute) is not None:  # a study's cadence, on top of the plan (LoopRules.evaluates)
         text += f", and at the first step past each {every:g} of compute (eval.every_compute; not in that share)"
     first = plan.first_forecast
