@@ -232,11 +232,12 @@ def rising_run(p: dict, device: str, dry: bool) -> dict:
         records = read_records(Path(tmp) / "run" / "metrics.jsonl")
     val = [r["val_pass_rate"] for r in records if r.get("val_pass_rate") is not None]
     trained = [r for r in records if "grad_norm" in r]
+    # a step with nothing measured logs NaN, which JSONL reads back as None; none measured: None
+    # (JSON has no NaN: a strict reader of the report, jq or a browser, refuses the whole file)
+    kl = [r["mismatch_kl"] for r in trained if r.get("mismatch_kl") is not None]
     return {"steps": len(trained), "wall_s": wall, "steps_per_s": len(trained) / wall, "val_pass_rate": val,
             "rose": len(val) >= 2 and val[-1] > val[0],
-            # a step with nothing measured logs NaN, which JSONL reads back as None
-            "mismatch_kl_mean": float(np.nanmean([np.nan if r["mismatch_kl"] is None else r["mismatch_kl"]
-                                                  for r in trained])),
+            "mismatch_kl_mean": float(np.mean(kl)) if kl else None,
             "staleness_max": max(r["staleness_max"] for r in trained)}
 
 

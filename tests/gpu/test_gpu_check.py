@@ -17,7 +17,7 @@ def test_gpu_check_dry_run_writes_every_figure(tmp_path):
     run = subprocess.run([str(ROOT / "scripts" / "gpu_check.sh"), "--dry-run", "--out", str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stderr[-2000:]
-    report = json.loads(out.read_text())
+    report = json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the report: not JSON"))
     assert report["dry_run"] and report["gpu_tests"]["returncode"] in (0, 5)  # 5: all skipped / none ran
     assert [r["batch"] for r in report["engine"]] == [4, 8]
     assert all(r["engine_tok_s"] > 0 and r["generate_tok_s"] > 0 for r in report["engine"])
