@@ -99,3 +99,26 @@ def test_fit_on_a_run_folder_uses_its_configured_prior_as_the_flag_would(tmp_pat
     assert "6 prior runs" in configured["why"]  # learned from the six, the run's own folder left out
     assert configured == forecast("--prior-runs", str(tmp_path))
     assert "prior" not in forecast("--prior-runs", "none")["why"]
+
+
+def test_a_folder_of_scalerl_runs_gives_each_run_once_never_its_tensorboard_copy(tmp_path):
+    """A run folder holds its log and a TensorBoard mirror of it (``tb/``, written by a real
+    ``SummaryWriter`` here): the prior reads the log once; another trainer's TensorBoard folder
+    beside them is a run of its own."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    from scalerl.fit.forecast.prior_runs import find_prior_files, load_prior
+
+    new = _study(tmp_path, n=6)
+    for folder in [tmp_path / f"run{i}" / "tb" for i in range(6)] + [tmp_path / "openrlhf" / "logs"]:
+        writer = SummaryWriter(str(folder))
+        for s in range(10, 101, 10):  # as scalerl's sink mirrors a record: its compute and validation
+            writer.add_scalar("compute_gpu_hours", 1e-3 * s, s)
+            writer.add_scalar("val_pass_rate", 0.1 + 0.004 * s, s)
+        writer.close()
+    (tmp_path / "run0" / "samples.jsonl").write_text('{"step": 1, "completion": "12"}\n')
+    found = find_prior_files(str(tmp_path))
+    assert found == [new / "metrics.jsonl", *(tmp_path / f"run{i}" / "metrics.jsonl" for i in range(6)),
+                     tmp_path / "openrlhf" / "logs"]
+    # the readers' own column choice (as ``--prior-runs`` with no columns): 6 runs and the other trainer's, not 13
+    assert load_prior(str(tmp_path), OPTIONS, exclude=(new,))[2] == 7

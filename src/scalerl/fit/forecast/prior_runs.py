@@ -50,7 +50,7 @@ from scalerl.fit.readers import (
     expand_paths,
     is_tensorboard,
 )
-from scalerl.runfolder import CONFIG
+from scalerl.runfolder import CONFIG, METRICS, walk
 
 __all__ = ["find_prior_files", "load_prior", "log_prior", "prior_spec", "prior_stamp", "run_options", "run_prior"]
 
@@ -71,12 +71,27 @@ def find_prior_files(spec: str, *, what: str = "--prior-runs") -> list[Path]:
         raise CurveError(f"{what} {spec}: no such file or folder.")
     if path.is_file() or is_tensorboard(path):
         return [path]
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in FOLDER_SUFFIXES)
-    folders = sorted({p.parent for p in path.rglob(f"*{TENSORBOARD}*") if p.is_file()})
+    files, folders = _logs_under(path)
     if not files and not folders:
         raise CurveError(f"{what} {spec}: the folder holds no log file ({', '.join(FOLDER_SUFFIXES)}) or "
                          "TensorBoard events.")
     return files + folders
+
+
+def _logs_under(root: Path) -> tuple[list[Path], list[Path]]:
+    """(log files, TensorBoard folders) under ``root``, one per run: a scalerl run folder's is its
+    ``metrics.jsonl`` alone, never its ``tb/`` or ``wandb/`` copies (``runfolder.walk`` passes them
+    by) nor ``samples.jsonl``: a run read twice would count as two runs of the prior, which then
+    claims more runs and less spread than it has."""
+    files, folders = [], []
+    for folder, names in walk(root):
+        if METRICS in names:
+            files.append(folder / METRICS)
+            continue
+        files += [folder / n for n in names if Path(n).suffix.lower() in FOLDER_SUFFIXES]
+        if any(TENSORBOARD in n for n in names):
+            folders.append(folder)
+    return sorted(files), sorted(folders)
 
 
 def load_prior(
