@@ -41,7 +41,6 @@ def test_the_start_line_names_a_studys_compute_cadence_beside_the_plan():
     assert "eval.every_compute" not in start_line(load_config("scalerl"), 1200)
 
 
-
 def test_the_start_line_says_a_compute_limit_ends_the_run_before_its_steps():
     """A study's point stops at ``train.max_compute`` (its rung), long before ``train.steps``:
     the line names both ends, not the steps alone."""

@@ -349,7 +349,7 @@ def walk(root: str | Path):
     its own; elsewhere such a name is another trainer's folder (TensorBoard's ``tb/``)."""
     for folder, dirs, files in os.walk(root, followlinks=False):
         ours = METRICS in files or SWEEP in files
-        dirs[:] = sorted(d for d in dirs if not (ours and d in NOT_RUNS) and d != SHARED_BASE and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not (ours and d in NOT_RUNS) and not d.startswith("."))
         yield Path(folder), set(files)
 
 
