@@ -1,6 +1,7 @@
 """Other trainers' logs as served runs: TRL's ``trainer_state.json``, a TensorBoard folder
 (NeMo-RL, OpenRLHF, TRL's ``report_to``) and a W&B run's local folder, found beside scalerl's
-own runs and listed with them, live or finished.
+own runs and listed with them, live or finished. Which folder holds one is
+``fit.readers.discover.trainer_log``'s rule, the one ``--prior-runs DIR`` follows too.
 
 Each is read by the one reader ``scalerl fit`` and ``plan`` use (``fit.forecast.log.read_log_file``:
 the trainer's names detected, no columns named), so the served forecast is ``plan``'s on the
@@ -16,47 +17,8 @@ import time
 from pathlib import Path
 
 from scalerl import runfolder as rf
-from scalerl.fit.readers.jsonl import TRAINER_STATE
 
-__all__ = ["foreign_log", "log_records", "log_stamp", "log_state"]
-
-TB_PREFIX = "events.out.tfevents"  # a TensorBoard event file's name
-WANDB_SUFFIX = ".wandb"  # a W&B run's local log (wandb/run-*/run-*.wandb)
-TRL_CHECKPOINT = "checkpoint-"  # a Hugging Face trainer's checkpoint folders, each with a copy of its state
-
-
-def foreign_log(folder: Path, files: set[str], newest: dict[Path, Path | None] | None = None) -> Path | None:
-    """What a reader reads in ``folder`` (``runfolder.walk``'s file names), None where it holds
-    no other trainer's log: its ``trainer_state.json``, or the folder itself (TensorBoard, W&B).
-    A checkpoint's state is a copy of the run's up to then: it is read only where the run's
-    folder has no state of its own, and only the newest checkpoint's. ``newest``: each parent's
-    newest checkpoint, found once per walk (a run with many checkpoints is listed once, not once
-    per checkpoint)."""
-    if rf.METRICS in files:
-        return None  # a scalerl run folder (its tb/ mirrors its log)
-    if TRAINER_STATE in files:
-        if folder.name.startswith(TRL_CHECKPOINT):
-            parent = folder.parent
-            if (parent / TRAINER_STATE).is_file():
-                return None
-            newest = {} if newest is None else newest
-            if parent not in newest:
-                newest[parent] = _newest_checkpoint(parent)
-            if folder != newest[parent]:
-                return None
-        return folder / TRAINER_STATE
-    if any(f.startswith(TB_PREFIX) for f in files) or any(f.endswith(WANDB_SUFFIX) for f in files):
-        return folder
-    return None
-
-
-def _newest_checkpoint(parent: Path) -> Path | None:
-    def number(p: Path) -> int:
-        tail = p.name[len(TRL_CHECKPOINT):]
-        return int(tail) if tail.isdigit() else -1
-
-    found = [p for p in parent.glob(f"{TRL_CHECKPOINT}*") if (p / TRAINER_STATE).is_file()]
-    return max(found, key=number, default=None)
+__all__ = ["log_records", "log_stamp", "log_state"]
 
 
 def _files(log: Path) -> list[Path]:

@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from scalerl import runfolder as rf
+from scalerl.fit.readers.discover import trainer_log
 from scalerl.serve.files import MAX_SMALL, Files
 from scalerl.serve.forecasts import Background, Made
-from scalerl.serve.foreign import foreign_log, log_records, log_stamp, log_state
+from scalerl.serve.foreign import log_records, log_stamp, log_state
 
 __all__ = ["Drawn", "Found", "Served"]
 
@@ -112,7 +113,7 @@ class Served:
         for folder, files in rf.walk(root):
             if rf.METRICS in files:
                 runs.append(folder)
-            elif (log := foreign_log(folder, files, newest)) is not None:
+            elif (log := trainer_log(folder, files, newest)) is not None:
                 runs.append(folder)
                 logs[folder] = log
             if rf.SWEEP in files:

@@ -122,3 +122,45 @@ def test_a_folder_of_scalerl_runs_gives_each_run_once_never_its_tensorboard_copy
                      tmp_path / "openrlhf" / "logs"]
     # the readers' own column choice (as ``--prior-runs`` with no columns): 6 runs and the other trainer's, not 13
     assert load_prior(str(tmp_path), OPTIONS, exclude=(new,))[2] == 7
+
+
+def _trl_history(seed: int, last: int) -> list[dict]:
+    """A TRL log up to step ``last``: its training reward every step, ``eval_reward`` every 10."""
+    rows = []
+    for r in _records(seed):
+        if 0 < r["step"] <= last:
+            rows.append({"step": r["step"], "reward": r["reward_mean"], "loss": 0.1})
+            if "val_pass_rate" in r:
+                rows.append({"step": r["step"], "eval_reward": r["val_pass_rate"]})
+    return rows
+
+
+def test_another_trainers_runs_are_read_once_each_trl_state_and_wandb_folder(tmp_path, monkeypatch):
+    """A TRL run's output folder holds a ``trainer_state.json`` in every checkpoint (each a copy
+    of the log up to then), and its own at the end only where ``save_state`` was called; a W&B
+    run's local folder holds its ``.wandb`` log. Each is one run of the prior, as ``serve``
+    lists it: the newest checkpoint's state where the run has none of its own, never the rest."""
+    wandb = pytest.importorskip("wandb")
+    from transformers import TrainerState
+
+    from scalerl.fit.forecast.prior_runs import find_prior_files, load_prior
+
+    new = _study(tmp_path, n=2)
+    for name, own in (("trl_a", False), ("trl_b", True)):
+        for last in (100, 200, 300) if not own else (100, 300):
+            out = tmp_path / name / (f"checkpoint-{last}" if (not own or last < 300) else "")
+            out.mkdir(parents=True, exist_ok=True)
+            TrainerState(global_step=last, max_steps=300, log_history=_trl_history(7 if own else 8, last)).save_to_json(
+                str(out / "trainer_state.json"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = wandb.init(project="p", dir=str(tmp_path / "wb"))
+    for r in _records(9):
+        run.log({k: v for k, v in r.items() if k != "step"}, step=r["step"])
+    run.finish()
+    (wb,) = (tmp_path / "wb" / "wandb").glob("offline-run-*")
+    found = find_prior_files(str(tmp_path))
+    assert found == [new / "metrics.jsonl", *(tmp_path / f"run{i}" / "metrics.jsonl" for i in range(2)),
+                     tmp_path / "trl_a" / "checkpoint-300" / "trainer_state.json",
+                     tmp_path / "trl_b" / "trainer_state.json", wb]
+    assert load_prior(str(tmp_path), OPTIONS, exclude=(new,))[2] == 5  # 2 scalerl runs, 2 TRL runs, 1 W&B run

@@ -2,8 +2,9 @@
 ``forecast.prior_runs``).
 
 ``DIR_OR_GLOB`` is a glob pattern, a log file, a TensorBoard folder, or a folder of runs:
-every log file beneath it (``readers.FOLDER_SUFFIXES``: every format but ``.json``) and every folder
-holding TensorBoard event files. A path that does not exist, or a pattern that matches
+every log file beneath it (``readers.FOLDER_SUFFIXES``: every format but ``.json``), every TRL
+``trainer_state.json`` (one per run: ``readers.discover``), and every folder holding TensorBoard
+event files or a W&B run's local log. A path that does not exist, or a pattern that matches
 nothing, is bad input (one sentence naming the flag or field). A file beneath a folder that
 holds no curve (a run's ``samples.jsonl``, say) is skipped: a run folder holds more than
 its metrics, and the prior counts what it could use. Every file or run left out (that one,
@@ -44,12 +45,12 @@ from scalerl.fit.options import FitOptions
 from scalerl.fit.prior.learn import Prior, learn_prior, learn_train_prior
 from scalerl.fit.readers import (
     FOLDER_SUFFIXES,
-    TENSORBOARD,
     Columns,
     Curve,
     expand_paths,
     is_tensorboard,
 )
+from scalerl.fit.readers.discover import trainer_log
 from scalerl.runfolder import CONFIG, METRICS, walk
 
 __all__ = ["find_prior_files", "load_prior", "log_prior", "prior_spec", "prior_stamp", "run_options", "run_prior"]
@@ -73,24 +74,26 @@ def find_prior_files(spec: str, *, what: str = "--prior-runs") -> list[Path]:
         return [path]
     files, folders = _logs_under(path)
     if not files and not folders:
-        raise CurveError(f"{what} {spec}: the folder holds no log file ({', '.join(FOLDER_SUFFIXES)}) or "
-                         "TensorBoard events.")
+        raise CurveError(f"{what} {spec}: the folder holds no log file ({', '.join(FOLDER_SUFFIXES)}), "
+                         "trainer_state.json, TensorBoard events or W&B run.")
     return files + folders
 
 
 def _logs_under(root: Path) -> tuple[list[Path], list[Path]]:
-    """(log files, TensorBoard folders) under ``root``, one per run: a scalerl run folder's is its
+    """(log files, run folders) under ``root``, one per run: a scalerl run folder's is its
     ``metrics.jsonl`` alone, never its ``tb/`` or ``wandb/`` copies (``runfolder.walk`` passes them
-    by) nor ``samples.jsonl``: a run read twice would count as two runs of the prior, which then
-    claims more runs and less spread than it has."""
-    files, folders = [], []
+    by) nor ``samples.jsonl``; another trainer's is what ``discover.trainer_log`` picks (TRL's
+    ``trainer_state.json``, its newest checkpoint's only where the run has none of its own; a
+    TensorBoard or W&B run folder), as ``serve`` lists it. A run read twice would count as two
+    runs of the prior, which then claims more runs and less spread than it has."""
+    files, folders, newest = [], [], {}
     for folder, names in walk(root):
         if METRICS in names:
             files.append(folder / METRICS)
             continue
         files += [folder / n for n in names if Path(n).suffix.lower() in FOLDER_SUFFIXES]
-        if any(TENSORBOARD in n for n in names):
-            folders.append(folder)
+        if (log := trainer_log(folder, names, newest)) is not None:
+            (folders if log == folder else files).append(log)
     return sorted(files), sorted(folders)
 
 
