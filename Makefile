@@ -62,12 +62,14 @@ test: export OMP_WAIT_POLICY := PASSIVE
 # then the tests that compare two float32 implementations (tests/numerics.py) once more with
 # torch's kernels on another instruction set (AVX2 where the CPU has AVX-512, else the plain
 # one): a bound that holds on one CPU only fails here, not on someone else's machine
+# (an inductor cache of its own: vLLM's compiled kernels and header cached for the first ISA fail
+# to compile under the second, 'at::vec has not been declared', where the CPU has no AVX-512)
 test: $(STAMP) $(VLLM) $(BROWSER)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site; docs=$$?; \
 	$(PY) -m pytest -m "not slow and not serial" -n auto --durations=15 tests; parallel=$$?; \
 	$(PY) -m pytest -m "not slow and serial" --durations=15 tests; serial=$$?; \
 	isa=$$(grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo avx2 || echo default); \
-	ATEN_CPU_CAPABILITY=$$isa $(PY) -m pytest -m "not slow and numerics" tests; numerics=$$?; \
+	ATEN_CPU_CAPABILITY=$$isa TORCHINDUCTOR_CACHE_DIR=$$(mktemp -d) $(PY) -m pytest -m "not slow and numerics" tests; numerics=$$?; \
 	echo "torch's CPU kernels: $$($(PY) -c 'import torch; print(torch.backends.cpu.get_cpu_capability())'), then $$isa for the numerics tests"; \
 	test $$docs -eq 0 -a $$parallel -eq 0 -a $$serial -eq 0 -a $$numerics -eq 0
 
