@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from scalerl.fit.readers import TENSORBOARD
 from scalerl.fit.readers.jsonl import TRAINER_STATE
 from scalerl.runfolder import METRICS
 
-__all__ = ["TB_PREFIX", "TRL_CHECKPOINT", "WANDB_SUFFIX", "trainer_log"]
+__all__ = ["TRL_CHECKPOINT", "WANDB_SUFFIX", "trainer_log"]
 
-TB_PREFIX = "events.out.tfevents"  # a TensorBoard event file's name
 WANDB_SUFFIX = ".wandb"  # a W&B run's local log (wandb/run-*/run-*.wandb)
 TRL_CHECKPOINT = "checkpoint-"  # a Hugging Face trainer's checkpoint folders, each with a copy of its state
 
@@ -42,7 +42,7 @@ def trainer_log(folder: Path, files: set[str], newest: dict[Path, Path | None] |
             if folder != newest[parent]:
                 return None
         return folder / TRAINER_STATE
-    if any(f.startswith(TB_PREFIX) for f in files) or any(f.endswith(WANDB_SUFFIX) for f in files):
+    if any(TENSORBOARD in f for f in files) or any(f.endswith(WANDB_SUFFIX) for f in files):
         return folder
     return None
 
